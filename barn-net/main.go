@@ -1,0 +1,21 @@
+// Command barn-net: Install, inspect and remove the host's private fixed-IP network.
+//
+// main only wires the process into package cli; see cli.Main.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"barn.dev/barn-net/cli"
+	"barn.dev/lib/tool"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli.Main(ctx, os.Args[1:], tool.OSStdio(), os.Getenv)
+	stop()
+	os.Exit(code)
+}

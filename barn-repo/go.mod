@@ -1,0 +1,7 @@
+module barn.dev/barn-repo
+
+go 1.26.8
+
+require barn.dev/lib v0.0.0
+
+replace barn.dev/lib => ../lib

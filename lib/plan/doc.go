@@ -1,0 +1,103 @@
+// Package plan compares a desired resolved spec with applied evidence and
+// classifies every node into exactly one of five outcomes. Planning is
+// read-only and pure: the caller supplies the applied state and an image
+// resolver; nothing here touches the host.
+//
+// The barn.plan/v1 document is the contract between barn-plan and
+// barn-node apply/recreate.
+package plan
+
+import (
+	"barn.dev/lib/imageref"
+	"barn.dev/lib/spec"
+)
+
+// Schema is the schema name of the plan document.
+const Schema = "barn.plan/v1"
+
+// Outcome is a node's classification.
+type Outcome string
+
+// The five outcomes.
+const (
+	Create    Outcome = "create"    // desired, no committed state
+	Start     Outcome = "start"     // committed, unchanged, not running
+	Unchanged Outcome = "unchanged" // committed, unchanged, running
+	Recreate  Outcome = "recreate"  // committed, definition changed
+	Missing   Outcome = "missing"   // committed, absent from the desired spec (or vm_skip)
+)
+
+// Action summarises the whole plan.
+type Action string
+
+// The summary actions.
+const (
+	ActionCreate   Action = "create"   // no deployment yet: every node is created
+	ActionConverge Action = "converge" // some nodes are created, the rest kept
+	ActionStart    Action = "start"    // only stopped nodes start
+	ActionNone     Action = "none"     // everything already runs as desired
+	ActionRecreate Action = "recreate" // drift: `barn-node recreate` is required
+	ActionBlocked  Action = "blocked"  // committed nodes are missing from the desired spec
+)
+
+// Plan is the barn.plan/v1 document.
+type Plan struct {
+	Schema      string              `json:"schema"`
+	Spec        spec.Spec           `json:"spec"`     // the full desired spec it was computed from
+	BasedOn     BasedOn             `json:"based_on"` // the applied state it was computed against
+	Action      Action              `json:"action"`
+	Destructive bool                `json:"destructive"`
+	Selected    []string            `json:"selected"` // node selectors given, empty for all
+	Nodes       []NodePlan          `json:"nodes"`    // desired nodes by address, then missing ones
+	Images      []imageref.Identity `json:"images"`   // exact images of the selected nodes, sorted
+	Totals      Totals              `json:"totals"`
+	Warnings    []Warning           `json:"warnings"`
+}
+
+// BasedOn identifies applied deployment state. Generation 0 and an empty
+// SpecHash mean "no deployment".
+type BasedOn struct {
+	Generation int64  `json:"generation"`
+	SpecHash   string `json:"spec_hash"`
+}
+
+// NodePlan is one node's outcome.
+type NodePlan struct {
+	Name     string             `json:"name"`
+	Address  string             `json:"address"`
+	Outcome  Outcome            `json:"outcome"`
+	Reason   string             `json:"reason,omitempty"` // e.g. "deployment_recreate_required", "runtime_drift"
+	Phase    string             `json:"phase,omitempty"`  // committed phase, when any
+	Changes  []Change           `json:"changes"`
+	Summary  []string           `json:"summary"` // human lines, e.g. "meta memory: 4 GiB -> 8 GiB"
+	Image    *imageref.Identity `json:"image,omitempty"`
+	Selector string             `json:"selector,omitempty"`
+}
+
+// Change is one field that differs between applied and desired.
+type Change struct {
+	Field string `json:"field"` // e.g. "memory_bytes", "disks", "deployment.subnet"
+	From  any    `json:"from"`
+	To    any    `json:"to"`
+}
+
+// Totals sums the selected desired nodes.
+type Totals struct {
+	CPUs        int        `json:"cpus"`
+	MemoryBytes int64      `json:"memory_bytes"`
+	DiskBytes   int64      `json:"disk_bytes"` // root disks plus every data disk
+	Disks       []DiskSize `json:"disks"`
+}
+
+// DiskSize is one disk counted in Totals.
+type DiskSize struct {
+	Node      string `json:"node"`
+	Name      string `json:"name"` // "root" or the data disk name
+	SizeBytes int64  `json:"size_bytes"`
+}
+
+// Warning is a non-fatal finding.
+type Warning struct {
+	Code    string `json:"code"` // e.g. "non_default_subnet", "images_unresolved", "interface_names"
+	Message string `json:"message"`
+}

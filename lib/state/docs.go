@@ -1,0 +1,185 @@
+package state
+
+import (
+	"time"
+
+	"barn.dev/lib/imageref"
+	"barn.dev/lib/spec"
+)
+
+// Schema names of the persisted documents. A document whose schema is newer
+// than these (a higher /vN) is refused as written by a newer Barn.
+const (
+	DeploymentSchema  = "barn.state.deployment/v1"
+	NodeSchema        = "barn.state.node/v1"
+	JournalSchema     = "barn.state.journal/v1"
+	TransactionSchema = "barn.state.transaction/v1"
+	LockHolderSchema  = "barn.state.lock/v1"
+	EventSchema       = "barn.event/v1"
+)
+
+// Phase is a node's committed lifecycle phase.
+type Phase string
+
+// The node phases.
+const (
+	Absent     Phase = "absent"
+	Preparing  Phase = "preparing"
+	Prepared   Phase = "prepared"
+	Starting   Phase = "starting"
+	Running    Phase = "running"
+	Stopping   Phase = "stopping"
+	Stopped    Phase = "stopped"
+	Destroying Phase = "destroying"
+)
+
+// Deployment is <BARN_HOME>/state.json: the applied resolved spec.
+// SpecHash must equal spec.DeploymentHash(&Spec) on read.
+type Deployment struct {
+	Schema     string    `json:"schema"`
+	Generation int64     `json:"generation"` // ≥1, incremented on every applied change
+	SpecHash   string    `json:"spec_hash"`
+	Spec       spec.Spec `json:"spec"`
+	UpdatedAt  time.Time `json:"updated_at"`
+}
+
+// Node is <BARN_HOME>/nodes/<node>/state.json: one node's committed state.
+type Node struct {
+	Schema     string            `json:"schema"`
+	Node       string            `json:"node"`
+	VMUUID     string            `json:"vm_uuid"`
+	Phase      Phase             `json:"phase"`
+	Generation int64             `json:"generation"` // ≥1; the seed's instance-id changes with it
+	SpecHash   string            `json:"spec_hash"`  // node hash of the spec it was built from
+	Spec       spec.Node         `json:"spec"`       // the node definition it was built from
+	Image      imageref.Identity `json:"image"`      // exact base image
+	RootDisk   string            `json:"root_disk"`  // absolute path of root.qcow2
+	DataDisks  []DataDisk        `json:"data_disks"`
+	Seed       string            `json:"seed"`            // absolute path of seed.iso
+	NVRAM      string            `json:"nvram,omitempty"` // absolute path of nvram.fd for uefi
+	SSHPort    int               `json:"ssh_port"`        // management SSH forward on 127.0.0.1
+	Accel      string            `json:"accel"`           // kvm or tcg
+	Runtime    Runtime           `json:"runtime"`
+	Invocation Invocation        `json:"invocation"`
+	Process    *Process          `json:"process,omitempty"` // set while running
+	CreatedAt  time.Time         `json:"created_at"`
+	UpdatedAt  time.Time         `json:"updated_at"`
+}
+
+// DataDisk is one attached data disk.
+type DataDisk struct {
+	Name                string `json:"name"`
+	Path                string `json:"path"` // absolute qcow2 path
+	Serial              string `json:"serial"`
+	SizeBytes           int64  `json:"size_bytes"`
+	Mount               string `json:"mount"`
+	Persistent          bool   `json:"persistent"`
+	RequestedFilesystem string `json:"requested_filesystem"`        // auto, xfs or ext4
+	ActualFilesystem    string `json:"actual_filesystem,omitempty"` // as reported by the guest
+}
+
+// Runtime holds the per-node runtime paths (outside BARN_HOME).
+type Runtime struct {
+	Directory string `json:"directory"`
+	QMP       string `json:"qmp"`     // unix socket, ≤107 bytes
+	Pidfile   string `json:"pidfile"` // written by QEMU -pidfile
+}
+
+// Invocation is the typed QEMU command line: Binary plus Args exactly as
+// executed, and descriptors passed by inheritance.
+type Invocation struct {
+	Binary         string          `json:"binary"`
+	Args           []string        `json:"args"`
+	InheritedFiles []InheritedFile `json:"inherited_files"`
+}
+
+// InheritedFile is a descriptor passed to QEMU (a share directory).
+type InheritedFile struct {
+	FD   int    `json:"fd"`
+	Kind string `json:"kind"` // "share"
+	ID   string `json:"id"`   // the share's mount tag
+}
+
+// Process is the identity tuple of a running QEMU: all of it must match
+// before a signal is ever sent.
+type Process struct {
+	PID        int    `json:"pid"`
+	Executable string `json:"executable"` // /proc/<pid>/exe target
+	Started    string `json:"started"`    // "procstat:<starttime ticks>"
+	ArgvHash   string `json:"argv_hash"`  // hex SHA-256 of the NUL-terminated argv
+	Boot       string `json:"boot"`       // host boot id (/proc/sys/kernel/random/boot_id)
+}
+
+// Journal is <BARN_HOME>/nodes/<node>/prepare.json: written before the first
+// artifact of a create and rewritten after each, so a crash before commit
+// leaves a bounded list of what to roll back.
+type Journal struct {
+	Schema         string      `json:"schema"`
+	OperationID    string      `json:"operation_id"` // UUID
+	Node           string      `json:"node"`
+	VMUUID         string      `json:"vm_uuid"`   // UUID
+	SpecHash       string      `json:"spec_hash"` // node hash
+	Completed      []Artifact  `json:"completed"`
+	Invocation     *Invocation `json:"invocation,omitempty"` // set once prepared
+	Prepared       bool        `json:"prepared"`
+	StateCommitted bool        `json:"state_committed"`
+	StatePath      string      `json:"state_path,omitempty"` // <nodeDir>/state.json once committed
+	StartedAt      time.Time   `json:"started_at"`
+	UpdatedAt      time.Time   `json:"updated_at"`
+}
+
+// ArtifactKind is one kind in the journal's fixed allowlist.
+type ArtifactKind string
+
+// The allowlisted artifact kinds and the file each must be, directly inside
+// the node directory.
+const (
+	RootOverlay ArtifactKind = "root-overlay" // root.qcow2
+	Seed        ArtifactKind = "seed"         // seed.iso
+	NVRAM       ArtifactKind = "nvram"        // nvram.fd
+	DataDiskArt ArtifactKind = "data-disk"    // <name>.qcow2, name a DNS label other than "root"
+)
+
+// Artifact is one completed journal entry.
+type Artifact struct {
+	Kind ArtifactKind `json:"kind"`
+	Path string       `json:"path"` // absolute, directly inside the node directory
+}
+
+// Transaction is <BARN_HOME>/nodes/<node>/transaction.json: an in-flight
+// phase transition (start, stop, destroy, recreate) and its completed steps.
+type Transaction struct {
+	Schema      string    `json:"schema"`
+	OperationID string    `json:"operation_id"`
+	Node        string    `json:"node"`
+	From        Phase     `json:"from"`
+	To          Phase     `json:"to"`
+	Completed   []TxnStep `json:"completed"`
+	StartedAt   time.Time `json:"started_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// TxnStep is one completed step of a transaction.
+type TxnStep struct {
+	Name     string `json:"name"`
+	Resource string `json:"resource"`
+}
+
+// LockHolder is what the holder of a lock writes into its lock file.
+type LockHolder struct {
+	PID     int       `json:"pid"`
+	Command string    `json:"command"` // argv joined, ≤200 chars plus "…"
+	Started time.Time `json:"started"`
+}
+
+// Event is one line of <BARN_HOME>/events.jsonl.
+type Event struct {
+	Schema      string    `json:"schema"`
+	Time        time.Time `json:"time"`
+	Level       string    `json:"level"` // error, warn, info, debug
+	Node        string    `json:"node"`  // "deployment" for deployment-wide
+	OperationID string    `json:"operation_id"`
+	Action      string    `json:"action"`
+	Phase       string    `json:"phase"`
+	Message     string    `json:"message"`
+}

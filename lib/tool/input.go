@@ -1,0 +1,101 @@
+package tool
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"strings"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/wire"
+)
+
+// MaxInputBytes bounds one JSON document read from a pipe (64 MiB).
+const MaxInputBytes = 64 << 20
+
+// PassthroughError carries an upstream barn.error/v1 document that arrived on
+// stdin. Main writes Raw to stdout unchanged and exits with Class, so that in
+// `a | b | c` the first failure is what the user sees and the exit status of
+// the last tool, even without `set -o pipefail`.
+type PassthroughError struct {
+	Raw   []byte // the document as received, including its newline
+	Class exitcode.Class
+}
+
+func (e *PassthroughError) Error() string {
+	return fmt.Sprintf("upstream failure (%s) passed through", e.Class)
+}
+
+// ReadDocument reads exactly one JSON document of the given schema (for
+// example "barn.spec/v1") from r into v, strictly: unknown fields and
+// trailing data are usage errors naming source. An upstream barn.error/v1
+// document is returned as a *PassthroughError. Empty input is a usage error,
+// never an empty document.
+func (e *Env) ReadDocument(r io.Reader, source, schema string, v any) error {
+	data, err := io.ReadAll(io.LimitReader(r, MaxInputBytes+1))
+	if err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "reading %s", source)
+	}
+	if len(data) > MaxInputBytes {
+		return exitcode.New(exitcode.Usage, "%s: input is larger than %d bytes", source, MaxInputBytes)
+	}
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		return exitcode.New(exitcode.Usage, "%s: no input; expected a %s document", source, schema)
+	}
+	got := wire.SchemaOf(firstLine(trimmed))
+	if got == wire.ErrorSchema {
+		var doc wire.ErrorDoc
+		if err := wire.DecodeStrict(firstLine(trimmed), &doc); err == nil {
+			class := exitcode.Class(doc.Error)
+			if !class.Valid() || class == exitcode.OK {
+				class = exitcode.Runtime
+			}
+			raw := append(append([]byte{}, firstLine(trimmed)...), '\n')
+			return &PassthroughError{Raw: raw, Class: class}
+		}
+	}
+	if got != schema {
+		if got == "" {
+			return exitcode.New(exitcode.Usage, "%s: not a %s document (no schema field)", source, schema)
+		}
+		return exitcode.New(exitcode.Usage, "%s: expected a %s document, got %s", source, schema, got)
+	}
+	if err := wire.DecodeStrict(trimmed, v); err != nil {
+		return exitcode.Wrap(exitcode.Usage, err, "%s: invalid %s document", source, schema)
+	}
+	return nil
+}
+
+func firstLine(b []byte) []byte {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		return bytes.TrimSpace(b[:i])
+	}
+	return b
+}
+
+// Confirm implements type-to-confirm for destructive commands. With force it
+// returns nil at once. Without a terminal on stdin it fails with usage and
+// asks for --force. On a terminal it prints prompt on stderr and requires the
+// user to type word exactly; anything else (including an empty line or EOF)
+// is cancelled (130) and the caller must change nothing.
+func (e *Env) Confirm(force bool, word, prompt string) error {
+	if force {
+		return nil
+	}
+	if !e.InIsTerminal {
+		return exitcode.New(exitcode.Usage, "%s: confirmation needs a terminal; pass --force to %s without one", e.Tool, word).
+			WithReason("confirmation_required")
+	}
+	fmt.Fprintf(e.Err, "%s\nType %q to continue: ", prompt, word)
+	line, err := bufio.NewReader(e.In).ReadString('\n')
+	answer := strings.TrimSpace(line)
+	if err != nil && answer == "" {
+		return exitcode.New(exitcode.Cancelled, "no confirmation given; nothing changed").WithReason("declined")
+	}
+	if answer != word {
+		return exitcode.New(exitcode.Cancelled, "typed %q, not %q; nothing changed", answer, word).WithReason("declined")
+	}
+	return nil
+}

@@ -1,0 +1,201 @@
+// Package tool is the shared shape of a Barn command-line tool: the kong
+// wiring, the output flags every tool has (--pretty, --yaml, --jq, --text),
+// the `version` command, pipeline input (including pass-through of an
+// upstream barn.error/v1 document), and the mapping of errors to exit
+// classes and to the stderr/stdout error contract.
+//
+// A tool's main.go only wires the real world in:
+//
+//	func main() {
+//		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+//		code := cli.Main(ctx, os.Args[1:], tool.OSStdio(), os.Getenv)
+//		stop()
+//		os.Exit(code)
+//	}
+//
+// and its cli package defines a kong grammar that embeds Globals and whose
+// leaf commands have `Run(env *tool.Env) error`.
+package tool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/alecthomas/kong"
+	"golang.org/x/term"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/wire"
+)
+
+// Version is the Barn release, set at link time with
+// -ldflags "-X barn.dev/lib/tool.Version=v0.1.0"; "dev" otherwise.
+var Version = "dev"
+
+// Stdio is a process's standard streams and whether they are terminals,
+// injected so tests can run a tool in process.
+type Stdio struct {
+	In            io.Reader
+	Out           io.Writer
+	Err           io.Writer
+	InIsTerminal  bool // stdin is a terminal: prompts may be asked
+	ErrIsTerminal bool // stderr is a terminal: live progress may be drawn
+}
+
+// OSStdio returns the real process streams.
+func OSStdio() Stdio {
+	return Stdio{
+		In: os.Stdin, Out: os.Stdout, Err: os.Stderr,
+		InIsTerminal:  term.IsTerminal(int(os.Stdin.Fd())),
+		ErrIsTerminal: term.IsTerminal(int(os.Stderr.Fd())),
+	}
+}
+
+// OutputFlags are the presentation flags shared by every tool. They never
+// change an exit status.
+type OutputFlags struct {
+	Pretty bool   `help:"Indent JSON output."`
+	YAML   bool   `name:"yaml" help:"Render output as YAML."`
+	JQ     string `name:"jq" placeholder:"EXPR" help:"Filter JSON output with a jq expression (gojq); strings print raw."`
+	Text   bool   `help:"Render a human view."`
+}
+
+// Globals is embedded in every tool's kong grammar.
+type Globals struct {
+	OutputFlags
+	Version VersionCmd `cmd:"" help:"Print the tool's version."`
+}
+
+func (g *Globals) globals() *Globals { return g }
+
+type hasGlobals interface{ globals() *Globals }
+
+// VersionCmd prints a barn.version/v1 document.
+type VersionCmd struct{}
+
+// VersionDoc is the output of `<tool> version`.
+type VersionDoc struct {
+	Schema  string `json:"schema"`
+	Tool    string `json:"tool"`
+	Version string `json:"version"`
+	Go      string `json:"go"`
+}
+
+// RenderText implements TextRenderer.
+func (d VersionDoc) RenderText(w io.Writer) error {
+	_, err := fmt.Fprintf(w, "%s %s (%s)\n", d.Tool, d.Version, d.Go)
+	return err
+}
+
+// Run prints the version.
+func (VersionCmd) Run(env *Env) error {
+	v, goVersion := Version, "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		goVersion = bi.GoVersion
+		if v == "dev" {
+			for _, s := range bi.Settings {
+				if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+					v = "dev+" + s.Value[:12]
+				}
+			}
+		}
+	}
+	return env.Emit(VersionDoc{Schema: "barn.version/v1", Tool: env.Tool, Version: v, Go: goVersion})
+}
+
+// Env is what a command's Run receives: the context (cancelled on
+// SIGINT/SIGTERM), the streams, the environment and the output flags.
+type Env struct {
+	Ctx    context.Context
+	Tool   string // e.g. "barn-plan"
+	Args   []string
+	Getenv func(string) string
+	Now    func() time.Time
+	Stdio
+	Output OutputFlags
+}
+
+// Stderrf writes one diagnostic or progress line to stderr. It never writes
+// to stdout.
+func (e *Env) Stderrf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if !strings.HasSuffix(msg, "\n") {
+		msg += "\n"
+	}
+	_, _ = io.WriteString(e.Err, msg)
+}
+
+// Main parses args against grammar (a pointer to a kong struct embedding
+// Globals), runs the selected command and returns the process exit status.
+// Errors are reported as "<name>: error: <message>" (and "next: <command>")
+// on stderr and a barn.error/v1 document on stdout.
+func Main(ctx context.Context, name, help string, args []string, stdio Stdio, getenv func(string) string, grammar any) (code int) {
+	env := &Env{Ctx: ctx, Tool: name, Args: args, Getenv: getenv, Now: time.Now, Stdio: stdio}
+	if env.Getenv == nil {
+		env.Getenv = func(string) string { return "" }
+	}
+	type exitSignal struct{ code int }
+	defer func() {
+		if r := recover(); r != nil {
+			if s, ok := r.(exitSignal); ok {
+				code = s.code
+				return
+			}
+			panic(r)
+		}
+	}()
+	parser, err := kong.New(grammar,
+		kong.Name(name),
+		kong.Description(help),
+		kong.Writers(stdio.Out, stdio.Err),
+		kong.Exit(func(c int) { panic(exitSignal{c}) }),
+		kong.Bind(env),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+	)
+	if err != nil {
+		return report(env, exitcode.Wrap(exitcode.Runtime, err, "building command line"))
+	}
+	kctx, err := parser.Parse(args)
+	if g, ok := grammar.(hasGlobals); ok {
+		env.Output = g.globals().OutputFlags
+	}
+	if err != nil {
+		e := exitcode.New(exitcode.Usage, "%s", err.Error()).WithNext(name + " --help")
+		return report(env, e)
+	}
+	if err := kctx.Run(env); err != nil {
+		return report(env, err)
+	}
+	return 0
+}
+
+// report prints err per the error contract and returns its exit status.
+func report(env *Env, err error) int {
+	var pass *PassthroughError
+	if errors.As(err, &pass) {
+		_, _ = env.Out.Write(pass.Raw)
+		return pass.Class.Code()
+	}
+	e := exitcode.As(err)
+	if e.Class == exitcode.OK {
+		return 0
+	}
+	fmt.Fprintf(env.Err, "%s: error: %s\n", env.Tool, e.Message)
+	if e.Next != "" {
+		fmt.Fprintf(env.Err, "next: %s\n", e.Next)
+	}
+	doc := wire.ErrorDoc{Schema: wire.ErrorSchema, Error: string(e.Class), Message: e.Message,
+		Reason: e.Reason, Next: e.Next, Detail: e.Detail}
+	flags := env.Output
+	flags.JQ, flags.Text = "", false
+	if werr := writeDoc(env.Out, flags, doc); werr != nil {
+		fmt.Fprintf(env.Err, "%s: error: writing error document: %v\n", env.Tool, werr)
+	}
+	return e.Class.Code()
+}

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what Barn's build and test suites need on a Debian host, when run
+# as root; elsewhere it only reports what is missing. Idempotent.
+set -euo pipefail
+PKGS=(qemu-system-x86 qemu-utils debootstrap ansible iproute2 fdisk extlinux
+      syslinux-common e2fsprogs xfsprogs openssh-client dosfstools procps)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
+if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
+  echo "install-deps: missing packages: ${missing[*]} (run as root on Debian to install)" >&2
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
