@@ -1,0 +1,4 @@
+package cli
+
+// accessCommands are ssh, exec, ssh-config, logs and provision.
+type accessCommands struct{}
