@@ -1,0 +1,465 @@
+package hostnet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/wire"
+)
+
+// realPaths is a Host with the production paths, for golden plans (pure:
+// nothing is read from these paths).
+func realPaths() *Host {
+	return &Host{EtcDir: "/etc", StateDir: "/var/lib/barn", RunDir: "/run", Helper: HelperPaths[0], Bridge: "barn0"}
+}
+
+func baseObserved() Observed {
+	return Observed{
+		Detected: BackendNetlink,
+		Links: []LinkInfo{{Name: "eth0", Kind: "device", Up: true, Addrs: []string{"192.168.1.20/24"}},
+			{Name: "lo", Kind: "device", Up: true, Addrs: []string{"127.0.0.1/8"}}},
+		Routes:     []RouteInfo{{Dst: "192.168.1.0/24", Dev: "eth0"}},
+		BridgeConf: FileState{Path: "/etc/qemu/bridge.conf"},
+		QemuDir:    FileState{Path: "/etc/qemu"},
+		Helper:     FileState{Path: HelperPaths[0], Exists: true, Mode: "0755"},
+		NM:         NMState{Connections: []string{}},
+		Networkd: NetworkdState{Units: map[string]UnitState{}, Claims: []string{},
+			Dir: FileState{Path: "/etc/systemd/network", Exists: true, Dir: true, Mode: "0755"}, Netdev: FileState{Path: "/etc/systemd/network/80-barn0.netdev"},
+			Net: FileState{Path: "/etc/systemd/network/80-barn0.network"}},
+	}
+}
+
+func networkdUnits(active, enabled string) map[string]UnitState {
+	m := map[string]UnitState{}
+	for _, u := range NetworkdUnits {
+		m[u] = UnitState{Active: active, Enabled: enabled}
+	}
+	return m
+}
+
+// goldenStates are representative host states, one golden plan each.
+func goldenStates() map[string]func() (Observed, Options) {
+	return map[string]func() (Observed, Options){
+		"netlink-fresh": func() (Observed, Options) { return baseObserved(), Options{} },
+		"netlink-existing-acl": func() (Observed, Options) {
+			o := baseObserved()
+			o.QemuDir = FileState{Path: "/etc/qemu", Exists: true, Dir: true, Mode: "0750"}
+			o.BridgeConf = FileState{Path: "/etc/qemu/bridge.conf", Exists: true, Mode: "0640", SHA256: digest([]byte("allow br7\n")), Content: "allow br7\n"}
+			o.Helper.Mode = "4755"
+			return o, Options{CIDR: "192.168.210.0/24"}
+		},
+		"networkmanager": func() (Observed, Options) {
+			o := baseObserved()
+			o.Detected, o.NM = BackendNetworkManager, NMState{Running: true, Connections: []string{"Wired connection 1"}}
+			return o, Options{}
+		},
+		"networkmanager-firewalld": func() (Observed, Options) {
+			o := baseObserved()
+			o.Detected, o.NM = BackendNetworkManager, NMState{Running: true, Firewalld: true, Connections: []string{"Wired connection 1"}}
+			return o, Options{}
+		},
+		"networkd-active": func() (Observed, Options) {
+			o := baseObserved()
+			o.Detected, o.Networkd.Booted, o.Networkd.Units = BackendNetworkd, true, networkdUnits("active", "enabled")
+			return o, Options{}
+		},
+		"networkd-inactive-safe": func() (Observed, Options) {
+			o := baseObserved()
+			o.Networkd.Booted, o.Networkd.Units = true, networkdUnits("inactive", "disabled")
+			o.Networkd.Dir = FileState{Path: "/etc/systemd/network"}
+			return o, Options{Backend: BackendNetworkd}
+		},
+		"vmnet": func() (Observed, Options) { return baseObserved(), Options{Backend: BackendVmnet} },
+	}
+}
+
+func TestGoldenPlans(t *testing.T) {
+	for name, state := range goldenStates() {
+		t.Run(name, func(t *testing.T) {
+			o, opt := state()
+			p, err := realPaths().PlanInstall(o, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := wire.MarshalIndent(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var text strings.Builder
+			must(t, p.RenderText(&text))
+			got = append(append(got, "\n---\n"...), text.String()...)
+			path := filepath.Join("testdata", "plans", name+".golden")
+			if os.Getenv("BARN_UPDATE") == "1" {
+				must(t, os.MkdirAll(filepath.Dir(path), 0o755))
+				must(t, os.WriteFile(path, got, 0o644))
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with BARN_UPDATE=1 to create)", err)
+			}
+			if string(want) != string(got) {
+				t.Fatalf("plan %s differs from %s:\n%s", name, path, got)
+			}
+		})
+	}
+}
+
+func TestPlanRefusals(t *testing.T) {
+	h := realPaths()
+	cases := []struct {
+		name   string
+		mutate func(*Observed, *Options)
+		class  exitcode.Class
+		reason string
+	}{
+		{"address on another link", func(o *Observed, _ *Options) {
+			o.Links = append(o.Links, LinkInfo{Name: "wg0", Kind: "wireguard", Addrs: []string{"10.10.10.77/24"}})
+		}, exitcode.Resource, "subnet_in_use"},
+		{"route via another link", func(o *Observed, _ *Options) {
+			o.Routes = append(o.Routes, RouteInfo{Dst: "10.0.0.0/8", Dev: "tun0"})
+		}, exitcode.Resource, "subnet_in_use"},
+		{"foreign bridge", func(o *Observed, _ *Options) { o.Links = append(o.Links, LinkInfo{Name: "barn0", Kind: "bridge"}) }, exitcode.Conflict, "bridge_foreign"},
+		{"unmarked allow", func(o *Observed, _ *Options) {
+			o.BridgeConf = FileState{Path: "/etc/qemu/bridge.conf", Exists: true, Mode: "0644", Content: "allow barn0\n"}
+		}, exitcode.Conflict, "bridge_conf_foreign"},
+		{"stale block", func(o *Observed, _ *Options) {
+			o.BridgeConf = FileState{Path: "/etc/qemu/bridge.conf", Exists: true, Mode: "0644", Content: ManagedBlock("barn0")}
+		}, exitcode.Conflict, "bridge_conf_stale_block"},
+		{"helper missing", func(o *Observed, _ *Options) { o.Helper = FileState{Path: HelperPaths[0]} }, exitcode.Capability, FindHelperMissing},
+		{"helper not root", func(o *Observed, _ *Options) { o.Helper.UID = 1000 }, exitcode.Capability, FindHelperUnsafe},
+		{"foreign statoverride", func(o *Observed, _ *Options) { o.Statoverride = "root kvm 0750 " + HelperPaths[0] }, exitcode.Conflict, "helper_statoverride_foreign"},
+		{"bad cidr", func(_ *Observed, opt *Options) { opt.CIDR = "10.10.10.1/24" }, exitcode.Usage, "bad_cidr"},
+		{"public cidr", func(_ *Observed, opt *Options) { opt.CIDR = "8.8.8.0/24" }, exitcode.Usage, "bad_cidr"},
+		{"interrupted", func(o *Observed, _ *Options) {
+			o.Manifest = &Manifest{Status: StatusInstalling, Steps: []Step{{}}, Applied: 1}
+		}, exitcode.Conflict, "install_interrupted"},
+		{"installed for another cidr", func(o *Observed, _ *Options) {
+			o.Manifest = &Manifest{Status: StatusInstalled, Backend: BackendNetlink, Bridge: "barn0", CIDR: "10.10.20.0/24"}
+		}, exitcode.Conflict, "installed_differently"},
+		{"nm connection exists", func(o *Observed, opt *Options) {
+			o.NM = NMState{Running: true, Connections: []string{"barn0"}}
+			opt.Backend = BackendNetworkManager
+		}, exitcode.Conflict, "bridge_foreign"},
+		{"nm not running", func(_ *Observed, opt *Options) { opt.Backend = BackendNetworkManager }, exitcode.Capability, "backend_unavailable"},
+		{"networkd without systemd", func(_ *Observed, opt *Options) { opt.Backend = BackendNetworkd }, exitcode.Capability, "backend_unavailable"},
+		{"networkd activation unsafe", func(o *Observed, opt *Options) {
+			o.Networkd.Booted, o.Networkd.Units = true, networkdUnits("inactive", "disabled")
+			o.Networkd.Claims = []string{"/etc/systemd/network/10-eth.network: [Match] Name=e* matches existing link eth0"}
+			opt.Backend = BackendNetworkd
+		}, exitcode.Conflict, "networkd_activation_unsafe"},
+		{"networkd foreign unit", func(o *Observed, opt *Options) {
+			o.Networkd.Booted, o.Networkd.Units = true, networkdUnits("active", "enabled")
+			o.Networkd.Netdev.Exists = true
+			opt.Backend = BackendNetworkd
+		}, exitcode.Conflict, "unit_foreign"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o, opt := baseObserved(), Options{}
+			c.mutate(&o, &opt)
+			_, err := h.PlanInstall(o, opt)
+			xe := exitcode.As(err)
+			if xe == nil || xe.Class != c.class || xe.Reason != c.reason {
+				t.Fatalf("want %s/%s, got %#v", c.class, c.reason, xe)
+			}
+		})
+	}
+}
+
+func TestActivationScan(t *testing.T) {
+	root := t.TempDir()
+	h := &Host{EtcDir: filepath.Join(root, "etc"), RunDir: filepath.Join(root, "run"), Bridge: "barn0"}
+	links := []LinkInfo{{Name: "lo"}, {Name: "enp1s0"}}
+	write := func(rel, content string) {
+		p := filepath.Join(root, rel)
+		must(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		must(t, os.WriteFile(p, []byte(content), 0o644))
+	}
+	if c := h.activationScan(links); len(c) != 0 {
+		t.Fatalf("empty dirs: %v", c)
+	}
+	write("usr/lib/systemd/network/80-container-ve.network", "[Match]\nName=ve-*\nDriver=veth\n")
+	write("usr/lib/systemd/network/80-wifi-adhoc.network", "[Match]\nType=wlan\n")
+	write("etc/systemd/network/80-barn0.netdev", "[NetDev]\nName=barn0\nKind=bridge\n")
+	if c := h.activationScan(links); len(c) != 0 {
+		t.Fatalf("vendor units that match no link and Barn's own unit must not count: %v", c)
+	}
+	write("usr/lib/systemd/network/99-en.network", "[Match]\nName=en*\n")
+	write("etc/systemd/network/20-all.network", "[Network]\nDHCP=yes\n")
+	write("run/systemd/network/30-typed.network", "[Match]\nType=ether\n")
+	write("etc/systemd/network/40-vlan.netdev", "[NetDev]\nName=vlan9\nKind=vlan\n")
+	got := strings.Join(h.activationScan(links), "\n")
+	for _, want := range []string{"99-en.network: [Match] Name=en* matches existing link enp1s0", "20-all.network: empty [Match] matches every link",
+		"30-typed.network: unsupported [Match] keys Type", "40-vlan.netdev: a .netdev creates a link"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("scan lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+func TestProposeAndSubnet(t *testing.T) {
+	o := baseObserved()
+	if c, ok := Propose(o.InUse()); !ok || c != "10.10.10.0/24" {
+		t.Fatalf("free host: %s %v", c, ok)
+	}
+	o.Links = append(o.Links, LinkInfo{Name: "wg0", Addrs: []string{"10.10.0.1/16"}})
+	if c, ok := Propose(o.InUse()); !ok || c != "172.30.10.0/24" {
+		t.Fatalf("10.10/16 taken: %s %v", c, ok)
+	}
+	o.Routes = append(o.Routes, RouteInfo{Dst: "172.16.0.0/12", Dev: "vpn0"}, RouteInfo{Dst: "192.168.0.0/16", Dev: "vpn0"})
+	if c, ok := Propose(o.InUse()); ok {
+		t.Fatalf("everything taken, got %s", c)
+	}
+	sn, err := ParseSubnet("10.10.10.0/24")
+	if err != nil || sn.HostCIDR() != "10.10.10.1/24" || sn.DHCPEnd().String() != "10.10.10.8" {
+		t.Fatalf("%v %v", sn, err)
+	}
+	for _, bad := range []string{"10.10.10.0/23", "10.10.10.5/24", "1.2.3.0/24", "fd00::/64", "x"} {
+		if _, err := ParseSubnet(bad); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+}
+
+func TestACL(t *testing.T) {
+	cases := []struct {
+		content            string
+		allows, has, intct bool
+		unmarked           bool
+	}{
+		{"", false, false, false, false},
+		{"allow barn0\n", true, false, false, true},
+		{"allow all\n", true, false, false, false},
+		{"allow barn0\ndeny barn0\n", false, false, false, true},
+		{"deny all\n" + ManagedBlock("barn0"), false, true, true, false},
+		{"allow br7\n" + ManagedBlock("barn0"), true, true, true, false},
+		{"# BEGIN BARN MANAGED: barn0\nallow barn0\nallow all\n# END BARN MANAGED: barn0\n", true, true, false, false},
+	}
+	for i, c := range cases {
+		a := ParseACL(c.content, "barn0")
+		if a.Allows("barn0") != c.allows || a.HasBlock != c.has || a.BlockIntact != c.intct || a.UnmarkedAllow != c.unmarked {
+			t.Errorf("case %d %q: %+v allows=%v", i, c.content, a, a.Allows("barn0"))
+		}
+	}
+	if WithBlock("allow br7", "barn0") != "allow br7\n"+ManagedBlock("barn0") {
+		t.Fatal("WithBlock must add the missing newline")
+	}
+}
+
+// --- recording fakes of nmcli, systemctl and networkctl -------------------
+
+type fakeHost struct {
+	*Host
+	root, log string
+}
+
+// fakeLinks is a LinkOps without a kernel: NM and networkd never call the
+// mutating methods (they go through nmcli/networkctl).
+type fakeLinks struct{ links []LinkInfo }
+
+func (f fakeLinks) Links() ([]LinkInfo, error) { return f.links, nil }
+func (f fakeLinks) Routes() ([]RouteInfo, error) {
+	return []RouteInfo{{Dst: "192.168.1.0/24", Dev: "eth0"}}, nil
+}
+func (fakeLinks) AddBridge(string) error { return errors.New("netlink used by a non-netlink backend") }
+func (fakeLinks) DelLink(string) error   { return errors.New("netlink used by a non-netlink backend") }
+func (fakeLinks) AddAddr(string, string) error {
+	return errors.New("netlink used by a non-netlink backend")
+}
+func (fakeLinks) DelAddr(string, string) error {
+	return errors.New("netlink used by a non-netlink backend")
+}
+func (fakeLinks) SetUp(string) error { return errors.New("netlink used by a non-netlink backend") }
+
+// newFakeHost writes shell fakes into <root>/bin that append their argv to
+// <root>/log and answer the read-only queries from <root>/fake/*.
+func newFakeHost(t *testing.T, nm bool, networkdActive string) *fakeHost {
+	root := t.TempDir()
+	log := filepath.Join(root, "log")
+	for _, d := range []string{"bin", "etc/systemd", "state", "run/systemd/system", "fake"} {
+		must(t, os.MkdirAll(filepath.Join(root, d), 0o755))
+	}
+	helper := filepath.Join(root, "qemu-bridge-helper")
+	must(t, os.WriteFile(helper, []byte("#!/bin/sh\n"), 0o755))
+	state := func(name, v string) { must(t, os.WriteFile(filepath.Join(root, "fake", name), []byte(v), 0o644)) }
+	if nm {
+		state("nm", "running")
+	} else {
+		state("nm", "asleep")
+	}
+	state("networkd", networkdActive)
+	script := func(name, body string) {
+		must(t, os.WriteFile(filepath.Join(root, "bin", name), []byte("#!/bin/sh\necho \""+name+" $*\" >> "+log+"\nF="+root+"/fake\n"+body), 0o755))
+	}
+	script("nmcli", `case "$*" in
+"-t -f RUNNING general") cat $F/nm; echo ;;
+"-t -f NAME connection show") echo "Wired connection 1" ;;
+esac
+exit 0
+`)
+	script("systemctl", `case "$1 $2" in
+"is-active systemd-networkd.service") cat $F/networkd; echo; [ "$(cat $F/networkd)" = active ] ;;
+"is-active "*) echo inactive; exit 3 ;;
+"is-enabled systemd-networkd.service") echo disabled; exit 1 ;;
+"is-enabled "*) echo static; exit 0 ;;
+"start systemd-networkd") echo -n active > $F/networkd ;;
+"stop systemd-networkd") echo -n inactive > $F/networkd ;;
+esac
+[ -e $F/fail-$1 ] && { echo "fake failure of systemctl $1" >&2; exit 1; }
+exit 0
+`)
+	script("networkctl", "exit 0\n")
+	h := &Host{EtcDir: filepath.Join(root, "etc"), StateDir: filepath.Join(root, "state"), RunDir: filepath.Join(root, "run"),
+		Helper: helper, Bridge: "barn0", UID: 0, Runner: ExecRunner{Path: filepath.Join(root, "bin")},
+		Link:   fakeLinks{links: []LinkInfo{{Name: "eth0", Kind: "device", Up: true, Addrs: []string{"192.168.1.20/24"}}}},
+		Prover: func(ctx context.Context, h *Host, p *Plan) error { return nil }}
+	if os.Geteuid() != 0 {
+		t.Skip("the helper must be root-owned for install; run as root")
+	}
+	return &fakeHost{Host: h, root: root, log: log}
+}
+
+// mutations returns the logged commands that change something (queries
+// such as is-active, is-enabled and nmcli -t are left out).
+func (f *fakeHost) mutations(t *testing.T) []string {
+	b, err := os.ReadFile(f.log)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if l == "" || strings.Contains(l, " is-active ") || strings.Contains(l, " is-enabled ") || strings.HasPrefix(l, "nmcli -t ") {
+			continue
+		}
+		out = append(out, l)
+	}
+	must(t, os.Remove(f.log))
+	return out
+}
+
+func (f *fakeHost) install(t *testing.T, opt Options) (Plan, error) {
+	ctx := context.Background()
+	o, err := f.Inspect(ctx)
+	must(t, err)
+	p, err := f.PlanInstall(o, opt)
+	if err != nil {
+		return p, err
+	}
+	_, err = f.Apply(ctx, p, opt, nil)
+	return p, err
+}
+
+func wantLog(t *testing.T, what string, got []string, want ...string) {
+	t.Helper()
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("%s: commands\n%s\nwant\n%s", what, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestNetworkManagerAgainstFakes(t *testing.T) {
+	f := newFakeHost(t, true, "inactive")
+	p, err := f.install(t, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Backend != BackendNetworkManager {
+		t.Fatalf("detected %s", p.Backend)
+	}
+	wantLog(t, "install", f.mutations(t),
+		"nmcli connection add type bridge con-name barn0 ifname barn0 ipv4.method manual ipv4.addresses 10.10.10.1/24 ipv6.method disabled bridge.stp no connection.autoconnect yes",
+		"nmcli connection up barn0")
+	conf, _ := os.ReadFile(f.BridgeConf())
+	if string(conf) != ManagedBlock("barn0") {
+		t.Fatalf("bridge.conf %q", conf)
+	}
+	f.Link = fakeLinks{links: []LinkInfo{{Name: "barn0", Kind: "bridge", Up: true, Addrs: []string{"10.10.10.1/24"}},
+		{Name: "vnet0", Kind: "tuntap", Master: "barn0", Addrs: []string{}}}}
+	if _, err := f.Uninstall(context.Background(), nil); exitcode.ClassOf(err) != exitcode.Conflict {
+		t.Fatalf("uninstall with a tap attached: %v", err)
+	}
+	f.Link = fakeLinks{}
+	if _, err := f.Uninstall(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	wantLog(t, "uninstall", f.mutations(t), "nmcli connection delete barn0")
+	if _, err := os.Stat(f.BridgeConf()); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("bridge.conf should be gone: %v", err)
+	}
+	if st, _ := StatFile(f.Helper, false); st.Mode != "0755" {
+		t.Fatalf("helper mode %s", st.Mode)
+	}
+	if m, _ := f.ReadManifest(); m != nil {
+		t.Fatal("manifest left behind")
+	}
+}
+
+func TestNetworkdAgainstFakes(t *testing.T) {
+	f := newFakeHost(t, false, "inactive")
+	p, err := f.install(t, Options{Backend: BackendNetworkd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, s := range p.Steps {
+		ids = append(ids, s.ID)
+	}
+	if strings.Join(ids, ",") != "write-manifest,networkd-dir,netdev-unit,network-unit,networkd-start,networkd-reload,networkd-reconfigure,qemu-dir,bridge-conf,helper-setuid,attach-proof,networkd-enable" {
+		t.Fatalf("steps %v", ids)
+	}
+	wantLog(t, "install", f.mutations(t), "systemctl start systemd-networkd", "networkctl reload", "networkctl reconfigure barn0", "systemctl enable systemd-networkd")
+	nw, _ := os.ReadFile(f.networkdFile(".network"))
+	if !strings.Contains(string(nw), "Address=10.10.10.1/24\nConfigureWithoutCarrier=yes") {
+		t.Fatalf(".network %q", nw)
+	}
+	m, _ := f.ReadManifest()
+	if m.Prestate.Units["systemd-networkd.service"] != (UnitState{Active: "inactive", Enabled: "disabled"}) {
+		t.Fatalf("prestate units %v", m.Prestate.Units)
+	}
+	if _, err := f.Uninstall(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	wantLog(t, "uninstall (reverse order)", f.mutations(t), "systemctl disable systemd-networkd", "networkctl delete barn0", "systemctl stop systemd-networkd")
+	for _, p := range []string{f.networkdFile(".netdev"), f.NetworkdDir(), f.QemuConfDir()} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s should be gone: %v", p, err)
+		}
+	}
+}
+
+func TestNetworkdRollbackAgainstFakes(t *testing.T) {
+	f := newFakeHost(t, false, "active")
+	// networkd already active: no start step; the readiness proof fails.
+	f.Prover = func(ctx context.Context, h *Host, p *Plan) error { return fmt.Errorf("access denied by acl file") }
+	_, err := f.install(t, Options{})
+	if exitcode.ClassOf(err) != exitcode.Capability || !strings.Contains(err.Error(), "rolled back") {
+		t.Fatalf("want a rolled-back capability error, got %v", err)
+	}
+	wantLog(t, "install then rollback", f.mutations(t), "networkctl reload", "networkctl reconfigure barn0", "networkctl delete barn0")
+	if m, _ := f.ReadManifest(); m != nil {
+		t.Fatal("manifest left after rollback")
+	}
+	// A failing undo keeps the manifest and says so.
+	f.Prover = nil
+	f.FailAfter = "networkd-enable"
+	must(t, os.WriteFile(filepath.Join(f.root, "fake", "fail-disable"), nil, 0o644))
+	f.Prover = func(ctx context.Context, h *Host, p *Plan) error { return nil }
+	must(t, os.WriteFile(filepath.Join(f.root, "fake", "networkd"), []byte("inactive"), 0o644))
+	_, err = f.install(t, Options{Backend: BackendNetworkd})
+	if xe := exitcode.As(err); xe == nil || xe.Reason != "rollback_failed" || !strings.Contains(xe.Message, "automatic rollback failed") {
+		t.Fatalf("want rollback_failed, got %v", err)
+	}
+	m, _ := f.ReadManifest()
+	if m == nil || m.Status != StatusInstalling || m.Steps[m.Applied-1].ID != "networkd-enable" {
+		t.Fatalf("manifest after a failed rollback: %+v", m)
+	}
+	// The next install refuses and points at uninstall.
+	if _, err := f.install(t, Options{Backend: BackendNetworkd}); exitcode.As(err).Reason != "install_interrupted" {
+		t.Fatalf("install after an interrupted one: %v", err)
+	}
+}

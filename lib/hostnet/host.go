@@ -1,0 +1,138 @@
+package hostnet
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+)
+
+// DefaultBridge is the bridge name used when BARN_BRIDGE is unset.
+const DefaultBridge = "barn0"
+
+// DefaultCIDR is the deployment subnet used when none is given.
+const DefaultCIDR = "10.10.10.0/24"
+
+// HelperPaths are the accepted qemu-bridge-helper locations, Debian first.
+var HelperPaths = []string{"/usr/lib/qemu/qemu-bridge-helper", "/usr/libexec/qemu-bridge-helper"}
+
+// Host is the machine being changed: every path outside the process and
+// every external effect, so that tests redirect them.
+type Host struct {
+	EtcDir   string // "/etc"
+	StateDir string // "/var/lib/barn"
+	RunDir   string // "/run"
+	Helper   string // qemu-bridge-helper path
+	QEMU     string // qemu-system-x86_64 binary for the attach proof
+	Bridge   string // bridge name, default barn0
+
+	// UID is the user whose access Preflight judges (default: the effective uid).
+	UID int
+	// AttachUID/AttachGID run the QEMU of the readiness proof. Default: the
+	// sudo caller (SUDO_UID/SUDO_GID) when running as root, else nobody
+	// (65534) when root, else the current user.
+	AttachUID, AttachGID int
+
+	// Runner executes external commands (nmcli, systemctl, networkctl).
+	Runner Runner
+	// Prover runs the readiness proof; nil means the real QEMU attach.
+	Prover func(ctx context.Context, h *Host, p *Plan) error
+	// FailAfter injects a failure right after the step with this ID was
+	// applied (tests only; never set from the environment).
+	FailAfter string
+	// Link is the netlink implementation (tests use the real one inside a
+	// namespace).
+	Link LinkOps
+}
+
+// FromEnv returns the Host of this machine with the documented overrides
+// (BARN_NET_ETC, BARN_NET_STATE, BARN_NET_RUN, BARN_NET_HELPER, BARN_BRIDGE,
+// BARN_QEMU) read through getenv.
+func FromEnv(getenv func(string) string) *Host {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	h := &Host{
+		EtcDir: or(getenv("BARN_NET_ETC"), "/etc"), StateDir: or(getenv("BARN_NET_STATE"), "/var/lib/barn"),
+		RunDir: or(getenv("BARN_NET_RUN"), "/run"), Helper: getenv("BARN_NET_HELPER"),
+		QEMU: or(getenv("BARN_QEMU"), "qemu-system-x86_64"), Bridge: or(getenv("BARN_BRIDGE"), DefaultBridge),
+		UID: os.Geteuid(), Runner: ExecRunner{}, Link: NetlinkOps{},
+	}
+	if h.Helper == "" {
+		h.Helper = HelperPaths[0]
+		for _, p := range HelperPaths {
+			if _, err := os.Lstat(p); err == nil {
+				h.Helper = p
+				break
+			}
+		}
+	}
+	h.AttachUID, h.AttachGID = os.Getuid(), os.Getgid()
+	if h.AttachUID == 0 {
+		h.AttachUID, h.AttachGID = 65534, 65534
+		if u, err := strconv.Atoi(getenv("SUDO_UID")); err == nil && u > 0 {
+			h.AttachUID = u
+			if g, err := strconv.Atoi(getenv("SUDO_GID")); err == nil {
+				h.AttachGID = g
+			}
+		}
+	}
+	return h
+}
+
+func or(v, d string) string {
+	if v == "" {
+		return d
+	}
+	return v
+}
+
+// BridgeConf is the QEMU bridge ACL path (<EtcDir>/qemu/bridge.conf).
+func (h *Host) BridgeConf() string { return filepath.Join(h.EtcDir, "qemu", "bridge.conf") }
+
+// QemuConfDir is <EtcDir>/qemu.
+func (h *Host) QemuConfDir() string { return filepath.Join(h.EtcDir, "qemu") }
+
+// ManifestPath is the root-owned manifest (<StateDir>/network.json).
+func (h *Host) ManifestPath() string { return filepath.Join(h.StateDir, "network.json") }
+
+// NetworkdDir is <EtcDir>/systemd/network.
+func (h *Host) NetworkdDir() string { return filepath.Join(h.EtcDir, "systemd", "network") }
+
+// SystemdBooted reports whether systemd is PID 1 (<RunDir>/systemd/system exists).
+func (h *Host) SystemdBooted() bool {
+	fi, err := os.Stat(filepath.Join(h.RunDir, "systemd", "system"))
+	return err == nil && fi.IsDir()
+}
+
+func (h *Host) bridge() string { return or(h.Bridge, DefaultBridge) }
+
+// Runner runs one external command and returns its combined output.
+type Runner interface {
+	Run(ctx context.Context, argv []string) ([]byte, error)
+}
+
+// ExecRunner runs commands with os/exec. Path, when set, is searched before
+// PATH for the command and prepended to the child's PATH (tests point it at
+// recording fakes).
+type ExecRunner struct{ Path string }
+
+// Run implements Runner.
+func (r ExecRunner) Run(ctx context.Context, argv []string) ([]byte, error) {
+	name := argv[0]
+	if r.Path != "" && filepath.Base(name) == name {
+		for _, dir := range filepath.SplitList(r.Path) {
+			p := filepath.Join(dir, name)
+			if fi, err := os.Stat(p); err == nil && fi.Mode()&0o111 != 0 {
+				name = p
+				break
+			}
+		}
+	}
+	cmd := exec.CommandContext(ctx, name, argv[1:]...)
+	if r.Path != "" {
+		cmd.Env = append(os.Environ(), "PATH="+r.Path+string(filepath.ListSeparator)+os.Getenv("PATH"))
+	}
+	return cmd.CombinedOutput()
+}

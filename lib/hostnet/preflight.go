@@ -1,0 +1,223 @@
+package hostnet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"barn.dev/lib/exitcode"
+)
+
+// ReportSchema is the schema of a preflight report.
+const ReportSchema = "barn.net.preflight/v1"
+
+// Severity of a finding: an error makes the network unusable.
+const (
+	SevError   = "error"
+	SevWarning = "warning"
+)
+
+// Finding codes: one per distinct cause, each with its own fix.
+const (
+	FindHelperMissing      = "helper_missing"
+	FindHelperUnsafe       = "helper_unsafe"
+	FindHelperNotSetuid    = "helper_not_setuid"
+	FindBridgeConfMissing  = "bridge_conf_missing"
+	FindBridgeConfBad      = "bridge_conf_unreadable"
+	FindBridgeNotAllowed   = "bridge_not_allowed"
+	FindBridgeAbsent       = "bridge_absent"
+	FindBridgeNotBridge    = "bridge_not_a_bridge"
+	FindBridgeDown         = "bridge_down"
+	FindBridgeAddrMissing  = "bridge_address_missing"
+	FindBridgeCIDRMismatch = "bridge_cidr_mismatch"
+	FindTunMissing         = "tun_missing"
+)
+
+// Finding is one observed problem and the one action that fixes it.
+type Finding struct {
+	Code     string `json:"code"`
+	Severity string `json:"severity"`
+	Message  string `json:"message"`
+	Fix      string `json:"fix"`
+}
+
+// Report answers "can this user attach a QEMU NIC to the bridge now".
+type Report struct {
+	Schema      string    `json:"schema"`
+	Usable      bool      `json:"usable"`
+	Bridge      string    `json:"bridge"`
+	CIDR        string    `json:"cidr"`
+	HostAddress string    `json:"host_address"`
+	Helper      string    `json:"helper"`
+	BridgeConf  string    `json:"bridge_conf"`
+	Findings    []Finding `json:"findings"`
+}
+
+// Preflight checks the private network of this machine (real paths, with the
+// BARN_NET_* overrides not applied; use (*Host).Preflight or
+// PreflightEnv for those). cidr "" means DefaultCIDR, bridge "" means
+// DefaultBridge. When the network is not usable it returns the report and a
+// capability (3) *exitcode.Error with reason "network_unusable", next
+// "barn-net install" and the report as Detail; a bad cidr is usage (2).
+func Preflight(ctx context.Context, cidr, bridge string) (Report, error) {
+	return FromEnv(nil).Preflight(ctx, cidr, bridge)
+}
+
+// PreflightEnv is Preflight with the documented environment overrides
+// (BARN_NET_ETC, BARN_NET_HELPER, BARN_BRIDGE when bridge is "", …).
+func PreflightEnv(ctx context.Context, getenv func(string) string, cidr, bridge string) (Report, error) {
+	h := FromEnv(getenv)
+	if bridge == "" {
+		bridge = h.bridge()
+	}
+	return h.Preflight(ctx, cidr, bridge)
+}
+
+// Preflight is the package-level Preflight against h's paths.
+func (h *Host) Preflight(ctx context.Context, cidr, bridge string) (Report, error) {
+	if bridge == "" {
+		bridge = h.bridge()
+	}
+	sn, err := ParseSubnet(or(cidr, DefaultCIDR))
+	if err != nil {
+		return Report{}, exitcode.New(exitcode.Usage, "%v", err).WithReason("bad_cidr")
+	}
+	r := Report{Schema: ReportSchema, Bridge: bridge, CIDR: sn.String(), HostAddress: sn.HostAddr().String(),
+		Helper: h.Helper, BridgeConf: h.BridgeConf(), Findings: []Finding{}}
+	add := func(code, sev, fix, format string, args ...any) {
+		r.Findings = append(r.Findings, Finding{Code: code, Severity: sev, Message: fmt.Sprintf(format, args...), Fix: fix})
+	}
+	if err := ctx.Err(); err != nil {
+		return r, err
+	}
+	h.checkHelper(add)
+	h.checkACL(bridge, add)
+	links, lerr := h.Link.Links()
+	if lerr != nil {
+		add(FindBridgeAbsent, SevError, "barn-net status", "cannot list links to find bridge %s: %v", bridge, lerr)
+	} else {
+		checkBridge(links, bridge, sn, add)
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		add(FindTunMissing, SevError, "modprobe tun", "/dev/net/tun is not available: %v", err)
+	}
+	r.Usable = true
+	for _, f := range r.Findings {
+		if f.Severity == SevError {
+			r.Usable = false
+		}
+	}
+	if !r.Usable {
+		first := r.Findings[0]
+		for _, f := range r.Findings {
+			if f.Severity == SevError {
+				first = f
+				break
+			}
+		}
+		return r, exitcode.New(exitcode.Capability, "private network %s on %s is not usable: %s", r.CIDR, bridge, first.Message).
+			WithReason("network_unusable").WithNext("barn-net install").WithDetail(r)
+	}
+	return r, nil
+}
+
+func (h *Host) checkHelper(add func(code, sev, fix, format string, args ...any)) {
+	st, err := StatFile(h.Helper, false)
+	switch {
+	case err != nil:
+		add(FindHelperUnsafe, SevError, "barn-net status", "cannot inspect qemu-bridge-helper %s: %v", h.Helper, err)
+		return
+	case !st.Exists:
+		add(FindHelperMissing, SevError, "apt-get install qemu-system-common",
+			"qemu-bridge-helper not found at %s", h.Helper)
+		return
+	case st.Symlink || st.Dir || st.UID != 0:
+		add(FindHelperUnsafe, SevError, "apt-get install --reinstall qemu-system-common",
+			"qemu-bridge-helper %s must be a regular root-owned file (symlink=%v dir=%v uid=%d)", h.Helper, st.Symlink, st.Dir, st.UID)
+		return
+	}
+	m, _ := parseMode(st.Mode)
+	if m&0o4000 == 0 {
+		sev := SevError
+		if h.UID == 0 {
+			sev = SevWarning // root runs the helper with privileges anyway
+		}
+		add(FindHelperNotSetuid, sev, "barn-net install",
+			"qemu-bridge-helper %s is mode %s, not setuid root: QEMU fails with \"failed to create tun device: Operation not permitted\"", h.Helper, st.Mode)
+	}
+}
+
+func (h *Host) checkACL(bridge string, add func(code, sev, fix, format string, args ...any)) {
+	path := h.BridgeConf()
+	acl, err := loadACL(path, bridge, 0)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && !strings.Contains(err.Error(), "include"):
+		add(FindBridgeConfMissing, SevError, "barn-net install",
+			"%s does not exist: the helper fails with \"failed to parse default acl file\"", path)
+	case err != nil:
+		add(FindBridgeConfBad, SevError, "barn-net status", "%s cannot be read: %v", path, err)
+	case h.UID != 0 && !othersCanRead(path):
+		add(FindBridgeConfBad, SevError, "barn-net install",
+			"%s (or its directory) is not readable by other users: the setuid helper reads it after dropping root's file access and fails with \"failed to parse default acl file\"", path)
+	case !acl.Allows(bridge):
+		add(FindBridgeNotAllowed, SevError, "barn-net install",
+			"%s does not allow bridge %s: the helper fails with \"access denied by acl file\"", path, bridge)
+	}
+}
+
+func checkBridge(links []LinkInfo, bridge string, sn Subnet, add func(code, sev, fix, format string, args ...any)) {
+	var br *LinkInfo
+	for i := range links {
+		if links[i].Name == bridge {
+			br = &links[i]
+		}
+	}
+	if br == nil {
+		add(FindBridgeAbsent, SevError, "barn-net install",
+			"bridge %s does not exist: the helper fails with \"failed to get mtu of bridge\"", bridge)
+		return
+	}
+	if br.Kind != "bridge" {
+		add(FindBridgeNotBridge, SevError, "barn-net status", "%s exists but is a %s link, not a bridge", bridge, br.Kind)
+		return
+	}
+	if !br.Up {
+		add(FindBridgeDown, SevError, "barn-net install", "bridge %s is down", bridge)
+	}
+	want := sn.HostCIDR()
+	has, other := false, ""
+	for _, a := range br.Addrs {
+		if a == want {
+			has = true
+		} else if other == "" {
+			other = a
+		}
+	}
+	switch {
+	case has:
+	case other != "":
+		add(FindBridgeCIDRMismatch, SevError, "barn-net status",
+			"bridge %s has %s, not %s: it was installed for another subnet", bridge, other, want)
+	default:
+		add(FindBridgeAddrMissing, SevError, "barn-net install", "bridge %s has no address %s", bridge, want)
+	}
+}
+
+// othersCanRead: the file has o+r and its directory o+x.
+func othersCanRead(path string) bool {
+	f, err := StatFile(path, false)
+	if err != nil || !f.Exists {
+		return false
+	}
+	d, err := StatFile(filepath.Dir(path), false)
+	if err != nil || !d.Exists {
+		return false
+	}
+	fm, _ := parseMode(f.Mode)
+	dm, _ := parseMode(d.Mode)
+	return fm&0o004 != 0 && dm&0o001 != 0
+}
