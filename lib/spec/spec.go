@@ -31,6 +31,28 @@ type Spec struct {
 	Skipped    []Skipped  `json:"skipped"` // vm_skip hosts; not hashed
 	Control    string     `json:"control"` // name of the control node
 	SpecHash   string     `json:"spec_hash"`
+	// Warnings are resolve-time notes for later stages (for example the
+	// interface names the inventory's opaque vars reference, which
+	// barn-plan surfaces). Not hashed; may be absent in older documents.
+	Warnings []Warning `json:"warnings,omitempty"`
+}
+
+// Warning is one resolve-time warning. Code is a stable snake_case kind:
+//   - "interface_name": an opaque var (Key: pg_vip_interface or
+//     vip_interface) names a guest NIC (Value) on Nodes; Barn does not
+//     rename NICs, so barn-plan must check or refuse it;
+//   - "non_default_subnet": the managed hosts use a /24 other than
+//     10.10.10.0/24 (Value);
+//   - "admin_ip_not_managed": all.vars.admin_ip (Value) is not a managed
+//     host, so the control node is the lowest managed address;
+//   - "not_a_group", "unexpected_group_key": YAML Ansible also ignores.
+type Warning struct {
+	Code    string   `json:"code"`
+	Message string   `json:"message"`
+	Key     string   `json:"key,omitempty"`
+	Value   string   `json:"value,omitempty"`
+	Nodes   []string `json:"nodes,omitempty"`
+	Line    int      `json:"line,omitempty"` // line in the inventory, when one applies
 }
 
 // Deployment is the envelope shared by every node. Changing any field moves

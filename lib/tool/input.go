@@ -44,16 +44,21 @@ func (e *Env) ReadDocument(r io.Reader, source, schema string, v any) error {
 	if len(trimmed) == 0 {
 		return exitcode.New(exitcode.Usage, "%s: no input; expected a %s document", source, schema)
 	}
-	got := wire.SchemaOf(firstLine(trimmed))
+	// A document may be compact (one line) or indented (--pretty upstream).
+	doc := trimmed
+	got := wire.SchemaOf(doc)
+	if got == "" {
+		doc = firstLine(trimmed)
+		got = wire.SchemaOf(doc)
+	}
 	if got == wire.ErrorSchema {
-		var doc wire.ErrorDoc
-		if err := wire.DecodeStrict(firstLine(trimmed), &doc); err == nil {
-			class := exitcode.Class(doc.Error)
+		var ed wire.ErrorDoc
+		if err := wire.DecodeStrict(doc, &ed); err == nil {
+			class := exitcode.Class(ed.Error)
 			if !class.Valid() || class == exitcode.OK {
 				class = exitcode.Runtime
 			}
-			raw := append(append([]byte{}, firstLine(trimmed)...), '\n')
-			return &PassthroughError{Raw: raw, Class: class}
+			return &PassthroughError{Raw: append(append([]byte{}, doc...), '\n'), Class: class}
 		}
 	}
 	if got != schema {

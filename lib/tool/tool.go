@@ -177,6 +177,14 @@ func Main(ctx context.Context, name, help string, args []string, stdio Stdio, ge
 
 // report prints err per the error contract and returns its exit status.
 func report(env *Env, err error) int {
+	var status *ExitStatusError
+	if errors.As(err, &status) {
+		return status.Code
+	}
+	var silent *SilentExit
+	if errors.As(err, &silent) {
+		return silent.Class.Code()
+	}
 	var pass *PassthroughError
 	if errors.As(err, &pass) {
 		_, _ = env.Out.Write(pass.Raw)
@@ -190,6 +198,10 @@ func report(env *Env, err error) int {
 	if e.Next != "" {
 		fmt.Fprintf(env.Err, "next: %s\n", e.Next)
 	}
+	var reported *ReportedError
+	if errors.As(err, &reported) {
+		return e.Class.Code()
+	}
 	doc := wire.ErrorDoc{Schema: wire.ErrorSchema, Error: string(e.Class), Message: e.Message,
 		Reason: e.Reason, Next: e.Next, Detail: e.Detail}
 	flags := env.Output
@@ -199,3 +211,10 @@ func report(env *Env, err error) int {
 	}
 	return e.Class.Code()
 }
+
+// SilentExit is returned by a command that has already written its result
+// document (for example `validate` reporting an invalid inventory) and only
+// needs the process to exit with Class: nothing more is printed.
+type SilentExit struct{ Class exitcode.Class }
+
+func (e *SilentExit) Error() string { return fmt.Sprintf("exit %s", e.Class) }

@@ -1,0 +1,23 @@
+package cli
+
+import (
+	"barn.dev/lib/inventory"
+	"barn.dev/lib/tool"
+)
+
+type explainCmd struct {
+	fileFlag
+	Node string `arg:"" help:"Node name or host address."`
+}
+
+func (c *explainCmd) Run(env *tool.Env) error {
+	data, source, err := c.read(env)
+	if err != nil {
+		return err
+	}
+	e, err := inventory.Explain(data, source, c.Node)
+	if err != nil {
+		return err
+	}
+	return env.Emit(e)
+}

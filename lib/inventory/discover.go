@@ -1,0 +1,75 @@
+package inventory
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"barn.dev/lib/exitcode"
+)
+
+// DiscoveryNames are tried in order in the working directory when no file
+// is given. The first existing one wins, and its errors are reported: the
+// next name is never tried.
+var DiscoveryNames = []string{"barn.yml", "barn.yaml", "pigsty.yml", "pigsty.yaml"}
+
+// Discover returns the first of DiscoveryNames that exists in dir (as
+// dir/name). It returns a usage error naming every candidate when none
+// exists; a candidate that exists but is not a regular file still wins
+// (ReadFile then reports it).
+func Discover(dir string) (string, error) {
+	for _, n := range DiscoveryNames {
+		p := filepath.Join(dir, n)
+		if _, err := os.Lstat(p); err == nil {
+			return p, nil
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return "", exitcode.Wrap(exitcode.Usage, err, "inventory %s", p)
+		}
+	}
+	return "", exitcode.New(exitcode.Usage, "no inventory found in %s (looked for barn.yml, barn.yaml, pigsty.yml, pigsty.yaml)", dir).
+		WithReason("no_inventory").WithNext("barn-inventory init trio")
+}
+
+// ReadFile reads an inventory file: a regular, non-symlink file of at most
+// MaxInventoryBytes. Errors are usage class naming the path.
+func ReadFile(path string) ([]byte, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, exitcode.New(exitcode.Usage, "inventory %s does not exist", path).WithReason("no_inventory")
+		}
+		return nil, exitcode.Wrap(exitcode.Usage, err, "inventory %s", path)
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return nil, exitcode.New(exitcode.Usage, "inventory %s is a symlink; Barn reads only regular files", path).
+			WithReason("invalid_inventory").WithNext(fmt.Sprintf("barn-inventory resolve -f \"$(realpath %s)\"", path))
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, exitcode.New(exitcode.Usage, "inventory %s is not a regular file", path).WithReason("invalid_inventory")
+	}
+	if fi.Size() > MaxInventoryBytes {
+		return nil, exitcode.New(exitcode.Usage, "inventory %s is %d bytes; the limit is 4 MiB", path, fi.Size()).WithReason("invalid_inventory")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Usage, err, "inventory %s", path)
+	}
+	defer f.Close()
+	return ReadLimited(f, path)
+}
+
+// ReadLimited reads at most MaxInventoryBytes from r (for stdin); more is a
+// usage error.
+func ReadLimited(r io.Reader, source string) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxInventoryBytes+1))
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", source)
+	}
+	if len(data) > MaxInventoryBytes {
+		return nil, exitcode.New(exitcode.Usage, "inventory %s is larger than 4 MiB", source).WithReason("invalid_inventory")
+	}
+	return data, nil
+}

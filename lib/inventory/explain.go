@@ -1,0 +1,155 @@
+package inventory
+
+import (
+	"fmt"
+	"io"
+	"sort"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/spec"
+)
+
+// ExplainSchema is the schema of Explanation documents.
+const ExplainSchema = "barn.explain/v1"
+
+// Explanation says, for one node, where each consumed value came from and
+// what it resolved to.
+type Explanation struct {
+	Schema   string         `json:"schema"`
+	Source   string         `json:"source"`
+	Node     string         `json:"node"`
+	Address  string         `json:"address"`
+	Skipped  bool           `json:"skipped"`
+	NameFrom string         `json:"name_from"` // nodename, pg_cluster-pg_seq or address
+	Keys     []ExplainedKey `json:"keys"`
+}
+
+// ExplainedKey is one consumed key. Origin is "host", "all", a group name,
+// or "default" when the inventory does not set it (then File/Line are
+// empty and Value is "").
+type ExplainedKey struct {
+	Key      string `json:"key"`
+	Value    string `json:"value"` // as written
+	Resolved any    `json:"resolved"`
+	Origin   string `json:"origin"`
+	File     string `json:"file,omitempty"`
+	Line     int    `json:"line,omitempty"`
+	Column   int    `json:"column,omitempty"`
+}
+
+// RenderText prints one key per line: key, origin and file:line, value →
+// resolved.
+func (e *Explanation) RenderText(w io.Writer) error {
+	state := ""
+	if e.Skipped {
+		state = " (vm_skip)"
+	}
+	if _, err := fmt.Fprintf(w, "%s %s%s: name from %s\n", e.Node, e.Address, state, e.NameFrom); err != nil {
+		return err
+	}
+	for _, k := range e.Keys {
+		where := k.Origin
+		if k.File != "" {
+			where = fmt.Sprintf("%s %s:%d", k.Origin, k.File, k.Line)
+		}
+		val := k.Value
+		if val == "" {
+			val = "-"
+		}
+		if _, err := fmt.Fprintf(w, "  %-20s %-28s %s → %v\n", k.Key, where, val, k.Resolved); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Explain resolves data and explains node, which may be a node name
+// (managed or skipped) or a host address. The inventory must be valid.
+func Explain(data []byte, source, node string) (*Explanation, error) {
+	a := analyse(data, source)
+	if !a.r.probs.empty() {
+		return nil, errorOf(a.r.probs.sorted())
+	}
+	var hr *hostResult
+	var names []string
+	for _, h := range a.hosts {
+		names = append(names, h.node.Name)
+		if h.node.Name == node || h.h.Name == node {
+			hr = h
+		}
+	}
+	if hr == nil {
+		sort.Strings(names)
+		return nil, exitcode.New(exitcode.Usage, "%s: no node or host %q (nodes: %v)", source, node, names).WithReason("unknown_node")
+	}
+	var sn *spec.Node
+	if !hr.skip {
+		sn = a.spec.Node(hr.node.Name)
+	}
+	e := &Explanation{Schema: ExplainSchema, Source: source, Node: hr.node.Name, Address: hr.h.Name, Skipped: hr.skip, NameFrom: hr.nameFrom, Keys: []ExplainedKey{}}
+	resolved := map[string]any{
+		"nodename": hr.node.Name, "pg_cluster": nil, "pg_seq": nil,
+		"node_admin_username": hr.user, "node_admin_uid": hr.uid, "vm_skip": hr.skip, "vm_arch": hr.arch,
+	}
+	if sn != nil {
+		resolved["vm_image"] = sn.Image
+		resolved["vm_version"] = sn.Image
+		resolved["vm_cpu"] = sn.CPUs
+		resolved["vm_mem"] = sn.MemoryBytes
+		resolved["vm_disk"] = sn.RootDiskBytes
+		resolved["vm_disks"] = sn.Disks
+		resolved["vm_alias"] = sn.Aliases
+		resolved["vm_shares"] = sn.Shares
+	}
+	if hr.nameFrom == "pg_cluster-pg_seq" {
+		resolved["pg_cluster"] = hr.node.Name
+		resolved["pg_seq"] = hr.node.Name
+	}
+	for _, k := range ConsumedKeys() {
+		ek := ExplainedKey{Key: k, Resolved: resolved[k], Origin: "default"}
+		if s := hr.settings[k]; s != nil {
+			ek.Value, ek.Origin, ek.File = written(s.Value), s.Origin, source
+			if s.Value != nil {
+				ek.Line, ek.Column = s.Value.Line, s.Value.Column
+			}
+		}
+		e.Keys = append(e.Keys, ek)
+	}
+	if a.adminIP != nil {
+		ek := ExplainedKey{Key: "admin_ip", Value: a.adminIP.Value.Value, Resolved: a.spec.Control, Origin: "all", File: source, Line: a.adminIP.Value.Line, Column: a.adminIP.Value.Column}
+		e.Keys = append(e.Keys, ek)
+	}
+	return e, nil
+}
+
+// HostVars returns, for every host key, the consumed variables the
+// inventory defines for it after inheritance, decoded as Ansible (YAML
+// 1.1) decodes them: nil, bool, int64, float64, string, []any,
+// map[string]any. Keys the inventory does not set are absent. It is the
+// view the Ansible cross-check compares with `ansible-inventory --list`.
+// Structural problems and same-depth conflicts are returned as the usual
+// usage error.
+func HostVars(data []byte, source string) (map[string]map[string]any, error) {
+	r := &reader{file: source}
+	root := r.parseDocument(data)
+	if root == nil {
+		return nil, errorOf(r.probs.sorted())
+	}
+	m := r.buildModel(root)
+	out := map[string]map[string]any{}
+	for _, name := range m.HostOrder {
+		h := m.Hosts[name]
+		groups := m.hostGroups(h)
+		vars := map[string]any{}
+		for _, k := range ConsumedKeys() {
+			if s := r.lookup(m, h, groups, k); s != nil {
+				vars[k] = r.generic(s.Value, nil)
+			}
+		}
+		out[name] = vars
+	}
+	if !r.probs.empty() {
+		return nil, errorOf(r.probs.sorted())
+	}
+	return out, nil
+}

@@ -1,0 +1,127 @@
+package inventory
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"path"
+	"regexp"
+	"strings"
+)
+
+// VMKeys are exactly the vm_* variables Barn reads; any other vm_* key is
+// an error.
+var VMKeys = []string{"vm_skip", "vm_image", "vm_version", "vm_arch", "vm_cpu", "vm_mem", "vm_disk", "vm_disks", "vm_alias", "vm_shares"}
+
+// NameKeys are the non-vm variables Barn reads per host.
+var NameKeys = []string{"nodename", "pg_cluster", "pg_seq", "node_admin_username", "node_admin_uid"}
+
+// ConsumedKeys lists every per-host variable Barn reads, in explain order.
+// admin_ip is read from all.vars only and is not listed.
+func ConsumedKeys() []string { return append(append([]string{}, NameKeys...), VMKeys...) }
+
+var (
+	reNodeName  = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$`)
+	reAlias     = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$`)
+	reDiskName  = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+	reGuestPath = regexp.MustCompile(`^/[A-Za-z0-9._/-]+$`)
+	reFamily    = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+	reChannel   = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+	reVersion   = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z._-]{0,31}$`)
+)
+
+// systemPaths may not be data-disk mounts or share targets, nor overlap one.
+var systemPaths = []string{"/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/root", "/run", "/sbin", "/sys", "/usr", "/var/lib/barn"}
+
+// validNodeName reports whether s is 1–63 of [a-z0-9-], not starting or
+// ending with '-'.
+func validNodeName(s string) bool { return reNodeName.MatchString(s) }
+
+// overlaps reports whether clean absolute paths a and b are equal or one
+// contains the other.
+func overlaps(a, b string) bool {
+	if a == b || a == "/" || b == "/" {
+		return true
+	}
+	return strings.HasPrefix(b, a+"/") || strings.HasPrefix(a, b+"/")
+}
+
+// cleanAbs reports whether p is a clean absolute path other than "/".
+func cleanAbs(p string) bool {
+	return strings.HasPrefix(p, "/") && path.Clean(p) == p && p != "/"
+}
+
+// diskName derives a data disk's identity from its mount path: "/data" →
+// "data", "/pg/data" → "pg-data".
+func diskName(mount string) string {
+	return strings.ReplaceAll(strings.Trim(mount, "/"), "/", "-")
+}
+
+// MACs derives a node's two MAC addresses from its IPv4 address:
+// 0a:ba:<nic>:<b2>:<b3>:<b4>, where nic is 01 for the management NIC and 02
+// for the private NIC and b2..b4 are the last three address bytes. 0x0a has
+// the locally-administered bit set and the multicast bit clear, so these
+// never collide with a vendor OUI (QEMU's own is 52:54:00).
+func MACs(addr netip.Addr) (management, private string) {
+	b := addr.As4()
+	f := func(nic byte) string {
+		return fmt.Sprintf("0a:ba:%02x:%02x:%02x:%02x", nic, b[1], b[2], b[3])
+	}
+	return f(1), f(2)
+}
+
+// DiskSerial is the virtio serial of data disk disk on node node: the first
+// 20 characters of lower-case unpadded base32 of sha256(node \0 disk),
+// alphabet [a-z2-7].
+func DiskSerial(node, disk string) string {
+	sum := sha256.Sum256([]byte(node + "\x00" + disk))
+	s := strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:]))
+	return s[:20]
+}
+
+// ShareTag is the 9p mount tag of a share: "barn-" + the first 20 hex
+// characters of sha256(host \0 guest \0 readonly), readonly written
+// "true"/"false" (25 bytes, below QEMU's 31-byte limit).
+func ShareTag(host, guest string, readonly bool) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s\x00%t", host, guest, readonly)))
+	return "barn-" + hex.EncodeToString(sum[:])[:20]
+}
+
+// suggest returns the candidate closest to s within edit distance 2 (1 for
+// names of at most 4 characters), or "".
+func suggest(s string, candidates []string) string {
+	best, bestD := "", 1<<30
+	for _, c := range candidates {
+		d := editDistance(s, c)
+		limit := 2
+		if len(c) <= 4 || len(s) <= 4 {
+			limit = 1
+		}
+		if d <= limit && d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,132 @@
+package inventory
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"barn.dev/lib/exitcode"
+)
+
+// Problem is one structured inventory error. File/Line/Column locate the
+// value as written (1-based; 0 when there is no position); Host is the host
+// key it applies to, Key the variable, Value its spelling as written, Origin
+// where it was inherited from ("host", a group name, "all", or "" for file
+// level problems).
+type Problem struct {
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Column  int    `json:"column"`
+	Host    string `json:"host"`
+	Key     string `json:"key"`
+	Value   string `json:"value"`
+	Origin  string `json:"origin"`
+	Message string `json:"message"`
+	Hint    string `json:"hint"`
+}
+
+// String renders p as one line:
+//
+//	pigsty.yml:12:5: host 10.10.10.11 vm_mem = "8G": invalid size (inherited from group pg-test); write 8GiB
+func (p Problem) String() string {
+	var b strings.Builder
+	b.WriteString(p.File)
+	if p.Line > 0 {
+		fmt.Fprintf(&b, ":%d:%d", p.Line, p.Column)
+	}
+	b.WriteString(": ")
+	if p.Host != "" {
+		fmt.Fprintf(&b, "host %s ", p.Host)
+	}
+	if p.Key != "" {
+		b.WriteString(p.Key)
+		if p.Value != "" || p.Line > 0 {
+			fmt.Fprintf(&b, " = %q", p.Value)
+		}
+		b.WriteString(": ")
+	}
+	b.WriteString(p.Message)
+	switch {
+	case p.Origin == "host" || p.Origin == "" || strings.Contains(p.Message, p.Origin):
+	case p.Origin == "all":
+		b.WriteString(" (inherited from all.vars)")
+	case strings.HasPrefix(p.Origin, "host entries") || strings.Contains(p.Origin, " and "):
+		fmt.Fprintf(&b, " (from %s)", p.Origin)
+	default:
+		fmt.Fprintf(&b, " (inherited from group %s)", p.Origin)
+	}
+	if p.Hint != "" {
+		b.WriteString("; ")
+		b.WriteString(p.Hint)
+	}
+	return b.String()
+}
+
+// problems collects Problems, dropping exact repeats (a bad group value is
+// reported once, not once per host).
+type problems struct {
+	list []Problem
+	seen map[string]bool
+}
+
+func (ps *problems) add(p Problem) {
+	if ps.seen == nil {
+		ps.seen = map[string]bool{}
+	}
+	k := fmt.Sprintf("%d:%d:%s:%s:%s", p.Line, p.Column, p.Key, p.Message, p.Origin)
+	if p.Line == 0 {
+		k += ":" + p.Host
+	}
+	if ps.seen[k] {
+		return
+	}
+	ps.seen[k] = true
+	ps.list = append(ps.list, p)
+}
+
+func (ps *problems) empty() bool { return len(ps.list) == 0 }
+
+// sorted returns the problems in file order (file-level problems without a
+// line last, in the order found).
+func (ps *problems) sorted() []Problem {
+	out := append([]Problem{}, ps.list...)
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if (a.Line == 0) != (b.Line == 0) {
+			return a.Line != 0
+		}
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Column < b.Column
+	})
+	return out
+}
+
+// Error is the usage-class error carrying every problem of a file.
+func errorOf(list []Problem) *exitcode.Error {
+	msg := list[0].String()
+	if n := len(list) - 1; n == 1 {
+		msg += " (and 1 more problem)"
+	} else if n > 1 {
+		msg += fmt.Sprintf(" (and %d more problems)", n)
+	}
+	e := exitcode.New(exitcode.Usage, "%s", msg).WithReason("invalid_inventory").WithDetail(list)
+	if len(list) > 1 && list[0].File != "" && list[0].File != "-" {
+		e = e.WithNext("barn-inventory validate -f " + list[0].File)
+	}
+	return e
+}
+
+// Problems returns the problem list carried by an error from this package,
+// or nil.
+func Problems(err error) []Problem {
+	e := exitcode.As(err)
+	if e == nil {
+		return nil
+	}
+	if l, ok := e.Detail.([]Problem); ok {
+		return l
+	}
+	return nil
+}

@@ -1,0 +1,260 @@
+package inventory
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Limits of the reader (reference behaviour §1.1).
+const (
+	MaxInventoryBytes = 4 << 20 // a file is at most 4 MiB
+	maxAliasChain     = 32      // nested alias expansions within one value
+	maxGroupDepth     = 64      // group nesting
+	maxValueDepth     = 64      // nesting of a consumed value
+	maxWork           = 1 << 20 // nodes visited per file: bounds alias bombs
+)
+
+// reader walks one parsed YAML document, expanding aliases and merge keys,
+// and records problems with positions.
+type reader struct {
+	file  string
+	probs problems
+	work  int
+	stop  bool // the work budget is exhausted: give up quietly
+}
+
+var reYAMLLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// parseDocument parses data into exactly one YAML document root.
+func (r *reader) parseDocument(data []byte) *yaml.Node {
+	if len(data) > MaxInventoryBytes {
+		r.fileProblem("inventory is larger than 4 MiB", "split it or remove unused parts")
+		return nil
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		r.fileProblem("inventory is empty", "write an inventory with an all: group, e.g. barn-inventory init")
+		return nil
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := r.decode(dec, &doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			r.fileProblem("inventory is empty", "write an inventory with an all: group, e.g. barn-inventory init")
+		}
+		return nil
+	}
+	var second yaml.Node
+	switch err := r.decode(dec, &second); {
+	case err == nil:
+		r.probs.add(Problem{File: r.file, Line: second.Line, Column: second.Column,
+			Message: "inventory must be exactly one YAML document", Hint: "remove the second document (after ---) or split it into another file"})
+		return nil
+	case !errors.Is(err, io.EOF):
+		return nil
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		r.fileProblem("inventory is empty", "write an inventory with an all: group")
+		return nil
+	}
+	return doc.Content[0]
+}
+
+func (r *reader) decode(dec *yaml.Decoder, n *yaml.Node) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("yaml: %v", p)
+			r.fileProblem(fmt.Sprintf("invalid YAML: %v", p), "")
+		}
+	}()
+	err = dec.Decode(n)
+	if err != nil && !errors.Is(err, io.EOF) {
+		msg := err.Error()
+		line := 0
+		if m := reYAMLLine.FindStringSubmatch(msg); m != nil {
+			fmt.Sscan(m[1], &line)
+			msg = m[2]
+		} else {
+			msg = strings.TrimPrefix(msg, "yaml: ")
+		}
+		if line > 0 {
+			r.probs.add(Problem{File: r.file, Line: line, Column: 1, Message: "invalid YAML at line " + fmt.Sprint(line) + ": " + msg})
+		} else {
+			r.fileProblem("invalid YAML: "+msg, "")
+		}
+	}
+	return err
+}
+
+func (r *reader) fileProblem(msg, hint string) {
+	r.probs.add(Problem{File: r.file, Message: msg, Hint: hint})
+}
+
+func (r *reader) at(n *yaml.Node, p Problem) {
+	p.File = r.file
+	if n != nil {
+		p.Line, p.Column = n.Line, n.Column
+	}
+	r.probs.add(p)
+}
+
+// spend counts visited nodes; false once the budget is gone.
+func (r *reader) spend() bool {
+	r.work++
+	if r.work > maxWork && !r.stop {
+		r.stop = true
+		r.fileProblem("inventory expands to too many YAML nodes (alias bomb?)", "reduce alias use")
+	}
+	return !r.stop
+}
+
+// deref follows an alias to its anchored node.
+func (r *reader) deref(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && n.Kind == yaml.AliasNode; i++ {
+		if i >= maxAliasChain || n.Alias == nil {
+			r.at(n, Problem{Message: "alias chain is longer than 32 links or dangling"})
+			return nil
+		}
+		n = n.Alias
+	}
+	return n
+}
+
+// entry is one key of a flattened mapping.
+type entry struct {
+	Key     string
+	KeyNode *yaml.Node
+	Value   *yaml.Node // alias-resolved
+	Merged  bool       // came in through a << merge key
+}
+
+// flatMap returns the entries of mapping n with merge keys applied as
+// PyYAML does: merged pairs first (for `<<: [*a, *b]` the first mapping
+// wins; consecutive `<<:` keys apply in order, later winning), then the
+// explicit keys, which win. Duplicate explicit keys are problems naming
+// both lines. Order is the order of first appearance. stack guards cycles.
+func (r *reader) flatMap(n *yaml.Node, stack []*yaml.Node) []entry {
+	n = r.deref(n)
+	if n == nil || !r.spend() {
+		return nil
+	}
+	for _, s := range stack {
+		if s == n {
+			r.at(n, Problem{Message: "alias cycle: a mapping merges or contains itself"})
+			return nil
+		}
+	}
+	if len(stack) > maxValueDepth {
+		r.at(n, Problem{Message: "mapping nesting is deeper than 64 levels"})
+		return nil
+	}
+	stack = append(stack, n)
+	var merged, explicit []entry
+	firstLine := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := r.deref(n.Content[i]), n.Content[i+1]
+		if k == nil {
+			continue
+		}
+		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
+			vd := r.deref(v)
+			if vd == nil {
+				continue
+			}
+			switch vd.Kind {
+			case yaml.MappingNode:
+				for _, e := range r.flatMap(vd, stack) {
+					e.Merged = true
+					merged = append(merged, e)
+				}
+			case yaml.SequenceNode:
+				var subs [][]entry
+				for _, item := range vd.Content {
+					it := r.deref(item)
+					if it == nil {
+						continue
+					}
+					if it.Kind != yaml.MappingNode {
+						r.at(it, Problem{Key: "<<", Value: written(it), Message: "a merge key sequence may hold only mappings", Hint: "write <<: [*a, *b] with anchors of mappings"})
+						continue
+					}
+					subs = append(subs, r.flatMap(it, stack))
+				}
+				for i := len(subs) - 1; i >= 0; i-- {
+					for _, e := range subs[i] {
+						e.Merged = true
+						merged = append(merged, e)
+					}
+				}
+			default:
+				r.at(vd, Problem{Key: "<<", Value: vd.Value, Message: "a merge key needs a mapping or a sequence of mappings", Hint: "write <<: *anchor or <<: [*a, *b]"})
+			}
+			continue
+		}
+		if k.Kind != yaml.ScalarNode {
+			r.at(k, Problem{Message: "mapping keys must be plain scalars here"})
+			continue
+		}
+		if prev, dup := firstLine[k.Value]; dup {
+			r.at(k, Problem{Key: k.Value, Value: written(v), Message: fmt.Sprintf("duplicate key %q (also at line %d)", k.Value, prev.Line),
+				Hint: "keep one of them; Ansible would silently use the last"})
+			continue
+		}
+		firstLine[k.Value] = k
+		explicit = append(explicit, entry{Key: k.Value, KeyNode: k, Value: v})
+	}
+	all := append(merged, explicit...)
+	index := map[string]int{}
+	var out []entry
+	for _, e := range all {
+		if i, ok := index[e.Key]; ok {
+			out[i].Value, out[i].Merged, out[i].KeyNode = e.Value, e.Merged, e.KeyNode
+			continue
+		}
+		index[e.Key] = len(out)
+		out = append(out, e)
+	}
+	return out
+}
+
+// generic converts a value node into plain Go values as PyYAML constructs
+// them (map[string]any, []any, and yaml11 scalar values), for comparisons
+// and for the Ansible cross-check. stack guards cycles.
+func (r *reader) generic(n *yaml.Node, stack []*yaml.Node) any {
+	n = r.deref(n)
+	if n == nil || !r.spend() {
+		return nil
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		m := map[string]any{}
+		for _, e := range r.flatMap(n, stack) {
+			m[e.Key] = r.generic(e.Value, append(stack, n))
+		}
+		return m
+	case yaml.SequenceNode:
+		for _, s := range stack {
+			if s == n {
+				r.at(n, Problem{Message: "alias cycle: a sequence contains itself"})
+				return nil
+			}
+		}
+		if len(stack) > maxValueDepth {
+			r.at(n, Problem{Message: "value nesting is deeper than 64 levels"})
+			return nil
+		}
+		out := []any{}
+		for _, it := range n.Content {
+			out = append(out, r.generic(it, append(stack, n)))
+		}
+		return out
+	case yaml.ScalarNode:
+		return scalarOf(n).Value()
+	}
+	return nil
+}

@@ -1,0 +1,823 @@
+package inventory
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"barn.dev/lib/spec"
+)
+
+// Defaults applied when the inventory does not set a value.
+const (
+	DefaultImage     = "d12:stable" // Barn's locally built Debian 12 repository
+	DefaultArch      = "native"
+	DefaultCPUs      = 2
+	DefaultMemoryMiB = 4096
+	DefaultDiskGiB   = 64
+	DefaultDataGiB   = 128
+	DefaultUser      = "dba"
+	DbaUID           = 88
+	DefaultCIDR      = "10.10.10.0/24"
+	MaxNodes         = 20
+	MaxShares        = 8
+	MinMemoryBytes   = 512 << 20
+)
+
+// Warning is a resolve-time warning (see spec.Warning for the codes).
+type Warning = spec.Warning
+
+// analysis is everything learnt from one inventory: the model, every
+// host's settings and resolved node, the spec (when valid) and problems.
+type analysis struct {
+	r        *reader
+	m        *model
+	hosts    []*hostResult
+	spec     *spec.Spec
+	warnings []Warning
+	adminIP  *setting
+}
+
+// hostResult is one host's resolution, kept for explain.
+type hostResult struct {
+	h        *host
+	addr     netip.Addr
+	addrOK   bool
+	skip     bool
+	settings map[string]*setting
+	nameFrom string // "nodename", "pg_cluster-pg_seq" or "address"
+	node     spec.Node
+	user     string
+	uid      int64
+	arch     string
+	uidSet   bool
+}
+
+// Resolve reads inventory data (source names it in messages: a path, or
+// "-" for stdin) and returns the sealed barn.spec/v1 document and its
+// warnings. Every failure is an *exitcode.Error of class usage whose Detail
+// is the []Problem list of the whole file.
+func Resolve(data []byte, source string) (*spec.Spec, []Warning, error) {
+	a := analyse(data, source)
+	if !a.r.probs.empty() {
+		return nil, a.warnings, errorOf(a.r.probs.sorted())
+	}
+	return a.spec, a.warnings, nil
+}
+
+func analyse(data []byte, source string) *analysis {
+	r := &reader{file: source}
+	a := &analysis{r: r}
+	root := r.parseDocument(data)
+	if root == nil {
+		return a
+	}
+	a.m = r.buildModel(root)
+	for _, w := range a.m.Warnings {
+		line := 0
+		if w.Node != nil {
+			line = w.Node.Line
+		}
+		a.warnings = append(a.warnings, Warning{Code: w.Code, Message: w.Message, Line: line})
+	}
+	if r.stop {
+		return a
+	}
+	a.readAdminIP()
+	for _, name := range a.m.HostOrder {
+		a.hosts = append(a.hosts, a.resolveHost(a.m.Hosts[name]))
+		if r.stop {
+			return a
+		}
+	}
+	a.deployment()
+	return a
+}
+
+func (a *analysis) readAdminIP() {
+	all := a.m.Groups["all"]
+	defs := all.Vars["admin_ip"]
+	if len(defs) == 0 {
+		return
+	}
+	if !a.r.agree("admin_ip", defs) {
+		d := defs[len(defs)-1]
+		a.r.at(d.Value, Problem{Key: "admin_ip", Value: written(d.Value), Origin: "all", Message: "all.vars defines it more than once with different values", Hint: "keep one definition"})
+		return
+	}
+	s := &setting{Key: "admin_ip", KeyNode: defs[0].KeyNode, Value: defs[0].Value, Origin: "all"}
+	v := a.r.val("", s)
+	str, ok := v.str(s.Value, "")
+	if !ok {
+		return
+	}
+	if ip, err := netip.ParseAddr(str); err != nil || !ip.Is4() {
+		v.fail(s.Value, "", "is not an IPv4 address", "write a dotted quad such as 10.10.10.10")
+		return
+	}
+	a.adminIP = s
+}
+
+func (a *analysis) adminAddr() (netip.Addr, bool) {
+	if a.adminIP == nil {
+		return netip.Addr{}, false
+	}
+	ip, err := netip.ParseAddr(a.adminIP.Value.Value)
+	return ip, err == nil
+}
+
+func (a *analysis) resolveHost(h *host) *hostResult {
+	r := a.r
+	hr := &hostResult{h: h, settings: map[string]*setting{}}
+	groups := a.m.hostGroups(h)
+	for _, k := range ConsumedKeys() {
+		if s := r.lookup(a.m, h, groups, k); s != nil {
+			hr.settings[k] = s
+		}
+	}
+	ip, err := netip.ParseAddr(h.Name)
+	switch {
+	case err != nil || !ip.Is4():
+		hint := "host keys must be IPv4 addresses such as 10.10.10.11"
+		if strings.Contains(h.Name, ":") && !strings.Contains(h.Name, "::") {
+			hint = "write the address without a port"
+		}
+		r.at(h.Node, Problem{Host: h.Name, Message: "is not an IPv4 address", Hint: hint})
+	default:
+		hr.addr, hr.addrOK = ip, true
+	}
+	if s := hr.settings["vm_skip"]; s != nil {
+		hr.skip, _ = r.val(h.Name, s).boolean(s.Value, "")
+	}
+	a.name(hr)
+	if hr.skip {
+		return hr
+	}
+	n := &hr.node
+	n.Name, n.Address = hr.node.Name, h.Name
+	if hr.addrOK {
+		n.MAC.Management, n.MAC.Private = MACs(hr.addr)
+	}
+	n.Image = a.image(hr)
+	n.CPUs = int(a.intSetting(hr, "vm_cpu", DefaultCPUs, 1, 256))
+	n.MemoryBytes = a.sizeSetting(hr, "vm_mem", DefaultMemoryMiB<<20, 1<<20, "MiB")
+	if s := hr.settings["vm_mem"]; s != nil && n.MemoryBytes > 0 {
+		v := r.val(h.Name, s)
+		switch {
+		case n.MemoryBytes < MinMemoryBytes:
+			v.fail(s.Value, "", "must be at least 512 MiB", "plain integers are MiB; sizes such as 4GiB also work")
+		case n.MemoryBytes%(1<<20) != 0:
+			v.fail(s.Value, "", "memory must be a whole number of MiB (QEMU needs MiB-aligned memory)", fmt.Sprintf("write %dMiB", n.MemoryBytes>>20))
+		}
+	}
+	n.RootDiskBytes = a.sizeSetting(hr, "vm_disk", DefaultDiskGiB<<30, 1<<30, "GiB")
+	if s := hr.settings["vm_disk"]; s != nil && n.RootDiskBytes > 0 && n.RootDiskBytes%512 != 0 {
+		r.val(h.Name, s).fail(s.Value, "", "a disk size must be a multiple of 512 bytes", "use MiB or GiB")
+	}
+	hr.arch = DefaultArch
+	if s := hr.settings["vm_arch"]; s != nil {
+		v := r.val(h.Name, s)
+		if str, ok := v.str(s.Value, ""); ok {
+			str = strings.ToLower(strings.TrimSpace(str))
+			switch str {
+			case "native", "amd64", "arm64":
+				hr.arch = str
+			default:
+				hint := "write native, amd64 or arm64"
+				if str == "x86_64" {
+					hint = "write amd64"
+				} else if str == "aarch64" {
+					hint = "write arm64"
+				}
+				v.fail(s.Value, "", "unknown architecture", hint)
+			}
+		}
+	}
+	hr.user, hr.uid = DefaultUser, 0
+	if s := hr.settings["node_admin_username"]; s != nil {
+		v := r.val(h.Name, s)
+		if str, ok := v.str(s.Value, ""); ok {
+			if !reUser.MatchString(str) {
+				v.fail(s.Value, "", "is not a valid login name", "use 1–32 of a-z 0-9 _ -, starting with a letter or _")
+			} else {
+				hr.user = str
+			}
+		}
+	}
+	if s := hr.settings["node_admin_uid"]; s != nil {
+		v := r.val(h.Name, s)
+		if uid, ok := v.integer(s.Value, "", 1, 1<<31-2); ok {
+			hr.uid, hr.uidSet = uid, true
+			if hr.user == DefaultUser && uid != DbaUID {
+				v.fail(s.Value, "", "the dba user is provisioned with uid 88", "remove node_admin_uid or set it to 88")
+			}
+		}
+	}
+	if hr.user == DefaultUser {
+		hr.uid = DbaUID
+	}
+	n.Disks = a.disks(hr)
+	n.Aliases = a.aliases(hr)
+	n.Shares = a.shares(hr)
+	return hr
+}
+
+var reUser = regexpMust(`^[a-z_][a-z0-9_-]{0,31}$`)
+
+// name derives the node name: nodename, else <pg_cluster>-<pg_seq>, else
+// node-<last octet>.
+func (a *analysis) name(hr *hostResult) {
+	r, h := a.r, hr.h
+	last := "x"
+	if hr.addrOK {
+		last = fmt.Sprint(hr.addr.As4()[3])
+	}
+	var seq int64
+	var cluster string
+	var clusterOK, seqOK bool
+	if s := hr.settings["pg_seq"]; s != nil {
+		seq, seqOK = r.val(h.Name, s).integer(s.Value, "", 0, 1<<31-1)
+	}
+	if s := hr.settings["pg_cluster"]; s != nil {
+		cluster, clusterOK = r.val(h.Name, s).str(s.Value, "")
+	}
+	if s := hr.settings["nodename"]; s != nil {
+		v := r.val(h.Name, s)
+		if str, ok := v.str(s.Value, ""); ok && str != "" {
+			hr.nameFrom = "nodename"
+			hr.node.Name = str
+			if !validNodeName(str) && !hr.skip {
+				v.fail(s.Value, "", "invalid node name", "use 1–63 of a-z 0-9 and -, not starting or ending with -")
+			}
+			return
+		} else if !ok {
+			hr.node.Name = "node-" + last
+			return
+		}
+	}
+	if clusterOK && seqOK {
+		hr.nameFrom = "pg_cluster-pg_seq"
+		hr.node.Name = fmt.Sprintf("%s-%d", cluster, seq)
+		if !validNodeName(hr.node.Name) && !hr.skip {
+			s := hr.settings["pg_cluster"]
+			r.val(h.Name, s).fail(s.Value, "", fmt.Sprintf("derived node name %q is invalid", hr.node.Name), "set nodename explicitly (1–63 of a-z 0-9 and -)")
+		}
+		return
+	}
+	hr.nameFrom = "address"
+	hr.node.Name = "node-" + last
+}
+
+func (a *analysis) intSetting(hr *hostResult, key string, def, lo, hi int64) int64 {
+	s := hr.settings[key]
+	if s == nil {
+		return def
+	}
+	i, _ := a.r.val(hr.h.Name, s).integer(s.Value, "", lo, hi)
+	return i
+}
+
+func (a *analysis) sizeSetting(hr *hostResult, key string, def, unit int64, unitName string) int64 {
+	s := hr.settings[key]
+	if s == nil {
+		return def
+	}
+	b, _ := a.r.val(hr.h.Name, s).size(s.Value, "", unit, unitName)
+	return b
+}
+
+// image canonicalises vm_image/vm_version: "d12" → "d12:stable",
+// "d12@12" stays, vm_image d12 + vm_version "12.1" → "d12@12.1".
+func (a *analysis) image(hr *hostResult) string {
+	r, h := a.r, hr.h
+	img := ""
+	is := hr.settings["vm_image"]
+	if is != nil {
+		v := r.val(h.Name, is)
+		str, ok := v.str(is.Value, "")
+		if !ok {
+			return ""
+		}
+		img = strings.TrimSpace(str)
+		family, rest := img, ""
+		if i := strings.IndexAny(img, ":@"); i >= 0 {
+			family, rest = img[:i], img[i:]
+		}
+		switch {
+		case !reFamily.MatchString(family):
+			v.fail(is.Value, "", "invalid image selector", "write family, family:channel or family@version, e.g. d12 or d12:stable")
+			return ""
+		case strings.HasPrefix(rest, ":") && !reChannel.MatchString(rest[1:]):
+			v.fail(is.Value, "", "invalid image channel", "write family:channel, e.g. d12:stable")
+			return ""
+		case strings.HasPrefix(rest, "@") && !reVersion.MatchString(rest[1:]):
+			v.fail(is.Value, "", "invalid image version", "write family@version, e.g. d12@12")
+			return ""
+		}
+	}
+	if vs := hr.settings["vm_version"]; vs != nil {
+		v := r.val(h.Name, vs)
+		sc, ok := v.scalar(vs.Value, "", "a version")
+		if !ok {
+			return ""
+		}
+		switch {
+		case sc.Kind == yamlStr || (sc.Kind == yamlInt && sc.Canonical()) || (sc.Kind == yamlFloat && sc.Canonical()):
+		case sc.Kind == yamlFloat || sc.Kind == yamlInt:
+			v.fail(vs.Value, "", fmt.Sprintf("YAML 1.1 (Ansible) reads %s as the number %v", sc.Spelling, sc.Value()), fmt.Sprintf("quote it: %q", sc.Spelling))
+			return ""
+		default:
+			v.fail(vs.Value, "", fmt.Sprintf("must be a version, not a %s", sc.Kind), `quote it, e.g. "12.1"`)
+			return ""
+		}
+		ver := strings.TrimSpace(sc.Spelling)
+		if ver == "" || !reVersion.MatchString(ver) {
+			v.fail(vs.Value, "", "invalid version", `write a version such as "12" or "12.1"`)
+			return ""
+		}
+		if strings.ContainsAny(img, ":@") {
+			v.fail(vs.Value, "", fmt.Sprintf("cannot be combined with vm_image %q, which already selects a channel or version", img), "set vm_image to the family only, e.g. d12")
+			return ""
+		}
+		if img == "" {
+			img = strings.Split(DefaultImage, ":")[0]
+		}
+		return img + "@" + ver
+	}
+	switch {
+	case img == "":
+		return DefaultImage
+	case strings.HasPrefix(img, "local-") || strings.ContainsAny(img, ":@"):
+		return img
+	}
+	return img + ":stable"
+}
+
+func (a *analysis) disks(hr *hostResult) []spec.Disk {
+	s := hr.settings["vm_disks"]
+	if s == nil {
+		return []spec.Disk{{Name: "data", Mount: "/data", SizeBytes: DefaultDataGiB << 30, FS: "auto", Serial: DiskSerial(hr.node.Name, "data")}}
+	}
+	v := a.r.val(hr.h.Name, s)
+	items, ok := v.list(s.Value, "", "[{path: /data, size: 128GiB}] or [] for none")
+	if !ok {
+		return []spec.Disk{}
+	}
+	out := []spec.Disk{}
+	for _, it := range items {
+		f, ok := v.fields(it, "", []string{"path", "size", "fs", "persistent"})
+		if !ok {
+			continue
+		}
+		d := spec.Disk{SizeBytes: DefaultDataGiB << 30, FS: "auto"}
+		pn := f["path"]
+		if pn == nil {
+			v.fail(it, "", "a data disk needs a path", "write {path: /data}")
+			continue
+		}
+		p, ok := v.str(pn, "vm_disks.path")
+		if !ok {
+			continue
+		}
+		if !cleanAbs(p) {
+			v.fail(pn, "vm_disks.path", "must be a clean absolute path other than /", "write e.g. /data")
+			continue
+		}
+		d.Mount, d.Name = p, diskName(p)
+		if !reDiskName.MatchString(d.Name) {
+			v.fail(pn, "vm_disks.path", fmt.Sprintf("derived disk name %q is invalid (needs ^[a-z][a-z0-9-]{0,31}$)", d.Name), "use a short lower-case path such as /data or /pg/data")
+			continue
+		}
+		if sys := systemOverlap(p); sys != "" {
+			v.fail(pn, "vm_disks.path", fmt.Sprintf("overlaps the system path %s", sys), "mount data disks elsewhere, e.g. /data")
+			continue
+		}
+		if sn := f["size"]; sn != nil {
+			if b, ok := v.size(sn, "vm_disks.size", 1<<30, "GiB"); ok {
+				if b%512 != 0 {
+					v.fail(sn, "vm_disks.size", "a disk size must be a multiple of 512 bytes", "use MiB or GiB")
+				}
+				d.SizeBytes = b
+			}
+		}
+		if fn := f["fs"]; fn != nil {
+			if fs, ok := v.str(fn, "vm_disks.fs"); ok {
+				switch fs {
+				case "auto", "xfs", "ext4":
+					d.FS = fs
+				default:
+					v.fail(fn, "vm_disks.fs", "unknown filesystem", "write auto, xfs or ext4")
+				}
+			}
+		}
+		if pn := f["persistent"]; pn != nil {
+			d.Persistent, _ = v.boolean(pn, "vm_disks.persistent")
+		}
+		bad := false
+		for _, o := range out {
+			if overlaps(o.Mount, d.Mount) || o.Name == d.Name {
+				v.fail(pn, "vm_disks.path", fmt.Sprintf("overlaps data disk %s", o.Mount), "give each disk its own, non-nested mount")
+				bad = true
+			}
+		}
+		if bad {
+			continue
+		}
+		d.Serial = DiskSerial(hr.node.Name, d.Name)
+		out = append(out, d)
+	}
+	return out
+}
+
+func systemOverlap(p string) string {
+	for _, s := range systemPaths {
+		if overlaps(p, s) {
+			return s
+		}
+	}
+	return ""
+}
+
+func (a *analysis) aliases(hr *hostResult) []string {
+	s := hr.settings["vm_alias"]
+	out := []string{}
+	if s == nil {
+		return out
+	}
+	v := a.r.val(hr.h.Name, s)
+	items, ok := v.list(s.Value, "", "[db.lab, pg.lab]")
+	if !ok {
+		return out
+	}
+	for _, it := range items {
+		str, ok := v.str(it, "vm_alias")
+		if !ok {
+			continue
+		}
+		if !reAlias.MatchString(str) || len(str) > 253 {
+			v.fail(it, "vm_alias", "must be a lower-case DNS name", "use a-z 0-9 - and dots, e.g. pg.lab")
+			continue
+		}
+		out = append(out, str)
+	}
+	return out
+}
+
+func (a *analysis) shares(hr *hostResult) []spec.Share {
+	s := hr.settings["vm_shares"]
+	out := []spec.Share{}
+	if s == nil {
+		return out
+	}
+	v := a.r.val(hr.h.Name, s)
+	items, ok := v.list(s.Value, "", "[{host: /srv/src, guest: /src}]")
+	if !ok {
+		return out
+	}
+	if len(items) > MaxShares {
+		v.fail(s.Value, "", fmt.Sprintf("%d shares; at most %d per node", len(items), MaxShares), "merge shares into fewer directories")
+		return out
+	}
+	for _, it := range items {
+		f, ok := v.fields(it, "", []string{"host", "guest", "readonly"})
+		if !ok {
+			continue
+		}
+		sh := spec.Share{Readonly: true}
+		hn, gn := f["host"], f["guest"]
+		if hn == nil || gn == nil {
+			v.fail(it, "", "a share needs host and guest paths", "write {host: /srv/src, guest: /src}")
+			continue
+		}
+		hp, ok1 := v.str(hn, "vm_shares.host")
+		gp, ok2 := v.str(gn, "vm_shares.guest")
+		if !ok1 || !ok2 {
+			continue
+		}
+		if !cleanAbs(hp) {
+			v.fail(hn, "vm_shares.host", "must be a clean absolute host path (no ~, no relative parts)", "write the full path, e.g. /home/me/src")
+			continue
+		}
+		if !cleanAbs(gp) || !reGuestPath.MatchString(gp) {
+			v.fail(gn, "vm_shares.guest", "must be a clean absolute guest path of A-Z a-z 0-9 . _ / -", "write e.g. /src")
+			continue
+		}
+		if sys := systemOverlap(gp); sys != "" {
+			v.fail(gn, "vm_shares.guest", fmt.Sprintf("overlaps the system path %s", sys), "share into another directory, e.g. /src")
+			continue
+		}
+		if rn := f["readonly"]; rn != nil {
+			sh.Readonly, _ = v.boolean(rn, "vm_shares.readonly")
+		}
+		sh.Host, sh.Guest = hp, gp
+		bad := false
+		for _, d := range hr.node.Disks {
+			if overlaps(d.Mount, gp) {
+				v.fail(gn, "vm_shares.guest", fmt.Sprintf("overlaps data disk mount %s", d.Mount), "share into another directory")
+				bad = true
+			}
+		}
+		for _, o := range out {
+			if overlaps(o.Guest, gp) {
+				v.fail(gn, "vm_shares.guest", fmt.Sprintf("overlaps share target %s", o.Guest), "give each share its own, non-nested target")
+				bad = true
+			} else if overlaps(o.Host, hp) {
+				v.fail(hn, "vm_shares.host", fmt.Sprintf("overlaps share source %s on the same node", o.Host), "share the common parent once")
+				bad = true
+			}
+		}
+		if bad {
+			continue
+		}
+		sh.Tag = ShareTag(hp, gp, sh.Readonly)
+		out = append(out, sh)
+	}
+	return out
+}
+
+// deployment runs the whole-inventory checks and builds the spec.
+func (a *analysis) deployment() {
+	r := a.r
+	var managed, skipped []*hostResult
+	for _, hr := range a.hosts {
+		if !hr.addrOK {
+			continue
+		}
+		if hr.skip {
+			skipped = append(skipped, hr)
+		} else {
+			managed = append(managed, hr)
+		}
+	}
+	switch {
+	case len(a.hosts) == 0:
+		r.fileProblem("the inventory has no hosts", "list hosts under all.children.<group>.hosts, e.g. 10.10.10.10: {}")
+		return
+	case len(managed) == 0 && len(skipped) == len(a.hosts):
+		r.fileProblem("every host sets vm_skip: true; at least one managed host is required", "remove vm_skip from one host")
+		return
+	case len(managed) == 0:
+		return
+	}
+	if len(managed) > MaxNodes {
+		var extra []string
+		for _, hr := range managed[MaxNodes:] {
+			extra = append(extra, hr.h.Name)
+		}
+		r.at(managed[MaxNodes].h.Node, Problem{
+			Message: fmt.Sprintf("%d managed hosts; at most %d are allowed (over the limit: %s)", len(managed), MaxNodes, strings.Join(extra, ", ")),
+			Hint:    "mark the extra hosts vm_skip: true or split the inventory"})
+	}
+	cidr := a.subnet(managed)
+	// Per-deployment agreement: arch, user, uid.
+	a.agreeAll(managed, "vm_arch", func(hr *hostResult) string { return hr.arch }, "define it once in all.vars")
+	a.agreeAll(managed, "node_admin_username", func(hr *hostResult) string { return hr.user }, "define it once in all.vars; Barn has one login user for all nodes")
+	a.agreeAll(managed, "node_admin_uid", func(hr *hostResult) string { return fmt.Sprint(hr.uid) }, "define it once in all.vars")
+	user := managed[0].user
+	ssh := "/home/" + user + "/.ssh"
+	// Names and aliases unique; .ssh overlaps.
+	seen := map[string]string{}
+	for _, hr := range managed {
+		if prev, dup := seen[hr.node.Name]; dup {
+			r.at(hr.h.Node, Problem{Host: hr.h.Name, Key: nameKey(hr), Value: hr.node.Name, Message: fmt.Sprintf("node name %q is also the name of host %s", hr.node.Name, prev), Hint: "set a unique nodename on one of them"})
+		} else {
+			seen[hr.node.Name] = hr.h.Name
+		}
+	}
+	for _, hr := range managed {
+		for _, al := range hr.node.Aliases {
+			if prev, dup := seen[al]; dup {
+				s := hr.settings["vm_alias"]
+				r.val(hr.h.Name, s).fail(s.Value, "", fmt.Sprintf("alias %q duplicates a name or alias of host %s", al, prev), "names and aliases must be unique")
+				continue
+			}
+			seen[al] = hr.h.Name
+		}
+		for _, d := range hr.node.Disks {
+			if overlaps(d.Mount, ssh) {
+				s := hr.settings["vm_disks"]
+				r.val(hr.h.Name, s).fail(s.Value, "", fmt.Sprintf("data disk %s overlaps %s", d.Mount, ssh), "mount data disks elsewhere, e.g. /data")
+			}
+		}
+		for _, sh := range hr.node.Shares {
+			if overlaps(sh.Guest, ssh) {
+				s := hr.settings["vm_shares"]
+				r.val(hr.h.Name, s).fail(s.Value, "", fmt.Sprintf("share target %s overlaps %s", sh.Guest, ssh), "share into another directory")
+			}
+		}
+	}
+	// Across nodes, overlapping host sources must all be read-only.
+	type src struct {
+		hr *hostResult
+		sh spec.Share
+	}
+	var srcs []src
+	for _, hr := range managed {
+		for _, sh := range hr.node.Shares {
+			for _, o := range srcs {
+				if o.hr != hr && overlaps(o.sh.Host, sh.Host) && !(o.sh.Readonly && sh.Readonly) {
+					s := hr.settings["vm_shares"]
+					r.val(hr.h.Name, s).fail(s.Value, "", fmt.Sprintf("host source %s overlaps %s shared by host %s, and not all of them are read-only", sh.Host, o.sh.Host, o.hr.h.Name), "make the overlapping shares readonly: true")
+				}
+			}
+			srcs = append(srcs, src{hr, sh})
+		}
+	}
+	if !r.probs.empty() {
+		return
+	}
+	// Build.
+	sort.Slice(managed, func(i, j int) bool { return managed[i].addr.Less(managed[j].addr) })
+	control := managed[0]
+	if ip, ok := a.adminAddr(); ok {
+		found := false
+		for _, hr := range managed {
+			if hr.addr == ip {
+				control, found = hr, true
+			}
+		}
+		if !found {
+			a.warnings = append(a.warnings, Warning{Code: "admin_ip_not_managed", Key: "admin_ip", Value: ip.String(), Line: a.adminIP.Value.Line,
+				Message: fmt.Sprintf("admin_ip %s is not a managed host; the control node is %s, the lowest managed address", ip, control.node.Name)})
+		}
+	}
+	p := netip.MustParsePrefix(cidr)
+	b := p.Addr().As4()
+	at := func(last byte) string { return netip.AddrFrom4([4]byte{b[0], b[1], b[2], last}).String() }
+	s := &spec.Spec{
+		Schema: spec.Schema,
+		Source: r.file,
+		Deployment: spec.Deployment{
+			Name:   spec.DeploymentName,
+			Arch:   managed[0].arch,
+			Image:  DefaultImage,
+			Subnet: spec.Subnet{CIDR: cidr, Host: at(1), Reserved: at(2) + "-" + at(8), Pool: at(9) + "-" + at(254)},
+			User:   spec.User{Name: user, UID: int(managed[0].uid)},
+		},
+		Nodes:   []spec.Node{},
+		Skipped: []spec.Skipped{},
+	}
+	for _, hr := range managed {
+		n := hr.node
+		n.Control = hr == control
+		s.Nodes = append(s.Nodes, n)
+	}
+	sort.Slice(skipped, func(i, j int) bool { return skipped[i].addr.Less(skipped[j].addr) })
+	for _, hr := range skipped {
+		s.Skipped = append(s.Skipped, spec.Skipped{Name: hr.node.Name, Address: hr.h.Name})
+	}
+	s.Control = control.node.Name
+	if cidr != DefaultCIDR {
+		a.warnings = append(a.warnings, Warning{Code: "non_default_subnet", Value: cidr,
+			Message: fmt.Sprintf("using the non-default Barn network %s; the installed network (barn-net) and every node address must use it", cidr)})
+	}
+	a.warnings = append(a.warnings, a.interfaceWarnings(managed)...)
+	s.Warnings = a.warnings
+	s.Seal()
+	a.spec = s
+}
+
+func nameKey(hr *hostResult) string {
+	switch hr.nameFrom {
+	case "nodename":
+		return "nodename"
+	case "pg_cluster-pg_seq":
+		return "pg_cluster"
+	}
+	return ""
+}
+
+// agreeAll refuses a deployment-wide value that differs between hosts.
+func (a *analysis) agreeAll(managed []*hostResult, key string, get func(*hostResult) string, hint string) {
+	byVal := map[string][]string{}
+	var order []string
+	for _, hr := range managed {
+		v := get(hr)
+		if _, ok := byVal[v]; !ok {
+			order = append(order, v)
+		}
+		byVal[v] = append(byVal[v], hr.h.Name)
+	}
+	if len(order) < 2 {
+		return
+	}
+	var parts []string
+	for _, v := range order {
+		parts = append(parts, fmt.Sprintf("%s on %s", v, strings.Join(byVal[v], ", ")))
+	}
+	var node *yaml.Node
+	hostName := ""
+	for _, hr := range managed {
+		if s := hr.settings[key]; s != nil {
+			node, hostName = s.Value, hr.h.Name
+			break
+		}
+	}
+	p := Problem{Host: hostName, Key: key, Value: written(node), Message: "must resolve to one value for the whole deployment, but resolves to " + strings.Join(parts, "; "), Hint: hint}
+	a.r.at(node, p)
+}
+
+// subnet checks that every managed host is in one canonical RFC1918 /24
+// and in its .9–.254 pool, and returns that /24.
+func (a *analysis) subnet(managed []*hostResult) string {
+	r := a.r
+	byNet := map[netip.Prefix][]*hostResult{}
+	var order []netip.Prefix
+	for _, hr := range managed {
+		p := netip.PrefixFrom(hr.addr, 24).Masked()
+		if _, ok := byNet[p]; !ok {
+			order = append(order, p)
+		}
+		byNet[p] = append(byNet[p], hr)
+	}
+	main := order[0]
+	for _, p := range order {
+		if len(byNet[p]) > len(byNet[main]) {
+			main = p
+		}
+	}
+	if len(order) > 1 {
+		var parts, outliers []string
+		var first *hostResult
+		for _, p := range order {
+			parts = append(parts, fmt.Sprintf("%s (%d %s)", p, len(byNet[p]), plural(len(byNet[p]), "host", "hosts")))
+			if p == main {
+				continue
+			}
+			for _, hr := range byNet[p] {
+				outliers = append(outliers, hr.h.Name)
+				if first == nil {
+					first = hr
+				}
+			}
+		}
+		r.at(first.h.Node, Problem{
+			Message: fmt.Sprintf("all managed hosts must share one /24; the inventory spans %s; outliers: %s", strings.Join(parts, ", "), strings.Join(outliers, ", ")),
+			Hint:    fmt.Sprintf("move the outliers into %s or mark them vm_skip: true", main)})
+	}
+	a4 := main.Addr().As4()
+	private := a4[0] == 10 || (a4[0] == 172 && a4[1] >= 16 && a4[1] <= 31) || (a4[0] == 192 && a4[1] == 168)
+	if !private {
+		hr := byNet[main][0]
+		r.at(hr.h.Node, Problem{Message: fmt.Sprintf("the managed hosts' network %s is not private (RFC 1918)", main), Hint: "use 10.x, 172.16–31.x or 192.168.x addresses, e.g. 10.10.10.0/24"})
+	}
+	for _, hr := range byNet[main] {
+		last := hr.addr.As4()[3]
+		msg := ""
+		switch {
+		case last == 0:
+			msg = "is the network address of " + main.String()
+		case last == 255:
+			msg = "is the broadcast address of " + main.String()
+		case last == 1:
+			msg = "is the host (gateway) address"
+		case last <= 8:
+			msg = "is reserved (.2–.8)"
+		}
+		if msg != "" {
+			r.at(hr.h.Node, Problem{Host: hr.h.Name, Message: msg + "; it cannot be a node address", Hint: "nodes use .9–.254"})
+		}
+	}
+	return main.String()
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// interfaceWarnings reports the NIC names the opaque vars pg_vip_interface
+// and vip_interface reference (Barn does not rename NICs).
+func (a *analysis) interfaceWarnings(managed []*hostResult) []Warning {
+	type kv struct{ key, value string }
+	nodes := map[kv][]string{}
+	lines := map[kv]int{}
+	var order []kv
+	quiet := &reader{file: a.r.file}
+	for _, hr := range managed {
+		groups := a.m.hostGroups(hr.h)
+		for _, key := range []string{"pg_vip_interface", "vip_interface"} {
+			s := quiet.lookup(a.m, hr.h, groups, key)
+			if s == nil || s.Value == nil || s.Value.Kind != yaml.ScalarNode {
+				continue
+			}
+			k := kv{key, s.Value.Value}
+			if _, ok := nodes[k]; !ok {
+				order = append(order, k)
+				lines[k] = s.Value.Line
+			}
+			nodes[k] = append(nodes[k], hr.node.Name)
+		}
+	}
+	var out []Warning
+	for _, k := range order {
+		out = append(out, Warning{Code: "interface_name", Key: k.key, Value: k.value, Nodes: nodes[k], Line: lines[k],
+			Message: fmt.Sprintf("%s = %s names a guest NIC; Barn does not rename NICs (the image names them), so barn-plan checks it", k.key, k.value)})
+	}
+	return out
+}
