@@ -1,5 +1,63 @@
 // Package state owns every file under the state root (BARN_HOME, default
 // ~/.barn): its layout, atomic writes, strict versioned documents, locks and
 // the bounded event log. Every other package reaches the state root through
-// it; nothing else creates, reads or removes files there.
+// it; nothing else creates, reads or removes files there by spelling names.
+//
+// # Root
+//
+// Open (creates) and Inspect (read-only, creates nothing) resolve BARN_HOME:
+// absolute, not a symlink, not $HOME itself, a 0700 directory owned by the
+// user. A bad value is usage (2); a symlinked, foreign-owned or group/world
+// writable root is integrity (7). The runtime directory (QMP sockets,
+// pidfiles) is BARN_RUNTIME_DIR, else $XDG_RUNTIME_DIR/barn when
+// XDG_RUNTIME_DIR is owned and 0700, else /tmp/barn-<uid>; every socket path
+// is checked against the 107-byte limit (NodeRuntime, CheckSocketPath).
+//
+// # Layout
+//
+// One table, in layout.go, names every file (see the comment there). Use
+// Root's path methods (NodeFile(node, RootDiskName), …) rather than joining
+// names by hand.
+//
+// # Documents
+//
+// Deployment (state.json), Node (nodes/<node>/state.json), Journal
+// (nodes/<node>/prepare.json) and Transaction (nodes/<node>/transaction.json)
+// are canonical JSON with a schema field, written with WriteFileAtomic
+// (same-directory random temp file, fsync, rename, parent fsync; mode 0600;
+// symlink targets and non-directory parents refused). Read* return
+// (nil, nil) when the file does not exist and an integrity error (7) naming
+// the file, with a Problem as Detail, when it is damaged: a symlink, not a
+// regular file, mode other than 0600, foreign owner, oversized, unknown
+// fields, trailing data, a newer or foreign schema, a hash mismatch, or any
+// invalid value (Validate*). A damaged file is never reported as absent.
+// Write* fill schema and timestamps, validate, and refuse (runtime, 1) a
+// document that would not read back.
+//
+// # Locks
+//
+// Advisory flock(2) locks on files under locks/ (gofrs/flock): images,
+// deployment, node-<node>. The fixed order is images → deployment → nodes
+// (sorted; LockNodes does this); the events lock is a leaf used only inside
+// AppendEvent. The order is documented, not enforced at run time. A holder
+// writes {schema, pid, command, started} into its lock file and clears it
+// on Unlock; the kernel releases the lock when a holder dies, and a record
+// whose pid no longer exists is reported as free. A busy lock is conflict
+// (4) with reason deployment_busy / node_busy / images_busy and the holder as
+// Detail; waiting callers poll every 25 ms for up to Root.LockWait (10 min)
+// or Root.ImagesLockWait (30 s), bounded by their context. Read-only callers
+// use Holder, which never waits, and LockHolder.Note for their note.
+//
+// # Events
+//
+// AppendEvent appends one barn.event/v1 line (≤64 KiB; a long message is cut)
+// to events.jsonl under locks/events.lock, opening with O_NOFOLLOW; past
+// 8 MiB the file is atomically replaced by its last ~4 MiB from a line
+// boundary. ReadEvents and FollowEvents read it strictly.
+//
+// # Verify
+//
+// Root.Verify checks everything (directories, documents, lock records, the
+// event log, unexpected entries in node directories) without modifying
+// anything and returns every Problem found.
 package state

@@ -44,6 +44,11 @@ type Deployment struct {
 }
 
 // Node is <BARN_HOME>/nodes/<node>/state.json: one node's committed state.
+// Validation (Root.ValidateNode): node equals its directory; vm_uuid is a
+// UUID; phase is one of the phases; generation ≥1; spec_hash is 64 hex;
+// root_disk, seed and nvram (when set) are the layout's paths in the node
+// directory; data disk paths are <node dir>/<name>.qcow2 (or, persistent,
+// the retained disk path); runtime.qmp ≤107 bytes.
 type Node struct {
 	Schema     string            `json:"schema"`
 	Node       string            `json:"node"`
@@ -61,7 +66,7 @@ type Node struct {
 	Accel      string            `json:"accel"`           // kvm or tcg
 	Runtime    Runtime           `json:"runtime"`
 	Invocation Invocation        `json:"invocation"`
-	Process    *Process          `json:"process,omitempty"` // set while running
+	Process    *Process          `json:"process,omitempty"` // required when running; allowed only when starting, running or stopping
 	CreatedAt  time.Time         `json:"created_at"`
 	UpdatedAt  time.Time         `json:"updated_at"`
 }
@@ -150,7 +155,7 @@ type Artifact struct {
 // phase transition (start, stop, destroy, recreate) and its completed steps.
 type Transaction struct {
 	Schema      string    `json:"schema"`
-	OperationID string    `json:"operation_id"`
+	OperationID string    `json:"operation_id"` // UUID
 	Node        string    `json:"node"`
 	From        Phase     `json:"from"`
 	To          Phase     `json:"to"`
@@ -167,6 +172,7 @@ type TxnStep struct {
 
 // LockHolder is what the holder of a lock writes into its lock file.
 type LockHolder struct {
+	Schema  string    `json:"schema"` // LockHolderSchema
 	PID     int       `json:"pid"`
 	Command string    `json:"command"` // argv joined, ≤200 chars plus "…"
 	Started time.Time `json:"started"`

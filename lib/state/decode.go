@@ -1,0 +1,196 @@
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/wire"
+)
+
+// Size bounds of persisted documents (bytes).
+const (
+	MaxDocumentBytes = 16 << 20 // deployment and node state
+	MaxJournalBytes  = 1 << 20  // prepare journal and transaction
+	MaxHolderBytes   = 1024     // lock holder record
+)
+
+// FileMode is the mode of every file Barn writes under the state root.
+const FileMode os.FileMode = 0o600
+
+// DirMode is the mode of every directory Barn creates under the state root.
+const DirMode os.FileMode = 0o700
+
+// readFileStrict reads a state file without following symlinks. It
+// returns (nil, nil) when path does not exist, and an integrity error
+// naming path when it is a symlink, not a regular file, not mode 0600, not
+// owned by the user, larger than max bytes, or unreadable.
+func (r *Root) readFileStrict(path string, max int64) ([]byte, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, integrity(path, "unreadable: %v", unwrapPath(err))
+	}
+	if err := r.checkFileInfo(path, fi); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil // removed since the Lstat
+		}
+		return nil, integrity(path, "unreadable: %v", unwrapPath(err))
+	}
+	defer f.Close()
+	fi2, err := f.Stat()
+	if err != nil || !os.SameFile(fi, fi2) {
+		return nil, integrity(path, "changed while being read")
+	}
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, integrity(path, "unreadable: %v", unwrapPath(err))
+	}
+	if int64(len(data)) > max {
+		return nil, integrity(path, "larger than %d bytes", max)
+	}
+	return data, nil
+}
+
+// checkFileInfo refuses a symlink, a non-regular file, a mode other than
+// 0600 and a foreign owner.
+func (r *Root) checkFileInfo(path string, fi fs.FileInfo) error {
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return integrity(path, "is a symlink; state files must be regular files")
+	case !fi.Mode().IsRegular():
+		return integrity(path, "is not a regular file")
+	case fi.Mode().Perm() != FileMode:
+		return integrity(path, "has mode %04o, want %04o", fi.Mode().Perm(), FileMode).WithNext("chmod 0600 " + path)
+	case ownerOf(fi) != r.uid:
+		return integrity(path, "is owned by uid %d, not by this user (uid %d)", ownerOf(fi), r.uid)
+	}
+	return nil
+}
+
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// decodeDocument checks data's schema against want and decodes it
+// strictly into v. Errors are integrity errors naming path.
+func decodeDocument(path string, data []byte, want string, v any) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return integrity(path, "is empty; expected a %s document", want)
+	}
+	got, ok := probeSchema(data)
+	if !ok {
+		// Not even one JSON object: report the decoder's error.
+		var v any
+		err := wire.DecodeStrict(data, &v)
+		if err == nil {
+			err = errors.New("not a JSON object")
+		}
+		return integrity(path, "invalid %s document: %s", want, describeJSONError(data, err))
+	}
+	if err := checkSchema(got, want); err != nil {
+		e := integrity(path, "%s", err.msg)
+		if err.newer {
+			e = e.WithNext("upgrade Barn; this binary reads " + want)
+		}
+		return e
+	}
+	if err := wire.DecodeStrict(data, v); err != nil {
+		return integrity(path, "invalid %s document: %s", want, describeJSONError(data, err))
+	}
+	return nil
+}
+
+// probeSchema returns the schema string of the first JSON value in data
+// and whether that value is a well-formed object.
+func probeSchema(data []byte) (string, bool) {
+	var probe struct {
+		Schema any `json:"schema"`
+	}
+	if err := json.NewDecoder(bytes.NewReader(data)).Decode(&probe); err != nil {
+		return "", false
+	}
+	s, _ := probe.Schema.(string)
+	return s, true
+}
+
+type schemaError struct {
+	msg   string
+	newer bool
+}
+
+// checkSchema compares a document's schema with the one this binary
+// writes. Same family with a higher version is "newer".
+func checkSchema(got, want string) *schemaError {
+	if got == want {
+		return nil
+	}
+	if got == "" {
+		return &schemaError{msg: "has no schema field (want " + want + ")"}
+	}
+	gf, gv, gok := splitSchema(got)
+	wf, wv, wok := splitSchema(want)
+	if gok && wok && gf == wf && gv > wv {
+		return &schemaError{msg: fmt.Sprintf("has schema %s, written by a newer Barn; this binary reads %s", got, want), newer: true}
+	}
+	return &schemaError{msg: fmt.Sprintf("has schema %q, want %s", got, want)}
+}
+
+// splitSchema splits "barn.state.node/v2" into ("barn.state.node", 2).
+func splitSchema(s string) (string, int, bool) {
+	i := strings.LastIndex(s, "/v")
+	if i <= 0 {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(s[i+2:])
+	if err != nil || n < 1 {
+		return "", 0, false
+	}
+	return s[:i], n, true
+}
+
+// describeJSONError adds a line:column to JSON syntax and type errors.
+func describeJSONError(data []byte, err error) string {
+	var off int64 = -1
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset
+	case errors.As(err, &te):
+		off = te.Offset
+	}
+	if off < 0 || off > int64(len(data)) {
+		return err.Error()
+	}
+	line := 1 + bytes.Count(data[:off], []byte("\n"))
+	col := off - int64(bytes.LastIndexByte(data[:off], '\n'))
+	return fmt.Sprintf("line %d, column %d: %v", line, col, err)
+}
+
+// encodeDocument is the persisted form: canonical JSON plus "\n".
+func encodeDocument(v any) ([]byte, error) {
+	b, err := wire.Marshal(v)
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "encoding state document")
+	}
+	return append(b, '\n'), nil
+}

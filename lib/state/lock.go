@@ -1,0 +1,336 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gofrs/flock"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/wire"
+)
+
+// Lock names, as accepted by Holder and listed by LockNames. Locks are
+// taken in one fixed order — images, then deployment, then nodes (in
+// sorted order) — and released in reverse; the event log's lock is a leaf
+// taken only inside AppendEvent.
+const (
+	LockImagesName     = "images"
+	LockDeploymentName = "deployment"
+	lockNodePrefix     = "node/"
+	lockEventsName     = "events"
+)
+
+// NodeLockName is the lock name of node's lock ("node/<node>").
+func NodeLockName(node string) string { return lockNodePrefix + node }
+
+// LockPollInterval is how often a waiting lock is retried.
+const LockPollInterval = 25 * time.Millisecond
+
+// maxCommandLen bounds the holder record's command (characters), after
+// which it is cut and "…" appended.
+const maxCommandLen = 200
+
+// Lock is a held advisory lock. Unlock clears the holder record and
+// releases it; it is idempotent. The kernel releases the lock if the
+// process dies, so a killed holder never leaves a stuck lock.
+type Lock interface{ Unlock() error }
+
+// CommandLine joins argv for a holder record, cut to 200 characters plus
+// "…".
+func CommandLine(argv []string) string {
+	s := strings.Join(argv, " ")
+	if utf8.RuneCountInString(s) <= maxCommandLen {
+		return s
+	}
+	return string([]rune(s)[:maxCommandLen]) + "…"
+}
+
+// WaitingMessage is the line a waiting command prints on stderr:
+// "waiting for <command> (pid N, since 15:04:05)".
+func (h LockHolder) WaitingMessage() string {
+	if h.PID <= 0 {
+		return "waiting for another barn command"
+	}
+	return fmt.Sprintf("waiting for %s (pid %d, since %s)", h.Command, h.PID, h.Started.Local().Format("15:04:05"))
+}
+
+// Note is the line a read-only command reports when the deployment is
+// busy: "<command> (pid N, since T) is running; showing recorded state".
+func (h LockHolder) Note() string {
+	return fmt.Sprintf("%s (pid %d, since %s) is running; showing recorded state", h.Command, h.PID, h.Started.Local().Format("15:04:05"))
+}
+
+type heldLock struct {
+	mu   sync.Mutex
+	fl   *flock.Flock
+	path string
+	done bool
+}
+
+func (l *heldLock) Unlock() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done {
+		return nil
+	}
+	l.done = true
+	// Clear the holder record while still holding the lock, then release.
+	var errs []error
+	if f, err := os.OpenFile(l.path, os.O_WRONLY|syscall.O_NOFOLLOW, 0); err == nil {
+		errs = append(errs, f.Truncate(0), f.Close())
+	} else {
+		errs = append(errs, err)
+	}
+	errs = append(errs, l.fl.Close())
+	if err := errors.Join(errs...); err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "releasing lock %s", l.path)
+	}
+	return nil
+}
+
+// LockDeployment takes the deployment lock (locks/deployment.lock) for
+// command (CommandLine(argv)). With wait=false it tries once; when busy it
+// returns a conflict (4) error with reason "deployment_busy" and Detail the
+// holder (a LockHolder, or nil when the record is not readable). With
+// wait=true it calls waiting(holder) once (when non-nil) and polls every
+// 25 ms for up to r.LockWait (10 minutes), bounded by ctx, then fails with
+// the same conflict; a cancelled ctx gives cancelled (130).
+func (r *Root) LockDeployment(ctx context.Context, command string, wait bool, waiting func(LockHolder)) (Lock, error) {
+	return r.acquire(ctx, LockDeploymentName, command, wait, waiting, r.LockWait, "deployment_busy", "the deployment")
+}
+
+// LockNode takes node's lock (locks/node-<node>.lock); see LockDeployment.
+// Busy → conflict with reason "node_busy".
+func (r *Root) LockNode(ctx context.Context, node, command string, wait bool) (Lock, error) {
+	if err := checkNodeName(node); err != nil {
+		return nil, err
+	}
+	return r.acquire(ctx, NodeLockName(node), command, wait, nil, r.LockWait, "node_busy", "node "+node)
+}
+
+// LockNodeWaiting is LockNode with a waiting callback.
+func (r *Root) LockNodeWaiting(ctx context.Context, node, command string, waiting func(LockHolder)) (Lock, error) {
+	if err := checkNodeName(node); err != nil {
+		return nil, err
+	}
+	return r.acquire(ctx, NodeLockName(node), command, true, waiting, r.LockWait, "node_busy", "node "+node)
+}
+
+// LockImages takes the image cache lock (locks/images.lock); waiting is
+// bounded by r.ImagesLockWait (30 s). Busy → conflict "images_busy".
+func (r *Root) LockImages(ctx context.Context, command string, wait bool) (Lock, error) {
+	return r.acquire(ctx, LockImagesName, command, wait, nil, r.ImagesLockWait, "images_busy", "the image cache")
+}
+
+// LockNodes takes the deployment lock and then every node's lock in sorted
+// order (the fixed lock order), returning one Lock that releases them in
+// reverse. waiting is called for the deployment lock only.
+func (r *Root) LockNodes(ctx context.Context, command string, wait bool, waiting func(LockHolder), nodes []string) (Lock, error) {
+	sorted := append([]string(nil), nodes...)
+	sort.Strings(sorted)
+	var held multiLock
+	dep, err := r.LockDeployment(ctx, command, wait, waiting)
+	if err != nil {
+		return nil, err
+	}
+	held = append(held, dep)
+	for i, n := range sorted {
+		if i > 0 && sorted[i-1] == n {
+			continue
+		}
+		l, err := r.LockNode(ctx, n, command, wait)
+		if err != nil {
+			_ = held.Unlock()
+			return nil, err
+		}
+		held = append(held, l)
+	}
+	return held, nil
+}
+
+type multiLock []Lock
+
+func (m multiLock) Unlock() error {
+	var errs []error
+	for i := len(m) - 1; i >= 0; i-- {
+		errs = append(errs, m[i].Unlock())
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Root) acquire(ctx context.Context, name, command string, wait bool, waiting func(LockHolder), bound time.Duration, reason, what string) (Lock, error) {
+	if _, err := r.EnsureLocksDir(); err != nil {
+		return nil, err
+	}
+	path, err := r.lockFile(name)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&fs.ModeSymlink != 0 || !fi.Mode().IsRegular() {
+			return nil, integrity(path, "lock file is not a regular file; refusing to use it")
+		}
+		if ownerOf(fi) != r.uid {
+			return nil, integrity(path, "lock file is owned by uid %d, not by this user", ownerOf(fi))
+		}
+	}
+	fl := flock.New(path, flock.SetFlag(os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_CLOEXEC), flock.SetPermissions(FileMode))
+	ok, err := fl.TryLock()
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "locking %s", path)
+	}
+	if !ok {
+		holder, _ := r.readHolder(path, false)
+		busy := func() error {
+			msg := what + " is busy"
+			if holder != nil {
+				msg = fmt.Sprintf("%s is busy: %s (pid %d) holds it since %s", what, holder.Command, holder.PID, holder.Started.Local().Format(time.RFC3339))
+			}
+			e := exitcode.New(exitcode.Conflict, "%s", msg).WithReason(reason).WithNext("retry when it finishes")
+			if holder != nil {
+				e = e.WithDetail(*holder)
+			}
+			return e
+		}
+		if !wait {
+			return nil, busy()
+		}
+		if waiting != nil {
+			h := LockHolder{Command: "another barn command"}
+			if holder != nil {
+				h = *holder
+			}
+			waiting(h)
+		}
+		if bound <= 0 {
+			bound = DefaultLockWait
+		}
+		wctx, cancel := context.WithTimeout(ctx, bound)
+		defer cancel()
+		ok, err = fl.TryLockContext(wctx, LockPollInterval)
+		if !ok {
+			if ctx.Err() != nil {
+				return nil, exitcode.Wrap(exitcode.Cancelled, ctx.Err(), "cancelled while waiting for %s", what)
+			}
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				return nil, exitcode.Wrap(exitcode.Runtime, err, "locking %s", path)
+			}
+			if h, _ := r.readHolder(path, false); h != nil {
+				holder = h
+			}
+			return nil, busy()
+		}
+	}
+	l := &heldLock{fl: fl, path: path}
+	if err := r.writeHolder(path, LockHolder{Schema: LockHolderSchema, PID: os.Getpid(), Command: CommandLine([]string{command}), Started: r.now()}); err != nil {
+		_ = l.Unlock()
+		return nil, err
+	}
+	return l, nil
+}
+
+// writeHolder replaces the holder record in the (held) lock file:
+// truncate, then one write, so a reader sees an empty or a complete record.
+func (r *Root) writeHolder(path string, h LockHolder) error {
+	data, err := wire.Marshal(h)
+	if err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "encoding lock holder")
+	}
+	if len(data) > MaxHolderBytes {
+		return exitcode.New(exitcode.Runtime, "lock holder record for %s is larger than %d bytes", path, MaxHolderBytes)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "writing lock holder to %s", path)
+	}
+	defer f.Close()
+	if err := f.Truncate(0); err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "writing lock holder to %s", path)
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "writing lock holder to %s", path)
+	}
+	return nil
+}
+
+// Holder returns the recorded holder of lockName ("deployment", "images"
+// or "node/<node>"), or nil when the lock is free. It never waits and never
+// takes the lock. A record whose process no longer exists (a killed
+// holder; the kernel has released its lock) is reported as free. A
+// malformed record is an integrity error naming the lock file.
+func (r *Root) Holder(lockName string) (*LockHolder, error) {
+	path, err := r.lockFile(lockName)
+	if err != nil {
+		return nil, err
+	}
+	return r.readHolder(path, true)
+}
+
+func (r *Root) readHolder(path string, strict bool) (*LockHolder, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, integrity(path, "unreadable: %v", unwrapPath(err))
+	}
+	if err := r.checkFileInfo(path, fi); err != nil {
+		return nil, err
+	}
+	data, err := r.readFileStrict(path, MaxHolderBytes)
+	if err != nil || len(data) == 0 {
+		return nil, err
+	}
+	var h LockHolder
+	if err := decodeDocument(path, data, LockHolderSchema, &h); err != nil {
+		return nil, err
+	}
+	if err := invalid(path, ValidateHolder(&h)); err != nil {
+		return nil, err
+	}
+	if !processExists(h.PID) {
+		return nil, nil
+	}
+	return &h, nil
+}
+
+// processExists reports whether a process with pid exists (signal 0).
+func processExists(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// LockNames lists the locks that have a lock file: "deployment", "images"
+// and "node/<node>" for each node lock, sorted in lock order.
+func (r *Root) LockNames() ([]string, error) {
+	entries, err := os.ReadDir(r.LocksDir())
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return []string{}, nil
+		}
+		return nil, exitcode.Wrap(exitcode.Integrity, err, "reading %s", r.LocksDir())
+	}
+	var head, nodes []string
+	for _, e := range entries {
+		switch name := e.Name(); {
+		case name == ImagesLockName:
+			head = append([]string{LockImagesName}, head...)
+		case name == DeploymentLockName:
+			head = append(head, LockDeploymentName)
+		case strings.HasPrefix(name, nodeLockPrefix) && strings.HasSuffix(name, lockSuffix):
+			nodes = append(nodes, NodeLockName(strings.TrimSuffix(strings.TrimPrefix(name, nodeLockPrefix), lockSuffix)))
+		}
+	}
+	sort.Strings(nodes)
+	return append(append([]string{}, head...), nodes...), nil
+}

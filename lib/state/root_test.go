@@ -1,0 +1,283 @@
+package state
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"barn.dev/lib/exitcode"
+)
+
+func wantClass(t *testing.T, err error, class exitcode.Class, substr string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("got no error, want %s containing %q", class, substr)
+	}
+	e := exitcode.As(err)
+	if e.Class != class {
+		t.Fatalf("class = %s, want %s (error: %v)", e.Class, class, err)
+	}
+	if !strings.Contains(e.Message, substr) {
+		t.Fatalf("error %q does not contain %q", e.Message, substr)
+	}
+}
+
+func TestOpenCreatesRoot0700(t *testing.T) {
+	home := t.TempDir()
+	r, err := Open(envOf(map[string]string{"HOME": home}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Dir != filepath.Join(home, ".barn") {
+		t.Fatalf("Dir = %s, want %s/.barn", r.Dir, home)
+	}
+	fi, err := os.Stat(r.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o700 || !fi.IsDir() {
+		t.Fatalf("mode = %v, want drwx------", fi.Mode())
+	}
+}
+
+func TestOpenRejections(t *testing.T) {
+	home := t.TempDir()
+	real := filepath.Join(home, "real")
+	if err := os.Mkdir(real, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(home, "link")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	gw := filepath.Join(home, "groupwritable")
+	if err := os.Mkdir(gw, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(gw, 0o770); err != nil {
+		t.Fatal(err)
+	}
+	ww := filepath.Join(home, "worldwritable")
+	if err := os.Mkdir(ww, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(ww, 0o707); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(home, "file")
+	writeRaw(t, file, "x", 0o600)
+
+	cases := []struct {
+		name, barnHome string
+		class          exitcode.Class
+		substr         string
+	}{
+		{"relative", "rel/.barn", exitcode.Usage, "not an absolute path"},
+		{"home itself", home, exitcode.Usage, "home directory itself"},
+		{"home itself with slash", home + "/", exitcode.Usage, "home directory itself"},
+		{"symlinked root", link, exitcode.Integrity, "is a symlink"},
+		{"group-writable", gw, exitcode.Integrity, "group- or world-writable"},
+		{"world-writable", ww, exitcode.Integrity, "group- or world-writable"},
+		{"not a directory", file, exitcode.Integrity, "not a directory"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Open(envOf(map[string]string{"HOME": home, "BARN_HOME": c.barnHome}))
+			wantClass(t, err, c.class, c.substr)
+			_, err = Inspect(envOf(map[string]string{"HOME": home, "BARN_HOME": c.barnHome}))
+			wantClass(t, err, c.class, c.substr)
+		})
+	}
+	if _, err := Open(envOf(map[string]string{})); err == nil {
+		t.Fatal("Open without HOME and BARN_HOME succeeded")
+	}
+}
+
+func TestOpenForeignOwned(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to chown a directory to another user")
+	}
+	home := t.TempDir()
+	dir := filepath.Join(home, "foreign")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, 4242, 4242); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(envOf(map[string]string{"HOME": home, "BARN_HOME": dir}))
+	wantClass(t, err, exitcode.Integrity, "owned by uid 4242")
+}
+
+func TestInspectCreatesNothing(t *testing.T) {
+	home := t.TempDir()
+	r, err := Inspect(envOf(map[string]string{"HOME": home}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Exists() {
+		t.Fatal("Inspect created the root")
+	}
+	d, err := r.ReadDeployment()
+	if d != nil || err != nil {
+		t.Fatalf("ReadDeployment on a missing root = %v, %v; want nil, nil", d, err)
+	}
+	names, err := r.NodeNames()
+	if err != nil || len(names) != 0 || names == nil {
+		t.Fatalf("NodeNames = %#v, %v; want [], nil", names, err)
+	}
+	if _, err := os.Lstat(filepath.Join(home, ".barn")); !os.IsNotExist(err) {
+		t.Fatalf("root exists after read-only use: %v", err)
+	}
+}
+
+func TestRuntimeDir(t *testing.T) {
+	uid := os.Geteuid()
+	xdg := t.TempDir()
+	if err := os.Chmod(xdg, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	open := func(env map[string]string) *Root {
+		t.Helper()
+		env["HOME"] = t.TempDir()
+		r, err := Inspect(envOf(env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if got := open(map[string]string{"XDG_RUNTIME_DIR": xdg}).RuntimeDir; got != filepath.Join(xdg, "barn") {
+		t.Errorf("owned 0700 XDG_RUNTIME_DIR: runtime = %s, want %s/barn", got, xdg)
+	}
+	loose := t.TempDir()
+	if err := os.Chmod(loose, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want := "/tmp/barn-" + strconv.Itoa(uid)
+	if got := open(map[string]string{"XDG_RUNTIME_DIR": loose}).RuntimeDir; got != want {
+		t.Errorf("0755 XDG_RUNTIME_DIR: runtime = %s, want %s", got, want)
+	}
+	if got := open(map[string]string{}).RuntimeDir; got != want {
+		t.Errorf("no XDG_RUNTIME_DIR: runtime = %s, want %s", got, want)
+	}
+	if got := open(map[string]string{"BARN_RUNTIME_DIR": "/r", "XDG_RUNTIME_DIR": xdg}).RuntimeDir; got != "/r" {
+		t.Errorf("BARN_RUNTIME_DIR: runtime = %s, want /r", got)
+	}
+}
+
+func TestNodeRuntimeSocketLimit(t *testing.T) {
+	r := &Root{Dir: "/b", RuntimeDir: "/run/user/1000/barn"}
+	rt, err := r.NodeRuntime("pg-meta-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Runtime{Directory: "/run/user/1000/barn/pg-meta-1", QMP: "/run/user/1000/barn/pg-meta-1/qmp.sock", Pidfile: "/run/user/1000/barn/pg-meta-1/qemu.pid"}
+	if rt != want {
+		t.Fatalf("NodeRuntime = %+v, want %+v", rt, want)
+	}
+	// 107 bytes exactly is allowed; 108 is refused, naming path and length.
+	node := "n"
+	base := "/r/"
+	pad := MaxSocketPath - len(base) - len("/"+node+"/qmp.sock")
+	r.RuntimeDir = base + strings.Repeat("x", pad)
+	rt, err = r.NodeRuntime(node)
+	if err != nil || len(rt.QMP) != MaxSocketPath {
+		t.Fatalf("107-byte socket: %v, len %d", err, len(rt.QMP))
+	}
+	r.RuntimeDir += "y"
+	_, err = r.NodeRuntime(node)
+	wantClass(t, err, exitcode.Usage, "is 108 bytes")
+	if !strings.Contains(exitcode.As(err).Message, r.RuntimeDir+"/n/qmp.sock") {
+		t.Fatalf("error does not name the path: %v", err)
+	}
+}
+
+func TestEnsureNodeDir(t *testing.T) {
+	r := testRoot(t)
+	dir, err := r.EnsureNodeDir("pg-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Lstat(dir)
+	if fi.Mode().Perm() != 0o700 {
+		t.Fatalf("node dir mode %v", fi.Mode())
+	}
+	for _, bad := range []string{"", "..", "../x", "a/b", "Upper", "-x"} {
+		if _, err := r.EnsureNodeDir(bad); exitcode.ClassOf(err) != exitcode.Usage {
+			t.Errorf("EnsureNodeDir(%q) = %v, want usage", bad, err)
+		}
+	}
+	// A symlinked node directory is refused, not followed.
+	other := t.TempDir()
+	if err := os.Symlink(other, r.NodeDir("pg-2")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.EnsureNodeDir("pg-2")
+	wantClass(t, err, exitcode.Integrity, "symlink")
+	_, err = r.ReadNode("pg-2")
+	wantClass(t, err, exitcode.Integrity, "symlink")
+	_, err = r.NodeNames()
+	wantClass(t, err, exitcode.Integrity, "not a real directory")
+}
+
+func TestLayoutTable(t *testing.T) {
+	r := &Root{Dir: "/h/.barn", RuntimeDir: "/run/barn"}
+	got := map[string]string{
+		r.DeploymentFile():                        "/h/.barn/state.json",
+		r.NodesDir():                              "/h/.barn/nodes",
+		r.NodeDir("a"):                            "/h/.barn/nodes/a",
+		r.NodeFile("a", NodeStateName):            "/h/.barn/nodes/a/state.json",
+		r.NodeFile("a", JournalName):              "/h/.barn/nodes/a/prepare.json",
+		r.NodeFile("a", TransactionName):          "/h/.barn/nodes/a/transaction.json",
+		r.NodeFile("a", RootDiskName):             "/h/.barn/nodes/a/root.qcow2",
+		r.NodeFile("a", SeedName):                 "/h/.barn/nodes/a/seed.iso",
+		r.NodeFile("a", NVRAMName):                "/h/.barn/nodes/a/nvram.fd",
+		r.NodeFile("a", SerialLogName):            "/h/.barn/nodes/a/serial.log",
+		r.NodeFile("a", QEMULogName):              "/h/.barn/nodes/a/qemu.log",
+		r.NodeFile("a", DataDiskFileName("data")): "/h/.barn/nodes/a/data.qcow2",
+		r.KeysDir():                               "/h/.barn/keys",
+		r.RetainedDiskDir("a", "data"):            "/h/.barn/disks/a/data",
+		r.ImagesDir():                             "/h/.barn/images",
+		r.EventsFile():                            "/h/.barn/events.jsonl",
+	}
+	for g, w := range got {
+		if g != w {
+			t.Errorf("got %s, want %s", g, w)
+		}
+	}
+	for _, n := range []string{"state.json", "root.qcow2", "data.qcow2", "qemu.log"} {
+		if !IsNodeFileName(n) {
+			t.Errorf("IsNodeFileName(%q) = false", n)
+		}
+	}
+	for _, n := range []string{"root.qcow2x", "x.txt", "-a.qcow2", ".state.json123"} {
+		if IsNodeFileName(n) {
+			t.Errorf("IsNodeFileName(%q) = true", n)
+		}
+	}
+}
+
+func TestEnsureNodeRuntime(t *testing.T) {
+	r := testRoot(t)
+	rt, err := r.EnsureNodeRuntime("pg-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{r.RuntimeDir, rt.Directory} {
+		fi, err := os.Lstat(d)
+		if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+			t.Fatalf("%s: %v %v", d, fi, err)
+		}
+	}
+	// A runtime directory replaced by a symlink is refused.
+	if err := os.RemoveAll(rt.Directory); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(t.TempDir(), rt.Directory); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.EnsureNodeRuntime("pg-1")
+	wantClass(t, err, exitcode.Integrity, "symlink")
+}
