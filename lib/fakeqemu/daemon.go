@@ -1,0 +1,192 @@
+package fakeqemu
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+const readyFDEnv = "FAKEQEMU_READY_FD"
+
+// daemonize re-executes this program detached (new session) with the exact
+// original argv, so /proc/<pid>/cmdline of the daemon equals the command
+// line that was run, and exits 0 once the daemon reports ready — or 1 when
+// it dies first (its stderr reaches ours until then).
+func daemonize(cfg *config) int {
+	argv, err := selfArgv()
+	if err != nil {
+		return fail(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fail(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	// Inherited share descriptors keep their numbers: ExtraFiles[i] is fd 3+i.
+	maxFD := 2
+	for _, fd := range cfg.shareFDs {
+		maxFD = max(maxFD, fd)
+	}
+	var extra []*os.File
+	for fd := 3; fd <= maxFD; fd++ {
+		f := os.NewFile(uintptr(fd), "inherited-"+strconv.Itoa(fd))
+		if _, err := f.Stat(); err != nil {
+			f = nil // not open: leave the slot closed
+		}
+		extra = append(extra, f)
+	}
+	extra = append(extra, w)
+	readyFD := 3 + len(extra) - 1
+
+	cmd := &exec.Cmd{
+		Path:        exe,
+		Args:        argv,
+		Env:         append(os.Environ(), childEnv+"=1", readyFDEnv+"="+strconv.Itoa(readyFD)),
+		Stderr:      os.Stderr,
+		ExtraFiles:  extra,
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	}
+	if err := cmd.Start(); err != nil {
+		return fail(err)
+	}
+	w.Close()
+	line, _ := bufio.NewReader(r).ReadString('\n')
+	if line == "ready\n" {
+		cmd.Process.Release()
+		return 0
+	}
+	cmd.Wait()
+	return 1
+}
+
+// selfArgv returns this process's exact argv from /proc/self/cmdline
+// (os.Args[0] may have been rewritten by a test harness).
+func selfArgv() ([]string, error) {
+	b, err := os.ReadFile("/proc/self/cmdline")
+	if err != nil {
+		return nil, err
+	}
+	b = bytes.TrimSuffix(b, []byte{0})
+	var out []string
+	for _, a := range bytes.Split(b, []byte{0}) {
+		out = append(out, string(a))
+	}
+	return out, nil
+}
+
+// vm is the running fake machine.
+type vm struct {
+	cfg     *config
+	ln      net.Listener
+	once    sync.Once
+	exiting chan int
+}
+
+func runVM(cfg *config) int {
+	v := &vm{cfg: cfg, exiting: make(chan int, 1)}
+	signal.Ignore(syscall.SIGHUP)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+
+	if cfg.pidfile != "" {
+		if err := os.WriteFile(cfg.pidfile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+			return fail(fmt.Errorf("cannot create PID file: %v", err))
+		}
+	}
+	if cfg.modes[DieAfterPidfile] {
+		return fail(errors.New("fake: dying after writing the pidfile (FAKEQEMU_MODE=die-after-pidfile)"))
+	}
+	if cfg.serial != "" {
+		msg := fmt.Sprintf("fakeqemu: %s (%s) booting, %d MiB\n", cfg.name, cfg.uuid, cfg.memMiB)
+		if err := os.WriteFile(cfg.serial, []byte(msg), 0o600); err != nil {
+			v.cleanup()
+			return fail(fmt.Errorf("could not open serial file: %v", err))
+		}
+	}
+	os.Remove(cfg.qmp) // QEMU unlinks a stale socket path before binding
+	ln, err := net.Listen("unix", cfg.qmp)
+	if err != nil {
+		v.cleanup()
+		return fail(fmt.Errorf("-qmp unix:%s: %v", cfg.qmp, err))
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	v.ln = ln
+	go v.serve()
+
+	if fdStr := os.Getenv(readyFDEnv); fdStr != "" {
+		fd, _ := strconv.Atoi(fdStr)
+		ready := os.NewFile(uintptr(fd), "ready")
+		ready.Write([]byte("ready\n"))
+		ready.Close()
+		detachStdio()
+	}
+	if cfg.modes[CrashAfter] {
+		go func() {
+			time.Sleep(cfg.exitDelay)
+			v.exiting <- 9 // a crash: no cleanup
+		}()
+	}
+
+	for {
+		select {
+		case sig := <-sigs:
+			if sig == syscall.SIGTERM && cfg.modes[IgnoreTerm] {
+				continue
+			}
+			v.shutdown()
+		case code := <-v.exiting:
+			if code != 9 {
+				v.cleanup()
+			}
+			return code
+		}
+	}
+}
+
+// shutdown makes the VM exit (after exitDelay in exit-late mode).
+func (v *vm) shutdown() {
+	v.once.Do(func() {
+		go func() {
+			if v.cfg.modes[ExitLate] {
+				time.Sleep(v.cfg.exitDelay)
+			} else {
+				time.Sleep(20 * time.Millisecond) // let the reply reach the client
+			}
+			v.exiting <- 0
+		}()
+	})
+}
+
+func (v *vm) cleanup() {
+	if v.ln != nil {
+		v.ln.Close()
+	}
+	os.Remove(v.cfg.qmp)
+	if v.cfg.pidfile != "" {
+		os.Remove(v.cfg.pidfile)
+	}
+}
+
+// detachStdio points 0, 1 and 2 at /dev/null, as QEMU does once daemonized.
+func detachStdio() {
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return
+	}
+	for fd := 0; fd <= 2; fd++ {
+		syscall.Dup2(int(null.Fd()), fd)
+	}
+	null.Close()
+}

@@ -1,0 +1,297 @@
+// Package fakeqemu is a fake qemu-system-x86_64 for tests: it parses the
+// subset of QEMU's argv that package qemu generates, daemonizes like
+// -daemonize (the parent exits 0 only after the daemon wrote its pidfile
+// and listens on QMP), writes -pidfile and the -serial file, and serves QMP
+// on the -qmp unix socket: greeting, qmp_capabilities, query-name,
+// query-uuid, query-status, system_powerdown (exits) and quit (exits). On a
+// clean exit it removes its socket and pidfile, as QEMU does.
+//
+// Behaviour switches, comma-separated in FAKEQEMU_MODE:
+//
+//	ignore-powerdown   system_powerdown is acknowledged and ignored
+//	die-at-start       print an error and exit 1 before daemonizing
+//	die-after-pidfile  the daemon writes its pidfile, then exits before QMP listens
+//	wrong-uuid         query-uuid answers another UUID
+//	hang-qmp           QMP accepts connections and never says anything
+//	exit-late          quit/powerdown/SIGTERM exit only after FAKEQEMU_EXIT_DELAY (default 3s)
+//	crash-after        the daemon dies by itself FAKEQEMU_EXIT_DELAY after it is ready,
+//	                   leaving pidfile and socket behind
+//	ignore-term        SIGTERM is ignored (only SIGKILL ends it)
+//
+// Use from Go tests: in TestMain, `if fakeqemu.Invoked() { os.Exit(fakeqemu.Main(os.Args[1:])) }`,
+// then `bin, _ := fakeqemu.Install(t.TempDir())` and run bin (or set
+// BARN_QEMU=bin). From testscript: register BinaryName →
+// func() int { return fakeqemu.Main(os.Args[1:]) }. The executable is a copy of
+// the test binary named qemu-system-x86_64, so /proc/<pid>/exe is stable.
+package fakeqemu
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// BinaryName is the command name the fake answers to.
+const BinaryName = "qemu-system-x86_64"
+
+// Version is what `--version` and the QMP greeting report.
+const Version = "7.2.0"
+
+// Mode switches (see the package comment).
+const (
+	IgnorePowerdown = "ignore-powerdown"
+	DieAtStart      = "die-at-start"
+	DieAfterPidfile = "die-after-pidfile"
+	WrongUUID       = "wrong-uuid"
+	HangQMP         = "hang-qmp"
+	ExitLate        = "exit-late"
+	CrashAfter      = "crash-after"
+	IgnoreTerm      = "ignore-term"
+)
+
+// WrongUUIDValue is what query-uuid answers in wrong-uuid mode.
+const WrongUUIDValue = "00000000-0000-4000-8000-00000000dead"
+
+const childEnv = "FAKEQEMU_DAEMON_CHILD"
+
+// config is the parsed argv.
+type config struct {
+	name, uuid   string
+	qmp, pidfile string
+	serial       string
+	daemonize    bool
+	paused       bool // -S
+	memMiB       int
+	files        []string // disk images that must exist
+	shareFDs     []int
+	modes        map[string]bool
+	exitDelay    time.Duration
+}
+
+// valueFlags take one argument; boolFlags take none.
+var (
+	valueFlags = map[string]bool{
+		"-name": true, "-uuid": true, "-machine": true, "-accel": true, "-cpu": true, "-smp": true,
+		"-m": true, "-display": true, "-qmp": true, "-pidfile": true, "-serial": true, "-drive": true,
+		"-blockdev": true, "-device": true, "-netdev": true, "-fsdev": true, "-chardev": true,
+		"-mon": true, "-object": true, "-global": true, "-boot": true,
+	}
+	boolFlags = map[string]bool{
+		"-nodefaults": true, "-no-user-config": true, "-daemonize": true, "-S": true,
+		"-no-reboot": true, "-no-shutdown": true,
+	}
+)
+
+// Main runs the fake with args (argv without argv[0]) and returns its exit
+// status. Errors go to stderr prefixed "qemu-system-x86_64: ", like QEMU's.
+func Main(args []string) int {
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
+		fmt.Fprintf(os.Stdout, "QEMU emulator version %s (barn fakeqemu)\nCopyright (c) Barn tests\n", Version)
+		return 0
+	}
+	cfg, err := parse(args, os.Getenv)
+	if err != nil {
+		return fail(err)
+	}
+	if os.Getenv(childEnv) == "" {
+		if cfg.modes[DieAtStart] {
+			return fail(errors.New("fake: dying at start (FAKEQEMU_MODE=die-at-start)"))
+		}
+		if err := cfg.check(); err != nil {
+			return fail(err)
+		}
+		if cfg.daemonize {
+			return daemonize(cfg)
+		}
+	}
+	return runVM(cfg)
+}
+
+func fail(err error) int {
+	fmt.Fprintf(os.Stderr, "%s: %v\n", BinaryName, err)
+	return 1
+}
+
+func parse(args []string, getenv func(string) string) (*config, error) {
+	cfg := &config{modes: map[string]bool{}, exitDelay: 3 * time.Second}
+	for _, m := range strings.Split(getenv("FAKEQEMU_MODE"), ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			cfg.modes[m] = true
+		}
+	}
+	if d := getenv("FAKEQEMU_EXIT_DELAY"); d != "" {
+		v, err := time.ParseDuration(d)
+		if err != nil {
+			return nil, fmt.Errorf("FAKEQEMU_EXIT_DELAY=%q: %v", d, err)
+		}
+		cfg.exitDelay = v
+	}
+	for i := 0; i < len(args); i++ {
+		flag := args[i]
+		if boolFlags[flag] {
+			switch flag {
+			case "-daemonize":
+				cfg.daemonize = true
+			case "-S":
+				cfg.paused = true
+			}
+			continue
+		}
+		if !valueFlags[flag] {
+			return nil, fmt.Errorf("%s: invalid option", flag)
+		}
+		if i+1 >= len(args) {
+			return nil, fmt.Errorf("%s: requires an argument", flag)
+		}
+		i++
+		v := args[i]
+		opts := splitOpts(v)
+		switch flag {
+		case "-name":
+			cfg.name = opts[0]
+			for _, o := range opts {
+				if g, ok := strings.CutPrefix(o, "guest="); ok {
+					cfg.name = g
+				}
+			}
+		case "-uuid":
+			cfg.uuid = v
+		case "-m":
+			n, err := strconv.Atoi(strings.TrimSuffix(v, "M"))
+			if err != nil || n < 1 {
+				return nil, fmt.Errorf("-m %s: invalid RAM size", v)
+			}
+			cfg.memMiB = n
+		case "-smp":
+			if n, err := strconv.Atoi(opts[0]); err != nil || n < 1 {
+				return nil, fmt.Errorf("-smp %s: invalid CPU count", v)
+			}
+		case "-qmp":
+			p, ok := strings.CutPrefix(opts[0], "unix:")
+			if !ok {
+				return nil, fmt.Errorf("-qmp %s: the fake serves unix sockets only", v)
+			}
+			cfg.qmp = p
+		case "-pidfile":
+			cfg.pidfile = v
+		case "-serial":
+			p, ok := strings.CutPrefix(opts[0], "file:")
+			if !ok {
+				return nil, fmt.Errorf("-serial %s: the fake writes files only", v)
+			}
+			cfg.serial = p
+		case "-blockdev":
+			if strings.HasPrefix(v, "{") {
+				var b map[string]any
+				if err := json.Unmarshal([]byte(v), &b); err != nil {
+					return nil, fmt.Errorf("-blockdev %s: %v", v, err)
+				}
+				if b["driver"] == "file" {
+					f, _ := b["filename"].(string)
+					cfg.files = append(cfg.files, f)
+				}
+			}
+		case "-drive":
+			for _, o := range opts {
+				if f, ok := strings.CutPrefix(o, "file="); ok {
+					cfg.files = append(cfg.files, f)
+				}
+			}
+		case "-fsdev":
+			for _, o := range opts {
+				if p, ok := strings.CutPrefix(o, "path=/proc/self/fd/"); ok {
+					fd, err := strconv.Atoi(p)
+					if err != nil {
+						return nil, fmt.Errorf("-fsdev %s: bad fd path", v)
+					}
+					cfg.shareFDs = append(cfg.shareFDs, fd)
+				}
+			}
+		}
+	}
+	if cfg.qmp == "" {
+		return nil, errors.New("fake: -qmp unix:<path>,server=on,wait=off is required")
+	}
+	return cfg, nil
+}
+
+// check does what QEMU checks before daemonizing: images open, share
+// descriptors are directories.
+func (c *config) check() error {
+	for _, f := range c.files {
+		fh, err := os.Open(f)
+		if err != nil {
+			return fmt.Errorf("Could not open '%s': %v", f, errors.Unwrap(err))
+		}
+		fh.Close()
+	}
+	for _, fd := range c.shareFDs {
+		fi, err := os.Stat("/proc/self/fd/" + strconv.Itoa(fd))
+		if err != nil || !fi.IsDir() {
+			return fmt.Errorf("-fsdev path=/proc/self/fd/%d: not an open directory descriptor", fd)
+		}
+	}
+	if c.serial != "" && !filepath.IsAbs(c.serial) {
+		return fmt.Errorf("-serial file:%s: the fake wants absolute paths", c.serial)
+	}
+	return nil
+}
+
+// splitOpts splits a QEMU option string at single commas; ",," is a
+// literal comma.
+func splitOpts(s string) []string {
+	var out []string
+	var cur strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == ',' {
+			if i+1 < len(s) && s[i+1] == ',' {
+				cur.WriteByte(',')
+				i++
+				continue
+			}
+			out = append(out, cur.String())
+			cur.Reset()
+			continue
+		}
+		cur.WriteByte(s[i])
+	}
+	return append(out, cur.String())
+}
+
+// Invoked reports whether this process was started as the fake (argv[0]'s
+// base name is BinaryName).
+func Invoked() bool { return filepath.Base(os.Args[0]) == BinaryName }
+
+// Install puts a copy of the running executable named BinaryName into dir
+// (a hard link when possible) and returns its path. Run it with the test
+// binary's TestMain dispatching on Invoked.
+func Install(dir string) (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	dst := filepath.Join(dir, BinaryName)
+	if err := os.Link(self, dst); err == nil {
+		return dst, nil
+	}
+	in, err := os.Open(self)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return "", err
+	}
+	return dst, out.Close()
+}

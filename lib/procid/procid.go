@@ -1,0 +1,225 @@
+// Package procid captures and judges the identity tuple of a process (a
+// launched QEMU): PID, executable, start time, argv hash and host boot id.
+// All of it must match before Barn ever signals a recorded PID.
+//
+// Sources (Linux, proc(5)): /proc/<pid>/exe (executable), /proc/<pid>/stat
+// field 22 starttime in clock ticks since boot, /proc/<pid>/cmdline
+// (NUL-terminated argv), /proc/sys/kernel/random/boot_id.
+package procid
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+
+	"barn.dev/lib/state"
+)
+
+// Verdict is what a recorded tuple says about the live process now at its PID.
+type Verdict int
+
+// The verdicts.
+const (
+	// Unknown: a live process whose identity could not be read or is
+	// ambiguous (same start time and executable, other argv). Barn refuses
+	// to act on it.
+	Unknown Verdict = iota
+	// Dead: no process (or only a zombie) has the PID.
+	Dead
+	// Ours: boot, start time, executable and argv hash all match.
+	Ours
+	// Foreign: the PID now belongs to an unrelated process (other boot,
+	// other start time or other executable): the recorded process is gone,
+	// and the live one must never be signalled.
+	Foreign
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case Dead:
+		return "dead"
+	case Ours:
+		return "ours"
+	case Foreign:
+		return "foreign"
+	default:
+		return "unknown"
+	}
+}
+
+// MarshalText makes a Verdict render as its name in JSON.
+func (v Verdict) MarshalText() ([]byte, error) { return []byte(v.String()), nil }
+
+// ErrNoProcess is returned by Capture when no live (non-zombie) process has
+// the PID.
+var ErrNoProcess = errors.New("no such process")
+
+// procRoot is /proc; a variable so tests can point at a fixture tree.
+var procRoot = "/proc"
+
+// ArgvHash is the hex SHA-256 of the NUL-terminated argv QEMU runs with:
+// inv.Binary (argv[0], as passed to exec) then inv.Args, each followed by a
+// NUL byte — the exact bytes of /proc/<pid>/cmdline.
+func ArgvHash(inv state.Invocation) string {
+	h := sha256.New()
+	for _, a := range append([]string{inv.Binary}, inv.Args...) {
+		h.Write([]byte(a))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// BootID returns the host's boot id (a UUID that changes on every boot).
+func BootID() (string, error) {
+	b, err := os.ReadFile(procRoot + "/sys/kernel/random/boot_id")
+	if err != nil {
+		return "", fmt.Errorf("reading boot id: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// Capture reads the identity tuple of the live process pid. It returns
+// ErrNoProcess (wrapped) when pid is not alive or is a zombie, and another
+// error when the process exists but its identity is unreadable (for
+// example another user's /proc/<pid>/exe).
+func Capture(pid int) (state.Process, error) {
+	if pid <= 0 {
+		return state.Process{}, fmt.Errorf("capturing pid %d: %w", pid, ErrNoProcess)
+	}
+	st, err := readStat(pid)
+	if err != nil {
+		return state.Process{}, err
+	}
+	if st.state == "Z" || st.state == "X" {
+		return state.Process{}, fmt.Errorf("capturing pid %d: zombie: %w", pid, ErrNoProcess)
+	}
+	exe, err := readExe(pid)
+	if err != nil {
+		return state.Process{}, err
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("%s/%d/cmdline", procRoot, pid))
+	if err != nil {
+		return state.Process{}, procErr(pid, "cmdline", err)
+	}
+	boot, err := BootID()
+	if err != nil {
+		return state.Process{}, err
+	}
+	sum := sha256.Sum256(cmdline)
+	return state.Process{
+		PID:        pid,
+		Executable: exe,
+		Started:    "procstat:" + st.start,
+		ArgvHash:   hex.EncodeToString(sum[:]),
+		Boot:       boot,
+	}, nil
+}
+
+// Observe judges the recorded tuple p against the live process now at
+// p.PID: Foreign when the boot id differs, or the live start time or
+// executable differs; Dead when nothing (or a zombie) lives there; Ours when
+// everything matches; Unknown when the live process cannot be read or its
+// argv differs with the same start time and executable.
+func Observe(p state.Process) Verdict {
+	if p.PID <= 0 {
+		return Unknown
+	}
+	boot, err := BootID()
+	if err != nil {
+		return Unknown
+	}
+	if p.Boot != "" && p.Boot != boot {
+		return Foreign // recorded in another boot: that process cannot be alive
+	}
+	st, err := readStat(p.PID)
+	if errors.Is(err, ErrNoProcess) {
+		return Dead
+	}
+	if err != nil {
+		return Unknown
+	}
+	if st.state == "Z" || st.state == "X" {
+		return Dead
+	}
+	if p.Started != "procstat:"+st.start {
+		return Foreign
+	}
+	exe, err := readExe(p.PID)
+	if errors.Is(err, ErrNoProcess) {
+		return Dead
+	}
+	if err != nil {
+		return Unknown
+	}
+	if exe != p.Executable {
+		return Foreign
+	}
+	live, err := Capture(p.PID)
+	if errors.Is(err, ErrNoProcess) {
+		return Dead
+	}
+	if err != nil || live.Started != p.Started || live.Executable != p.Executable {
+		return Unknown // changed while reading
+	}
+	if live.ArgvHash != p.ArgvHash || p.Boot == "" {
+		return Unknown
+	}
+	return Ours
+}
+
+// Alive reports whether a non-zombie process has pid.
+func Alive(pid int) bool {
+	st, err := readStat(pid)
+	return err == nil && st.state != "Z" && st.state != "X"
+}
+
+type stat struct {
+	state string // field 3
+	start string // field 22, clock ticks since boot
+}
+
+// readStat parses /proc/<pid>/stat. The comm field (2) may contain spaces
+// and parentheses, so fields are counted after the last ')'.
+func readStat(pid int) (stat, error) {
+	b, err := os.ReadFile(fmt.Sprintf("%s/%d/stat", procRoot, pid))
+	if err != nil {
+		return stat{}, procErr(pid, "stat", err)
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return stat{}, fmt.Errorf("parsing /proc/%d/stat: no comm field", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state); field 22 is f[19].
+	if len(f) < 20 {
+		return stat{}, fmt.Errorf("parsing /proc/%d/stat: %d fields after comm, want ≥20", pid, len(f))
+	}
+	if _, err := strconv.ParseUint(f[19], 10, 64); err != nil {
+		return stat{}, fmt.Errorf("parsing /proc/%d/stat starttime %q: %w", pid, f[19], err)
+	}
+	return stat{state: f[0], start: f[19]}, nil
+}
+
+func readExe(pid int) (string, error) {
+	exe, err := os.Readlink(fmt.Sprintf("%s/%d/exe", procRoot, pid))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && !Alive(pid) {
+			return "", fmt.Errorf("reading /proc/%d/exe: %w", pid, ErrNoProcess)
+		}
+		return "", procErr(pid, "exe", err)
+	}
+	return strings.TrimSuffix(exe, " (deleted)"), nil
+}
+
+func procErr(pid int, file string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("reading /proc/%d/%s: %w", pid, file, ErrNoProcess)
+	}
+	return fmt.Errorf("reading /proc/%d/%s: %w", pid, file, err)
+}

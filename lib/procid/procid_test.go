@@ -1,0 +1,143 @@
+package procid
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"barn.dev/lib/state"
+)
+
+func startSleep(t *testing.T) *exec.Cmd {
+	t.Helper()
+	c := exec.Command("sleep", "60")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	return c
+}
+
+func TestArgvHashIsCmdlineDigest(t *testing.T) {
+	inv := state.Invocation{Binary: "/usr/bin/qemu", Args: []string{"-name", "n1"}}
+	sum := sha256.Sum256([]byte("/usr/bin/qemu\x00-name\x00n1\x00"))
+	if got := ArgvHash(inv); got != hex.EncodeToString(sum[:]) {
+		t.Fatalf("ArgvHash = %s", got)
+	}
+	// Bound to the live process: a process started with that argv has it.
+	c := startSleep(t)
+	p, err := Capture(c.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := ArgvHash(state.Invocation{Binary: "sleep", Args: []string{"60"}}); p.ArgvHash != want {
+		t.Fatalf("captured argv hash %s, want %s", p.ArgvHash, want)
+	}
+}
+
+func TestCaptureTuple(t *testing.T) {
+	c := startSleep(t)
+	p, err := Capture(c.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleepBin, _ := exec.LookPath("sleep")
+	sleepBin, _ = filepath.EvalSymlinks(sleepBin)
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if p.PID != c.Process.Pid || p.Executable != sleepBin || !strings.HasPrefix(p.Started, "procstat:") ||
+		p.Boot != strings.TrimSpace(string(boot)) || len(p.ArgvHash) != 64 {
+		t.Fatalf("tuple %+v (sleep is %s)", p, sleepBin)
+	}
+	again, _ := Capture(c.Process.Pid)
+	if again != p {
+		t.Fatalf("tuple changed between captures: %+v vs %+v", again, p)
+	}
+}
+
+func TestObserveVerdicts(t *testing.T) {
+	c := startSleep(t)
+	p, err := Capture(c.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod := func(f func(*state.Process)) state.Process { q := p; f(&q); return q }
+	cases := []struct {
+		name string
+		p    state.Process
+		want Verdict
+	}{
+		{"same", p, Ours},
+		{"other start time", mod(func(q *state.Process) { q.Started = "procstat:1" }), Foreign},
+		{"other executable", mod(func(q *state.Process) { q.Executable = "/usr/bin/qemu-system-x86_64" }), Foreign},
+		{"other boot", mod(func(q *state.Process) { q.Boot = "11111111-2222-3333-4444-555555555555" }), Foreign},
+		{"other argv, same start and exe", mod(func(q *state.Process) { q.ArgvHash = strings.Repeat("0", 64) }), Unknown},
+		{"no boot recorded", mod(func(q *state.Process) { q.Boot = "" }), Unknown},
+		{"pid 0", mod(func(q *state.Process) { q.PID = 0 }), Unknown},
+	}
+	for _, c := range cases {
+		if got := Observe(c.p); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+	c.Process.Kill()
+	c.Wait()
+	if got := Observe(p); got != Dead {
+		t.Errorf("after kill: %s, want dead", got)
+	}
+	if _, err := Capture(p.PID); !errors.Is(err, ErrNoProcess) {
+		t.Errorf("Capture after kill: %v", err)
+	}
+}
+
+func TestZombieIsDead(t *testing.T) {
+	c := exec.Command("sleep", "0.05")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Wait()
+	p, err := Capture(c.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for Alive(p.PID) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Not reaped yet: /proc/<pid> exists in state Z.
+	if _, err := os.Stat("/proc/" + itoa(p.PID)); err != nil {
+		t.Fatalf("expected an unreaped zombie: %v", err)
+	}
+	if got := Observe(p); got != Dead {
+		t.Fatalf("zombie: %s, want dead", got)
+	}
+}
+
+func TestStatParsesHostileComm(t *testing.T) {
+	root := t.TempDir()
+	old := procRoot
+	procRoot = root
+	t.Cleanup(func() { procRoot = old })
+	os.MkdirAll(root+"/sys/kernel/random", 0o755)
+	os.WriteFile(root+"/sys/kernel/random/boot_id", []byte("b00t\n"), 0o644)
+	os.MkdirAll(root+"/42", 0o755)
+	// comm "a) S 1 (x" tries to shift the fields.
+	stat := "42 (a) S 1 (x) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10 18446744073709551615\n"
+	os.WriteFile(root+"/42/stat", []byte(stat), 0o644)
+	st, err := readStat(42)
+	if err != nil || st.state != "S" || st.start != "987654" {
+		t.Fatalf("readStat = %+v, %v", st, err)
+	}
+	os.WriteFile(root+"/42/stat", []byte("42 (a) S 1\n"), 0o644)
+	if _, err := readStat(42); err == nil {
+		t.Fatal("short stat accepted")
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,170 @@
+package qemu
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"barn.dev/lib/imageref"
+	"barn.dev/lib/spec"
+	"barn.dev/lib/state"
+)
+
+// Fixed guest-visible PCI slots of the NICs on pcie.0. They are pinned so the
+// guest's predictable interface names (enp0s2, enp0s3) never move when disks
+// or shares are added; the NIC devices come first on the command line so no
+// auto-assigned device can take these slots.
+const (
+	ManagementNICAddr = "0x2"
+	PrivateNICAddr    = "0x3"
+)
+
+// RootDiskSerial is the virtio serial of the root disk (≤20 bytes), visible
+// in the guest as /dev/disk/by-id/virtio-barn-root.
+const RootDiskSerial = "barn-root"
+
+// MaxShares is the most 9p shares one node may have.
+const MaxShares = 8
+
+// MaxSocketPath is the longest unix socket path Linux accepts (sun_path
+// is 108 bytes including the terminating NUL).
+const MaxSocketPath = 107
+
+// ShareFD is one 9p share whose host directory the caller opened as a
+// directory descriptor; QEMU inherits it at FD and opens it as
+// /proc/self/fd/<FD>.
+type ShareFD struct {
+	Tag      string // 9p mount tag, "barn-<20 hex>"
+	FD       int    // descriptor number in QEMU (≥3)
+	Readonly bool
+}
+
+// Input is everything a node's command line depends on besides the Profile.
+// All paths are absolute.
+type Input struct {
+	Node      spec.Node
+	VMUUID    string            // canonical lower-case UUID
+	Image     imageref.Identity // only Boot ("bios" or "uefi") is used
+	RootDisk  string            // root.qcow2 (qcow2 overlay)
+	DataDisks []state.DataDisk  // qcow2 data disks, in spec order
+	Seed      string            // seed.iso (NoCloud cidata, raw)
+	NVRAM     string            // per-node UEFI vars (uefi images only)
+	Firmware  string            // read-only UEFI code (uefi images only)
+	SSHPort   int               // management forward 127.0.0.1:<SSHPort> → guest :22
+	Runtime   state.Runtime     // QMP socket and pidfile
+	SerialLog string            // serial console file
+	Shares    []ShareFD
+}
+
+// Invocation returns the typed QEMU invocation for in under p: the binary,
+// the argv without argv[0], and the inherited share descriptors. It is pure
+// (no file system access) and deterministic; errors are usage errors
+// (exitcode.Usage) naming the offending field and value.
+func Invocation(in Input, p Profile) (state.Invocation, error) {
+	if err := validate(in, p); err != nil {
+		return state.Invocation{}, err
+	}
+	n := in.Node
+	accel := p.Accel
+	if accel == AccelTCG {
+		accel = "tcg,thread=multi"
+	}
+	a := &argv{}
+	a.add("-name", n.Name)
+	a.add("-uuid", in.VMUUID)
+	a.add("-machine", p.Machine)
+	a.add("-accel", accel)
+	a.add("-cpu", p.CPU)
+	a.add("-smp", strconv.Itoa(n.CPUs))
+	a.add("-m", strconv.FormatInt(n.MemoryBytes/mib, 10))
+	a.add("-nodefaults")
+	a.add("-no-user-config")
+	a.add("-display", "none")
+	a.add("-qmp", "unix:"+optEscape(in.Runtime.QMP)+",server=on,wait=off")
+	a.add("-pidfile", in.Runtime.Pidfile)
+	a.add("-serial", "file:"+in.SerialLog) // literal: commas are refused by validate
+	a.add("-daemonize")
+
+	if in.Image.Boot == "uefi" {
+		a.add("-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+optEscape(in.Firmware))
+		a.add("-drive", "if=pflash,format=raw,unit=1,file="+optEscape(in.NVRAM))
+	}
+
+	// NICs first, at pinned slots.
+	a.add("-netdev", "user,id=mgmt,hostfwd=tcp:127.0.0.1:"+strconv.Itoa(in.SSHPort)+"-:22")
+	a.add("-device", "virtio-net-pci,netdev=mgmt,mac="+n.MAC.Management+",bus=pcie.0,addr="+ManagementNICAddr)
+	if p.PrivateNet == PrivateNetBridge {
+		a.add("-netdev", "bridge,id=private,br="+optEscape(p.Bridge)+",helper="+optEscape(p.BridgeHelper))
+		a.add("-device", "virtio-net-pci,netdev=private,mac="+n.MAC.Private+",bus=pcie.0,addr="+PrivateNICAddr)
+	}
+
+	// Root disk: explicit file + qcow2 nodes, then the boot device.
+	a.add("-blockdev", blockdev(map[string]any{"driver": "file", "filename": in.RootDisk, "node-name": "root-file"}))
+	a.add("-blockdev", blockdev(map[string]any{"driver": "qcow2", "file": "root-file", "node-name": "root"}))
+	a.add("-device", "virtio-blk-pci,drive=root,id=root-disk,serial="+RootDiskSerial+",bootindex=1")
+
+	for i, d := range in.DataDisks {
+		file, node := fmt.Sprintf("disk%d-file", i), fmt.Sprintf("disk%d", i)
+		a.add("-blockdev", blockdev(map[string]any{"driver": "file", "filename": d.Path, "node-name": file}))
+		a.add("-blockdev", blockdev(map[string]any{"driver": "qcow2", "file": file, "node-name": node}))
+		a.add("-device", "virtio-blk-pci,drive="+node+",id="+node+"-disk,serial="+d.Serial)
+	}
+
+	// Seed: raw, read-only CD on virtio-scsi.
+	a.add("-device", "virtio-scsi-pci,id=scsi0")
+	a.add("-blockdev", blockdev(map[string]any{"driver": "file", "filename": in.Seed, "node-name": "seed-file", "read-only": true}))
+	a.add("-blockdev", blockdev(map[string]any{"driver": "raw", "file": "seed-file", "node-name": "seed", "read-only": true}))
+	a.add("-device", "scsi-cd,bus=scsi0.0,drive=seed,id=seed-cd")
+
+	inherited := []state.InheritedFile{}
+	for i, s := range in.Shares {
+		id := fmt.Sprintf("share%d", i)
+		opts := "local,id=" + id + ",path=/proc/self/fd/" + strconv.Itoa(s.FD) +
+			",security_model=mapped-xattr,multidevs=remap,fmode=0600,dmode=0700"
+		if s.Readonly {
+			opts += ",readonly=on"
+		}
+		a.add("-fsdev", opts)
+		a.add("-device", "virtio-9p-pci,fsdev="+id+",mount_tag="+s.Tag+",bus=pcie.0")
+		inherited = append(inherited, state.InheritedFile{FD: s.FD, Kind: "share", ID: s.Tag})
+	}
+
+	return state.Invocation{Binary: p.Binary, Args: a.args, InheritedFiles: inherited}, nil
+}
+
+const mib = 1 << 20
+
+type argv struct{ args []string }
+
+func (a *argv) add(s ...string) { a.args = append(a.args, s...) }
+
+// optEscape doubles commas, QEMU's escape inside key=value option strings.
+func optEscape(s string) string { return strings.ReplaceAll(s, ",", ",,") }
+
+// blockdev renders a -blockdev argument in QEMU's JSON syntax (keys sorted by
+// encoding/json), which needs no comma escaping for paths.
+func blockdev(m map[string]any) string {
+	b, err := json.Marshal(m)
+	if err != nil {
+		panic(err) // maps of strings and bools always marshal
+	}
+	return string(b)
+}
+
+// Lines renders args one flag per line: a flag followed by its value when
+// the next element is not itself a flag. Used by golden tests and
+// `barn-node status --verbose`.
+func Lines(inv state.Invocation) []string {
+	out := []string{inv.Binary}
+	args := inv.Args
+	for i := 0; i < len(args); i++ {
+		line := args[i]
+		if strings.HasPrefix(line, "-") && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+			line += " " + args[i+1]
+			i++
+		}
+		out = append(out, line)
+	}
+	return out
+}

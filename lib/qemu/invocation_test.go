@@ -1,0 +1,211 @@
+package qemu
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/txtar"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/imageref"
+	"barn.dev/lib/spec"
+	"barn.dev/lib/state"
+)
+
+const uuid1 = "6f1c2a52-8d0e-4c43-9a55-2b7f7f1d0c11"
+
+func baseInput() Input {
+	dir := "/home/u/.barn/nodes/pg-meta-1"
+	rt := "/run/user/1000/barn/pg-meta-1"
+	return Input{
+		Node: spec.Node{Name: "pg-meta-1", Address: "10.10.10.10", CPUs: 2, MemoryBytes: 2 << 30,
+			MAC: spec.NICs{Management: "52:54:00:0a:0a:0a", Private: "52:54:00:8a:0a:0a"}},
+		VMUUID:    uuid1,
+		Image:     imageref.Identity{Image: "d12", Version: "12.13", Arch: "amd64", Boot: "bios"},
+		RootDisk:  dir + "/root.qcow2",
+		Seed:      dir + "/seed.iso",
+		SSHPort:   2222,
+		Runtime:   state.Runtime{Directory: rt, QMP: rt + "/qmp.sock", Pidfile: rt + "/qemu.pid"},
+		SerialLog: dir + "/serial.log",
+	}
+}
+
+func kvmProfile() Profile {
+	return Profile{Binary: "/usr/bin/qemu-system-x86_64", Accel: AccelKVM, Machine: "q35", CPU: "host",
+		Bridge: "barn0", BridgeHelper: "/usr/lib/qemu/qemu-bridge-helper", PrivateNet: PrivateNetBridge}
+}
+
+func tcgProfile() Profile {
+	return Profile{Binary: "/usr/bin/qemu-system-x86_64", Accel: AccelTCG, Machine: "q35", CPU: "max",
+		PrivateNet: PrivateNetNone}
+}
+
+var goldenCases = []struct {
+	name    string
+	comment string
+	in      func() Input
+	p       Profile
+}{
+	{"bios-kvm-bridge-disks-shares", "BIOS image under KVM, private NIC on barn0, two data disks, two 9p shares (one read-only).",
+		func() Input {
+			in := baseInput()
+			in.DataDisks = []state.DataDisk{
+				{Name: "data", Path: "/home/u/.barn/nodes/pg-meta-1/data.qcow2", Serial: "x4bq2mzk7dfa3wq5nrt2"},
+				{Name: "backup", Path: "/home/u/.barn/disks/pg-meta-1/backup/disk.qcow2", Serial: "kq3bz7wd2mf5ra4xn6tp"},
+			}
+			in.Shares = []ShareFD{{Tag: "barn-0123456789abcdef0123", FD: 3}, {Tag: "barn-fedcba9876543210fedc", FD: 4, Readonly: true}}
+			return in
+		}, kvmProfile()},
+	{"uefi-tcg-no-private", "UEFI image under explicit TCG; PrivateNet none (test-only) omits the private NIC.",
+		func() Input {
+			in := baseInput()
+			in.Image.Boot = "uefi"
+			in.Firmware = "/usr/share/OVMF/OVMF_CODE_4M.fd"
+			in.NVRAM = "/home/u/.barn/nodes/pg-meta-1/nvram.fd"
+			return in
+		}, tcgProfile()},
+	{"comma-paths", "Disk paths with commas go through -blockdev JSON unescaped.",
+		func() Input {
+			in := baseInput()
+			in.RootDisk = "/tmp/a,b/root.qcow2"
+			in.Seed = "/tmp/a,b/seed.iso"
+			return in
+		}, tcgProfile()},
+}
+
+func render(inv state.Invocation) string {
+	var b strings.Builder
+	for _, l := range Lines(inv) {
+		b.WriteString(l + "\n")
+	}
+	return b.String()
+}
+
+func renderInherited(inv state.Invocation) string {
+	var b strings.Builder
+	for _, f := range inv.InheritedFiles {
+		fmt.Fprintf(&b, "%d %s %s\n", f.FD, f.Kind, f.ID)
+	}
+	return b.String()
+}
+
+// TestInvocationGolden compares each case's argv, one flag per line, with
+// testdata/invocation/<case>.txtar. BARN_UPDATE=1 rewrites the goldens.
+func TestInvocationGolden(t *testing.T) {
+	for _, c := range goldenCases {
+		t.Run(c.name, func(t *testing.T) {
+			inv, err := Invocation(c.in(), c.p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := &txtar.Archive{Comment: []byte(c.comment + "\n"), Files: []txtar.File{
+				{Name: "argv", Data: []byte(render(inv))},
+				{Name: "inherited", Data: []byte(renderInherited(inv))},
+			}}
+			path := filepath.Join("testdata", "invocation", c.name+".txtar")
+			if os.Getenv("BARN_UPDATE") == "1" {
+				if err := os.WriteFile(path, txtar.Format(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := txtar.ParseFile(path)
+			if err != nil {
+				t.Fatalf("%v (BARN_UPDATE=1 writes it)", err)
+			}
+			for i, f := range got.Files {
+				if i >= len(want.Files) || want.Files[i].Name != f.Name || string(want.Files[i].Data) != string(f.Data) {
+					w := ""
+					if i < len(want.Files) {
+						w = string(want.Files[i].Data)
+					}
+					t.Errorf("%s: section %s differs\n--- got\n%s--- want\n%s", path, f.Name, f.Data, w)
+				}
+			}
+			// Purity: the same input gives the same argv.
+			again, _ := Invocation(c.in(), c.p)
+			if render(again) != render(inv) {
+				t.Error("Invocation is not deterministic")
+			}
+		})
+	}
+}
+
+func TestInvocationInvariants(t *testing.T) {
+	inv, err := Invocation(goldenCases[0].in(), goldenCases[0].p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Join(inv.Args, " ")
+	for _, want := range []string{
+		"-name pg-meta-1", "-uuid " + uuid1, "-machine q35", "-accel kvm", "-cpu host", "-smp 2", "-m 2048",
+		"-nodefaults", "-no-user-config", "-display none", "-qmp unix:/run/user/1000/barn/pg-meta-1/qmp.sock,server=on,wait=off",
+		"-pidfile /run/user/1000/barn/pg-meta-1/qemu.pid", "-serial file:/home/u/.barn/nodes/pg-meta-1/serial.log", "-daemonize",
+		"hostfwd=tcp:127.0.0.1:2222-:22", "mac=52:54:00:0a:0a:0a,bus=pcie.0,addr=0x2", "mac=52:54:00:8a:0a:0a,bus=pcie.0,addr=0x3",
+		"bridge,id=private,br=barn0,helper=/usr/lib/qemu/qemu-bridge-helper", "serial=barn-root,bootindex=1",
+		"serial=x4bq2mzk7dfa3wq5nrt2", "scsi-cd,bus=scsi0.0,drive=seed", `"read-only":true`,
+		"path=/proc/self/fd/4,security_model=mapped-xattr,multidevs=remap,fmode=0600,dmode=0700,readonly=on",
+		"virtio-9p-pci,fsdev=share0,mount_tag=barn-0123456789abcdef0123,bus=pcie.0",
+	} {
+		if !strings.Contains(args, want) {
+			t.Errorf("argv lacks %q", want)
+		}
+	}
+	// NIC devices precede every other -device so their pinned slots are free.
+	first := strings.Index(args, "-device ")
+	if !strings.HasPrefix(args[first:], "-device virtio-net-pci,netdev=mgmt") {
+		t.Errorf("first device is not the management NIC: %s", args[first:first+60])
+	}
+	if inv.Binary != "/usr/bin/qemu-system-x86_64" || len(inv.InheritedFiles) != 2 || inv.InheritedFiles[1].FD != 4 {
+		t.Errorf("binary %q inherited %+v", inv.Binary, inv.InheritedFiles)
+	}
+}
+
+func TestInvocationRejectsBadInput(t *testing.T) {
+	cases := []struct {
+		name  string
+		edit  func(*Input, *Profile)
+		field string
+	}{
+		{"zero cpus", func(in *Input, _ *Profile) { in.Node.CPUs = 0 }, "node.cpus"},
+		{"257 cpus", func(in *Input, _ *Profile) { in.Node.CPUs = 257 }, "node.cpus"},
+		{"memory not MiB", func(in *Input, _ *Profile) { in.Node.MemoryBytes = 1<<30 + 1 }, "node.memory_bytes"},
+		{"memory 256 MiB", func(in *Input, _ *Profile) { in.Node.MemoryBytes = 256 << 20 }, "node.memory_bytes"},
+		{"socket too long", func(in *Input, _ *Profile) { in.Runtime.QMP = "/" + strings.Repeat("s", 107) }, "socket path"},
+		{"relative root", func(in *Input, _ *Profile) { in.RootDisk = "root.qcow2" }, "root_disk"},
+		{"bad uuid", func(in *Input, _ *Profile) { in.VMUUID = "nope" }, "vm_uuid"},
+		{"upper uuid", func(in *Input, _ *Profile) { in.VMUUID = strings.ToUpper(uuid1) }, "vm_uuid"},
+		{"bad mac", func(in *Input, _ *Profile) { in.Node.MAC.Private = "52-54-00-00-00-01" }, "node.mac.private"},
+		{"port 0", func(in *Input, _ *Profile) { in.SSHPort = 0 }, "ssh_port"},
+		{"uefi without vars", func(in *Input, _ *Profile) { in.Image.Boot = "uefi"; in.Firmware = "/f.fd" }, "nvram"},
+		{"bios with vars", func(in *Input, _ *Profile) { in.NVRAM = "/n.fd" }, "nvram"},
+		{"share fd 2", func(in *Input, _ *Profile) { in.Shares = []ShareFD{{Tag: "barn-a", FD: 2}} }, "shares[0].fd"},
+		{"dup serial", func(in *Input, _ *Profile) {
+			in.DataDisks = []state.DataDisk{{Path: "/a.qcow2", Serial: "s1"}, {Path: "/b.qcow2", Serial: "s1"}}
+		}, "data_disks[1].serial"},
+		{"9 shares", func(in *Input, _ *Profile) {
+			for i := 0; i < 9; i++ {
+				in.Shares = append(in.Shares, ShareFD{Tag: fmt.Sprintf("t%d", i), FD: 3 + i})
+			}
+		}, "shares"},
+		{"comma in serial", func(in *Input, _ *Profile) { in.SerialLog = "/tmp/a,b/serial.log" }, "serial_log"},
+		{"comma in qmp", func(in *Input, _ *Profile) { in.Runtime.QMP = "/tmp/a,b/qmp.sock" }, "runtime.qmp"},
+		{"tcg host cpu", func(_ *Input, p *Profile) { p.Accel = AccelTCG }, "profile.cpu"},
+		{"relative binary", func(_ *Input, p *Profile) { p.Binary = "qemu" }, "profile.binary"},
+		{"bridge without helper", func(_ *Input, p *Profile) { p.BridgeHelper = "" }, "profile.bridge_helper"},
+		{"bad private net", func(_ *Input, p *Profile) { p.PrivateNet = "tap" }, "profile.private_net"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in, p := baseInput(), kvmProfile()
+			c.edit(&in, &p)
+			_, err := Invocation(in, p)
+			e := exitcode.As(err)
+			if e == nil || e.Class != exitcode.Usage || !strings.Contains(e.Message, c.field) {
+				t.Fatalf("got %v, want a usage error naming %s", err, c.field)
+			}
+		})
+	}
+}

@@ -1,0 +1,106 @@
+package qemu
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"barn.dev/lib/exitcode"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func found(name string) (string, error) { return "/usr/bin/" + name, nil }
+
+func withKVM(t *testing.T, usable bool) {
+	old := kvmUsable
+	kvmUsable = func() bool { return usable }
+	t.Cleanup(func() { kvmUsable = old })
+}
+
+func TestDetectProfileNoKVMIsCapabilityError(t *testing.T) {
+	withKVM(t, false)
+	_, err := DetectProfile(env(nil), found)
+	e := exitcode.As(err)
+	if e == nil || e.Class != exitcode.Capability || e.Reason != "accelerator_unavailable" || !strings.Contains(e.Next, "BARN_ACCEL=tcg") {
+		t.Fatalf("got %#v, want capability accelerator_unavailable with a BARN_ACCEL=tcg next", err)
+	}
+	_, err = DetectProfile(env(map[string]string{"BARN_ACCEL": "kvm"}), found)
+	if exitcode.ClassOf(err) != exitcode.Capability {
+		t.Fatalf("BARN_ACCEL=kvm without /dev/kvm: %v", err)
+	}
+}
+
+func TestDetectProfileExplicitTCG(t *testing.T) {
+	withKVM(t, false)
+	p, err := DetectProfile(env(map[string]string{"BARN_ACCEL": "tcg", "BARN_BRIDGE_HELPER": "/h"}), found)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Profile{Binary: "/usr/bin/qemu-system-x86_64", Accel: "tcg", Machine: "q35", CPU: "max",
+		Bridge: "barn0", BridgeHelper: "/h", PrivateNet: "bridge"}
+	if p != want {
+		t.Fatalf("got %+v\nwant %+v", p, want)
+	}
+}
+
+func TestDetectProfileKVM(t *testing.T) {
+	withKVM(t, true)
+	p, err := DetectProfile(env(map[string]string{"BARN_BRIDGE_HELPER": "/h", "BARN_BRIDGE": "br9"}), found)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Accel != "kvm" || p.CPU != "host" || p.Bridge != "br9" {
+		t.Fatalf("got %+v", p)
+	}
+}
+
+func TestDetectProfileOverrides(t *testing.T) {
+	withKVM(t, false)
+	p, err := DetectProfile(env(map[string]string{"BARN_ACCEL": "tcg", "BARN_QEMU": "/opt/fake/qemu", "BARN_PRIVATE_NET": "none"}),
+		func(n string) (string, error) {
+			if n != "/opt/fake/qemu" {
+				t.Errorf("lookPath(%q)", n)
+			}
+			return n, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Binary != "/opt/fake/qemu" || p.PrivateNet != PrivateNetNone || p.BridgeHelper != "" {
+		t.Fatalf("got %+v", p)
+	}
+	_, err = DetectProfile(env(map[string]string{"BARN_ACCEL": "tcg", "BARN_QEMU": "qemu-nope"}),
+		func(string) (string, error) { return "", exec.ErrNotFound })
+	if e := exitcode.As(err); e == nil || e.Class != exitcode.Capability || e.Reason != "qemu_missing" {
+		t.Fatalf("missing binary: %v", err)
+	}
+	_, err = DetectProfile(env(map[string]string{"BARN_ACCEL": "hvf"}), found)
+	if exitcode.ClassOf(err) != exitcode.Usage {
+		t.Fatalf("bad accel: %v", err)
+	}
+}
+
+func TestParseVersion(t *testing.T) {
+	v, err := parseVersion([]byte("QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)\nCopyright\n"))
+	if err != nil || v != "7.2.22" {
+		t.Fatalf("%q %v", v, err)
+	}
+	if _, err := parseVersion([]byte("hello\n")); !errors.Is(err, ErrNoVersion) {
+		t.Fatalf("%v", err)
+	}
+}
+
+// TestProbeVersionRealQEMU runs the installed qemu-system-x86_64.
+func TestProbeVersionRealQEMU(t *testing.T) {
+	bin, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		t.Skip("qemu-system-x86_64 not installed:", err)
+	}
+	v, err := ProbeVersion(context.Background(), bin)
+	if err != nil || !strings.Contains(v, ".") {
+		t.Fatalf("%q %v", v, err)
+	}
+}

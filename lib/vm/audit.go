@@ -1,0 +1,79 @@
+package vm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"barn.dev/lib/procid"
+	"barn.dev/lib/qmp"
+	"barn.dev/lib/state"
+)
+
+// AuditQMPTimeout bounds Audit's QMP identity query.
+const AuditQMPTimeout = 2 * time.Second
+
+// Runtime values of Liveness.Runtime (reference §3.2 "runtime").
+const (
+	RuntimeRunning  = "running"  // QMP proves the identity and the recorded process (if any) is ours
+	RuntimeInactive = "inactive" // nothing answers QMP and the recorded process is dead or foreign
+	RuntimeUnknown  = "unknown"  // anything else: ambiguous, never acted on
+)
+
+// Liveness is a read-only audit of a node's runtime.
+type Liveness struct {
+	Running bool           // the VM process runs (QMP identity proven, or process tuple Ours)
+	Verdict procid.Verdict // of the recorded tuple; Unknown when none was recorded
+	QMP     error          // nil when QMP answered with the expected name and UUID
+	Detail  string         // one human sentence
+	Runtime string         // RuntimeRunning, RuntimeInactive or RuntimeUnknown
+	Status  string         // QMP query-status ("running", "paused", …) when QMP answered
+}
+
+// Audit observes node's runtime without changing anything: QMP identity on
+// rt.QMP (2 s) and procid.Observe of proc (nil when no tuple is recorded).
+// errors.Is(l.QMP, qmp.ErrIdentityMismatch) means another VM answers there;
+// errors.Is(l.QMP, qmp.ErrUnavailable) means nothing answers.
+func Audit(ctx context.Context, node, vmUUID string, rt state.Runtime, proc *state.Process) Liveness {
+	m := qmp.Monitor{Socket: rt.QMP, Timeout: AuditQMPTimeout}
+	l := Liveness{Verdict: procid.Unknown}
+	l.QMP = m.Verify(ctx, node, vmUUID)
+	if l.QMP == nil {
+		l.Status, _ = m.Status(ctx)
+	}
+	if proc != nil {
+		l.Verdict = procid.Observe(*proc)
+	}
+	qmpOK := l.QMP == nil
+	qmpGone := errors.Is(l.QMP, qmp.ErrUnavailable)
+	gone := proc == nil || l.Verdict == procid.Dead || l.Verdict == procid.Foreign
+
+	switch {
+	case qmpOK && (proc == nil || l.Verdict == procid.Ours):
+		l.Running, l.Runtime = true, RuntimeRunning
+		l.Detail = "QMP answers as " + node
+		if proc == nil {
+			l.Detail += "; no process identity recorded"
+		}
+	case qmpOK:
+		l.Running, l.Runtime = true, RuntimeUnknown
+		l.Detail = fmt.Sprintf("QMP answers as %s but recorded pid %d is %s", node, proc.PID, l.Verdict)
+	case errors.Is(l.QMP, qmp.ErrIdentityMismatch):
+		l.Running, l.Runtime = l.Verdict == procid.Ours, RuntimeUnknown
+		l.Detail = "QMP identity mismatch: " + l.QMP.Error()
+	case qmpGone && gone:
+		l.Runtime = RuntimeInactive
+		l.Detail = "QMP unavailable"
+		if proc != nil {
+			l.Detail += fmt.Sprintf("; recorded pid %d is %s", proc.PID, l.Verdict)
+		}
+	case l.Verdict == procid.Ours:
+		l.Running, l.Runtime = true, RuntimeUnknown
+		l.Detail = fmt.Sprintf("recorded pid %d runs but QMP does not answer: %v", proc.PID, l.QMP)
+	default:
+		l.Runtime = RuntimeUnknown
+		l.Detail = fmt.Sprintf("QMP: %v; recorded pid %d is %s", l.QMP, proc.PID, l.Verdict)
+	}
+	return l
+}

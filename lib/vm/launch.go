@@ -1,0 +1,358 @@
+// Package vm runs a node's QEMU and proves, stops and audits it by identity:
+// QMP (name + UUID) is the primary runtime identity, the process tuple of
+// package procid the fallback (design note 4, "A PID Is Not a Virtual
+// Machine"; reference behaviour §3.4–3.7).
+//
+// Nothing here touches BARN_HOME: callers persist the returned tuple.
+package vm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/procid"
+	"barn.dev/lib/qmp"
+	"barn.dev/lib/state"
+)
+
+// The reference timeouts.
+const (
+	DefaultQMPWait  = 15 * time.Second // launch → QMP identity
+	DefaultGraceful = 2 * time.Minute  // system_powerdown → exit
+	DefaultQuitWait = 10 * time.Second // quit → exit
+	DefaultTermWait = 10 * time.Second // SIGTERM → exit
+	DefaultKillWait = 5 * time.Second  // SIGKILL → exit
+	DefaultPoll     = 100 * time.Millisecond
+	AbortBudget     = 30 * time.Second // launch compensation, detached from cancellation
+)
+
+// LaunchOptions tunes Launch. Zero values mean the reference defaults.
+type LaunchOptions struct {
+	Files      []*os.File    // inherited at FD 3, 4, … (must match inv.InheritedFiles)
+	Env        []string      // QEMU's environment; nil inherits this process's
+	QMPWait    time.Duration // default 15 s
+	QMPTimeout time.Duration // one QMP operation, default 5 s
+	Poll       time.Duration // default 100 ms
+}
+
+func (o LaunchOptions) withDefaults() LaunchOptions {
+	if o.QMPWait <= 0 {
+		o.QMPWait = DefaultQMPWait
+	}
+	if o.QMPTimeout <= 0 {
+		o.QMPTimeout = qmp.DefaultTimeout
+	}
+	if o.Poll <= 0 {
+		o.Poll = DefaultPoll
+	}
+	return o
+}
+
+// Launch runs inv (QEMU with -daemonize), passing files as descriptors 3, 4,
+// … (they must match inv.InheritedFiles), then waits up to 15 s for QMP on
+// rt.QMP to answer with name node and UUID vmUUID, reads rt.Pidfile,
+// captures the process tuple and checks that its argv hash is
+// procid.ArgvHash(inv). It returns the tuple to persist.
+//
+// Errors (*exitcode.Error): conflict "runtime_busy" when something already
+// answers on the socket or a live process holds the pidfile; runtime
+// "qemu_start_failed" with QEMU's stderr tail when QEMU exits early;
+// runtime "qmp_timeout" when QMP never answers; integrity
+// "qmp_identity_mismatch" (nothing is cleaned up: the process is not
+// provably ours) or "argv_mismatch"; cancelled when ctx ends. On every
+// failure but a mismatch, what was started is compensated: QMP quit when
+// the identity matches, else verified signals to the pidfile's process.
+func Launch(ctx context.Context, inv state.Invocation, node, vmUUID string, rt state.Runtime, files ...*os.File) (state.Process, error) {
+	return LaunchWith(ctx, inv, node, vmUUID, rt, LaunchOptions{Files: files})
+}
+
+// LaunchWith is Launch with options.
+func LaunchWith(ctx context.Context, inv state.Invocation, node, vmUUID string, rt state.Runtime, o LaunchOptions) (state.Process, error) {
+	o = o.withDefaults()
+	if err := checkLaunchInput(inv, rt, o.Files); err != nil {
+		return state.Process{}, err
+	}
+	if err := ensureRuntimeDir(rt.Directory); err != nil {
+		return state.Process{}, err
+	}
+	if err := CleanupRuntime(ctx, rt); err != nil {
+		return state.Process{}, err
+	}
+
+	errFile, err := os.CreateTemp(rt.Directory, ".qemu-launch-*.log")
+	if err != nil {
+		return state.Process{}, exitcode.Wrap(exitcode.Runtime, err, "creating QEMU launch log")
+	}
+	defer os.Remove(errFile.Name())
+	defer errFile.Close()
+
+	cmd := exec.CommandContext(ctx, inv.Binary, inv.Args...)
+	cmd.Stdout, cmd.Stderr = errFile, errFile
+	cmd.ExtraFiles = o.Files
+	cmd.Env = o.Env
+	cmd.WaitDelay = 5 * time.Second
+	runErr := cmd.Run()
+	if runErr != nil {
+		tail := stderrTail(errFile.Name())
+		abortErr := abort(ctx, inv, node, vmUUID, rt)
+		if ctx.Err() != nil {
+			return state.Process{}, withAbort(exitcode.Wrap(exitcode.Cancelled, ctx.Err(), "launching %s", node), abortErr)
+		}
+		return state.Process{}, withAbort(exitcode.New(exitcode.Runtime, "QEMU for %s exited during startup (%v): %s", node, runErr, tail).
+			WithReason("qemu_start_failed").WithDetail(map[string]string{"stderr": tail}), abortErr)
+	}
+
+	proc, err := prove(ctx, inv, node, vmUUID, rt, o, errFile.Name())
+	if err != nil {
+		if errors.Is(err, qmp.ErrIdentityMismatch) {
+			return state.Process{}, err // not provably ours: touch nothing
+		}
+		return state.Process{}, withAbort(err, abort(ctx, inv, node, vmUUID, rt))
+	}
+	return proc, nil
+}
+
+// Adopt proves a QEMU started earlier (an interrupted start) the way Launch
+// does after running it: QMP identity within o.QMPWait, pidfile, tuple and
+// argv hash. It starts nothing and stops nothing.
+func Adopt(ctx context.Context, inv state.Invocation, node, vmUUID string, rt state.Runtime, o LaunchOptions) (state.Process, error) {
+	return prove(ctx, inv, node, vmUUID, rt, o.withDefaults(), "")
+}
+
+func prove(ctx context.Context, inv state.Invocation, node, vmUUID string, rt state.Runtime, o LaunchOptions, errLog string) (state.Process, error) {
+	deadline := time.Now().Add(o.QMPWait)
+	var last error
+	for {
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			return state.Process{}, exitcode.New(exitcode.Runtime,
+				"QMP on %s did not answer within %s: %v", rt.QMP, o.QMPWait, last).
+				WithReason("qmp_timeout").WithNext("barn-node logs " + node)
+		}
+		m := qmp.Monitor{Socket: rt.QMP, Timeout: min(o.QMPTimeout, remaining)}
+		err := m.Verify(ctx, node, vmUUID)
+		if err == nil {
+			break
+		}
+		last = err
+		var qe *qmp.Error
+		switch {
+		case ctx.Err() != nil:
+			return state.Process{}, exitcode.Wrap(exitcode.Cancelled, ctx.Err(), "waiting for QMP of %s", node)
+		case errors.Is(err, qmp.ErrIdentityMismatch):
+			return state.Process{}, mismatch(node, err)
+		case errors.As(err, &qe):
+			return state.Process{}, exitcode.Wrap(exitcode.Runtime, err, "QMP of %s refused identity queries", node).
+				WithReason("qmp_error").WithDetail(map[string]string{"class": qe.Class})
+		case !errors.Is(err, qmp.ErrUnavailable):
+			return state.Process{}, exitcode.Wrap(exitcode.Runtime, err, "QMP of %s", node).WithReason("qmp_error")
+		}
+		// Unavailable: still starting, or already dead?
+		if pid, perr := ReadPidfile(rt.Pidfile); perr == nil && !procid.Alive(pid) {
+			tail := ""
+			if errLog != "" {
+				tail = stderrTail(errLog)
+			}
+			return state.Process{}, exitcode.New(exitcode.Runtime,
+				"QEMU for %s (pid %d) exited before QMP answered%s", node, pid, suffix(tail)).
+				WithReason("qemu_start_failed").WithNext("barn-node logs " + node)
+		}
+		if !sleep(ctx, o.Poll) {
+			return state.Process{}, exitcode.Wrap(exitcode.Cancelled, ctx.Err(), "waiting for QMP of %s", node)
+		}
+	}
+
+	pid, err := ReadPidfile(rt.Pidfile)
+	for err != nil && errors.Is(err, os.ErrNotExist) && time.Now().Before(deadline) {
+		if !sleep(ctx, o.Poll) {
+			break
+		}
+		pid, err = ReadPidfile(rt.Pidfile)
+	}
+	if err != nil {
+		return state.Process{}, exitcode.Wrap(exitcode.Runtime, err, "QMP of %s answered but its pidfile is unusable", node).
+			WithReason("pidfile_invalid")
+	}
+	proc, err := procid.Capture(pid)
+	if err != nil {
+		return state.Process{}, exitcode.Wrap(exitcode.Runtime, err, "capturing the identity of %s (pid %d)", node, pid).
+			WithReason("process_unreadable")
+	}
+	if want := procid.ArgvHash(inv); proc.ArgvHash != want {
+		return state.Process{}, exitcode.New(exitcode.Integrity,
+			"pid %d from %s runs another command line than the invocation of %s (argv hash %s, want %s)",
+			pid, rt.Pidfile, node, proc.ArgvHash, want).WithReason("argv_mismatch")
+	}
+	return proc, nil
+}
+
+// abort is launch compensation (30 s budget, detached from cancellation):
+// QMP quit when the identity matches; otherwise verified signals to the
+// pidfile's process when it is stable and runs inv; nothing on a mismatch.
+// It returns nil when nothing of the launch remains running.
+func abort(ctx context.Context, inv state.Invocation, node, vmUUID string, rt state.Runtime) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), AbortBudget)
+	defer cancel()
+	err := stopLaunched(ctx, inv, node, vmUUID, rt)
+	if err == nil {
+		// Nothing of the launch runs: remove the stale socket and pidfile
+		// QEMU may have left when it failed (CleanupRuntime refuses live ones).
+		if cerr := CleanupRuntime(ctx, rt); cerr != nil {
+			return fmt.Errorf("cleanup: %w", cerr)
+		}
+	}
+	return err
+}
+
+func stopLaunched(ctx context.Context, inv state.Invocation, node, vmUUID string, rt state.Runtime) error {
+	m := qmp.Monitor{Socket: rt.QMP, Timeout: 2 * time.Second}
+	pid, perr := ReadPidfile(rt.Pidfile)
+	var proc *state.Process
+	if perr == nil {
+		if p1, err := procid.Capture(pid); err == nil {
+			sleep(ctx, DefaultPoll)
+			if p2, err := procid.Capture(pid); err == nil && p1 == p2 && p1.ArgvHash == procid.ArgvHash(inv) {
+				proc = &p1
+			}
+		}
+	}
+	err := m.Verify(ctx, node, vmUUID)
+	switch {
+	case err == nil:
+		if err := m.Quit(ctx); err != nil && !errors.Is(err, qmp.ErrUnavailable) {
+			return fmt.Errorf("cleanup: QMP quit: %w", err)
+		}
+		if waitGone(ctx, proc, m, DefaultQuitWait, DefaultPoll) {
+			return nil
+		}
+		return fmt.Errorf("cleanup: QEMU still runs 10 s after QMP quit")
+	case errors.Is(err, qmp.ErrIdentityMismatch):
+		return fmt.Errorf("cleanup refused: %w", err)
+	}
+	if perr != nil {
+		if errors.Is(perr, os.ErrNotExist) {
+			return nil // no pidfile: nothing was daemonized
+		}
+		return fmt.Errorf("cleanup: %w", perr)
+	}
+	if !procid.Alive(pid) {
+		return nil
+	}
+	if proc == nil {
+		return fmt.Errorf("cleanup refused: pid %d from %s is not provably this launch", pid, rt.Pidfile)
+	}
+	return signalLadder(ctx, *proc, StopOptions{}.withDefaults())
+}
+
+func withAbort(err error, abortErr error) error {
+	if abortErr == nil {
+		return err
+	}
+	e := exitcode.As(err)
+	c := *e
+	c.Message += " (" + abortErr.Error() + ")"
+	return &c
+}
+
+func mismatch(node string, err error) error {
+	return exitcode.Wrap(exitcode.Integrity, err, "refusing to act on %s", node).
+		WithReason("qmp_identity_mismatch").
+		WithNext("barn-node status " + node)
+}
+
+func checkLaunchInput(inv state.Invocation, rt state.Runtime, files []*os.File) error {
+	if !filepath.IsAbs(inv.Binary) {
+		return exitcode.New(exitcode.Usage, "invocation binary %q is not an absolute path", inv.Binary).WithReason("invalid_invocation")
+	}
+	if rt.QMP == "" || rt.Pidfile == "" || rt.Directory == "" {
+		return exitcode.New(exitcode.Usage, "runtime %+v: directory, qmp and pidfile are required", rt).WithReason("invalid_runtime")
+	}
+	if len(files) != len(inv.InheritedFiles) {
+		return exitcode.New(exitcode.Usage, "invocation inherits %d descriptors, %d files given",
+			len(inv.InheritedFiles), len(files)).WithReason("invalid_invocation")
+	}
+	for i, f := range inv.InheritedFiles {
+		if f.FD != 3+i || files[i] == nil {
+			return exitcode.New(exitcode.Usage, "inherited file %d (%s) must be descriptor %d", i, f.ID, 3+i).
+				WithReason("invalid_invocation")
+		}
+	}
+	return nil
+}
+
+func ensureRuntimeDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return exitcode.Wrap(exitcode.Resource, err, "creating runtime directory").WithReason("runtime_dir")
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return exitcode.Wrap(exitcode.Resource, err, "runtime directory").WithReason("runtime_dir")
+	}
+	if !fi.IsDir() || fi.Mode().Perm()&0o022 != 0 {
+		return exitcode.New(exitcode.Integrity, "runtime directory %s is not a private directory (mode %s)", dir, fi.Mode()).
+			WithReason("runtime_dir")
+	}
+	return nil
+}
+
+// ReadPidfile reads a QEMU pidfile: a regular file of at most 32 bytes
+// holding one positive decimal PID.
+func ReadPidfile(path string) (int, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return 0, err
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > 32 {
+		return 0, fmt.Errorf("pidfile %s: not a regular file of ≤32 bytes", path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("pidfile %s: %q is not a positive PID", path, strings.TrimSpace(string(b)))
+	}
+	return pid, nil
+}
+
+func stderrTail(path string) string {
+	b, _ := os.ReadFile(path)
+	b = bytes.TrimSpace(b)
+	if len(b) > 2048 {
+		b = b[len(b)-2048:]
+	}
+	lines := strings.Split(string(b), "\n")
+	if len(lines) > 10 {
+		lines = lines[len(lines)-10:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func suffix(tail string) string {
+	if tail == "" {
+		return ""
+	}
+	return ": " + tail
+}
+
+// sleep waits d or until ctx ends; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,191 @@
+package vm_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/procid"
+	"barn.dev/lib/qmp"
+	"barn.dev/lib/state"
+	"barn.dev/lib/vm"
+)
+
+// realQEMU returns a fixture whose invocation runs the installed
+// qemu-system-x86_64 under TCG with a real (empty) qcow2 root disk and a raw
+// seed, PrivateNet none. It skips when QEMU or qemu-img is not installed.
+func realQEMU(t *testing.T) *fixture {
+	t.Helper()
+	bin, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		t.Skip("qemu-system-x86_64 not installed:", err)
+	}
+	img, err := exec.LookPath("qemu-img")
+	if err != nil {
+		t.Skip("qemu-img not installed:", err)
+	}
+	bin, _ = filepath.EvalSymlinks(bin)
+	f := newFixture(t, bin)
+	root := filepath.Join(f.dir, "root.qcow2")
+	if out, err := exec.Command(img, "create", "-q", "-f", "qcow2", root, "16M").CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img: %v: %s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(f.dir, "seed.iso"), make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func launchReal(t *testing.T, f *fixture) state.Process {
+	t.Helper()
+	p, err := vm.Launch(context.Background(), f.inv, f.node, f.uuid, f.rt)
+	if err != nil {
+		t.Fatalf("launching real QEMU: %v", err)
+	}
+	t.Cleanup(func() { killIfOurs(p) })
+	return p
+}
+
+func TestRealQEMULaunchIdentityPowerdownIgnoredQuit(t *testing.T) {
+	f := realQEMU(t)
+	start := time.Now()
+	proc := launchReal(t, f)
+	t.Logf("real QEMU (TCG) launch to QMP identity: %s", time.Since(start))
+
+	if proc.Executable != f.inv.Binary {
+		t.Errorf("executable %q, want %q", proc.Executable, f.inv.Binary)
+	}
+	if proc.ArgvHash != procid.ArgvHash(f.inv) || !strings.HasPrefix(proc.Started, "procstat:") || proc.Boot == "" {
+		t.Errorf("tuple %+v", proc)
+	}
+	if pid, err := vm.ReadPidfile(f.rt.Pidfile); err != nil || pid != proc.PID {
+		t.Errorf("pidfile %d %v, want %d", pid, err, proc.PID)
+	}
+	name, uuid, err := qmp.Identity(context.Background(), f.rt.QMP)
+	if err != nil || name != f.node || uuid != f.uuid {
+		t.Errorf("QMP identity %q %q %v", name, uuid, err)
+	}
+	var qe *qmp.Error
+	if err := (qmp.Monitor{Socket: f.rt.QMP}).Execute(context.Background(), "no-such-command", nil, nil); !errors.As(err, &qe) || qe.Class != "CommandNotFound" {
+		t.Errorf("unknown command: %v, want a QMP error keeping class CommandNotFound", err)
+	}
+	l := vm.Audit(context.Background(), f.node, f.uuid, f.rt, &proc)
+	if !l.Running || l.Runtime != vm.RuntimeRunning || l.Status != "running" {
+		t.Errorf("audit %+v", l)
+	}
+
+	// Wrong expected UUID: integrity, nothing sent, QEMU keeps running.
+	o := quick()
+	log := steps(&o)
+	err = vm.Stop(context.Background(), f.node, "00000000-0000-4000-8000-000000000001", f.rt, &proc, o)
+	if e := exitcode.As(err); e == nil || e.Class != exitcode.Integrity || len(*log) != 0 {
+		t.Fatalf("stop with another uuid: %v steps %q", err, *log)
+	}
+	if procid.Observe(proc) != procid.Ours {
+		t.Fatal("QEMU died after a refused stop")
+	}
+
+	// No guest OS handles the ACPI power button: powerdown is ignored → quit.
+	o = quick()
+	o.Graceful = time.Second
+	log = steps(&o)
+	if err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, o); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(*log, "\n")
+	if !strings.Contains(got, "system_powerdown") || !strings.Contains(got, "QMP quit") || strings.Contains(got, "SIG") {
+		t.Errorf("ladder steps:\n%s", got)
+	}
+	if v := procid.Observe(proc); v != procid.Dead {
+		t.Errorf("after stop: %s", v)
+	}
+	assertNoRuntimeFiles(t, f.rt)
+}
+
+func TestRealQEMUSIGTERMWhenQMPUnavailable(t *testing.T) {
+	f := realQEMU(t)
+	proc := launchReal(t, f)
+	// Make QMP unavailable: the socket path is gone (a damaged runtime dir).
+	if err := os.Remove(f.rt.QMP); err != nil {
+		t.Fatal(err)
+	}
+	l := vm.Audit(context.Background(), f.node, f.uuid, f.rt, &proc)
+	if !errors.Is(l.QMP, qmp.ErrUnavailable) || l.Verdict != procid.Ours || l.Runtime != vm.RuntimeUnknown {
+		t.Errorf("audit with QMP gone %+v", l)
+	}
+	o := quick()
+	log := steps(&o)
+	if err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, o); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(*log, "\n")
+	if !strings.Contains(got, "QMP unavailable") || !strings.Contains(got, "SIGTERM") || strings.Contains(got, "SIGKILL") {
+		t.Errorf("ladder steps:\n%s", got)
+	}
+	if v := procid.Observe(proc); v != procid.Dead {
+		t.Errorf("after stop: %s", v)
+	}
+	assertNoRuntimeFiles(t, f.rt)
+}
+
+func TestRealQEMUEarlyExitReturnsStderr(t *testing.T) {
+	f := realQEMU(t)
+	os.Remove(filepath.Join(f.dir, "root.qcow2"))
+	_, err := vm.Launch(context.Background(), f.inv, f.node, f.uuid, f.rt)
+	e := exitcode.As(err)
+	if e == nil || e.Reason != "qemu_start_failed" || !strings.Contains(e.Message, "root.qcow2") {
+		t.Fatalf("launch without a root disk: %v, want qemu_start_failed with QEMU's stderr", err)
+	}
+	assertNoRuntimeFiles(t, f.rt)
+}
+
+// TestRealQEMUHungQMPEscalates freezes QEMU (SIGSTOP): the kernel accepts
+// QMP connections but nobody greets, so QMP is unavailable; a stopped
+// process ignores SIGTERM until continued, so the ladder must re-capture and
+// SIGKILL.
+func TestRealQEMUHungQMPEscalates(t *testing.T) {
+	f := realQEMU(t)
+	proc := launchReal(t, f)
+	if err := syscall.Kill(proc.PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	o := quick()
+	o.TermWait = 500 * time.Millisecond
+	log := steps(&o)
+	if err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, o); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(*log, "\n")
+	if !strings.Contains(got, "QMP unavailable") || !strings.Contains(got, "SIGTERM") || !strings.Contains(got, "SIGKILL") {
+		t.Errorf("ladder steps:\n%s", got)
+	}
+	if v := procid.Observe(proc); v != procid.Dead {
+		t.Errorf("after stop: %s", v)
+	}
+	assertNoRuntimeFiles(t, f.rt) // SIGKILL left them; Stop removed the stale ones
+}
+
+func TestRealQEMUCrashIsInactive(t *testing.T) {
+	f := realQEMU(t)
+	proc := launchReal(t, f)
+	syscall.Kill(proc.PID, syscall.SIGKILL)
+	deadline := time.Now().Add(5 * time.Second)
+	for procid.Observe(proc) == procid.Ours && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	l := vm.Audit(context.Background(), f.node, f.uuid, f.rt, &proc)
+	if l.Running || l.Runtime != vm.RuntimeInactive || l.Verdict != procid.Dead {
+		t.Fatalf("audit after crash %+v", l)
+	}
+	if err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, quick()); err != nil {
+		t.Fatal(err)
+	}
+	assertNoRuntimeFiles(t, f.rt)
+}
