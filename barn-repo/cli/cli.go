@@ -4,7 +4,10 @@ package cli
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 
+	"barn.dev/lib/exitcode"
 	"barn.dev/lib/tool"
 )
 
@@ -14,10 +17,51 @@ const Name = "barn-repo"
 // grammar is the kong command tree.
 type grammar struct {
 	tool.Globals
+
+	// Maintainer side: a static repository directory.
+	Scan   scanCmd   `cmd:"" help:"Observe a repository directory against repo.yaml (tracked, missing, untracked, unsafe files; no hashing)."`
+	Build  buildCmd  `cmd:"" help:"Measure every artifact and atomically write catalog.json."`
+	Verify verifyCmd `cmd:"" help:"Rebuild catalog.json in memory and require identical bytes."`
+	Keygen keygenCmd `cmd:"" help:"Generate a minisign key pair for signing catalogs."`
+	Sign   signCmd   `cmd:"" help:"Write catalog.json.minisig whose trusted comment names the revision."`
+
+	// Client side: trust, catalogs and the image cache.
+	Trust   trustCmd   `cmd:"" help:"Manage the minisign keys trusted to sign catalogs."`
+	Update  updateCmd  `cmd:"" help:"Fetch, verify and activate the selected repository's catalog (never implicit)."`
+	Sync    syncCmd    `cmd:"" help:"Activate an exact catalog file (URL or path) for the selected repository."`
+	List    listCmd    `cmd:"" help:"List the images of the selected repository's active catalog."`
+	Info    infoCmd    `cmd:"" help:"Show the exact image a selector resolves to and whether it is cached."`
+	Resolve resolveCmd `cmd:"" help:"Resolve one selector, or every node of a barn.spec/v1 read on stdin, to exact images."`
+	Pull    pullCmd    `cmd:"" help:"Download and verify an image into the cache."`
+	Import  importCmd  `cmd:"" help:"Copy a local qcow2 into the cache (images/local), optionally under a local-NAME selector."`
+	Prune   pruneCmd   `cmd:"" help:"Remove cached images that no active catalog, applied node or import protects."`
+	Reset   resetCmd   `cmd:"" help:"Return the selected repository to the built-in catalog (none); keeps its anti-rollback record."`
 }
 
 // Main runs barn-repo with args (without the program name) and returns the exit
 // status.
 func Main(ctx context.Context, args []string, stdio tool.Stdio, getenv func(string) string) int {
 	return tool.Main(ctx, Name, "Publish image repositories and keep the verified image cache.", args, stdio, getenv, &grammar{})
+}
+
+// rootFlag is the --root of the maintainer commands.
+type rootFlag struct {
+	Root string `name:"root" placeholder:"DIR" help:"Repository root (default: the current directory)."`
+}
+
+// dir returns the absolute, cleaned repository root.
+func (r rootFlag) dir() (string, error) {
+	d := r.Root
+	if d == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", exitcode.Wrap(exitcode.Runtime, err, "finding the current directory")
+		}
+		d = wd
+	}
+	abs, err := filepath.Abs(d)
+	if err != nil {
+		return "", exitcode.Wrap(exitcode.Usage, err, "--root %s", d)
+	}
+	return abs, nil
 }

@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+
+	"barn.dev/lib/imagecache"
+	"barn.dev/lib/imageref"
+	"barn.dev/lib/tool"
+)
+
+type pullCmd struct {
+	repoFlag
+	Selector string `arg:"" help:"Image selector."`
+	Arch     string `name:"arch" default:"native" enum:"native,amd64,arm64" help:"Architecture (native, amd64, arm64)."`
+}
+
+type pullDoc struct {
+	Schema string            `json:"schema"`
+	Image  imageref.Identity `json:"image"`
+	Path   string            `json:"path"`
+}
+
+func (d pullDoc) RenderText(w io.Writer) error {
+	_, err := fmt.Fprintf(w, "%s@%s %s verified at %s\n", d.Image.Image, d.Image.Version, d.Image.Arch, d.Path)
+	return err
+}
+
+func (c *pullCmd) Run(env *tool.Env) error {
+	cl, err := openClient(env)
+	if err != nil {
+		return err
+	}
+	src, cat, _, err := cl.active(env, c.repoFlag)
+	if err != nil {
+		return err
+	}
+	id, err := cat.Resolve(c.Selector, c.Arch)
+	if err != nil {
+		return err
+	}
+	cache := &imagecache.Cache{Root: cl.root, Puller: imagecache.Puller{Progress: progressWriter(env), Now: cl.root.Now}}
+	p, err := cache.Ensure(env.Ctx, id, &src)
+	if err != nil {
+		return err
+	}
+	return env.Emit(pullDoc{Schema: "barn.repo.pull/v1", Image: id, Path: p})
+}

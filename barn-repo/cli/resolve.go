@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/imageref"
+	"barn.dev/lib/spec"
+	"barn.dev/lib/tool"
+)
+
+type resolveCmd struct {
+	repoFlag
+	Selector string `arg:"" optional:"" help:"One selector to resolve; without it a barn.spec/v1 is read on stdin."`
+	Arch     string `name:"arch" default:"native" enum:"native,amd64,arm64" help:"Architecture for a single selector."`
+}
+
+type resolvedNode struct {
+	Node     string            `json:"node"` // "" for a single selector
+	Selector string            `json:"selector"`
+	Image    imageref.Identity `json:"image"`
+}
+
+type resolveDoc struct {
+	Schema   string         `json:"schema"`
+	Revision uint64         `json:"revision"`
+	SpecHash string         `json:"spec_hash"` // of the spec read, "" for a single selector
+	Nodes    []resolvedNode `json:"nodes"`
+}
+
+func (d resolveDoc) RenderText(w io.Writer) error {
+	for _, n := range d.Nodes {
+		name := n.Node
+		if name == "" {
+			name = "-"
+		}
+		fmt.Fprintf(w, "%-16s %-16s %s@%s %s %s\n", name, n.Selector, n.Image.Image, n.Image.Version, n.Image.Arch, n.Image.SHA256)
+	}
+	return nil
+}
+
+func (c *resolveCmd) Run(env *tool.Env) error {
+	var s spec.Spec
+	if c.Selector == "" {
+		if err := env.ReadDocument(env.In, "stdin", spec.Schema, &s); err != nil {
+			return err
+		}
+	}
+	cl, err := openClient(env)
+	if err != nil {
+		return err
+	}
+	_, cat, rec, err := cl.active(env, c.repoFlag)
+	if err != nil {
+		return err
+	}
+	doc := resolveDoc{Schema: "barn.repo.resolve/v1", Revision: rec.ActiveRevision, Nodes: []resolvedNode{}}
+	if c.Selector != "" {
+		id, err := cat.Resolve(c.Selector, c.Arch)
+		if err != nil {
+			return err
+		}
+		doc.Nodes = append(doc.Nodes, resolvedNode{Selector: c.Selector, Image: id})
+		return env.Emit(doc)
+	}
+	doc.SpecHash = s.SpecHash
+	for _, n := range s.Nodes {
+		id, err := cat.Resolve(n.Image, s.Deployment.Arch)
+		if err != nil {
+			e := exitcode.As(err)
+			return e.WithDetail(map[string]string{"node": n.Name, "selector": n.Image})
+		}
+		doc.Nodes = append(doc.Nodes, resolvedNode{Node: n.Name, Selector: n.Image, Image: id})
+	}
+	return env.Emit(doc)
+}

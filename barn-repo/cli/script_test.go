@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"barn.dev/lib/tool"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"barn-repo": func() { os.Exit(Main(context.Background(), os.Args[1:], tool.OSStdio(), os.Getenv)) },
+	})
+}
+
+// TestScripts runs testdata/script/*.txtar. Scripts needing qemu-img use
+// the [exec:qemu-img] condition; it is installed on Barn's CI machines.
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir:                 "testdata/script",
+		RequireExplicitExec: true,
+		RequireUniqueNames:  true,
+		UpdateScripts:       os.Getenv("BARN_UPDATE") == "1",
+		Cmds: map[string]func(*testscript.TestScript, bool, []string){
+			"exits":      cmdExits,
+			"serve-repo": cmdServeRepo,
+			"patch":      cmdPatch,
+		},
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("BARN_HOME", env.WorkDir+"/.barn")
+			env.Setenv("BARN_REPO", "")
+			return nil
+		},
+	})
+}
+
+// cmdExits runs `exits CODE PROG ARGS...`: PROG must exit with exactly CODE.
+func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exits CODE PROG [ARGS...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("exits: bad code %q", args[0])
+	}
+	err = ts.Exec(args[1], args[2:]...)
+	got := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		got = ee.ExitCode()
+	} else if err != nil {
+		ts.Fatalf("exits: %v", err)
+	}
+	if got != want {
+		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
+	}
+}
+
+// cmdServeRepo runs `serve-repo VAR DIR`: serves DIR over HTTP on
+// 127.0.0.1 for the rest of the script and sets $VAR to its URL.
+func cmdServeRepo(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: serve-repo VAR DIR")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		ts.Fatalf("serve-repo: %v", err)
+	}
+	var hits atomic.Int64
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		http.FileServer(http.Dir(ts.MkAbs(args[1]))).ServeHTTP(w, r)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	ts.Defer(func() { _ = srv.Close() })
+	ts.Setenv(args[0], "http://"+ln.Addr().String())
+}
+
+// cmdPatch runs `patch FILE OFFSET HEX`: overwrites bytes of FILE at
+// decimal OFFSET with the hex-encoded HEX (crafting qcow2 headers and
+// tampering with images).
+func cmdPatch(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: patch FILE OFFSET HEX")
+	}
+	off, err := strconv.ParseInt(args[1], 10, 64)
+	if err != nil {
+		ts.Fatalf("patch: offset: %v", err)
+	}
+	b, err := hex.DecodeString(strings.ReplaceAll(args[2], " ", ""))
+	if err != nil {
+		ts.Fatalf("patch: hex: %v", err)
+	}
+	p := ts.MkAbs(args[0])
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		ts.Fatalf("patch: %v", err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(b, off); err != nil {
+		ts.Fatalf("patch: %v", err)
+	}
+}

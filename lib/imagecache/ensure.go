@@ -1,0 +1,205 @@
+package imagecache
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"barn.dev/lib/catalog"
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/imageref"
+	"barn.dev/lib/state"
+)
+
+// LocalDir is the directory of imported images under the images dir.
+const LocalDir = "local"
+
+// CachePath is where id lives in the cache under imagesDir:
+// <imagesDir>/<family>/<basename of file>, or <imagesDir>/local/<basename>
+// for an imported local image.
+func CachePath(imagesDir string, id imageref.Identity) string {
+	if catalog.IsLocalName(id.Image) {
+		return filepath.Join(imagesDir, LocalDir, path.Base(id.File))
+	}
+	return filepath.Join(imagesDir, id.Image, path.Base(id.File))
+}
+
+// VerifyCached re-verifies a cached file before use: a regular file with no
+// write bits, whose byte count, SHA-256 and qcow2 header match id. Errors
+// are integrity (7) with reason "image_mismatch", "image_writable" or
+// "bad_qcow2_header"; a missing file is reported with os.ErrNotExist.
+func VerifyCached(p string, id imageref.Identity) error {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return exitcode.New(exitcode.Integrity, "%s is not a regular file", p).WithReason("unsafe_image_file")
+	}
+	if fi.Mode().Perm()&0o222 != 0 {
+		return exitcode.New(exitcode.Integrity, "%s is writable (mode %04o); a verified image is read-only, so it may have been altered", p, fi.Mode().Perm()).
+			WithReason("image_writable")
+	}
+	m, err := MeasureFile(p)
+	if err != nil {
+		return err
+	}
+	return m.Check(id, p)
+}
+
+// Cache is the image cache of one state root.
+type Cache struct {
+	Root   *state.Root
+	Puller Puller
+	// InUse reports the applied nodes whose base image is at the given
+	// cache path; nil means "read node state under Root".
+	InUse func(path string) ([]string, error)
+}
+
+// Ensure returns the path of a verified cached copy of id, pulling it from
+// the repository whose active catalog holds exactly this artifact (same
+// file, size and digest) when it is missing. A damaged cached file that no
+// applied node uses is renamed "<name>.corrupt-<timestamp>" and replaced; a
+// damaged one in use is an integrity error. Mismatches never fall back to
+// another image or source. progress receives pull progress (see Terminal).
+func Ensure(ctx context.Context, root *state.Root, id imageref.Identity, progress io.Writer) (string, error) {
+	c := &Cache{Root: root, Puller: Puller{Progress: progress, Now: root.Now}}
+	return c.Ensure(ctx, id, nil)
+}
+
+// Ensure is the package-level Ensure; src, when non-nil, is the repository
+// to pull from instead of searching the active catalogs.
+func (c *Cache) Ensure(ctx context.Context, id imageref.Identity, src *catalog.Source) (string, error) {
+	if id.SHA256 == "" || id.SizeBytes <= 0 || id.File == "" {
+		return "", exitcode.New(exitcode.Usage, "image identity %s@%s is incomplete (no file, size or digest)", id.Image, id.Version)
+	}
+	imagesDir, err := c.Root.EnsureImagesDir()
+	if err != nil {
+		return "", err
+	}
+	dest := CachePath(imagesDir, id)
+	// Published files are immutable and renamed into place atomically, so
+	// the common case (a verified cached copy) needs no lock.
+	if err := VerifyCached(dest, id); err == nil {
+		return dest, nil
+	}
+	lock, err := c.lockImages(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer lock.Unlock()
+	switch err := VerifyCached(dest, id); {
+	case err == nil:
+		return dest, nil
+	case os.IsNotExist(err):
+	case catalog.IsLocalName(id.Image):
+		return "", err // imported images cannot be pulled again
+	default:
+		users, uerr := c.users(dest)
+		if uerr != nil {
+			return "", uerr
+		}
+		if len(users) > 0 {
+			return "", exitcode.As(err).WithNext(fmt.Sprintf("the base is used by %v; it is left in place — destroy those nodes before replacing it", users))
+		}
+		now := c.Puller.defaults().Now().UTC().Format("20060102T150405Z")
+		if rerr := os.Rename(dest, dest+".corrupt-"+now); rerr != nil {
+			return "", exitcode.Wrap(exitcode.Runtime, rerr, "setting aside damaged %s", dest)
+		}
+	}
+	if catalog.IsLocalName(id.Image) {
+		return "", exitcode.New(exitcode.Usage, "imported image %s is not in the cache", dest).WithReason("unknown_image").WithNext("barn-repo import FILE --sha256 HEX")
+	}
+	if src == nil {
+		s, err := c.sourceOf(id)
+		if err != nil {
+			return "", err
+		}
+		src = &s
+	}
+	if err := c.Puller.Pull(ctx, *src, id, dest); err != nil {
+		return "", err
+	}
+	return dest, nil
+}
+
+// MaxPullWait bounds how long Ensure waits for another process's pull
+// holding the image cache lock (1 hour; ctx cancels sooner).
+const MaxPullWait = time.Hour
+
+// lockImages takes the image cache lock, waiting through another pull (the
+// state lock itself gives up after 30 s) up to MaxPullWait.
+func (c *Cache) lockImages(ctx context.Context) (state.Lock, error) {
+	deadline := time.Now().Add(MaxPullWait)
+	told := false
+	for {
+		l, err := c.Root.LockImages(ctx, "barn-repo pull", true)
+		if err == nil || exitcode.As(err).Reason != "images_busy" || time.Now().After(deadline) {
+			return l, err
+		}
+		if !told && c.Puller.Progress != nil {
+			fmt.Fprintf(c.Puller.Progress, "waiting for another process using the image cache (%s)\n", exitcode.As(err).Message)
+			told = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, exitcode.Wrap(exitcode.Cancelled, ctx.Err(), "waiting for the image cache")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// sourceOf finds the repository whose active catalog names exactly id.
+func (c *Cache) sourceOf(id imageref.Identity) (catalog.Source, error) {
+	st := &catalog.Store{Dir: c.Root.ImagesDir()}
+	cats, err := st.ActiveCatalogs()
+	if err != nil {
+		return catalog.Source{}, err
+	}
+	roots := make([]string, 0, len(cats))
+	for r := range cats {
+		roots = append(roots, r)
+	}
+	sort.Strings(roots)
+	for _, r := range roots {
+		for _, x := range cats[r].Identities() {
+			if x.Image == id.Image && x.Version == id.Version && x.Arch == id.Arch && x.File == id.File && x.SHA256 == id.SHA256 && x.SizeBytes == id.SizeBytes {
+				return catalog.ParseSource(r, true)
+			}
+		}
+	}
+	return catalog.Source{}, exitcode.New(exitcode.Usage, "no active catalog names %s@%s %s with digest %s", id.Image, id.Version, id.Arch, id.SHA256).
+		WithReason("image_not_in_catalog").WithNext("barn-repo update")
+}
+
+func (c *Cache) users(p string) ([]string, error) {
+	if c.InUse != nil {
+		return c.InUse(p)
+	}
+	return NodesUsing(c.Root, p)
+}
+
+// NodesUsing lists the applied nodes whose recorded base image is at cache
+// path p (sorted).
+func NodesUsing(root *state.Root, p string) ([]string, error) {
+	names, err := root.NodeNames()
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	for _, n := range names {
+		nd, err := root.ReadNode(n)
+		if err != nil {
+			return nil, err
+		}
+		if nd != nil && nd.Image.File != "" && CachePath(root.ImagesDir(), nd.Image) == p {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,111 @@
+package imagecache
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"barn.dev/lib/catalog"
+	"barn.dev/lib/exitcode"
+)
+
+// Ensure (the barn-node entry point) finds the repository whose active
+// catalog names exactly the identity and pulls from it.
+func TestEnsureFindsTheActiveRepository(t *testing.T) {
+	img := realQcow2(t, "64M", 11)
+	dir := t.TempDir()
+	_ = os.MkdirAll(filepath.Join(dir, "images"), 0o755)
+	file := "images/d12-1-amd64.qcow2"
+	if err := os.WriteFile(filepath.Join(dir, file), img, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id := identity(img, file)
+	c := &catalog.Catalog{Schema: catalog.CatalogSchema, Revision: 1,
+		Defaults: catalog.Defaults{Image: "d12", Channel: "stable", Arch: "native", Boot: "bios"},
+		Images: map[string]catalog.Image{"d12": {Aliases: []string{}, Boot: "bios", Channels: map[string]string{"stable": "1"},
+			Versions: map[string]catalog.Version{"1": {Status: "supported", Variants: map[string]catalog.Variant{"amd64": {
+				File: file, SHA256: id.SHA256, Format: "qcow2", ArtifactSize: id.SizeBytes, VirtualSize: 64 << 20,
+				SourceUser: "debian", Boot: "bios", Status: "supported"}}}}}}}
+	data, err := catalog.Encode(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := testRoot(t)
+	src, _ := catalog.ParseSource(dir, true)
+	st := &catalog.Store{Dir: root.ImagesDir()}
+	if _, err := st.Activate(src, data, nil, catalog.ActivateOptions{ExactLocation: src.CatalogLocation()}); err != nil {
+		t.Fatal(err)
+	}
+	resolved, err := c.Resolve("d12", "amd64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var progress bytes.Buffer
+	p, err := Ensure(context.Background(), root, resolved, &progress)
+	if err != nil {
+		t.Fatalf("Ensure: %v", err)
+	}
+	if p != filepath.Join(root.ImagesDir(), "d12", "d12-1-amd64.qcow2") {
+		t.Fatalf("path %s", p)
+	}
+	if !strings.Contains(progress.String(), "d12@1 amd64: 100%") {
+		t.Fatalf("progress lines: %q", progress.String())
+	}
+	// An identity no active catalog names is refused, not guessed.
+	other := resolved
+	other.SHA256 = strings.Repeat("1", 64)
+	if _, err := Ensure(context.Background(), root, other, nil); exitcode.As(err).Reason != "image_not_in_catalog" {
+		t.Fatalf("unknown identity: %v", err)
+	}
+}
+
+func TestProgressOutputs(t *testing.T) {
+	now := time.Unix(0, 0)
+	clock := func() time.Time { return now }
+	var plain bytes.Buffer
+	p := newProgress(&plain, "d12@1 amd64", 100<<20, 0, clock)
+	p.Add(10 << 20) // within PlainInterval: no line yet
+	now = now.Add(PlainInterval)
+	p.Add(10 << 20)
+	p.Done()
+	lines := strings.Split(strings.TrimSpace(plain.String()), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "d12@1 amd64: 20% 20.0/100.0 MiB at 10.0 MiB/s, ETA 8s") {
+		t.Fatalf("plain progress: %q", plain.String())
+	}
+	var term bytes.Buffer
+	b := newProgress(Terminal{&term}, "d12@1 amd64", 1<<20, 0, time.Now)
+	b.Add(1 << 20)
+	b.Done()
+	if !strings.Contains(term.String(), "d12@1 amd64") || !strings.Contains(term.String(), "100%") {
+		t.Fatalf("terminal progress bar: %q", term.String())
+	}
+}
+
+// Concurrent Ensure calls for one image (parallel node preparation) pull it
+// once and all succeed.
+func TestConcurrentEnsurePullsOnce(t *testing.T) {
+	img := realQcow2(t, "64M", 12)
+	id := identity(img, "images/d12-1-amd64.qcow2")
+	repo := &fakeRepo{files: map[string][]byte{id.File: img}}
+	src := serve(t, repo)
+	root := testRoot(t)
+	errs := make(chan error, 4)
+	for i := 0; i < 4; i++ {
+		go func() {
+			_, err := newCache(root).Ensure(context.Background(), id, &src)
+			errs <- err
+		}()
+	}
+	for i := 0; i < 4; i++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent Ensure: %v", err)
+		}
+	}
+	if ranges, _ := repo.stats(); len(ranges) != 1 {
+		t.Fatalf("%d downloads, want 1", len(ranges))
+	}
+}

@@ -1,0 +1,345 @@
+package imagecache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"barn.dev/lib/catalog"
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/imageref"
+)
+
+// Defaults of a pull (reference: image stall 2 min, header 60 s).
+const (
+	DefaultStall         = 2 * time.Minute
+	DefaultHeaderTimeout = 60 * time.Second
+	DefaultAttempts      = 5
+)
+
+// Puller downloads exact artifacts into the cache.
+type Puller struct {
+	Client   *http.Client     // nil: catalog.NewHTTPClient(DefaultHeaderTimeout)
+	Stall    time.Duration    // inactivity watchdog, not a total deadline (DefaultStall)
+	Attempts int              // connection attempts per pull, resuming each time (DefaultAttempts)
+	Backoff  time.Duration    // first retry delay, doubled per attempt, capped at 10 s (default 500 ms)
+	Progress io.Writer        // see Terminal; nil for none
+	Now      func() time.Time // clock for progress and .corrupt names
+}
+
+func (p *Puller) defaults() Puller {
+	q := *p
+	if q.Client == nil {
+		q.Client = catalog.NewHTTPClient(DefaultHeaderTimeout)
+	}
+	if q.Stall <= 0 {
+		q.Stall = DefaultStall
+	}
+	if q.Attempts <= 0 {
+		q.Attempts = DefaultAttempts
+	}
+	if q.Backoff <= 0 {
+		q.Backoff = 500 * time.Millisecond
+	}
+	if q.Now == nil {
+		q.Now = time.Now
+	}
+	return q
+}
+
+// StagingPath is where an interrupted download of id waits for a resume:
+// named after the expected digest, so bytes meant for another artifact are
+// never resumed.
+func StagingPath(dest string, id imageref.Identity) string {
+	return filepath.Join(filepath.Dir(dest), ".staging-"+id.SHA256+".partial")
+}
+
+// Pull downloads id from src into dest: staging file named after the
+// digest, HTTP Range resume (restart from zero when the server answers 200),
+// a stall watchdog, then byte count, SHA-256 and qcow2 header verification,
+// chmod 0444 and an atomic rename. Only verified bytes ever reach dest. A
+// verification failure removes the staging file and is an integrity error
+// (7); nothing else is tried in its place.
+func (p *Puller) Pull(ctx context.Context, src catalog.Source, id imageref.Identity, dest string) error {
+	q := p.defaults()
+	if err := os.MkdirAll(filepath.Dir(dest), 0o700); err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "creating the cache directory")
+	}
+	staging := StagingPath(dest, id)
+	from := src.Join(id.File)
+	label := fmt.Sprintf("%s@%s %s", id.Image, id.Version, id.Arch)
+	var err error
+	if src.Kind == "dir" {
+		err = q.copyLocal(ctx, from, staging, id, label)
+	} else {
+		err = q.download(ctx, from, staging, id, label)
+	}
+	if err != nil {
+		return err
+	}
+	m, err := MeasureFile(staging)
+	if err == nil {
+		err = m.Check(id, from)
+	}
+	if err != nil {
+		_ = os.Remove(staging)
+		e := exitcode.As(err)
+		if e.Class != exitcode.Integrity {
+			return err
+		}
+		return e.WithNext("barn-repo update   # refresh the catalog; the artifact at " + from + " is not the one it names")
+	}
+	return publish(staging, dest)
+}
+
+// publish makes staging read-only, fsyncs it and renames it to dest, then
+// fsyncs the directory.
+func publish(staging, dest string) error {
+	f, err := os.Open(staging)
+	if err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "publishing image")
+	}
+	if err := f.Chmod(0o444); err != nil {
+		f.Close()
+		return exitcode.Wrap(exitcode.Runtime, err, "publishing image")
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return exitcode.Wrap(exitcode.Runtime, err, "publishing image")
+	}
+	f.Close()
+	if err := os.Rename(staging, dest); err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "publishing image")
+	}
+	if d, err := os.Open(filepath.Dir(dest)); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+func (q Puller) copyLocal(ctx context.Context, from, staging string, id imageref.Identity, label string) error {
+	fi, err := os.Lstat(from)
+	if err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "reading %s", from).WithReason("artifact_unavailable")
+	}
+	if !fi.Mode().IsRegular() {
+		return exitcode.New(exitcode.Integrity, "%s is not a regular file", from).WithReason("unsafe_image_file")
+	}
+	if fi.Size() != id.SizeBytes {
+		return mismatch(id, from, "size", strconv.FormatInt(id.SizeBytes, 10), strconv.FormatInt(fi.Size(), 10))
+	}
+	in, err := os.Open(from)
+	if err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "reading %s", from)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(staging, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "creating %s", staging)
+	}
+	defer out.Close()
+	pr := newProgress(q.Progress, label, id.SizeBytes, 0, q.Now)
+	_, err = io.CopyBuffer(out, &ctxReader{ctx: ctx, r: io.LimitReader(in, id.SizeBytes+1), p: pr}, make([]byte, bufSize))
+	pr.Done()
+	if err != nil {
+		return copyErr(ctx, err, from)
+	}
+	return out.Sync()
+}
+
+func copyErr(ctx context.Context, err error, from string) error {
+	if ctx.Err() != nil {
+		return exitcode.Wrap(exitcode.Cancelled, ctx.Err(), "pull of %s interrupted; the partial download is kept for a resume", from)
+	}
+	if errors.Is(err, errNoSpace) {
+		return exitcode.Wrap(exitcode.Resource, err, "writing the image cache")
+	}
+	return exitcode.Wrap(exitcode.Runtime, err, "copying %s", from)
+}
+
+var errNoSpace = errors.New("no space left on device")
+
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+	p   progress
+}
+
+func (c *ctxReader) Read(b []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	n, err := c.r.Read(b)
+	c.p.Add(int64(n))
+	return n, err
+}
+
+// errRestart asks download to start over from byte zero.
+var errRestart = errors.New("restart from zero")
+
+func (q Puller) download(ctx context.Context, url, staging string, id imageref.Identity, label string) error {
+	var last error
+	delay := q.Backoff
+	for attempt := 1; attempt <= q.Attempts; attempt++ {
+		err := q.attempt(ctx, url, staging, id, label)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return copyErr(ctx, err, url)
+		}
+		var ee *exitcode.Error
+		if errors.As(err, &ee) {
+			return err // classified: not worth retrying
+		}
+		last = err
+		if errors.Is(err, errRestart) {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return copyErr(ctx, ctx.Err(), url)
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 10*time.Second)
+	}
+	return exitcode.Wrap(exitcode.Runtime, last, "downloading %s failed after %d attempts; the partial download is kept and the next pull resumes it", url, q.Attempts).
+		WithReason("download_failed")
+}
+
+// attempt makes one request, resuming from the staging file's size.
+// Unclassified errors may be retried; *exitcode.Error ones may not.
+func (q Puller) attempt(ctx context.Context, url, staging string, id imageref.Identity, label string) error {
+	f, err := os.OpenFile(staging, os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "opening %s", staging)
+	}
+	defer f.Close()
+	have, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "reading %s", staging)
+	}
+	if have > id.SizeBytes {
+		if err := restartAt0(f); err != nil {
+			return err
+		}
+		have = 0
+	}
+	if have == id.SizeBytes {
+		return f.Sync() // complete; verification decides
+	}
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, url, nil)
+	if err != nil {
+		return exitcode.Wrap(exitcode.Usage, err, "bad artifact URL")
+	}
+	if have > 0 {
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", have))
+	}
+	resp, err := q.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusPartialContent && have > 0:
+		if start, ok := rangeStart(resp.Header.Get("Content-Range")); !ok || start != have {
+			if err := restartAt0(f); err != nil {
+				return err
+			}
+			return errRestart
+		}
+	case resp.StatusCode == http.StatusOK:
+		if have > 0 {
+			// The server ignored Range: start over, never splice.
+			if err := restartAt0(f); err != nil {
+				return err
+			}
+			have = 0
+		}
+	case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable:
+		if err := restartAt0(f); err != nil {
+			return err
+		}
+		return errRestart
+	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone || resp.StatusCode == http.StatusForbidden:
+		return exitcode.New(exitcode.Runtime, "%s: HTTP %s", url, resp.Status).WithReason("artifact_unavailable")
+	default:
+		return fmt.Errorf("%s: HTTP %s", url, resp.Status)
+	}
+	pr := newProgress(q.Progress, label, id.SizeBytes, have, q.Now)
+	defer pr.Done()
+	// Stall watchdog: cancel the request when no byte arrives for q.Stall.
+	watchdog := time.AfterFunc(q.Stall, func() { cancel(fmt.Errorf("no data for %s", q.Stall)) })
+	defer watchdog.Stop()
+	buf := make([]byte, 256<<10)
+	remaining := id.SizeBytes - have
+	for remaining > 0 {
+		n, rerr := resp.Body.Read(buf)
+		if n > 0 {
+			watchdog.Reset(q.Stall)
+			if int64(n) > remaining {
+				_ = os.Remove(staging)
+				return mismatch(id, url, "size", strconv.FormatInt(id.SizeBytes, 10), "more bytes than that")
+			}
+			if _, werr := f.Write(buf[:n]); werr != nil {
+				if strings.Contains(werr.Error(), "no space left") {
+					return exitcode.Wrap(exitcode.Resource, werr, "writing %s", staging).WithReason("no_space")
+				}
+				return exitcode.Wrap(exitcode.Runtime, werr, "writing %s", staging)
+			}
+			remaining -= int64(n)
+			pr.Add(int64(n))
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			_ = f.Sync()
+			if cause := context.Cause(rctx); cause != nil && ctx.Err() == nil {
+				return fmt.Errorf("download stalled: %w", cause)
+			}
+			return rerr
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "writing %s", staging)
+	}
+	if remaining > 0 {
+		return fmt.Errorf("connection closed with %d bytes to go", remaining)
+	}
+	return nil
+}
+
+func restartAt0(f *os.File) error {
+	if err := f.Truncate(0); err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "discarding partial download")
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "discarding partial download")
+	}
+	return nil
+}
+
+// rangeStart parses "bytes START-END/TOTAL".
+func rangeStart(h string) (int64, bool) {
+	rest, ok := strings.CutPrefix(h, "bytes ")
+	if !ok {
+		return 0, false
+	}
+	s, _, ok := strings.Cut(rest, "-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
+}
