@@ -52,6 +52,16 @@ type Plan struct {
 	Images      []imageref.Identity `json:"images"`   // exact images of the selected nodes, sorted
 	Totals      Totals              `json:"totals"`
 	Warnings    []Warning           `json:"warnings"`
+	// Blocked explains, when non-empty, why applying only the selected
+	// nodes cannot settle the deployment (unselected peers drift, or the
+	// deployment envelope changed); empty for a whole-deployment plan.
+	Blocked []string `json:"blocked"`
+	// Next lists the commands that apply the required explicit
+	// transitions, in the order to run them; empty when nothing is to do.
+	Next []string `json:"next"`
+	// Notes are facts about how the plan was read (for example a busy
+	// deployment lock); they never change the outcome.
+	Notes []string `json:"notes"`
 }
 
 // BasedOn identifies applied deployment state. Generation 0 and an empty
@@ -98,6 +108,7 @@ type DiskSize struct {
 
 // Warning is a non-fatal finding.
 type Warning struct {
-	Code    string `json:"code"` // e.g. "non_default_subnet", "images_unresolved", "interface_names"
+	Code    string `json:"code"`           // e.g. "non_default_subnet", "images_unresolved", "interface_names"
+	Node    string `json:"node,omitempty"` // the node it concerns; empty for deployment-wide
 	Message string `json:"message"`
 }

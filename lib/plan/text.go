@@ -1,0 +1,138 @@
+package plan
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strings"
+
+	"barn.dev/lib/spec"
+)
+
+// outcomeMarks are the --text diff markers.
+var outcomeMarks = map[Outcome]string{
+	Create:    "+",
+	Recreate:  "~",
+	Missing:   "!",
+	Unchanged: "=",
+	Start:     ">",
+}
+
+// RenderText writes the human view of the plan (barn-plan --text): one
+// header, then per node a marker line ("+ create", "~ recreate",
+// "! missing", "= unchanged", "> start") with its address and image, the
+// change lines, the node's resources and data disks, then totals, images,
+// warnings, blocked reasons, notes and the commands that apply the
+// required explicit transitions.
+func (p *Plan) RenderText(w io.Writer) error {
+	b := bufio.NewWriter(w)
+	based := "no applied deployment"
+	if p.BasedOn.SpecHash != "" {
+		based = fmt.Sprintf("applied generation %d, spec %s", p.BasedOn.Generation, short(p.BasedOn.SpecHash))
+	}
+	fmt.Fprintf(b, "plan: %s", p.Action)
+	if p.Destructive {
+		fmt.Fprint(b, " (destructive)")
+	}
+	fmt.Fprintf(b, "; desired spec %s against %s\n", short(p.Spec.SpecHash), based)
+	if len(p.Selected) > 0 {
+		fmt.Fprintf(b, "selected: %s\n", strings.Join(p.Selected, " "))
+	}
+
+	sharedDisks := commonDisks(p)
+	for _, np := range p.Nodes {
+		fmt.Fprintf(b, "%s %-9s %s %s", outcomeMarks[np.Outcome], np.Outcome, np.Name, np.Address)
+		if np.Reason != "" {
+			fmt.Fprintf(b, " (%s)", np.Reason)
+		}
+		fmt.Fprintln(b)
+		if np.Outcome == Missing {
+			for _, l := range np.Summary {
+				fmt.Fprintf(b, "    %s\n", l)
+			}
+			continue
+		}
+		if np.Outcome == Recreate {
+			for _, l := range np.Summary {
+				fmt.Fprintf(b, "    %s\n", l)
+			}
+		}
+		n := p.Spec.Node(np.Name)
+		fmt.Fprintf(b, "    image %s\n", imageText(np))
+		fmt.Fprintf(b, "    %d vCPU, %s memory, %s root disk\n", n.CPUs, FormatSize(n.MemoryBytes), FormatSize(n.RootDiskBytes))
+		if sharedDisks == "" {
+			fmt.Fprintf(b, "    data disks: %s\n", disksText(n.Disks))
+		}
+	}
+	if sharedDisks != "" {
+		fmt.Fprintf(b, "data disks: %s on each node\n", sharedDisks)
+	}
+	fmt.Fprintf(b, "totals: %d vCPUs, %s memory, %s disk\n", p.Totals.CPUs, FormatSize(p.Totals.MemoryBytes), FormatSize(p.Totals.DiskBytes))
+	for _, id := range p.Images {
+		fmt.Fprintf(b, "image: %s  %s  %s  sha256:%s\n", IdentityLabel(id), id.File, FormatSize(id.SizeBytes), id.SHA256)
+	}
+	for _, warn := range p.Warnings {
+		fmt.Fprintf(b, "warning: %s\n", warn.Message)
+	}
+	for _, bl := range p.Blocked {
+		fmt.Fprintf(b, "blocked: %s\n", bl)
+	}
+	for _, note := range p.Notes {
+		fmt.Fprintf(b, "note: %s\n", note)
+	}
+	if len(p.Next) == 0 {
+		fmt.Fprintln(b, "nothing to do")
+	}
+	for _, next := range p.Next {
+		fmt.Fprintf(b, "next: %s\n", next)
+	}
+	return b.Flush()
+}
+
+func imageText(np NodePlan) string {
+	if np.Image != nil {
+		return IdentityLabel(*np.Image)
+	}
+	return np.Selector + " (unresolved)"
+}
+
+func disksText(disks []spec.Disk) string {
+	if len(disks) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(disks))
+	for i, d := range disks {
+		parts[i] = DiskLabel(d)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// commonDisks returns the data disk text when every listed desired node
+// has the same disks and there are at least two such nodes, else "".
+func commonDisks(p *Plan) string {
+	common, count := "", 0
+	for _, np := range p.Nodes {
+		if np.Outcome == Missing {
+			continue
+		}
+		t := disksText(p.Spec.Node(np.Name).Disks)
+		if count > 0 && t != common {
+			return ""
+		}
+		common, count = t, count+1
+	}
+	if count < 2 {
+		return ""
+	}
+	return common
+}
+
+func short(hash string) string {
+	if len(hash) > 12 {
+		return hash[:12]
+	}
+	if hash == "" {
+		return "-"
+	}
+	return hash
+}

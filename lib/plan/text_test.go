@@ -1,0 +1,77 @@
+package plan
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"testing"
+
+	"barn.dev/lib/state"
+)
+
+var update = flag.Bool("update", os.Getenv("BARN_UPDATE") == "1", "rewrite golden files")
+
+// mixedPlan has every outcome: node-10 unchanged, node-11 recreate (memory),
+// node-12 start, node-13 missing, node-14 create.
+func mixedPlan(t testing.TB) *Plan {
+	s := testSpec(4)
+	dep, nodes := applied(s, state.Running)
+	nodes["node-12"].Phase = state.Stopped
+	want := testSpec(5)
+	want.Nodes = append(want.Nodes[:3], want.Nodes[4])
+	want.Nodes[1].MemoryBytes = 8 * gib
+	want.Seal()
+	p, err := Compute(Input{Desired: want, Applied: dep, Nodes: nodes, Resolver: catalog,
+		Running: func(n *state.Node) bool { return n.Phase == state.Running }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestRenderTextGolden(t *testing.T) {
+	p := mixedPlan(t)
+	p.Notes = append(p.Notes, "the deployment lock is held by barn-node apply (pid 42); this plan may already be stale")
+	var buf bytes.Buffer
+	if err := p.RenderText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	golden := "testdata/mixed.txt"
+	if *update {
+		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf.Bytes(), want) {
+		t.Fatalf("text output differs from %s (BARN_UPDATE=1 rewrites it):\n%s", golden, buf.Bytes())
+	}
+}
+
+func TestRenderTextPerNodeDisksAndUnresolved(t *testing.T) {
+	s := testSpec(2)
+	s.Nodes[1].Disks = nil
+	s.Seal()
+	p, err := Compute(Input{Desired: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := p.RenderText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"+ create    node-10 10.10.10.10\n    image d12:stable (unresolved)\n    2 vCPU, 4 GiB memory, 64 GiB root disk\n    data disks: /data 128 GiB (auto fs)\n",
+		"    data disks: none\n",
+		"totals: 4 vCPUs, 8 GiB memory, 256 GiB disk\n",
+		"warning: no image catalog is active",
+		"next: barn-node apply\n",
+	} {
+		if !bytes.Contains(buf.Bytes(), []byte(want)) {
+			t.Errorf("text lacks %q:\n%s", want, buf.Bytes())
+		}
+	}
+}

@@ -1,0 +1,89 @@
+package plan
+
+import (
+	"fmt"
+
+	"barn.dev/lib/imageref"
+)
+
+// configWarnings are the non-fatal findings about the selected plan:
+//   - non_default_subnet: the private network is not 10.10.10.0/24;
+//   - interface_names: an opaque variable names a guest interface, which
+//     Barn neither creates nor renames (from the spec's resolve-time
+//     "interface_name" warnings, one per node they concern);
+//   - image_preview, image_testing, image_deprecated: an exact image's
+//     catalog status;
+//   - root_disk_too_small: a root disk below its image's virtual size
+//     (apply refuses: an overlay never shrinks its base);
+//   - persistent_disk_shrink: a recreate would attach a persistent disk
+//     that is larger than the size now requested (Barn never shrinks).
+func configWarnings(p *Plan, in Input) []Warning {
+	var w []Warning
+	sub := p.Spec.Deployment.Subnet
+	if sub.CIDR != DefaultCIDR {
+		w = append(w, Warning{Code: "non_default_subnet",
+			Message: fmt.Sprintf("using the non-default Barn network %s; the installed network (barn-net) and every node address must use it", sub.CIDR)})
+	}
+	selected := make(map[string]bool, len(p.Nodes))
+	for _, np := range p.Nodes {
+		selected[np.Name] = true
+	}
+	for _, iw := range p.Spec.Warnings {
+		if iw.Code != "interface_name" {
+			continue
+		}
+		nodes := iw.Nodes
+		if len(nodes) == 0 {
+			nodes = []string{""}
+		}
+		for _, node := range nodes {
+			if node != "" && !selected[node] {
+				continue
+			}
+			where := "every node"
+			if node != "" {
+				where = node
+			}
+			w = append(w, Warning{Code: "interface_names", Node: node,
+				Message: fmt.Sprintf("%s = %s (%s): Barn does not create or rename guest interfaces; the fixed-IP NIC is matched by MAC, so check that %s exists in the guest", iw.Key, iw.Value, where, iw.Value)})
+		}
+	}
+	for _, id := range p.Images {
+		switch id.Status {
+		case "preview", "testing", "deprecated":
+			w = append(w, Warning{Code: "image_" + id.Status,
+				Message: fmt.Sprintf("image %s is %s in the catalog", IdentityLabel(id), id.Status)})
+		}
+	}
+	for _, np := range p.Nodes {
+		n := p.Spec.Node(np.Name)
+		if n == nil || (np.Outcome != Create && np.Outcome != Recreate) {
+			continue
+		}
+		if np.Image != nil && np.Image.VirtualSize > n.RootDiskBytes {
+			w = append(w, Warning{Code: "root_disk_too_small", Node: n.Name,
+				Message: fmt.Sprintf("%s root disk %s is smaller than image %s (virtual size %s); apply refuses it: raise vm_disk to at least %s",
+					n.Name, FormatSize(n.RootDiskBytes), IdentityLabel(*np.Image), FormatSize(np.Image.VirtualSize), FormatSize(np.Image.VirtualSize))})
+		}
+		c := in.Nodes[np.Name]
+		if c == nil || np.Outcome != Recreate {
+			continue
+		}
+		for _, have := range c.DataDisks {
+			for _, want := range n.Disks {
+				if have.Persistent && want.Persistent && have.Name == want.Name && want.SizeBytes < have.SizeBytes {
+					w = append(w, Warning{Code: "persistent_disk_shrink", Node: n.Name,
+						Message: fmt.Sprintf("%s persistent disk %s is %s; %s requested would shrink it and Barn never shrinks a disk: request at least %s",
+							n.Name, want.Mount, FormatSize(have.SizeBytes), FormatSize(want.SizeBytes), FormatSize(have.SizeBytes))})
+				}
+			}
+		}
+	}
+	return w
+}
+
+// IdentityLabel renders an exact image as image@version/arch, e.g.
+// "d12@12.13/amd64".
+func IdentityLabel(id imageref.Identity) string {
+	return fmt.Sprintf("%s@%s/%s", id.Image, id.Version, id.Arch)
+}
