@@ -31,7 +31,9 @@ const AttachTimeout = 30 * time.Second
 func ProveAttach(ctx context.Context, h *Host, p *Plan) error {
 	ctx, cancel := context.WithTimeout(ctx, AttachTimeout)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "barn-net-attach-")
+	// /tmp, not $TMPDIR: the unprivileged QEMU must be able to reach the
+	// directory, and $TMPDIR may sit below a root-only path.
+	dir, err := os.MkdirTemp("/tmp", "barn-net-attach-")
 	if err != nil {
 		return err
 	}

@@ -90,7 +90,7 @@ func (e *Env) Confirm(force bool, word, prompt string) error {
 		return nil
 	}
 	if !e.InIsTerminal {
-		return exitcode.New(exitcode.Usage, "%s: confirmation needs a terminal; pass --force to %s without one", e.Tool, word).
+		return exitcode.New(exitcode.Usage, "confirmation needs a terminal; pass --force to %s without one", word).
 			WithReason("confirmation_required")
 	}
 	fmt.Fprintf(e.Err, "%s\nType %q to continue: ", prompt, word)
