@@ -1,4 +1,156 @@
 package cli
 
+import (
+	"fmt"
+	"strings"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/guest"
+	"barn.dev/lib/sshkeys"
+	"barn.dev/lib/state"
+	"barn.dev/lib/tool"
+)
+
 // accessCommands are ssh, exec, ssh-config, logs and provision.
-type accessCommands struct{}
+type accessCommands struct {
+	SSH       sshCmd       `cmd:"" name:"ssh" help:"Open a shell on a node (default: the control node), or run a remote shell command after --."`
+	Exec      execCmd      `cmd:"" help:"Run ARGV on NODE with argument boundaries preserved; exits with the remote status."`
+	SSHConfig sshConfigCmd `cmd:"" name:"ssh-config" help:"Print, install or remove the ~/.ssh integration (or an Ansible connection inventory)."`
+	Logs      logsCmd      `cmd:"" help:"Show a node's serial console, QEMU diagnostics or the deployment event log."`
+	Provision provisionCmd `cmd:"" help:"Stream a script to running nodes and report per-node exit codes and output."`
+}
+
+// access is the applied state the access commands read.
+type access struct {
+	root  *state.Root
+	dep   *state.Deployment
+	names []string               // committed nodes, sorted
+	nodes map[string]*state.Node // by name
+	keys  sshkeys.KeyPair
+}
+
+// loadAccess reads the applied deployment and committed nodes (read-only).
+func loadAccess(env *tool.Env) (*access, error) {
+	root, err := state.Inspect(env.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	dep, err := root.ReadDeployment()
+	if err != nil {
+		return nil, err
+	}
+	if dep == nil {
+		return nil, exitcode.New(exitcode.Conflict, "no deployment under %s", root.Dir).
+			WithReason("no_deployment").WithNext("barn-inventory resolve | barn-plan | barn-node apply")
+	}
+	a := &access{root: root, dep: dep, nodes: map[string]*state.Node{}, keys: sshkeys.Paths(root.KeysDir())}
+	names, err := root.NodeNames()
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range names {
+		st, err := root.ReadNode(n)
+		if err != nil {
+			return nil, err
+		}
+		if st != nil {
+			a.names = append(a.names, n)
+			a.nodes[n] = st
+		}
+	}
+	return a, nil
+}
+
+// defaultNode is the control node when committed, else the first
+// committed node.
+func (a *access) defaultNode() (string, error) {
+	if c := a.dep.Spec.Control; c != "" && a.nodes[c] != nil {
+		return c, nil
+	}
+	if len(a.names) > 0 {
+		return a.names[0], nil
+	}
+	return "", exitcode.New(exitcode.Conflict, "the deployment has no nodes").WithReason("no_nodes").WithNext("barn-node apply")
+}
+
+// known reports whether name is a committed node.
+func (a *access) known(name string) bool { return a.nodes[name] != nil }
+
+// nearMiss returns the committed node name s almost is: s contains a digit
+// or '-' and is within 1 edit (names of ≤4 characters) or 2 edits.
+func (a *access) nearMiss(s string) string {
+	if !strings.ContainsAny(s, "0123456789-") {
+		return ""
+	}
+	for _, n := range a.names {
+		limit := 2
+		if len(n) <= 4 {
+			limit = 1
+		}
+		if d := editDistance(s, n); d > 0 && d <= limit {
+			return n
+		}
+	}
+	return ""
+}
+
+// resolve returns name when it is a committed node, else a usage error with
+// a suggestion.
+func (a *access) resolve(name string) (string, error) {
+	if a.known(name) {
+		return name, nil
+	}
+	e := exitcode.New(exitcode.Usage, "unknown node %q", name).WithReason("unknown_node")
+	if s := a.nearMiss(name); s != "" {
+		return "", e.WithNext(fmt.Sprintf("did you mean %s?", s))
+	}
+	return "", e.WithNext("barn-node status")
+}
+
+// target returns the SSH target of a running node.
+func (a *access) target(env *tool.Env, name string) (guest.Target, error) {
+	st := a.nodes[name]
+	if st == nil {
+		_, err := a.resolve(name)
+		return guest.Target{}, err
+	}
+	if st.Phase != state.Running || st.SSHPort <= 0 {
+		return guest.Target{}, exitcode.New(exitcode.Conflict, "node %s is %s, not running", name, st.Phase).
+			WithReason("node_not_running").WithNext("barn-node start " + name)
+	}
+	return guest.Target{
+		Node: name, Port: st.SSHPort, User: a.dep.Spec.Deployment.User.Name, Keys: a.keys,
+		VMUUID: st.VMUUID, Generation: st.Generation, SpecHash: st.SpecHash, SSH: env.Getenv("BARN_SSH"),
+	}, nil
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+// dashDash reports whether the raw command line separates a command with
+// "--".
+func dashDash(env *tool.Env) bool {
+	for _, a := range env.Args {
+		if a == "--" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,5 +1,136 @@
 package cli
 
+import (
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/lifecycle"
+	"barn.dev/lib/state"
+	"barn.dev/lib/tool"
+	"barn.dev/lib/vm"
+)
+
 // lifecycleCommands are apply, start, stop, restart, status, recreate,
 // destroy and purge.
-type lifecycleCommands struct{}
+type lifecycleCommands struct {
+	Apply    applyCmd    `cmd:"" help:"Apply a barn.plan/v1 read from stdin: create and start nodes."`
+	Start    startCmd    `cmd:"" help:"Start stopped nodes from applied state."`
+	Stop     stopCmd     `cmd:"" help:"Stop running nodes (QMP powerdown, then quit; verified signals only without QMP)."`
+	Restart  restartCmd  `cmd:"" help:"Stop, then start nodes from applied state."`
+	Status   statusCmd   `cmd:"" help:"Show applied nodes with a live identity audit; converge interrupted transitions."`
+	Recreate recreateCmd `cmd:"" help:"Destroy and recreate drifted nodes from a barn.plan/v1 on stdin."`
+	Destroy  destroyCmd  `cmd:"" help:"Destroy nodes (all when none are named); persistent disks are retained."`
+	Purge    purgeCmd    `cmd:"" help:"Destroy everything including retained disks and keys (images and network are kept)."`
+}
+
+// Environment knobs read by the lifecycle commands.
+//
+//	BARN_STOP_TIMEOUT   graceful powerdown wait of the stop ladder (Go duration, default 2m)
+//	BARN_SSH_PORT_BASE  first management SSH port to try (default 2222)
+//	BARN_READINESS=none TEST-ONLY: skip guest readiness as --no-wait does
+//	BARN_CRASH_AFTER    TEST-ONLY crash injection: "<step>" or "<step>:<node>"; barn-node
+//	                    SIGKILLs itself right after that durable step (see lifecycle.Hook)
+const (
+	envStopTimeout = "BARN_STOP_TIMEOUT"
+	envReadiness   = "BARN_READINESS"
+	envCrashAfter  = "BARN_CRASH_AFTER"
+	envPortBase    = "BARN_SSH_PORT_BASE"
+)
+
+// manager opens the state root (creating it when create) and binds the
+// lifecycle Manager to the real packages. needProfile makes a missing
+// accelerator or emulator an error now (commands that launch); other
+// commands (stop, status, destroy) work without one.
+func manager(env *tool.Env, create, needProfile bool) (*lifecycle.Manager, error) {
+	var root *state.Root
+	var err error
+	if create {
+		root, err = state.Open(env.Getenv)
+	} else {
+		root, err = state.Inspect(env.Getenv)
+	}
+	if err != nil {
+		return nil, err
+	}
+	stop := vm.StopOptions{Progress: func(s string) { env.Stderrf("%s", s) }}
+	if v := env.Getenv(envStopTimeout); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, exitcode.New(exitcode.Usage, "%s=%q is not a positive duration (e.g. 2m, 30s)", envStopTimeout, v)
+		}
+		stop.Graceful = d
+	}
+	m, err := lifecycle.Real(root, lifecycle.RealOptions{Getenv: env.Getenv, Progress: env.Err, Stop: stop})
+	if err != nil {
+		if needProfile {
+			return nil, err
+		}
+		m = lifecycle.Unlaunchable(root, err, stop)
+	}
+	if v := env.Getenv(envPortBase); v != "" {
+		p, err := strconv.Atoi(v)
+		if err != nil || p < 1024 || p > 65000 {
+			return nil, exitcode.New(exitcode.Usage, "%s=%q is not a port between 1024 and 65000", envPortBase, v)
+		}
+		m.PortBase = p
+	}
+	m.Log = env.Err
+	m.Command = state.CommandLine(append([]string{env.Tool}, env.Args...))
+	m.Waiting = func(h state.LockHolder) {
+		env.Stderrf("waiting for another barn command: %s (pid %d, since %s)", h.Command, h.PID, h.Started.Local().Format("15:04:05"))
+	}
+	m.Hook = crashHook(env.Getenv(envCrashAfter))
+	if p, ok := m.Profile(); ok && p.PrivateNet == "none" {
+		env.Stderrf("note: BARN_PRIVATE_NET=none (test-only): nodes get no private NIC")
+	}
+	return m, nil
+}
+
+// crashHook implements BARN_CRASH_AFTER (test-only): SIGKILL this process
+// right after the named step, optionally only for one node.
+func crashHook(spec string) lifecycle.Hook {
+	if spec == "" {
+		return nil
+	}
+	step, node, _ := strings.Cut(spec, ":")
+	return func(s, n string) {
+		if s == step && (node == "" || node == n) {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // never continue past the crash point
+		}
+	}
+}
+
+// bindReadiness binds guest readiness unless disabled.
+func bindReadiness(env *tool.Env, m *lifecycle.Manager, noWait bool) bool {
+	if noWait || env.Getenv(envReadiness) == "none" {
+		m.Ready = nil
+		return false
+	}
+	m.Ready = readiness(env, m)
+	return m.Ready != nil
+}
+
+// emit writes the result document and turns its failures into the exit
+// status without a second document on stdout.
+func emit(env *tool.Env, doc any, err error) error {
+	if doc != nil {
+		if eerr := env.Emit(doc); eerr != nil {
+			return eerr
+		}
+		return tool.Reported(err)
+	}
+	return err
+}
+
+// resultOrNil avoids a typed-nil interface.
+func resultOrNil(r *lifecycle.Result) any {
+	if r == nil {
+		return nil
+	}
+	return r
+}

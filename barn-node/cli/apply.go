@@ -1,0 +1,26 @@
+package cli
+
+import (
+	"barn.dev/lib/lifecycle"
+	"barn.dev/lib/plan"
+	"barn.dev/lib/tool"
+)
+
+type applyCmd struct {
+	NoWait   bool `short:"n" help:"Do not wait for guest readiness."`
+	Rollback bool `help:"Remove the artifacts of nodes that fail to prepare in this run."`
+}
+
+func (c *applyCmd) Run(env *tool.Env) error {
+	var p plan.Plan
+	if err := env.ReadDocument(env.In, "stdin", plan.Schema, &p); err != nil {
+		return err
+	}
+	m, err := manager(env, true, true)
+	if err != nil {
+		return err
+	}
+	wait := bindReadiness(env, m, c.NoWait)
+	res, err := m.Apply(env.Ctx, &p, lifecycle.ApplyOptions{NoWait: !wait, Rollback: c.Rollback})
+	return emit(env, resultOrNil(res), err)
+}

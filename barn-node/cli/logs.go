@@ -1,0 +1,165 @@
+package cli
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+	"time"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/state"
+	"barn.dev/lib/tool"
+	"barn.dev/lib/wire"
+)
+
+type logsCmd struct {
+	Node   string `arg:"" optional:"" help:"Node (not accepted with --source events)."`
+	Source string `default:"serial" enum:"serial,qemu,events" help:"serial (console, default), qemu (diagnostics) or events (deployment event log)."`
+	Follow bool   `short:"f" help:"Keep printing new lines as JSON lines until interrupted."`
+}
+
+// LogsDoc is barn.logs/v1.
+type LogsDoc struct {
+	Schema string   `json:"schema"`
+	Node   string   `json:"node,omitempty"`
+	Source string   `json:"source"`
+	Path   string   `json:"path"`
+	Lines  []string `json:"lines"`
+}
+
+// RenderText prints the lines as they are.
+func (d LogsDoc) RenderText(w io.Writer) error {
+	for _, l := range d.Lines {
+		if _, err := io.WriteString(w, l+"\n"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LogLine is one barn.log-line/v1 record of --follow.
+type LogLine struct {
+	Schema string `json:"schema"`
+	Node   string `json:"node,omitempty"`
+	Source string `json:"source"`
+	Line   string `json:"line"`
+}
+
+func (c *logsCmd) Run(env *tool.Env) error {
+	root, err := state.Inspect(env.Getenv)
+	if err != nil {
+		return err
+	}
+	if c.Source == "events" {
+		if c.Node != "" {
+			return exitcode.New(exitcode.Usage, "--source events accepts no node").WithReason("events_no_node")
+		}
+		return c.events(env, root)
+	}
+	if c.Node == "" {
+		return exitcode.New(exitcode.Usage, "logs needs a node for --source %s", c.Source).WithReason("missing_node").WithNext("barn-node logs NODE")
+	}
+	if !state.ValidNodeName(c.Node) {
+		return exitcode.New(exitcode.Usage, "%q is not a node name", c.Node).WithReason("unknown_node")
+	}
+	name := "serial.log"
+	if c.Source == "qemu" {
+		name = "qemu.log"
+	}
+	path := root.NodeFile(c.Node, name)
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, serr := os.Stat(root.NodeDir(c.Node)); serr != nil {
+			return exitcode.New(exitcode.Usage, "unknown node %q (no %s)", c.Node, root.NodeDir(c.Node)).WithReason("unknown_node").WithNext("barn-node status")
+		}
+		if !c.Follow {
+			return env.Emit(LogsDoc{Schema: "barn.logs/v1", Node: c.Node, Source: c.Source, Path: path, Lines: []string{}})
+		}
+	} else if err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "open %s: %v", path, err)
+	}
+	if !c.Follow {
+		defer f.Close()
+		lines := []string{}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			lines = append(lines, strings.TrimRight(sc.Text(), "\r"))
+		}
+		if err := sc.Err(); err != nil {
+			return exitcode.Wrap(exitcode.Runtime, err, "read %s: %v", path, err)
+		}
+		return env.Emit(LogsDoc{Schema: "barn.logs/v1", Node: c.Node, Source: c.Source, Path: path, Lines: lines})
+	}
+	return c.follow(env, path, f)
+}
+
+// follow prints complete lines as barn.log-line/v1 JSON lines, polling
+// every 250 ms, until ctx is cancelled (exit 130).
+func (c *logsCmd) follow(env *tool.Env, path string, f *os.File) error {
+	var partial string
+	buf := make([]byte, 64<<10)
+	for {
+		if f == nil {
+			if g, err := os.Open(path); err == nil {
+				f = g
+			}
+		}
+		if f != nil {
+			for {
+				n, err := f.Read(buf)
+				if n > 0 {
+					partial += string(buf[:n])
+					for {
+						i := strings.IndexByte(partial, '\n')
+						if i < 0 {
+							break
+						}
+						line := strings.TrimRight(partial[:i], "\r")
+						partial = partial[i+1:]
+						if err := wire.Write(env.Out, LogLine{Schema: "barn.log-line/v1", Node: c.Node, Source: c.Source, Line: line}); err != nil {
+							return err
+						}
+					}
+				}
+				if err != nil || n == 0 {
+					break
+				}
+			}
+		}
+		select {
+		case <-env.Ctx.Done():
+			if f != nil {
+				f.Close()
+			}
+			return exitcode.New(exitcode.Cancelled, "interrupted")
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// EventsDoc is barn.events/v1.
+type EventsDoc struct {
+	Schema string        `json:"schema"`
+	Events []state.Event `json:"events"`
+}
+
+func (c *logsCmd) events(env *tool.Env, root *state.Root) error {
+	if !c.Follow {
+		evs, err := root.ReadEvents(state.EventFilter{})
+		if err != nil {
+			return err
+		}
+		return env.Emit(EventsDoc{Schema: "barn.events/v1", Events: evs})
+	}
+	err := root.FollowEvents(env.Ctx, state.EventFilter{}, 250*time.Millisecond, func(e state.Event) error {
+		return wire.Write(env.Out, e)
+	})
+	if env.Ctx.Err() != nil {
+		return exitcode.New(exitcode.Cancelled, "interrupted")
+	}
+	return err
+}

@@ -1,0 +1,164 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/guest"
+	"barn.dev/lib/tool"
+)
+
+const maxScriptBytes = 4 << 20
+
+type provisionCmd struct {
+	Script   string        `short:"s" required:"" type:"path" help:"Script to stream to guest bash (regular file, not a symlink, ≤4 MiB)."`
+	Sudo     bool          `help:"Run the script as root with sudo -n."`
+	Parallel int           `short:"p" default:"1" help:"Nodes at a time (1–4)."`
+	Timeout  time.Duration `short:"t" default:"1h" help:"Bound on the whole operation (max 24h)."`
+	Nodes    []string      `arg:"" optional:"" name:"node" help:"Nodes (default: every committed node)."`
+}
+
+// ProvisionResult is one node's outcome.
+type ProvisionResult struct {
+	Node     string `json:"node"`
+	ExitCode int    `json:"exit_code"`
+	Stdout   string `json:"stdout"`
+	Stderr   string `json:"stderr"`
+	Error    string `json:"error,omitempty"` // set when the script could not run
+}
+
+// ProvisionDoc is barn.provision/v1.
+type ProvisionDoc struct {
+	Schema       string            `json:"schema"`
+	ScriptSHA256 string            `json:"script_sha256"`
+	Sudo         bool              `json:"sudo"`
+	Results      []ProvisionResult `json:"results"`
+	Successful   int               `json:"successful"`
+	Failed       int               `json:"failed"`
+}
+
+// RenderText prints one line per node followed by its output.
+func (d ProvisionDoc) RenderText(w io.Writer) error {
+	for _, r := range d.Results {
+		fmt.Fprintf(w, "== %s: exit %d %s\n%s%s", r.Node, r.ExitCode, r.Error, r.Stdout, r.Stderr)
+	}
+	_, err := fmt.Fprintf(w, "%d successful, %d failed\n", d.Successful, d.Failed)
+	return err
+}
+
+func (c *provisionCmd) Run(env *tool.Env) error {
+	if c.Parallel < 1 || c.Parallel > 4 {
+		return exitcode.New(exitcode.Usage, "--parallel %d: want 1–4", c.Parallel)
+	}
+	if c.Timeout <= 0 || c.Timeout > 24*time.Hour {
+		return exitcode.New(exitcode.Usage, "--timeout %s: want more than 0 and at most 24h", c.Timeout)
+	}
+	script, err := readScript(c.Script)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(script)
+	a, err := loadAccess(env)
+	if err != nil {
+		return err
+	}
+	nodes := c.Nodes
+	if len(nodes) == 0 {
+		nodes = a.names
+	}
+	var targets []guest.Target
+	for _, n := range nodes {
+		if _, err := a.resolve(n); err != nil {
+			return err
+		}
+		t, err := a.target(env, n)
+		if err != nil {
+			return err
+		}
+		targets = append(targets, t)
+	}
+	ctx, cancel := context.WithTimeout(env.Ctx, c.Timeout)
+	defer cancel()
+	remote := []string{"bash", "-s"}
+	if c.Sudo {
+		remote = []string{"sudo", "-n", "bash", "-s"}
+	}
+	results := make([]ProvisionResult, len(targets))
+	sem := make(chan struct{}, c.Parallel)
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			var out, errb bytes.Buffer
+			code, err := guest.Run(ctx, guest.ExecArgv(t, remote), guest.Streams{In: bytes.NewReader(script), Out: &out, Err: &errb})
+			results[i] = ProvisionResult{Node: t.Node, ExitCode: code, Stdout: out.String(), Stderr: errb.String()}
+			if err != nil {
+				results[i].Error = err.Error()
+				if results[i].ExitCode == 0 {
+					results[i].ExitCode = 255
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	doc := ProvisionDoc{Schema: "barn.provision/v1", ScriptSHA256: hex.EncodeToString(sum[:]), Sudo: c.Sudo, Results: results}
+	var failedCode int
+	for _, r := range results {
+		if r.ExitCode == 0 && r.Error == "" {
+			doc.Successful++
+		} else {
+			doc.Failed++
+			failedCode = r.ExitCode
+		}
+	}
+	if err := env.Emit(doc); err != nil {
+		return err
+	}
+	switch {
+	case env.Ctx.Err() != nil:
+		return tool.Reported(exitcode.New(exitcode.Cancelled, "provision interrupted"))
+	case doc.Failed == 0:
+		return nil
+	case doc.Successful > 0:
+		return tool.Reported(exitcode.New(exitcode.Partial, "%d of %d node(s) failed", doc.Failed, len(results)))
+	case len(results) == 1 && failedCode > 0 && failedCode != 255:
+		env.Stderrf("%s: script exited with status %d", results[0].Node, failedCode)
+		return tool.ExitStatus(failedCode)
+	default:
+		return tool.Reported(exitcode.New(exitcode.Runtime, "the script failed on every node"))
+	}
+}
+
+// readScript reads the script once: a non-empty regular file, not a
+// symlink, at most 4 MiB.
+func readScript(path string) ([]byte, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil, exitcode.New(exitcode.Usage, "script %s: %v", path, err).WithReason("script_invalid")
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, exitcode.New(exitcode.Usage, "script %s is not a regular file (symlinks are refused)", path).WithReason("script_invalid")
+	}
+	if fi.Size() == 0 || fi.Size() > maxScriptBytes {
+		return nil, exitcode.New(exitcode.Usage, "script %s is %d bytes; want 1 byte to 4 MiB", path, fi.Size()).WithReason("script_invalid")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "read script %s: %v", path, err)
+	}
+	if len(b) == 0 || len(b) > maxScriptBytes {
+		return nil, exitcode.New(exitcode.Usage, "script %s changed while reading", path).WithReason("script_invalid")
+	}
+	return b, nil
+}

@@ -1,0 +1,37 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"barn.dev/lib/plan"
+	"barn.dev/lib/tool"
+)
+
+type recreateCmd struct {
+	Force  bool     `help:"Do not ask for confirmation (required without a terminal)."`
+	NoWait bool     `short:"n" help:"Do not wait for guest readiness."`
+	Nodes  []string `arg:"" name:"node" help:"Nodes to recreate."`
+}
+
+func (c *recreateCmd) Run(env *tool.Env) error {
+	var p plan.Plan
+	// The plan arrives on stdin, so confirmation needs the terminal
+	// elsewhere: without --force it is refused (usage) like any
+	// non-interactive confirmation.
+	if err := env.ReadDocument(env.In, "stdin", plan.Schema, &p); err != nil {
+		return err
+	}
+	confirmEnv := *env
+	confirmEnv.InIsTerminal = false
+	if err := confirmEnv.Confirm(c.Force, "recreate", fmt.Sprintf("Recreate %s: root and non-persistent disks are replaced; persistent disks are kept.", strings.Join(c.Nodes, ", "))); err != nil {
+		return err
+	}
+	m, err := manager(env, true, true)
+	if err != nil {
+		return err
+	}
+	wait := bindReadiness(env, m, c.NoWait)
+	res, err := m.Recreate(env.Ctx, &p, c.Nodes, wait)
+	return emit(env, resultOrNil(res), err)
+}

@@ -1,0 +1,477 @@
+package cli_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	node "barn.dev/barn-node/cli"
+	"barn.dev/lib/fakeqemu"
+	"barn.dev/lib/imagecache"
+	"barn.dev/lib/imageref"
+	"barn.dev/lib/plan"
+	"barn.dev/lib/spec"
+	"barn.dev/lib/state"
+	"barn.dev/lib/tool"
+	"barn.dev/lib/wire"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"barn-node": func() {
+			os.Exit(node.Main(context.Background(), os.Args[1:], tool.OSStdio(), os.Getenv))
+		},
+		fakeqemu.BinaryName: func() { os.Exit(fakeqemu.Main(os.Args[1:])) },
+	})
+}
+
+// TestScripts runs the barn-node lifecycle suites against the fake QEMU
+// (BARN_QEMU=qemu-system-x86_64 resolves to the registered fake, TCG by
+// explicit opt-in, no private NIC: BARN_PRIVATE_NET=none is test-only).
+func TestScripts(t *testing.T) {
+	testscript.Run(t, params("testdata/script"))
+}
+
+func params(dir string) testscript.Params {
+	return testscript.Params{
+		Dir:                 dir,
+		RequireExplicitExec: true,
+		RequireUniqueNames:  true,
+		UpdateScripts:       os.Getenv("BARN_UPDATE") == "1",
+		Cmds: map[string]func(*testscript.TestScript, bool, []string){
+			"exits":      cmdExits,
+			"testplan":   cmdTestplan,
+			"spawnsleep": cmdSpawnSleep,
+			"setpid":     cmdSetPID,
+			"alive":      cmdAlive,
+			"killfake":   cmdKillFake,
+			"waitdead":   cmdWaitDead,
+			"race2":      cmdRace2,
+			"listen":     cmdListen,
+			"unlisten":   cmdUnlisten,
+		},
+		Setup: func(env *testscript.Env) error {
+			rt, err := os.MkdirTemp("/tmp", "bn")
+			if err != nil {
+				return err
+			}
+			env.Setenv("BARN_HOME", env.WorkDir+"/.barn")
+			env.Setenv("BARN_RUNTIME_DIR", rt)
+			env.Setenv("BARN_QEMU", fakeqemu.BinaryName)
+			env.Setenv("BARN_ACCEL", "tcg")
+			env.Setenv("BARN_PRIVATE_NET", "none")
+			env.Setenv("BARN_READINESS", "none")
+			env.Setenv("BARN_STOP_TIMEOUT", "2s")
+			env.Defer(func() { reap(rt, env.WorkDir); os.RemoveAll(rt) })
+			return nil
+		},
+	}
+}
+
+// TestRealQEMU runs testdata/real against the real qemu-system-x86_64 under
+// TCG. It skips only when QEMU is not installed.
+func TestRealQEMU(t *testing.T) {
+	bin, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil || strings.Contains(bin, "testscript") {
+		if bin, err = exec.LookPath("/usr/bin/qemu-system-x86_64"); err != nil {
+			t.Skip("qemu-system-x86_64 is not installed: ", err)
+		}
+	}
+	p := params("testdata/real")
+	setup := p.Setup
+	p.Setup = func(env *testscript.Env) error {
+		if err := setup(env); err != nil {
+			return err
+		}
+		env.Setenv("BARN_QEMU", bin)
+		return nil
+	}
+	testscript.Run(t, p)
+}
+
+// reap kills every leftover test QEMU whose pidfile lives under rt and
+// whose command line names rt (never anything else), and any spawned sleep.
+func reap(rt, work string) {
+	pids, _ := filepath.Glob(filepath.Join(rt, "*", state.PidfileName))
+	for _, p := range pids {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 1 {
+			continue
+		}
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if strings.Contains(string(cmd), rt) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(work, "sleep.pid")); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exits CODE PROG [ARGS...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("exits: bad code %q", args[0])
+	}
+	err = ts.Exec(args[1], args[2:]...)
+	got := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		got = ee.ExitCode()
+	} else if err != nil {
+		ts.Fatalf("exits: %v", err)
+	}
+	if got != want {
+		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
+	}
+}
+
+// testImage puts a small qcow2 base into the image cache (the layout
+// images/<family>/<file>) and returns its exact identity.
+func testImage(home string) (imageref.Identity, error) {
+	id := imageref.Identity{Selector: "t1", Image: "t1", Version: "1", Arch: "amd64", File: "images/t1-1-amd64.qcow2",
+		VirtualSize: 16 << 20, Boot: "bios", SourceUser: "debian", Status: "supported"}
+	p := filepath.Join(home, "images", "t1", "t1-1-amd64.qcow2")
+	if _, err := os.Stat(p); err != nil {
+		for _, d := range []string{home, filepath.Join(home, "images"), filepath.Dir(p)} {
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				return id, err
+			}
+			if err := os.Chmod(d, 0o700); err != nil {
+				return id, err
+			}
+		}
+		if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", p, "16M").CombinedOutput(); err != nil {
+			return id, fmt.Errorf("qemu-img: %v: %s", err, out)
+		}
+		if err := os.Chmod(p, 0o444); err != nil { // verified cache files are read-only
+			return id, err
+		}
+	}
+	meas, err := imagecache.MeasureFile(p)
+	if err != nil {
+		return id, err
+	}
+	id.SHA256, id.SizeBytes = meas.SHA256, meas.SizeBytes
+	return id, nil
+}
+
+func serial(node, disk string) string {
+	sum := sha256.Sum256([]byte(node + "/" + disk))
+	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
+	var b strings.Builder
+	for i := 0; i < 20; i++ {
+		b.WriteByte(alphabet[int(sum[i])%32])
+	}
+	return b.String()
+}
+
+// planOptions shape testPlan's nodes.
+type planOptions struct {
+	memMiB        int64
+	pdisks, disks []string
+	stale         bool
+}
+
+// testPlan builds a barn.plan/v1 for names against the applied state under
+// getenv's BARN_HOME, classifying like barn-plan (create / start /
+// unchanged / recreate / missing).
+func testPlan(getenv func(string) string, names []string, o planOptions) (*plan.Plan, error) {
+	if o.memMiB == 0 {
+		o.memMiB = 512
+	}
+	id, err := testImage(getenv("BARN_HOME"))
+	if err != nil {
+		return nil, err
+	}
+	s := spec.Spec{Deployment: spec.Deployment{Name: spec.DeploymentName, Arch: "amd64", Image: "t1",
+		Subnet: spec.Subnet{CIDR: "10.10.10.0/24", Host: "10.10.10.1", Reserved: "10.10.10.2-10.10.10.8", Pool: "10.10.10.9-10.10.10.254"},
+		User:   spec.User{Name: "dba", UID: 88}}, Skipped: []spec.Skipped{}, Nodes: []spec.Node{}}
+	for i, n := range names {
+		octet := 10 + i
+		sn := spec.Node{Name: n, Address: fmt.Sprintf("10.10.10.%d", octet), Control: i == 0,
+			MAC:   spec.NICs{Management: fmt.Sprintf("52:54:00:00:0a:%02x", octet), Private: fmt.Sprintf("52:54:00:01:0a:%02x", octet)},
+			Image: "t1", CPUs: 1, MemoryBytes: o.memMiB << 20, RootDiskBytes: 32 << 20, Disks: []spec.Disk{}, Aliases: []string{}, Shares: []spec.Share{}}
+		for _, d := range o.pdisks {
+			sn.Disks = append(sn.Disks, spec.Disk{Name: d, Mount: "/" + d, SizeBytes: 64 << 20, FS: "auto", Persistent: true, Serial: serial(n, d)})
+		}
+		for _, d := range o.disks {
+			sn.Disks = append(sn.Disks, spec.Disk{Name: d, Mount: "/" + d, SizeBytes: 64 << 20, FS: "auto", Serial: serial(n, d)})
+		}
+		s.Nodes = append(s.Nodes, sn)
+	}
+	if len(s.Nodes) > 0 {
+		s.Control = s.Nodes[0].Name
+	}
+	s.Seal()
+	root, err := state.Inspect(getenv)
+	if err != nil {
+		return nil, err
+	}
+	applied, err := root.ReadDeployment()
+	if err != nil {
+		return nil, err
+	}
+	p := &plan.Plan{Schema: plan.Schema, Spec: s, Selected: []string{}, Nodes: []plan.NodePlan{}, Images: []imageref.Identity{id}, Warnings: []plan.Warning{},
+		Totals: plan.Totals{Disks: []plan.DiskSize{}}}
+	if applied != nil {
+		p.BasedOn = plan.BasedOn{Generation: applied.Generation, SpecHash: applied.SpecHash}
+	}
+	if o.stale {
+		p.BasedOn.Generation = 99
+	}
+	desired := map[string]bool{}
+	counts := map[plan.Outcome]int{}
+	for _, n := range s.Nodes {
+		desired[n.Name] = true
+		np := plan.NodePlan{Name: n.Name, Address: n.Address, Changes: []plan.Change{}, Summary: []string{}, Image: &id}
+		st, err := root.ReadNode(n.Name)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case st == nil:
+			np.Outcome = plan.Create
+		case st.SpecHash != n.SpecHash:
+			np.Outcome = plan.Recreate
+		case st.Phase == state.Running:
+			np.Outcome = plan.Unchanged
+		default:
+			np.Outcome = plan.Start
+		}
+		counts[np.Outcome]++
+		p.Nodes = append(p.Nodes, np)
+	}
+	dirs, err := root.NodeNames()
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(dirs)
+	for _, d := range dirs {
+		if st, _ := root.ReadNode(d); st != nil && !desired[d] {
+			p.Nodes = append(p.Nodes, plan.NodePlan{Name: d, Outcome: plan.Missing, Changes: []plan.Change{}, Summary: []string{}})
+			counts[plan.Missing]++
+		}
+	}
+	switch {
+	case counts[plan.Missing] > 0:
+		p.Action = plan.ActionBlocked
+	case counts[plan.Recreate] > 0:
+		p.Action = plan.ActionRecreate
+	case applied == nil:
+		p.Action = plan.ActionCreate
+	case counts[plan.Create] > 0:
+		p.Action = plan.ActionConverge
+	case counts[plan.Start] > 0:
+		p.Action = plan.ActionStart
+	default:
+		p.Action = plan.ActionNone
+	}
+	return p, nil
+}
+
+// cmdTestplan prints a barn.plan/v1 for the named nodes against the
+// applied state in BARN_HOME, like barn-plan would. Flags before the names:
+//
+//	-mem=MiB            memory of every named node (default 512)
+//	-pdisk=NAME         a 64 MiB persistent data disk at /NAME on every node
+//	-disk=NAME          a 64 MiB non-persistent data disk at /NAME
+//	-stale              use based_on generation 99 (a stale plan)
+func cmdTestplan(ts *testscript.TestScript, neg bool, args []string) {
+	var o planOptions
+	var names []string
+	for _, a := range args {
+		switch {
+		case strings.HasPrefix(a, "-mem="):
+			v, err := strconv.ParseInt(strings.TrimPrefix(a, "-mem="), 10, 64)
+			ts.Check(err)
+			o.memMiB = v
+		case strings.HasPrefix(a, "-pdisk="):
+			o.pdisks = append(o.pdisks, strings.TrimPrefix(a, "-pdisk="))
+		case strings.HasPrefix(a, "-disk="):
+			o.disks = append(o.disks, strings.TrimPrefix(a, "-disk="))
+		case a == "-stale":
+			o.stale = true
+		default:
+			names = append(names, a)
+		}
+	}
+	p, err := testPlan(ts.Getenv, names, o)
+	ts.Check(err)
+	b, err := wire.Marshal(p)
+	ts.Check(err)
+	ts.Stdout().Write(append(b, '\n'))
+}
+
+// spawnsleep starts an unrelated `sleep 300` and records its PID in
+// $WORK/sleep.pid (killed when the script ends).
+func cmdSpawnSleep(ts *testscript.TestScript, neg bool, args []string) {
+	cmd := exec.Command("sleep", "300")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	ts.Check(cmd.Start())
+	go cmd.Wait()
+	ts.Check(os.WriteFile(ts.MkAbs("sleep.pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o600))
+}
+
+// setpid NODE PIDFILE: rewrite NODE's recorded process PID to the PID in
+// PIDFILE, keeping the rest of the tuple (so the live process is foreign).
+func cmdSetPID(ts *testscript.TestScript, neg bool, args []string) {
+	root, err := state.Open(ts.Getenv)
+	ts.Check(err)
+	n, err := root.ReadNode(args[0])
+	ts.Check(err)
+	b, err := os.ReadFile(ts.MkAbs(args[1]))
+	ts.Check(err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	ts.Check(err)
+	if n.Process == nil {
+		// a stopped node: record it as running with a tuple of a QEMU that
+		// started at another time (so the live PID is provably foreign)
+		boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+		ts.Check(err)
+		n.Process = &state.Process{PID: pid, Executable: "/usr/bin/qemu-system-x86_64", Started: "procstat:1",
+			ArgvHash: strings.Repeat("0", 64), Boot: strings.TrimSpace(string(boot))}
+		n.Phase = state.Running
+	}
+	n.Process.PID = pid
+	ts.Check(root.WriteNode(n))
+}
+
+// alive PIDFILE: the process whose PID is in PIDFILE is alive (negate with !).
+func cmdAlive(ts *testscript.TestScript, neg bool, args []string) {
+	b, err := os.ReadFile(ts.MkAbs(args[0]))
+	ts.Check(err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	ts.Check(err)
+	alive := syscall.Kill(pid, 0) == nil
+	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && strings.Contains(string(stat), ") Z ") {
+		alive = false
+	}
+	if alive == neg {
+		ts.Fatalf("process %d alive=%v", pid, alive)
+	}
+}
+
+// killfake NODE: SIGKILL NODE's fake QEMU (found by its pidfile, checked
+// to be our runtime's QEMU), leaving the socket and pidfile behind.
+func cmdKillFake(ts *testscript.TestScript, neg bool, args []string) {
+	pidfile := filepath.Join(ts.Getenv("BARN_RUNTIME_DIR"), args[0], state.PidfileName)
+	b, err := os.ReadFile(pidfile)
+	ts.Check(err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	ts.Check(err)
+	cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if !strings.Contains(string(cmd), ts.Getenv("BARN_RUNTIME_DIR")) {
+		ts.Fatalf("pid %d is not this test's QEMU", pid)
+	}
+	ts.Check(syscall.Kill(pid, syscall.SIGKILL))
+	for i := 0; i < 100 && syscall.Kill(pid, 0) == nil; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = os.WriteFile(ts.MkAbs(args[0]+".pid"), b, 0o600)
+}
+
+// waitdead PIDFILE: wait up to 10 s for the process to exit.
+func cmdWaitDead(ts *testscript.TestScript, neg bool, args []string) {
+	b, err := os.ReadFile(ts.MkAbs(args[0]))
+	ts.Check(err)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	for i := 0; i < 500; i++ {
+		if syscall.Kill(pid, 0) != nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ts.Fatalf("process %d still alive", pid)
+}
+
+// race2 PLAN_A PLAN_B: run two `barn-node apply --no-wait` at once, one per
+// plan (both computed against the same applied generation). Exactly one
+// must succeed; the other must wait for the deployment lock and then be
+// refused as a stale plan (exit 4), so no two applies ever allocate from
+// the same view of the ports.
+func cmdRace2(ts *testscript.TestScript, neg bool, args []string) {
+	var env []string
+	for _, k := range []string{"BARN_HOME", "BARN_RUNTIME_DIR", "BARN_QEMU", "BARN_ACCEL", "BARN_PRIVATE_NET", "BARN_READINESS", "BARN_STOP_TIMEOUT", "PATH", "HOME", "TMPDIR"} {
+		env = append(env, k+"="+ts.Getenv(k))
+	}
+	type outcome struct {
+		code int
+		out  []byte
+	}
+	results := make(chan outcome, 2)
+	for _, p := range args[:2] {
+		in, err := os.Open(ts.MkAbs(p))
+		ts.Check(err)
+		cmd := exec.Command("barn-node", "apply", "--no-wait")
+		cmd.Env, cmd.Stdin = env, in
+		go func() {
+			out, err := cmd.Output()
+			code := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			} else if err != nil {
+				code = -1
+			}
+			in.Close()
+			results <- outcome{code, out}
+		}()
+	}
+	a, b := <-results, <-results
+	if a.code > b.code {
+		a, b = b, a
+	}
+	if a.code != 0 || b.code != 4 || !strings.Contains(string(b.out), "stale_plan") {
+		ts.Fatalf("race2: exit codes %d and %d, want 0 and 4 (stale_plan)\n%s\n%s", a.code, b.code, a.out, b.out)
+	}
+	ts.Stdout().Write(a.out)
+}
+
+var (
+	listenersMu sync.Mutex
+	listeners   = map[*testscript.TestScript]net.Listener{}
+)
+
+// listen PORT: hold 127.0.0.1:PORT open (another process's port, as far as
+// barn-node can tell) until unlisten.
+func cmdListen(ts *testscript.TestScript, neg bool, args []string) {
+	l, err := net.Listen("tcp", "127.0.0.1:"+args[0])
+	ts.Check(err)
+	listenersMu.Lock()
+	listeners[ts] = l
+	listenersMu.Unlock()
+	ts.Defer(func() { l.Close() })
+}
+
+func cmdUnlisten(ts *testscript.TestScript, neg bool, args []string) {
+	listenersMu.Lock()
+	defer listenersMu.Unlock()
+	if l := listeners[ts]; l != nil {
+		l.Close()
+		delete(listeners, ts)
+	}
+}

@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/guest"
+	"barn.dev/lib/sshkeys"
+	"barn.dev/lib/tool"
+)
+
+type sshConfigCmd struct {
+	Install bool   `short:"i" help:"Write ~/.ssh/<name>_config and insert a marked Include into ~/.ssh/config."`
+	Remove  bool   `help:"Remove the marked Include and the fragment (needs no deployment)."`
+	Name    string `default:"barn" help:"Fragment name: ~/.ssh/<name>_config."`
+	Ansible bool   `help:"Print an Ansible inventory of connection variables keyed by each node's inventory address (use with -i pigsty.yml)."`
+}
+
+// SSHConfigDoc is barn.ssh-config/v1.
+type SSHConfigDoc struct {
+	Schema    string               `json:"schema"`
+	Action    string               `json:"action"` // print, install, remove, ansible
+	Fragment  string               `json:"fragment"`
+	Include   string               `json:"include"`
+	Config    string               `json:"config"`  // the rendered fragment or inventory text
+	Entries   []guest.HostEntry    `json:"entries"` // empty for remove
+	Installed *guest.InstallResult `json:"installed,omitempty"`
+	Removed   *guest.RemoveResult  `json:"removed,omitempty"`
+}
+
+// RenderText prints the fragment (or inventory) itself, or a summary.
+func (d SSHConfigDoc) RenderText(w io.Writer) error {
+	var err error
+	switch d.Action {
+	case "print", "ansible":
+		_, err = io.WriteString(w, d.Config)
+	case "install":
+		_, err = fmt.Fprintf(w, "fragment %s %s; include %s in %s\n", d.Fragment, d.Installed.FragmentChange, d.Installed.IncludeChange, d.Installed.Config)
+	case "remove":
+		_, err = fmt.Fprintf(w, "fragment removed: %v; include removed: %v\n", d.Removed.FragmentRemoved, d.Removed.IncludeRemoved)
+	}
+	return err
+}
+
+func (c *sshConfigCmd) Run(env *tool.Env) error {
+	if c.Install && c.Remove {
+		return exitcode.New(exitcode.Usage, "--install and --remove exclude each other")
+	}
+	home := env.Getenv("HOME")
+	if home == "" {
+		return exitcode.New(exitcode.Usage, "HOME is not set").WithReason("home_unset")
+	}
+	paths := guest.Paths(home, c.Name)
+	doc := SSHConfigDoc{Schema: "barn.ssh-config/v1", Fragment: paths.Fragment, Include: paths.IncludeLine(), Entries: []guest.HostEntry{}}
+	if c.Remove {
+		res, err := guest.Remove(paths)
+		if err != nil {
+			return err
+		}
+		doc.Action, doc.Removed = "remove", &res
+		return env.Emit(doc)
+	}
+	a, err := loadAccess(env)
+	if err != nil {
+		return err
+	}
+	user := a.dep.Spec.Deployment.User.Name
+	var hosts []guest.AnsibleHost
+	for _, n := range a.names {
+		st := a.nodes[n]
+		alias := sshkeys.HostKeyAlias(st.VMUUID)
+		doc.Entries = append(doc.Entries, guest.HostEntry{Node: n, Aliases: append([]string{}, st.Spec.Aliases...), Address: st.Spec.Address,
+			Port: st.SSHPort, User: user, IdentityFile: a.keys.PrivatePath, KnownHosts: a.keys.KnownHosts, HostKeyAlias: alias})
+		hosts = append(hosts, guest.AnsibleHost{Address: st.Spec.Address, User: user, IdentityFile: a.keys.PrivatePath, KnownHosts: a.keys.KnownHosts, HostKeyAlias: alias})
+	}
+	if c.Ansible {
+		doc.Action, doc.Config = "ansible", string(guest.RenderAnsibleInventory(hosts))
+		return env.Emit(doc)
+	}
+	frag := guest.RenderFragment(doc.Entries)
+	doc.Config = string(frag)
+	if !c.Install {
+		doc.Action = "print"
+		return env.Emit(doc)
+	}
+	res, err := guest.Install(paths, frag)
+	if err != nil {
+		return err
+	}
+	doc.Action, doc.Installed = "install", &res
+	return env.Emit(doc)
+}

@@ -1,0 +1,33 @@
+package cli
+
+import "barn.dev/lib/tool"
+
+type startCmd struct {
+	NoWait bool     `short:"n" help:"Do not wait for guest readiness."`
+	Nodes  []string `arg:"" optional:"" name:"node" help:"Nodes to start (default: all applied nodes)."`
+}
+
+func (c *startCmd) Run(env *tool.Env) error {
+	m, err := manager(env, true, true)
+	if err != nil {
+		return err
+	}
+	wait := bindReadiness(env, m, c.NoWait)
+	res, err := m.Start(env.Ctx, c.Nodes, wait)
+	return emit(env, resultOrNil(res), err)
+}
+
+type restartCmd struct {
+	NoWait bool     `short:"n" help:"Do not wait for guest readiness."`
+	Nodes  []string `arg:"" optional:"" name:"node" help:"Nodes to restart (default: all applied nodes)."`
+}
+
+func (c *restartCmd) Run(env *tool.Env) error {
+	m, err := manager(env, true, true)
+	if err != nil {
+		return err
+	}
+	wait := bindReadiness(env, m, c.NoWait)
+	res, err := m.Restart(env.Ctx, c.Nodes, wait)
+	return emit(env, resultOrNil(res), err)
+}

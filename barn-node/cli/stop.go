@@ -1,0 +1,16 @@
+package cli
+
+import "barn.dev/lib/tool"
+
+type stopCmd struct {
+	Nodes []string `arg:"" optional:"" name:"node" help:"Nodes to stop (default: all applied nodes)."`
+}
+
+func (c *stopCmd) Run(env *tool.Env) error {
+	m, err := manager(env, true, false)
+	if err != nil {
+		return err
+	}
+	res, err := m.Stop(env.Ctx, c.Nodes)
+	return emit(env, resultOrNil(res), err)
+}

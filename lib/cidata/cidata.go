@@ -1,0 +1,234 @@
+// Package cidata renders a node's NoCloud seed (the three cloud-init files
+// meta-data, user-data and network-config) and writes it as an ISO9660
+// image with volume id "cidata" (Joliet + Rock Ridge).
+//
+// Render is pure: the same Input always gives the same bytes (golden-tested
+// in testdata/). WriteISO is the only function that touches the disk.
+//
+// The guest contract rendered here (see
+// barn-reference-behaviour.md §3.9–3.13):
+//   - meta-data: instance-id "barn-<node>-g<generation>", local-hostname;
+//   - network-config v2: the management NIC and the private NIC are both
+//     matched by MAC and never renamed (no set-name); management uses DHCP,
+//     private carries exactly the inventory address as a static /24 with no
+//     gateway, no route, no DNS, no DHCP and no RA;
+//   - user-data: hostname, the login user with the deployment key and
+//     passwordless sudo, helper scripts under /usr/local/libexec/barn-*, the
+//     stage configuration under /etc/barn/ and runcmd running the stage
+//     runner /usr/local/libexec/barn-finalize.
+package cidata
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strings"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/spec"
+)
+
+// SetupVersion identifies the guest helper scripts' contract. The ready
+// marker carries it; a guest reporting an older value needs its helpers
+// updated in place (warning stage "setup-update").
+const SetupVersion = "barn-setup/1"
+
+// Guest paths of the setup contract.
+const (
+	LibexecDir   = "/usr/local/libexec"
+	ConfigDir    = "/etc/barn"
+	StateDir     = "/var/lib/barn"
+	ReadyFile    = StateDir + "/ready.json"     // {node, generation, spec_hash, setup_version, warnings[], repairs[], disks[]}
+	ErrorFile    = StateDir + "/error.json"     // {exit_status, stage, detail}
+	WarningsFile = StateDir + "/warnings.jsonl" // one {stage, detail} per line
+	Finalize     = LibexecDir + "/barn-finalize"
+)
+
+// Stage names. Identity is required; the others are optional.
+const (
+	StageIdentity       = "identity"
+	StageHosts          = "hosts"
+	StageDataDisks      = "data-disks"
+	StageShares         = "shares"
+	StageControlSSH     = "control-ssh"
+	StagePrivateNetwork = "private-network"
+)
+
+// OptionalStages lists the optional stages in run order with their guest
+// timeouts in seconds.
+var OptionalStages = []struct {
+	Name    string
+	Seconds int
+}{
+	{StageHosts, 30},
+	{StageDataDisks, 90},
+	{StageShares, 30},
+	{StageControlSSH, 30},
+	{StagePrivateNetwork, 30},
+}
+
+// Input is everything a node's seed depends on.
+type Input struct {
+	Deployment spec.Deployment
+	Node       spec.Node
+	Peers      []spec.Node // every node of the deployment (the node itself may be included)
+	Generation int64       // ≥1; part of the instance-id
+	PublicKey  string      // authorized_keys line of the deployment key; must be ssh-ed25519
+	// ControlPrivateKey is the deployment private key (OpenSSH PEM). Only
+	// the control node may receive it; it must be empty for other nodes.
+	ControlPrivateKey string
+	// Stages are the optional stages the first boot runs; nil means
+	// DefaultStages(Node).
+	Stages []string
+}
+
+// Files are the three NoCloud seed files.
+type Files struct {
+	MetaData, UserData, NetworkConfig []byte
+}
+
+// DefaultStages returns the optional stages that apply to n, in run order:
+// hosts, data-disks (when n has disks), shares (when n has shares),
+// control-ssh (control node only), private-network.
+func DefaultStages(n spec.Node) []string {
+	out := []string{StageHosts}
+	if len(n.Disks) > 0 {
+		out = append(out, StageDataDisks)
+	}
+	if len(n.Shares) > 0 {
+		out = append(out, StageShares)
+	}
+	if n.Control {
+		out = append(out, StageControlSSH)
+	}
+	return append(out, StagePrivateNetwork)
+}
+
+// IsOptionalStage reports whether s names an optional stage.
+func IsOptionalStage(s string) bool {
+	for _, st := range OptionalStages {
+		if st.Name == s {
+			return true
+		}
+	}
+	return false
+}
+
+// InstanceID is the cloud-init instance-id of a node at a generation.
+func InstanceID(node string, generation int64) string {
+	return fmt.Sprintf("barn-%s-g%d", node, generation)
+}
+
+var (
+	nameRE   = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$`)
+	userRE   = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+	macRE    = regexp.MustCompile(`^[0-9a-f]{2}(:[0-9a-f]{2}){5}$`)
+	serialRE = regexp.MustCompile(`^[a-z2-7]{20}$`)
+	tagRE    = regexp.MustCompile(`^barn-[0-9a-f]{20}$`)
+	mountRE  = regexp.MustCompile(`^/[A-Za-z0-9._/-]+$`)
+)
+
+// Render returns the seed files for in. It fails with a usage error naming
+// the field and value when the input cannot produce a valid seed.
+func Render(in Input) (Files, error) {
+	prefix, err := validate(in)
+	if err != nil {
+		return Files{}, err
+	}
+	stages := in.Stages
+	if stages == nil {
+		stages = DefaultStages(in.Node)
+	}
+	meta := renderMetaData(in)
+	netcfg, err := renderNetworkConfig(in, prefix)
+	if err != nil {
+		return Files{}, err
+	}
+	user, err := renderUserData(in, prefix, stages)
+	if err != nil {
+		return Files{}, err
+	}
+	return Files{MetaData: meta, UserData: user, NetworkConfig: netcfg}, nil
+}
+
+func bad(field, value, why string) error {
+	return exitcode.New(exitcode.Usage, "seed input %s = %q: %s", field, value, why).WithReason("seed_input_invalid")
+}
+
+func validate(in Input) (int, error) {
+	n := in.Node
+	if !nameRE.MatchString(n.Name) {
+		return 0, bad("node.name", n.Name, "not a valid node name")
+	}
+	if in.Generation < 1 {
+		return 0, bad("generation", fmt.Sprint(in.Generation), "must be at least 1")
+	}
+	u := in.Deployment.User
+	if !userRE.MatchString(u.Name) || u.Name == "root" {
+		return 0, bad("deployment.user.name", u.Name, "not a valid login user")
+	}
+	if u.Name == "dba" && u.UID != 88 {
+		return 0, bad("deployment.user.uid", fmt.Sprint(u.UID), "the dba user is provisioned with uid 88")
+	}
+	if !strings.HasPrefix(in.PublicKey, "ssh-ed25519 ") || strings.ContainsAny(in.PublicKey, "\n\r") {
+		return 0, bad("public_key", in.PublicKey, "must be one ssh-ed25519 authorized_keys line")
+	}
+	if in.ControlPrivateKey != "" && !n.Control {
+		return 0, bad("control_private_key", "(set)", "only the control node receives the deployment private key")
+	}
+	for f, m := range map[string]string{"node.mac.management": n.MAC.Management, "node.mac.private": n.MAC.Private} {
+		if !macRE.MatchString(m) {
+			return 0, bad(f, m, "not a lower-case colon-separated MAC")
+		}
+	}
+	if n.MAC.Management == n.MAC.Private {
+		return 0, bad("node.mac.private", n.MAC.Private, "equals the management MAC")
+	}
+	pfx, err := netip.ParsePrefix(in.Deployment.Subnet.CIDR)
+	if err != nil || pfx.Masked() != pfx || !pfx.Addr().Is4() {
+		return 0, bad("deployment.subnet.cidr", in.Deployment.Subnet.CIDR, "not a canonical IPv4 prefix")
+	}
+	addr, err := netip.ParseAddr(n.Address)
+	if err != nil || !pfx.Contains(addr) {
+		return 0, bad("node.address", n.Address, "not inside "+pfx.String())
+	}
+	if h, err := netip.ParseAddr(in.Deployment.Subnet.Host); err != nil || !pfx.Contains(h) || h == addr {
+		return 0, bad("deployment.subnet.host", in.Deployment.Subnet.Host, "not a host address inside "+pfx.String())
+	}
+	for _, d := range n.Disks {
+		if !serialRE.MatchString(d.Serial) {
+			return 0, bad("node.disks["+d.Name+"].serial", d.Serial, "want 20 characters [a-z2-7]")
+		}
+		if !mountRE.MatchString(d.Mount) || d.Mount == "/" {
+			return 0, bad("node.disks["+d.Name+"].mount", d.Mount, "not a clean absolute mount path")
+		}
+		if !slices.Contains([]string{"auto", "xfs", "ext4", ""}, d.FS) {
+			return 0, bad("node.disks["+d.Name+"].fs", d.FS, "want auto, xfs or ext4")
+		}
+	}
+	for _, s := range n.Shares {
+		if !tagRE.MatchString(s.Tag) {
+			return 0, bad("node.shares.tag", s.Tag, "want barn-<20 hex>")
+		}
+		if !mountRE.MatchString(s.Guest) {
+			return 0, bad("node.shares.guest", s.Guest, "not a clean absolute guest path")
+		}
+	}
+	for _, p := range append([]spec.Node{n}, in.Peers...) {
+		for _, a := range append([]string{p.Name}, p.Aliases...) {
+			if strings.ContainsAny(a, " \t\n#") || a == "" {
+				return 0, bad("nodes["+p.Name+"].aliases", a, "not a host name")
+			}
+		}
+		if _, err := netip.ParseAddr(p.Address); err != nil {
+			return 0, bad("nodes["+p.Name+"].address", p.Address, "not an IPv4 address")
+		}
+	}
+	for _, s := range in.Stages {
+		if !IsOptionalStage(s) {
+			return 0, bad("stages", s, "not an optional stage")
+		}
+	}
+	return pfx.Bits(), nil
+}

@@ -1,0 +1,310 @@
+package cidata
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/spec"
+)
+
+const testKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHb6kR8G0v3bXw7pN0q3nq2p7b3mF1m0fJ6nqgYqkqg3 barn"
+
+func fixture() (spec.Deployment, []spec.Node) {
+	d := spec.Deployment{
+		Name: "barn", Arch: "amd64", Image: "debian:12",
+		Subnet: spec.Subnet{CIDR: "10.10.10.0/24", Host: "10.10.10.1", Reserved: "10.10.10.2-10.10.10.8", Pool: "10.10.10.9-10.10.10.254"},
+		User:   spec.User{Name: "dba", UID: 88},
+	}
+	nodes := []spec.Node{
+		{
+			Name: "meta", Address: "10.10.10.10", Control: true,
+			MAC:   spec.NICs{Management: "52:54:00:0a:0a:0a", Private: "52:54:01:0a:0a:0a"},
+			Image: "debian:12", CPUs: 2, MemoryBytes: 1 << 30, RootDiskBytes: 8 << 30,
+			Disks:   []spec.Disk{{Name: "data", Mount: "/data", SizeBytes: 1 << 30, FS: "auto", Serial: "abcdefghijklmnopqrst"}},
+			Aliases: []string{"pg-meta", "infra"},
+			Shares:  []spec.Share{{Host: "/srv/pkg", Guest: "/mnt/pkg", Readonly: true, Tag: "barn-0123456789abcdef0123"}},
+		},
+		{
+			Name: "pg-test-1", Address: "10.10.10.11",
+			MAC:   spec.NICs{Management: "52:54:00:0a:0a:0b", Private: "52:54:01:0a:0a:0b"},
+			Image: "debian:12", CPUs: 1, MemoryBytes: 1 << 30, RootDiskBytes: 8 << 30,
+			Disks: []spec.Disk{}, Aliases: []string{}, Shares: []spec.Share{},
+		},
+	}
+	for i := range nodes {
+		nodes[i].SpecHash = spec.NodeHash(d, nodes[i])
+	}
+	return d, nodes
+}
+
+func fixtureInput(t *testing.T, node int) Input {
+	t.Helper()
+	d, nodes := fixture()
+	in := Input{Deployment: d, Node: nodes[node], Peers: nodes, Generation: 3, PublicKey: testKey}
+	if nodes[node].Control {
+		in.ControlPrivateKey = "-----BEGIN OPENSSH PRIVATE KEY-----\nFAKEKEYFORGOLDEN\n-----END OPENSSH PRIVATE KEY-----\n"
+	}
+	return in
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if os.Getenv("BARN_UPDATE") != "" {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with BARN_UPDATE=1 to create)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from golden (BARN_UPDATE=1 to accept):\n--- got\n%s", name, got)
+	}
+}
+
+func TestRenderGolden(t *testing.T) {
+	for i, prefix := range []string{"control", "peer"} {
+		f, err := Render(fixtureInput(t, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		golden(t, prefix+".meta-data", f.MetaData)
+		golden(t, prefix+".network-config", f.NetworkConfig)
+		golden(t, prefix+".user-data", f.UserData)
+	}
+}
+
+func TestRenderIsPure(t *testing.T) {
+	a, err := Render(fixtureInput(t, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Render(fixtureInput(t, 0))
+	if !bytes.Equal(a.UserData, b.UserData) || !bytes.Equal(a.NetworkConfig, b.NetworkConfig) || !bytes.Equal(a.MetaData, b.MetaData) {
+		t.Fatal("Render is not deterministic")
+	}
+}
+
+// TestNetworkConfigContract decodes the rendered YAML and checks the
+// two-NIC contract field by field.
+func TestNetworkConfigContract(t *testing.T) {
+	f, err := Render(fixtureInput(t, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(f.NetworkConfig, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc["version"] != 2 {
+		t.Fatalf("version = %v", doc["version"])
+	}
+	eth := doc["ethernets"].(map[string]any)
+	if len(eth) != 2 {
+		t.Fatalf("want 2 ethernets, got %v", eth)
+	}
+	mg := eth["management"].(map[string]any)
+	pr := eth["private"].(map[string]any)
+	if mg["match"].(map[string]any)["macaddress"] != "52:54:00:0a:0a:0b" || mg["dhcp4"] != true {
+		t.Errorf("management = %v", mg)
+	}
+	if pr["match"].(map[string]any)["macaddress"] != "52:54:01:0a:0a:0b" {
+		t.Errorf("private match = %v", pr["match"])
+	}
+	addrs := pr["addresses"].([]any)
+	if len(addrs) != 1 || addrs[0] != "10.10.10.11/24" {
+		t.Errorf("private addresses = %v", addrs)
+	}
+	for _, k := range []string{"dhcp4", "dhcp6", "accept-ra"} {
+		if pr[k] != false {
+			t.Errorf("private %s = %v, want false", k, pr[k])
+		}
+	}
+	if ll, ok := pr["link-local"].([]any); !ok || len(ll) != 0 {
+		t.Errorf("private link-local = %v, want []", pr["link-local"])
+	}
+	for _, k := range []string{"gateway4", "routes", "nameservers", "set-name"} {
+		if _, ok := pr[k]; ok {
+			t.Errorf("private has %s", k)
+		}
+		if _, ok := mg[k]; ok && k == "set-name" {
+			t.Errorf("management has set-name")
+		}
+	}
+}
+
+// TestSeedParsesWithPyYAML parses every file with the YAML 1.1 parser
+// cloud-init itself uses and checks that MACs stay strings (a bare
+// 52:54:00:12:34:56 is a sexagesimal integer in YAML 1.1).
+func TestSeedParsesWithPyYAML(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not installed: cannot run cloud-init's YAML parser")
+	}
+	if err := exec.Command("python3", "-c", "import yaml").Run(); err != nil {
+		t.Skip("python3-yaml not installed: cannot run cloud-init's YAML parser")
+	}
+	f, err := Render(fixtureInput(t, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, b := range map[string][]byte{"meta-data": f.MetaData, "user-data": f.UserData, "network-config": f.NetworkConfig} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := `
+import sys, yaml
+d = sys.argv[1]
+m = yaml.safe_load(open(d + "/meta-data"))
+assert m == {"instance-id": "barn-meta-g3", "local-hostname": "meta"}, m
+n = yaml.safe_load(open(d + "/network-config"))
+for k in ("management", "private"):
+    mac = n["ethernets"][k]["match"]["macaddress"]
+    assert isinstance(mac, str) and len(mac) == 17, (k, mac)
+    assert "set-name" not in n["ethernets"][k]
+u = open(d + "/user-data").read()
+assert u.startswith("#cloud-config\n")
+u = yaml.safe_load(u)
+assert u["users"][0]["name"] == "dba" and u["users"][0]["uid"] == 88, u["users"]
+assert u["users"][0]["sudo"] == "ALL=(ALL) NOPASSWD:ALL"
+assert u["ssh_pwauth"] is False and u["disable_root"] is True
+paths = [f["path"] for f in u["write_files"]]
+assert "/usr/local/libexec/barn-finalize" in paths and "/var/lib/barn/control-id_ed25519" in paths, paths
+for f in u["write_files"]:
+    assert isinstance(f["permissions"], str), f
+print("ok")
+`
+	out, err := exec.Command("python3", "-c", script, dir).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ok" {
+		t.Fatalf("PyYAML check failed: %v\n%s", err, out)
+	}
+}
+
+func TestUserDataContract(t *testing.T) {
+	ctl, err := Render(fixtureInput(t, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := Render(fixtureInput(t, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type wf struct{ Path, Content, Permissions string }
+	var u struct {
+		Hostname   string `yaml:"hostname"`
+		WriteFiles []wf   `yaml:"write_files"`
+		Runcmd     [][]string
+		Users      []map[string]any
+	}
+	if err := yaml.Unmarshal(peer.UserData, &u); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]wf{}
+	for _, f := range u.WriteFiles {
+		files[f.Path] = f
+	}
+	if _, ok := files["/var/lib/barn/control-id_ed25519"]; ok {
+		t.Error("a non-control node received the deployment private key")
+	}
+	if !bytes.Contains(ctl.UserData, []byte("/var/lib/barn/control-id_ed25519")) {
+		t.Error("the control node did not receive the deployment private key")
+	}
+	env := files["/etc/barn/setup.env"].Content
+	for _, want := range []string{"BARN_NODE='pg-test-1'", "BARN_GENERATION='3'", "BARN_PRIVATE_MAC='52:54:01:0a:0a:0b'", "BARN_STAGES='hosts private-network'", "BARN_UID='88'"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("setup.env lacks %s:\n%s", want, env)
+		}
+	}
+	if got := files["/etc/barn/hosts"].Content; got != "10.10.10.10 meta pg-meta infra\n10.10.10.11 pg-test-1\n" {
+		t.Errorf("hosts block = %q", got)
+	}
+	for _, s := range scriptNames {
+		f, ok := files[LibexecDir+"/"+s]
+		if !ok || f.Permissions != "0755" || !strings.HasPrefix(f.Content, "#!") {
+			t.Errorf("helper %s missing or not executable: %+v", s, f.Permissions)
+		}
+	}
+	if len(u.Runcmd) != 1 || u.Runcmd[0][0] != Finalize {
+		t.Errorf("runcmd = %v", u.Runcmd)
+	}
+	if u.Users[0]["ssh_authorized_keys"].([]any)[0] != testKey {
+		t.Errorf("authorized key = %v", u.Users[0]["ssh_authorized_keys"])
+	}
+	// Scripts must stay literal blocks (readable in the seed).
+	if !bytes.Contains(peer.UserData, []byte("content: |")) {
+		t.Error("helper scripts are not emitted as literal blocks")
+	}
+}
+
+func TestRenderRefusesBadInput(t *testing.T) {
+	cases := map[string]func(*Input){
+		"dba uid":          func(in *Input) { in.Deployment.User.UID = 1000 },
+		"rsa key":          func(in *Input) { in.PublicKey = "ssh-rsa AAAA barn" },
+		"private key peer": func(in *Input) { in.ControlPrivateKey = "x" },
+		"address outside":  func(in *Input) { in.Node.Address = "10.10.11.5" },
+		"bad mac":          func(in *Input) { in.Node.MAC.Private = "52-54-00-00-00-01" },
+		"generation 0":     func(in *Input) { in.Generation = 0 },
+		"unknown stage":    func(in *Input) { in.Stages = []string{"identity"} },
+		"bad serial":       func(in *Input) { in.Node.Disks = []spec.Disk{{Name: "d", Mount: "/d", Serial: "x", FS: "auto"}} },
+	}
+	for name, mut := range cases {
+		in := fixtureInput(t, 1)
+		mut(&in)
+		_, err := Render(in)
+		if exitcode.ClassOf(err) != exitcode.Usage {
+			t.Errorf("%s: err = %v, want usage error", name, err)
+		}
+	}
+}
+
+func TestDefaultStages(t *testing.T) {
+	_, nodes := fixture()
+	if got := strings.Join(DefaultStages(nodes[0]), " "); got != "hosts data-disks shares control-ssh private-network" {
+		t.Errorf("control stages = %q", got)
+	}
+	if got := strings.Join(DefaultStages(nodes[1]), " "); got != "hosts private-network" {
+		t.Errorf("peer stages = %q", got)
+	}
+}
+
+func TestInstanceIDChangesWithGeneration(t *testing.T) {
+	in := fixtureInput(t, 1)
+	a, _ := Render(in)
+	in.Generation++
+	b, _ := Render(in)
+	if bytes.Equal(a.MetaData, b.MetaData) || !bytes.Contains(b.MetaData, []byte(`"barn-pg-test-1-g4"`)) {
+		t.Fatalf("instance-id did not move with the generation:\n%s", b.MetaData)
+	}
+}
+
+func TestScriptsAreValidShell(t *testing.T) {
+	for _, s := range scriptNames {
+		body, _ := Script(s)
+		var cmd *exec.Cmd
+		if strings.HasPrefix(string(body), "#!/usr/bin/python3") {
+			if _, err := exec.LookPath("python3"); err != nil {
+				continue
+			}
+			cmd = exec.Command("python3", "-c", "import ast,sys; ast.parse(sys.stdin.read())")
+		} else {
+			cmd = exec.Command("bash", "-n")
+		}
+		cmd.Stdin = bytes.NewReader(body)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("%s: %v\n%s", s, err, out)
+		}
+	}
+}

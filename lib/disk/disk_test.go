@@ -1,0 +1,147 @@
+package disk
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"barn.dev/lib/exitcode"
+)
+
+func needQemuImg(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("qemu-img"); err != nil {
+		t.Skip("qemu-img not installed: ", err)
+	}
+}
+
+func makeBase(t *testing.T, dir, format string, size string) string {
+	t.Helper()
+	p := filepath.Join(dir, "base."+format)
+	if out, err := exec.Command("qemu-img", "create", "-q", "-f", format, p, size).CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img create: %v: %s", err, out)
+	}
+	return p
+}
+
+func class(err error) exitcode.Class { return exitcode.ClassOf(err) }
+
+func TestOverlayEqualsMaxOfRequestedAndBase(t *testing.T) {
+	needQemuImg(t)
+	dir := t.TempDir()
+	base := makeBase(t, dir, "qcow2", "64M")
+	dst := filepath.Join(dir, "root.qcow2")
+	info, err := Tool{}.CreateOverlay(context.Background(), base, "qcow2", dst, 128<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.VirtualSize != 128<<20 || info.BackingFilename != base || info.BackingFilenameFormat != "qcow2" {
+		t.Fatalf("overlay info = %+v", info)
+	}
+	fi, err := os.Stat(dst)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("overlay mode: %v %v", fi, err)
+	}
+	// read back independently
+	back, err := Tool{}.Inspect(context.Background(), dst)
+	if err != nil || back.FullBackingFilename != base {
+		t.Fatalf("read back %+v %v", back, err)
+	}
+	// no temp file left behind
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 2 {
+		t.Fatalf("dir holds %d entries, want base+overlay", len(entries))
+	}
+	// equal to base size is fine
+	if _, err := (Tool{}).CreateOverlay(context.Background(), base, "qcow2", filepath.Join(dir, "eq.qcow2"), 64<<20); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOverlayRefusesSmallerThanBaseAndExisting(t *testing.T) {
+	needQemuImg(t)
+	dir := t.TempDir()
+	base := makeBase(t, dir, "qcow2", "64M")
+	dst := filepath.Join(dir, "root.qcow2")
+	_, err := Tool{}.CreateOverlay(context.Background(), base, "qcow2", dst, 32<<20)
+	if e := exitcode.As(err); e == nil || e.Reason != "root_disk_too_small" {
+		t.Fatalf("err = %v, want root_disk_too_small", err)
+	}
+	if _, err := os.Stat(dst); !os.IsNotExist(err) {
+		t.Fatal("refused overlay left a file")
+	}
+	if err := os.WriteFile(dst, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Tool{}.CreateOverlay(context.Background(), base, "qcow2", dst, 64<<20)
+	if class(err) != exitcode.Conflict {
+		t.Fatalf("existing target: %v", err)
+	}
+	if b, _ := os.ReadFile(dst); string(b) != "keep" {
+		t.Fatal("existing file was overwritten")
+	}
+}
+
+func TestOverlayFormatIsExplicitNeverGuessed(t *testing.T) {
+	needQemuImg(t)
+	dir := t.TempDir()
+	raw := makeBase(t, dir, "raw", "16M")
+	// claiming qcow2 for a raw base is refused
+	_, err := Tool{}.CreateOverlay(context.Background(), raw, "qcow2", filepath.Join(dir, "a.qcow2"), 16<<20)
+	if e := exitcode.As(err); e == nil || e.Reason != "base_format_mismatch" {
+		t.Fatalf("err = %v", err)
+	}
+	// a raw base with the right explicit format works and is read back
+	info, err := Tool{}.CreateOverlay(context.Background(), raw, "raw", filepath.Join(dir, "b.qcow2"), 32<<20)
+	if err != nil || info.BackingFilenameFormat != "raw" {
+		t.Fatalf("raw overlay: %+v %v", info, err)
+	}
+	// relative backing paths are refused
+	if _, err := (Tool{}).CreateOverlay(context.Background(), "base.raw", "raw", filepath.Join(dir, "c.qcow2"), 32<<20); class(err) != exitcode.Usage {
+		t.Fatalf("relative base: %v", err)
+	}
+}
+
+func TestOverlayRefusesBaseWithBackingFile(t *testing.T) {
+	needQemuImg(t)
+	dir := t.TempDir()
+	base := makeBase(t, dir, "qcow2", "16M")
+	mid := filepath.Join(dir, "mid.qcow2")
+	if _, err := (Tool{}).CreateOverlay(context.Background(), base, "qcow2", mid, 16<<20); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Tool{}.CreateOverlay(context.Background(), mid, "qcow2", filepath.Join(dir, "top.qcow2"), 16<<20)
+	if e := exitcode.As(err); e == nil || e.Reason != "base_has_backing_file" {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestGrowNeverShrinks(t *testing.T) {
+	needQemuImg(t)
+	dir := t.TempDir()
+	p := filepath.Join(dir, "data.qcow2")
+	if _, err := (Tool{}).CreateData(context.Background(), p, 16<<20); err != nil {
+		t.Fatal(err)
+	}
+	info, err := Tool{}.Grow(context.Background(), p, 48<<20)
+	if err != nil || info.VirtualSize != 48<<20 {
+		t.Fatalf("grow: %+v %v", info, err)
+	}
+	_, err = Tool{}.Grow(context.Background(), p, 16<<20)
+	if e := exitcode.As(err); e == nil || e.Reason != "disk_shrink_refused" {
+		t.Fatalf("shrink: %v", err)
+	}
+	after, _ := Tool{}.Inspect(context.Background(), p)
+	if after.VirtualSize != 48<<20 {
+		t.Fatalf("size after refused shrink = %d", after.VirtualSize)
+	}
+}
+
+func TestMissingQemuImgIsCapability(t *testing.T) {
+	_, err := Tool{QemuImg: "/nonexistent/qemu-img"}.Inspect(context.Background(), "/x")
+	if class(err) != exitcode.Capability {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,298 @@
+package disk
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/google/renameio/v2"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/wire"
+)
+
+// OwnershipSchema is the schema of a retained disk's ownership.json.
+const OwnershipSchema = "barn.disk.ownership/v1"
+
+// File names inside one retained-disk directory
+// (<BARN_HOME>/disks/<node>/<disk>/).
+const (
+	RetainedDiskFile = "disk.qcow2"
+	OwnershipFile    = "ownership.json"
+)
+
+// Ownership is the marker written beside a retained persistent disk. A
+// retained disk is reattached only when node, name, serial, size and mount
+// all equal the desired disk (exact identity: no resize, rename or
+// conversion).
+type Ownership struct {
+	Schema      string    `json:"schema"`
+	Node        string    `json:"node"`
+	Name        string    `json:"name"`
+	Path        string    `json:"path"` // absolute path of disk.qcow2 in the store
+	Serial      string    `json:"serial"`
+	SizeBytes   int64     `json:"size_bytes"`
+	Mount       string    `json:"mount"`
+	Filesystem  string    `json:"filesystem"` // as last reported, or requested
+	OwnerUID    int       `json:"owner_uid"`
+	PreservedAt time.Time `json:"preserved_at"`
+}
+
+// Matches reports whether the retained disk is exactly the desired one.
+func (o Ownership) Matches(node, name, serial, mount string, size int64) bool {
+	return o.Node == node && o.Name == name && o.Serial == serial && o.Mount == mount && o.SizeBytes == size
+}
+
+// Preserve moves src (a node's persistent data disk) into dir (the retained
+// disk directory, created 0700) as disk.qcow2 by atomic rename, then writes
+// the ownership marker. It is idempotent for resumption: when src is gone
+// and dir already holds disk.qcow2, only the marker is (re)written. It never
+// overwrites a retained disk that is already there while src also exists
+// (conflict, reason "retained_disk_exists").
+func Preserve(src, dir string, m Ownership) error {
+	dst := filepath.Join(dir, RetainedDiskFile)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "creating %s", dir)
+	}
+	if err := checkDir(dir); err != nil {
+		return err
+	}
+	_, srcErr := os.Lstat(src)
+	_, dstErr := os.Lstat(dst)
+	switch {
+	case srcErr == nil && dstErr == nil:
+		return exitcode.New(exitcode.Conflict, "retained disk %s already exists; not replacing it with %s", dst, src).
+			WithReason("retained_disk_exists")
+	case srcErr == nil:
+		if err := checkFile(src); err != nil {
+			return err
+		}
+		if err := os.Chmod(src, 0o600); err != nil {
+			return exitcode.Wrap(exitcode.Runtime, err, "chmod %s", src)
+		}
+		if err := os.Rename(src, dst); err != nil {
+			return exitcode.Wrap(exitcode.Runtime, err, "moving %s to %s", src, dst)
+		}
+		if err := syncFile(filepath.Dir(src)); err != nil {
+			return err
+		}
+		if err := syncFile(dir); err != nil {
+			return err
+		}
+	case dstErr == nil:
+		// resumed: the move already happened
+	default:
+		return exitcode.New(exitcode.Integrity, "persistent disk %s is missing and nothing is retained at %s", src, dst).
+			WithReason("persistent_disk_missing")
+	}
+	m.Schema = OwnershipSchema
+	m.Path = dst
+	m.OwnerUID = os.Geteuid()
+	if m.PreservedAt.IsZero() {
+		m.PreservedAt = time.Now().UTC()
+	}
+	data, err := wire.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if err := renameio.WriteFile(filepath.Join(dir, OwnershipFile), append(data, '\n'), 0o600); err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "writing %s", filepath.Join(dir, OwnershipFile))
+	}
+	return nil
+}
+
+// ReadRetained validates one retained-disk directory and returns its
+// marker: (nil, nil) when dir does not exist. The directory must hold
+// exactly disk.qcow2 and ownership.json, 0600 regular files with one link,
+// owned by the euid, and the marker must name dir's disk. Anything else is
+// an integrity error (7) naming the path: the store is then unusable and
+// nothing in it is touched.
+func ReadRetained(dir string) (*Ownership, error) {
+	if _, err := os.Lstat(dir); os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err := checkDir(dir); err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", dir)
+	}
+	for _, e := range entries {
+		if e.Name() != RetainedDiskFile && e.Name() != OwnershipFile {
+			return nil, exitcode.New(exitcode.Integrity, "retained disk store %s holds an unexpected entry %q", dir, e.Name()).
+				WithReason("retained_store_unexpected")
+		}
+	}
+	for _, name := range []string{RetainedDiskFile, OwnershipFile} {
+		if err := checkFile(filepath.Join(dir, name)); err != nil {
+			return nil, err
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(dir, OwnershipFile))
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "reading marker in %s", dir)
+	}
+	var m Ownership
+	if err := wire.DecodeStrict(data, &m); err != nil {
+		return nil, exitcode.Wrap(exitcode.Integrity, err, "%s", filepath.Join(dir, OwnershipFile))
+	}
+	switch {
+	case m.Schema != OwnershipSchema:
+		return nil, exitcode.New(exitcode.Integrity, "%s: schema %q, expected %s", filepath.Join(dir, OwnershipFile), m.Schema, OwnershipSchema)
+	case m.Path != filepath.Join(dir, RetainedDiskFile) || m.Name != filepath.Base(dir) || m.Node != filepath.Base(filepath.Dir(dir)):
+		return nil, exitcode.New(exitcode.Integrity, "%s names %s/%s at %s, not this directory", filepath.Join(dir, OwnershipFile), m.Node, m.Name, m.Path)
+	case m.OwnerUID != os.Geteuid():
+		return nil, exitcode.New(exitcode.Integrity, "%s: owner uid %d is not ours (%d)", filepath.Join(dir, OwnershipFile), m.OwnerUID, os.Geteuid())
+	}
+	return &m, nil
+}
+
+// Reattach moves a validated retained disk from dir back to dst (a node's
+// <disk>.qcow2) and removes the marker and the emptied directory. dst must
+// not exist.
+func Reattach(dir, dst string) error {
+	if _, err := ReadRetained(dir); err != nil {
+		return err
+	}
+	if _, err := os.Lstat(dst); err == nil {
+		return exitcode.New(exitcode.Conflict, "%s already exists; not replacing it with the retained disk", dst).WithReason("disk_exists")
+	}
+	if err := os.Rename(filepath.Join(dir, RetainedDiskFile), dst); err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "reattaching %s", dir)
+	}
+	if err := syncFile(filepath.Dir(dst)); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(dir, OwnershipFile)); err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "removing marker in %s", dir)
+	}
+	if err := removeEmpty(dir); err != nil {
+		return err
+	}
+	_ = syscall.Rmdir(filepath.Dir(dir)) // the node's store directory, when now empty
+	return nil
+}
+
+// DeleteRetained deletes one validated retained disk directory.
+func DeleteRetained(dir string) error {
+	m, err := ReadRetained(dir)
+	if err != nil || m == nil {
+		return err
+	}
+	for _, name := range []string{RetainedDiskFile, OwnershipFile} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !os.IsNotExist(err) {
+			return exitcode.Wrap(exitcode.Runtime, err, "deleting %s", filepath.Join(dir, name))
+		}
+	}
+	return removeEmpty(dir)
+}
+
+// Retained is one entry of the store.
+type Retained struct {
+	Dir       string    `json:"dir"`
+	Ownership Ownership `json:"ownership"`
+}
+
+// List walks the store root (<BARN_HOME>/disks) fail-closed: every
+// <node>/<disk> directory must validate, or the walk fails naming the bad
+// entry. A missing root is an empty store. Sorted by node, then disk.
+func List(root string) ([]Retained, error) {
+	out := []Retained{}
+	nodes, err := os.ReadDir(root)
+	if os.IsNotExist(err) {
+		return out, nil
+	} else if err != nil {
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", root)
+	}
+	for _, n := range nodes {
+		nd := filepath.Join(root, n.Name())
+		if !n.IsDir() {
+			return nil, exitcode.New(exitcode.Integrity, "retained disk store: unexpected entry %s", nd).WithReason("retained_store_unexpected")
+		}
+		disks, err := os.ReadDir(nd)
+		if err != nil {
+			return nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", nd)
+		}
+		for _, d := range disks {
+			m, err := ReadRetained(filepath.Join(nd, d.Name()))
+			if err != nil {
+				return nil, err
+			}
+			if m != nil {
+				out = append(out, Retained{Dir: filepath.Join(nd, d.Name()), Ownership: *m})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Dir < out[j].Dir })
+	return out, nil
+}
+
+// DeleteAll deletes every retained disk after validating the whole store
+// first (nothing is deleted when any entry fails to validate), then removes
+// emptied node directories and the root itself when empty.
+func DeleteAll(root string) ([]string, error) {
+	all, err := List(root)
+	if err != nil {
+		return nil, err
+	}
+	deleted := []string{}
+	for _, r := range all {
+		if err := DeleteRetained(r.Dir); err != nil {
+			return deleted, err
+		}
+		deleted = append(deleted, r.Dir)
+		_ = removeEmpty(filepath.Dir(r.Dir))
+	}
+	_ = removeEmpty(root)
+	return deleted, nil
+}
+
+func removeEmpty(dir string) error {
+	if err := syscall.Rmdir(dir); err != nil && !os.IsNotExist(err) {
+		return exitcode.Wrap(exitcode.Runtime, err, "removing %s", dir)
+	}
+	return nil
+}
+
+func checkDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "checking %s", dir)
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return exitcode.New(exitcode.Integrity, "%s is not a directory (mode %s)", dir, fi.Mode()).WithReason("retained_store_unexpected")
+	case fi.Mode().Perm()&0o077 != 0:
+		return exitcode.New(exitcode.Integrity, "%s has mode %04o, expected 0700", dir, fi.Mode().Perm()).WithReason("retained_store_mode")
+	case st != nil && int(st.Uid) != os.Geteuid():
+		return exitcode.New(exitcode.Integrity, "%s is owned by uid %d, not %d", dir, st.Uid, os.Geteuid()).WithReason("retained_store_owner")
+	}
+	return nil
+}
+
+func checkFile(path string) error {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return exitcode.Wrap(exitcode.Integrity, err, "checking %s", path)
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.Mode().IsRegular():
+		return exitcode.New(exitcode.Integrity, "%s is not a regular file (mode %s)", path, fi.Mode()).WithReason("retained_store_unexpected")
+	case st != nil && int(st.Uid) != os.Geteuid():
+		return exitcode.New(exitcode.Integrity, "%s is owned by uid %d, not %d", path, st.Uid, os.Geteuid()).WithReason("retained_store_owner")
+	case st != nil && st.Nlink != 1:
+		return exitcode.New(exitcode.Integrity, "%s has %d links, expected 1", path, st.Nlink).WithReason("retained_store_links")
+	case fi.Mode().Perm()&0o077 != 0 && filepath.Base(path) == OwnershipFile:
+		return exitcode.New(exitcode.Integrity, "%s has mode %04o, expected 0600", path, fi.Mode().Perm()).WithReason("retained_store_mode")
+	}
+	return nil
+}
+
+// String names a retained disk for messages.
+func (r Retained) String() string { return fmt.Sprintf("%s/%s", r.Ownership.Node, r.Ownership.Name) }

@@ -1,0 +1,125 @@
+package disk
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"barn.dev/lib/exitcode"
+)
+
+func storeFixture(t *testing.T) (root, nodeDir, src string) {
+	t.Helper()
+	home := t.TempDir()
+	nodeDir = filepath.Join(home, "nodes", "pg-1")
+	if err := os.MkdirAll(nodeDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	src = filepath.Join(nodeDir, "data.qcow2")
+	if err := os.WriteFile(src, []byte("precious"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(home, "disks"), nodeDir, src
+}
+
+func own() Ownership {
+	return Ownership{Node: "pg-1", Name: "data", Serial: "abc", SizeBytes: 8, Mount: "/data", Filesystem: "xfs"}
+}
+
+func TestPreserveListReattach(t *testing.T) {
+	root, _, src := storeFixture(t)
+	dir := filepath.Join(root, "pg-1", "data")
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := Preserve(src, dir, own()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(src); !os.IsNotExist(err) {
+		t.Fatal("source still present after preserve")
+	}
+	fi, _ := os.Stat(filepath.Join(dir, RetainedDiskFile))
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("retained disk mode %v, want narrowed to 0600", fi.Mode())
+	}
+	all, err := List(root)
+	if err != nil || len(all) != 1 || !all[0].Ownership.Matches("pg-1", "data", "abc", "/data", 8) {
+		t.Fatalf("list = %+v, %v", all, err)
+	}
+	if all[0].Ownership.Matches("pg-1", "data", "abc", "/data", 9) {
+		t.Fatal("a different size must not match")
+	}
+	// resumable: calling again after the move only rewrites the marker
+	if err := Preserve(src, dir, own()); err != nil {
+		t.Fatalf("resumed preserve: %v", err)
+	}
+	if err := Reattach(dir, src); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(src); string(b) != "precious" {
+		t.Fatal("reattached disk lost its bytes")
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatal("store dir kept after reattach")
+	}
+}
+
+func TestStoreIsFailClosed(t *testing.T) {
+	root, _, src := storeFixture(t)
+	dir := filepath.Join(root, "pg-1", "data")
+	if err := Preserve(src, dir, own()); err != nil {
+		t.Fatal(err)
+	}
+	stray := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(stray, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := List(root); exitcode.ClassOf(err) != exitcode.Integrity {
+		t.Fatalf("list with stray entry: %v", err)
+	}
+	if _, err := DeleteAll(root); exitcode.ClassOf(err) != exitcode.Integrity {
+		t.Fatalf("delete-all with stray entry: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, RetainedDiskFile)); err != nil {
+		t.Fatal("fail-closed delete removed the disk")
+	}
+	os.Remove(stray)
+	// a marker naming another node is refused
+	if err := os.Link(filepath.Join(dir, RetainedDiskFile), filepath.Join(dir, "..", "x")); err == nil {
+		if _, err := ReadRetained(dir); exitcode.ClassOf(err) != exitcode.Integrity {
+			t.Fatalf("hard-linked disk accepted: %v", err)
+		}
+		os.Remove(filepath.Join(dir, "..", "x"))
+	}
+	deleted, err := DeleteAll(root)
+	if err != nil || len(deleted) != 1 {
+		t.Fatalf("delete-all: %v %v", deleted, err)
+	}
+	if _, err := os.Stat(root); !os.IsNotExist(err) {
+		t.Fatal("empty store root kept")
+	}
+}
+
+func TestPreserveRefusesToReplaceRetained(t *testing.T) {
+	root, nodeDir, src := storeFixture(t)
+	dir := filepath.Join(root, "pg-1", "data")
+	if err := Preserve(src, dir, own()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(src, []byte("new"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := Preserve(src, dir, own())
+	if e := exitcode.As(err); e == nil || e.Reason != "retained_disk_exists" {
+		t.Fatalf("err = %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, RetainedDiskFile)); string(b) != "precious" {
+		t.Fatal("retained disk replaced")
+	}
+	_ = nodeDir
+	// missing both → integrity
+	os.Remove(src)
+	if err := Preserve(filepath.Join(nodeDir, "gone.qcow2"), filepath.Join(root, "pg-1", "gone"), own()); exitcode.ClassOf(err) != exitcode.Integrity {
+		t.Fatalf("missing disk: %v", err)
+	}
+}

@@ -1,0 +1,212 @@
+package guest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"barn.dev/lib/cidata"
+	"barn.dev/lib/exitcode"
+)
+
+const uuidA = "6f9619ff-8b86-d011-b42d-00c04fc964ff"
+const uuidB = "0b7c4f2e-4a57-4d3c-9d0e-5f0a1a2b3c4d"
+
+func TestQuote(t *testing.T) {
+	for in, want := range map[string]string{"": "''", "a b": "'a b'", "it's": `'it'\''s'`, "$HOME": "'$HOME'"} {
+		if got := Quote(in); got != want {
+			t.Errorf("Quote(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestArgsShape(t *testing.T) {
+	tg := Target{Node: "meta", Port: 2222, User: "dba", VMUUID: uuidA}
+	tg.Keys.PrivatePath, tg.Keys.KnownHosts = "/k/id_ed25519", "/k/known_hosts"
+	got := strings.Join(ExecArgv(tg, []string{"echo", "a b"}), " ")
+	want := "ssh -F /dev/null -i /k/id_ed25519 -o BatchMode=yes -o IdentitiesOnly=yes -o StrictHostKeyChecking=accept-new -o LogLevel=ERROR -o UserKnownHostsFile=/k/known_hosts -o ConnectTimeout=5 -o HostKeyAlias=barn-"
+	if !strings.HasPrefix(got, want) || !strings.HasSuffix(got, " -p 2222 dba@127.0.0.1 -- 'echo' 'a b'") {
+		t.Fatalf("argv = %s", got)
+	}
+	if sh := ShellArgv(tg, nil, false); !contains(sh, "-t") {
+		t.Errorf("interactive ssh lacks -t: %v", sh)
+	}
+	if sh := ShellArgv(tg, []string{"echo", "$HOME"}, false); sh[len(sh)-1] != "echo $HOME" || contains(sh, "-t") {
+		t.Errorf("ssh with a command: %v", sh)
+	}
+}
+
+func contains(a []string, s string) bool {
+	for _, x := range a {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestExecAgainstRealSSHD: argument boundaries (spaces, empty strings,
+// quotes, $, newlines) survive the remote shell; the exit status passes
+// through unchanged, 37 and 255 included.
+func TestExecAgainstRealSSHD(t *testing.T) {
+	s := startSSHD(t)
+	tg := s.target(uuidA)
+	code, out, errs := run(t, ExecArgv(tg, []string{"sh", "-c", `for a in "$@"; do printf '[%s]' "$a"; done; exit 37`, "x", "a b", "", "it's", "$HOME", "l1\nl2", "*"}))
+	if code != 37 {
+		t.Fatalf("exit = %d, want 37 (stderr %s)", code, errs)
+	}
+	if want := "[a b][][it's][$HOME][l1\nl2][*]"; out != want {
+		t.Fatalf("out = %q, want %q", out, want)
+	}
+	if code, _, _ := run(t, ExecArgv(tg, []string{"sh", "-c", "exit 255"})); code != 255 {
+		t.Fatalf("exit = %d, want 255", code)
+	}
+	if code, _, _ := run(t, ExecArgv(tg, []string{"true"})); code != 0 {
+		t.Fatalf("exit = %d, want 0", code)
+	}
+	// ssh NODE -- CMD uses remote shell semantics.
+	if code, out, _ := run(t, ShellArgv(tg, []string{"echo", "$((6*7))"}, false)); code != 0 || strings.TrimSpace(out) != "42" {
+		t.Fatalf("shell: %d %q", code, out)
+	}
+}
+
+// TestHostKeyTrustIsPerInstance: a changed key for the same VM instance is
+// refused; a recreated VM (new UUID) on the same port is accepted.
+func TestHostKeyTrustIsPerInstance(t *testing.T) {
+	s := startSSHD(t)
+	if code, _, errs := run(t, ExecArgv(s.target(uuidA), []string{"true"})); code != 0 {
+		t.Fatalf("first connection: %d %s", code, errs)
+	}
+	kh, _ := os.ReadFile(s.keys.KnownHosts)
+	if !strings.Contains(string(kh), "barn-") || strings.Contains(string(kh), "127.0.0.1") {
+		t.Fatalf("known_hosts is not keyed by HostKeyAlias:\n%s", kh)
+	}
+	s.restartWithNewHostKey()
+	code, _, errs := run(t, ExecArgv(s.target(uuidA), []string{"true"}))
+	if code != 255 || PermanentSSHError(errs) != "host_key_mismatch" {
+		t.Fatalf("swapped host key for the same instance: exit %d, stderr %q", code, errs)
+	}
+	if code, _, errs := run(t, ExecArgv(s.target(uuidB), []string{"true"})); code != 0 {
+		t.Fatalf("recreated instance on the same port refused: %d %s", code, errs)
+	}
+	// WaitReady fails fast (not after the timeout) on the mismatch.
+	start := time.Now()
+	_, err := WaitReady(context.Background(), s.target(uuidA), 60*time.Second)
+	if e := exitcode.As(err); e == nil || e.Class != exitcode.Integrity || e.Reason != "host_key_mismatch" {
+		t.Fatalf("WaitReady err = %v", err)
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Errorf("host key mismatch took %s to report", time.Since(start))
+	}
+}
+
+func withStateDir(t *testing.T) string {
+	dir := t.TempDir()
+	old := stateDir
+	stateDir = dir
+	t.Cleanup(func() { stateDir = old })
+	return dir
+}
+
+func writeMarker(t *testing.T, dir, body string) {
+	t.Helper()
+	tmp := filepath.Join(dir, ".tmp")
+	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "ready.json")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWaitReadyAgainstRealSSHD(t *testing.T) {
+	s := startSSHD(t)
+	dir := withStateDir(t)
+	tg := s.target(uuidA)
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		// An old marker first (previous generation), then the right one.
+		writeMarker(t, dir, `{"node":"meta","generation":0,"spec_hash":"abc","setup_version":"`+cidata.SetupVersion+`","warnings":[]}`)
+		time.Sleep(1500 * time.Millisecond)
+		writeMarker(t, dir, `{"node":"meta","generation":1,"spec_hash":"abc","setup_version":"barn-setup/0","warnings":[{"stage":"hosts","detail":"boom"}],"repairs":["data: reset"],"disks":[{"name":"data","mount":"/data","filesystem":"xfs"}]}`)
+	}()
+	r, err := WaitReady(context.Background(), tg, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Marker.Generation != 1 || len(r.Warnings) != 2 || r.Warnings[0].Stage != "hosts" || r.Warnings[1].Stage != "setup-update" {
+		t.Fatalf("ready = %+v", r)
+	}
+	if len(r.Repairs) != 1 || r.Disks[0].Filesystem != "xfs" || r.Probes < 2 {
+		t.Fatalf("ready = %+v", r)
+	}
+}
+
+func TestWaitReadyFailsFastOnBootstrapError(t *testing.T) {
+	s := startSSHD(t)
+	dir := withStateDir(t)
+	if err := os.WriteFile(filepath.Join(dir, "error.json"), []byte(`{"exit_status":1,"stage":"identity","detail":"login user dba has shell /bin/sh; want /bin/bash"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err := WaitReady(context.Background(), s.target(uuidA), time.Minute)
+	e := exitcode.As(err)
+	if e == nil || e.Reason != "guest_setup_failed" || !strings.Contains(e.Message, "during identity: login user dba has shell") || e.Next != "barn-node logs meta" {
+		t.Fatalf("err = %#v", err)
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Errorf("took %s", time.Since(start))
+	}
+}
+
+func TestWaitReadyTimeoutNamesLastError(t *testing.T) {
+	s := startSSHD(t)
+	withStateDir(t)
+	tg := s.target(uuidA)
+	tg.Port = freePort(t) // nothing listens
+	_, err := WaitReady(context.Background(), tg, 2*time.Second)
+	e := exitcode.As(err)
+	if e == nil || e.Reason != "readiness_timeout" || !strings.Contains(strings.ToLower(e.Message), "connection refused") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestWaitReadyCancelled(t *testing.T) {
+	s := startSSHD(t)
+	withStateDir(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(700*time.Millisecond, cancel)
+	_, err := WaitReady(ctx, s.target(uuidA), time.Minute)
+	if exitcode.ClassOf(err) != exitcode.Cancelled {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// BenchmarkReadinessDetection measures the time from the guest writing its
+// ready marker to WaitReady returning (target: under 1 s).
+func BenchmarkReadinessDetection(b *testing.B) {
+	s := startSSHD(b)
+	dir := b.TempDir()
+	old := stateDir
+	stateDir = dir
+	defer func() { stateDir = old }()
+	tg := s.target(uuidA)
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		_ = os.Remove(filepath.Join(dir, "ready.json"))
+		wrote := make(chan time.Time, 1)
+		go func() {
+			time.Sleep(700 * time.Millisecond)
+			wrote <- time.Now()
+			_ = os.WriteFile(filepath.Join(dir, "ready.json"), []byte(`{"node":"meta","generation":1,"spec_hash":"abc","setup_version":"`+cidata.SetupVersion+`","warnings":[]}`), 0o644)
+		}()
+		if _, err := WaitReady(context.Background(), tg, time.Minute); err != nil {
+			b.Fatal(err)
+		}
+		total += time.Since(<-wrote)
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms-detect/op")
+}

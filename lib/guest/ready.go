@@ -1,0 +1,237 @@
+package guest
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"barn.dev/lib/cidata"
+	"barn.dev/lib/exitcode"
+)
+
+// DefaultReadyTimeout is the readiness wait when the spec sets none.
+const DefaultReadyTimeout = 180 * time.Second
+
+// PollInterval is the pause between readiness probes. Each probe is one
+// ssh round trip; together they keep detection latency under a second.
+var PollInterval = 500 * time.Millisecond
+
+// Warning is a failed optional stage: the node is usable with a limitation.
+type Warning struct {
+	Stage  string `json:"stage"`
+	Detail string `json:"detail"`
+}
+
+// Disk is a data disk as the guest mounted it.
+type Disk struct {
+	Name       string `json:"name"`
+	Mount      string `json:"mount"`
+	Filesystem string `json:"filesystem"` // actual: xfs or ext4
+}
+
+// Marker is /var/lib/barn/ready.json as the guest wrote it.
+type Marker struct {
+	Node         string    `json:"node"`
+	Generation   int64     `json:"generation"`
+	SpecHash     string    `json:"spec_hash"`
+	SetupVersion string    `json:"setup_version"`
+	Warnings     []Warning `json:"warnings"`
+	Repairs      []string  `json:"repairs"`
+	Disks        []Disk    `json:"disks"`
+}
+
+// Ready is the outcome of a readiness wait.
+type Ready struct {
+	Warnings []Warning `json:"warnings"` // failed optional stages, plus setup-update
+	Repairs  []string  `json:"repairs"`  // e.g. "data: reset to an empty xfs filesystem; previous data discarded"
+	Disks    []Disk    `json:"disks"`
+	Marker   Marker    `json:"marker"`
+	Probes   int       `json:"probes"` // ssh round trips it took
+}
+
+// BootstrapError is the guest's record of a failed required stage
+// (/var/lib/barn/error.json).
+type BootstrapError struct {
+	ExitStatus int    `json:"exit_status"`
+	Stage      string `json:"stage"`
+	Detail     string `json:"detail"`
+}
+
+// stateDir is the guest's setup state directory (tests point it at a
+// temporary directory served by a local sshd).
+var stateDir = cidata.StateDir
+
+// probeCommand prints "error <json>", "ready <json>" or "pending".
+func probeCommand() string {
+	e, r := Quote(stateDir+"/error.json"), Quote(stateDir+"/ready.json")
+	return "if [ -r " + e + " ]; then printf 'error '; cat " + e + "; elif [ -r " + r + " ]; then printf 'ready '; cat " + r + "; else echo pending; fi"
+}
+
+// WaitReady polls the guest over SSH (every PollInterval, each probe
+// bounded by ConnectTimeout=5 and 15 s overall) until its ready marker
+// proves the expected identity: node, generation and node spec hash.
+//
+// Errors (all *exitcode.Error):
+//   - the guest wrote error.json: runtime, reason "guest_setup_failed",
+//     "guest bootstrap failed during <stage>: <detail>", next
+//     "barn-node logs NODE"; returned on the first probe that sees it;
+//   - a permanent SSH failure (host key changed, auth refused, bad key
+//     permissions…): integrity for host keys, runtime otherwise, at once;
+//   - timeout (≤0 means DefaultReadyTimeout): runtime, reason
+//     "readiness_timeout", naming the last ssh stderr line or marker
+//     mismatch;
+//   - ctx cancelled: cancelled.
+func WaitReady(ctx context.Context, t Target, timeout time.Duration) (Ready, error) {
+	if timeout <= 0 {
+		timeout = DefaultReadyTimeout
+	}
+	deadline := time.Now().Add(timeout)
+	last := "no answer yet"
+	for probes := 1; ; probes++ {
+		pctx, cancel := context.WithTimeout(ctx, min(15*time.Second, time.Until(deadline)+time.Second))
+		var out, errb bytes.Buffer
+		code, err := Run(pctx, ExecArgv(t, []string{"sh", "-c", probeCommand()}), Streams{Out: &out, Err: &errb})
+		cancel()
+		if ctx.Err() != nil {
+			return Ready{}, exitcode.Wrap(exitcode.Cancelled, ctx.Err(), "cancelled while waiting for %s", t.Node)
+		}
+		if err != nil && exitcode.ClassOf(err) != exitcode.Cancelled {
+			return Ready{}, err
+		}
+		switch {
+		case err != nil:
+			last = "probe timed out"
+		case code == 0:
+			r, done, why, ferr := parseProbe(t, out.Bytes())
+			if ferr != nil {
+				return Ready{}, ferr
+			}
+			if done {
+				r.Probes = probes
+				return r, nil
+			}
+			last = why
+		default:
+			msg := errb.String()
+			if reason := PermanentSSHError(msg); reason != "" {
+				class := exitcode.Runtime
+				next := ""
+				if reason == "host_key_mismatch" {
+					class = exitcode.Integrity
+					next = "the guest's host key changed for the same VM instance; inspect with barn-node logs " + t.Node
+				}
+				e := exitcode.New(class, "ssh to %s (127.0.0.1:%d) failed: %s", t.Node, t.Port, lastLine(msg)).WithReason(reason)
+				if next != "" {
+					e = e.WithNext(next)
+				}
+				return Ready{}, e
+			}
+			if s := strings.TrimSpace(msg); s != "" {
+				last = lastLine(s)
+			} else {
+				last = fmt.Sprintf("ssh exited with status %d", code)
+			}
+		}
+		if !time.Now().Add(PollInterval).Before(deadline) {
+			return Ready{}, exitcode.New(exitcode.Runtime, "guest %s did not become ready within %s: %s", t.Node, timeout, last).
+				WithReason("readiness_timeout").WithNext("barn-node logs " + t.Node)
+		}
+		select {
+		case <-ctx.Done():
+			return Ready{}, exitcode.Wrap(exitcode.Cancelled, ctx.Err(), "cancelled while waiting for %s", t.Node)
+		case <-time.After(PollInterval):
+		}
+	}
+}
+
+// parseProbe interprets one probe's stdout. done is true when the marker
+// proves t's identity; why says what is missing otherwise.
+func parseProbe(t Target, out []byte) (r Ready, done bool, why string, err error) {
+	s := strings.TrimSpace(string(out))
+	switch {
+	case strings.HasPrefix(s, "error "):
+		var be BootstrapError
+		if jerr := json.Unmarshal([]byte(strings.TrimPrefix(s, "error ")), &be); jerr != nil {
+			return r, false, "", exitcode.New(exitcode.Runtime, "guest %s: unreadable %s: %v", t.Node, cidata.ErrorFile, jerr).
+				WithReason("guest_setup_failed").WithNext("barn-node logs " + t.Node)
+		}
+		return r, false, "", exitcode.New(exitcode.Runtime, "guest bootstrap failed during %s: %s", be.Stage, be.Detail).
+			WithReason("guest_setup_failed").WithDetail(be).WithNext("barn-node logs " + t.Node)
+	case strings.HasPrefix(s, "ready "):
+		var m Marker
+		if jerr := json.Unmarshal([]byte(strings.TrimPrefix(s, "ready ")), &m); jerr != nil {
+			return r, false, fmt.Sprintf("ready marker is not JSON yet: %v", jerr), nil
+		}
+		if m.Node != t.Node || m.Generation != t.Generation || (t.SpecHash != "" && m.SpecHash != t.SpecHash) {
+			return r, false, fmt.Sprintf("ready marker is for %s generation %d spec %.12s, want %s generation %d spec %.12s",
+				m.Node, m.Generation, m.SpecHash, t.Node, t.Generation, t.SpecHash), nil
+		}
+		r = Ready{Warnings: []Warning{}, Repairs: []string{}, Disks: []Disk{}, Marker: m}
+		r.Warnings = append(r.Warnings, m.Warnings...)
+		r.Repairs = append(r.Repairs, m.Repairs...)
+		r.Disks = append(r.Disks, m.Disks...)
+		if m.SetupVersion != cidata.SetupVersion {
+			r.Warnings = append(r.Warnings, Warning{Stage: "setup-update", Detail: fmt.Sprintf("guest setup helpers need an update (%s, want %s)", m.SetupVersion, cidata.SetupVersion)})
+		}
+		return r, true, "", nil
+	case s == "pending":
+		return r, false, "guest setup has not finished (no " + cidata.ReadyFile + ")", nil
+	default:
+		return r, false, "unexpected probe output " + fmt.Sprintf("%.80q", s), nil
+	}
+}
+
+// UpdateHelpers rewrites the guest helper scripts under
+// /usr/local/libexec from this Barn's cidata (one ssh round trip, sudo -n),
+// so re-running stages on an old guest uses current helpers.
+func UpdateHelpers(ctx context.Context, t Target) error {
+	var b strings.Builder
+	b.WriteString("set -e\n")
+	for _, name := range cidata.ScriptNames() {
+		body, err := cidata.Script(name)
+		if err != nil {
+			return err
+		}
+		path := cidata.LibexecDir + "/" + name
+		fmt.Fprintf(&b, "printf %%s %s | base64 -d > %s.new && chmod 0755 %s.new && mv -f %s.new %s\n",
+			base64.StdEncoding.EncodeToString(body), path, path, path, path)
+	}
+	var errb bytes.Buffer
+	code, err := Run(ctx, ExecArgv(t, []string{"sudo", "-n", "sh", "-c", b.String()}), Streams{Err: &errb})
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return exitcode.New(exitcode.Runtime, "update guest helpers on %s: exit %d: %s", t.Node, code, lastLine(errb.String())).WithReason("guest_helpers_update_failed")
+	}
+	return nil
+}
+
+// RunStages re-runs the given optional stages (cidata.OptionalStages
+// names; the required identity stage always runs first) on a running
+// guest, after updating its helpers in place. The guest rewrites its ready
+// marker (or error.json); call WaitReady afterwards for the outcome.
+func RunStages(ctx context.Context, t Target, stages []string) error {
+	for _, s := range stages {
+		if !cidata.IsOptionalStage(s) {
+			return exitcode.New(exitcode.Usage, "unknown guest stage %q", s).WithReason("unknown_stage")
+		}
+	}
+	if err := UpdateHelpers(ctx, t); err != nil {
+		return err
+	}
+	var errb bytes.Buffer
+	code, err := Run(ctx, ExecArgv(t, append([]string{"sudo", "-n", cidata.Finalize}, stages...)), Streams{Out: &bytes.Buffer{}, Err: &errb})
+	if err != nil {
+		return err
+	}
+	// 0: ready; 1: a required stage failed (error.json says which).
+	if code != 0 && code != 1 {
+		return exitcode.New(exitcode.Runtime, "run guest stages on %s: exit %d: %s", t.Node, code, lastLine(errb.String())).WithReason("guest_stages_failed")
+	}
+	return nil
+}

@@ -1,0 +1,304 @@
+package guest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+
+	"barn.dev/lib/exitcode"
+)
+
+// Markers of the ~/.ssh integration.
+const (
+	FragmentBegin  = "# barn:begin"
+	FragmentEnd    = "# barn:end"
+	IncludeMarker  = "# barn:include"
+	DefaultName    = "barn"  // fragment ~/.ssh/barn_config
+	maxConfigBytes = 1 << 20 // files over 1 MiB are refused
+)
+
+// HostEntry is one node in the ssh-config fragment.
+type HostEntry struct {
+	Node         string   `json:"node"`
+	Aliases      []string `json:"aliases"`
+	Address      string   `json:"address"` // private address (not used by the fragment)
+	Port         int      `json:"port"`    // management SSH port on 127.0.0.1
+	User         string   `json:"user"`
+	IdentityFile string   `json:"identity_file"`
+	KnownHosts   string   `json:"known_hosts"`
+	HostKeyAlias string   `json:"host_key_alias"`
+}
+
+// RenderFragment returns the marked fragment: one Host block per node
+// (patterns: node name then aliases) reaching it address-free through the
+// management port forward on 127.0.0.1.
+func RenderFragment(entries []HostEntry) []byte {
+	var b bytes.Buffer
+	b.WriteString(FragmentBegin + "\n# Managed by barn-node ssh-config; edits are overwritten.\n")
+	for _, e := range entries {
+		fmt.Fprintf(&b, "Host %s\n", strings.Join(append([]string{e.Node}, e.Aliases...), " "))
+		fmt.Fprintf(&b, "  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n  IdentitiesOnly yes\n", e.Port, e.User, e.IdentityFile)
+		fmt.Fprintf(&b, "  UserKnownHostsFile %s\n  StrictHostKeyChecking accept-new\n  HostKeyAlias %s\n", e.KnownHosts, e.HostKeyAlias)
+	}
+	b.WriteString(FragmentEnd + "\n")
+	return b.Bytes()
+}
+
+// SSHConfigPaths are the files the integration touches.
+type SSHConfigPaths struct {
+	Dir      string // ~/.ssh
+	Config   string // ~/.ssh/config
+	Fragment string // ~/.ssh/<name>_config
+}
+
+// Paths returns the integration paths for home and fragment name ("" means
+// DefaultName).
+func Paths(home, name string) SSHConfigPaths {
+	if name == "" {
+		name = DefaultName
+	}
+	dir := filepath.Join(home, ".ssh")
+	return SSHConfigPaths{Dir: dir, Config: filepath.Join(dir, "config"), Fragment: filepath.Join(dir, name+"_config")}
+}
+
+// IncludeLine is the line ~/.ssh/config needs.
+func (p SSHConfigPaths) IncludeLine() string { return "Include " + p.Fragment }
+
+// InstallResult says what Install changed.
+type InstallResult struct {
+	Fragment       string `json:"fragment"`
+	Config         string `json:"config"`
+	FragmentChange string `json:"fragment_change"` // created, updated, unchanged
+	IncludeChange  string `json:"include_change"`  // inserted, present
+}
+
+var hostOrMatch = regexp.MustCompile(`(?i)^\s*(host|match)(\s|=)`)
+
+// Install publishes fragment (from RenderFragment) at p.Fragment (0600)
+// and inserts the marked Include block before the first Host/Match line of
+// p.Config (creating it 0600 when missing).
+//
+// Refused (conflict, the file untouched): an existing fragment without
+// Barn's markers (reason "ssh_config_unmarked"), an unmarked Include of the
+// fragment in the config ("ssh_config_unmarked"), files over 1 MiB
+// ("ssh_config_too_large"), and a symlinked or hard-linked config
+// ("ssh_config_linked": the fragment is still published, and the message
+// carries the line to add by hand).
+func Install(p SSHConfigPaths, fragment []byte) (InstallResult, error) {
+	res := InstallResult{Fragment: p.Fragment, Config: p.Config}
+	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
+		return res, exitcode.Wrap(exitcode.Runtime, err, "create %s: %v", p.Dir, err)
+	}
+	old, err := readSmall(p.Fragment)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		res.FragmentChange = "created"
+	case err != nil:
+		return res, err
+	case !bytes.HasPrefix(old, []byte(FragmentBegin+"\n")) || !bytes.HasSuffix(old, []byte(FragmentEnd+"\n")):
+		return res, exitcode.New(exitcode.Conflict, "%s exists and was not written by Barn (no %s/%s markers); refusing to overwrite it", p.Fragment, FragmentBegin, FragmentEnd).
+			WithReason("ssh_config_unmarked").WithNext("mv " + p.Fragment + " " + p.Fragment + ".bak")
+	case bytes.Equal(old, fragment):
+		res.FragmentChange = "unchanged"
+	default:
+		res.FragmentChange = "updated"
+	}
+	if res.FragmentChange != "unchanged" {
+		if err := writeAtomic(p.Fragment, fragment, 0o600); err != nil {
+			return res, err
+		}
+	}
+	cfg, mode, err := readConfig(p)
+	if err != nil {
+		return res, err
+	}
+	lines := splitLines(cfg)
+	if i := markedInclude(lines, p); i >= 0 {
+		res.IncludeChange = "present"
+		return res, nil
+	}
+	if unmarkedInclude(lines, p) {
+		return res, exitcode.New(exitcode.Conflict, "%s already includes %s without Barn's %q marker; refusing to edit it", p.Config, p.Fragment, IncludeMarker).
+			WithReason("ssh_config_unmarked")
+	}
+	at := len(lines)
+	for i, l := range lines {
+		if hostOrMatch.MatchString(l) {
+			at = i
+			break
+		}
+	}
+	block := []string{IncludeMarker, p.IncludeLine()}
+	if at < len(lines) {
+		block = append(block, "")
+	}
+	out := append(append(append([]string{}, lines[:at]...), block...), lines[at:]...)
+	if err := writeAtomic(p.Config, joinLines(out), mode); err != nil {
+		return res, err
+	}
+	res.IncludeChange = "inserted"
+	return res, nil
+}
+
+// RemoveResult says what Remove changed.
+type RemoveResult struct {
+	Fragment        string `json:"fragment"`
+	Config          string `json:"config"`
+	FragmentRemoved bool   `json:"fragment_removed"`
+	IncludeRemoved  bool   `json:"include_removed"`
+}
+
+// Remove deletes the marked Include block from p.Config and the marked
+// fragment. Unmarked or linked files are never edited (conflict, same
+// reasons as Install). Absent files are fine.
+func Remove(p SSHConfigPaths) (RemoveResult, error) {
+	res := RemoveResult{Fragment: p.Fragment, Config: p.Config}
+	cfg, mode, err := readConfig(p)
+	if err != nil {
+		return res, err
+	}
+	lines := splitLines(cfg)
+	if i := markedInclude(lines, p); i >= 0 {
+		end := i + 2
+		if end < len(lines) && lines[end] == "" {
+			end++
+		}
+		out := append(append([]string{}, lines[:i]...), lines[end:]...)
+		if err := writeAtomic(p.Config, joinLines(out), mode); err != nil {
+			return res, err
+		}
+		res.IncludeRemoved = true
+	}
+	old, err := readSmall(p.Fragment)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return res, err
+	case !bytes.HasPrefix(old, []byte(FragmentBegin+"\n")):
+		return res, exitcode.New(exitcode.Conflict, "%s was not written by Barn; leaving it", p.Fragment).WithReason("ssh_config_unmarked")
+	default:
+		if err := os.Remove(p.Fragment); err != nil {
+			return res, exitcode.Wrap(exitcode.Runtime, err, "remove %s: %v", p.Fragment, err)
+		}
+		res.FragmentRemoved = true
+	}
+	return res, nil
+}
+
+// readConfig reads ~/.ssh/config, refusing links. A missing file reads
+// as empty with mode 0600.
+func readConfig(p SSHConfigPaths) ([]byte, os.FileMode, error) {
+	fi, err := os.Lstat(p.Config)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, 0o600, nil
+	}
+	if err != nil {
+		return nil, 0, exitcode.Wrap(exitcode.Runtime, err, "stat %s: %v", p.Config, err)
+	}
+	linked := fi.Mode()&fs.ModeSymlink != 0
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+		linked = true
+	}
+	if linked {
+		return nil, 0, exitcode.New(exitcode.Conflict, "%s is a symlink or hard link, so Barn does not edit it; add this line near the top of that file: %s", p.Config, p.IncludeLine()).
+			WithReason("ssh_config_linked").WithDetail(map[string]string{"include": p.IncludeLine(), "config": p.Config})
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, 0, exitcode.New(exitcode.Conflict, "%s is not a regular file", p.Config).WithReason("ssh_config_linked")
+	}
+	b, err := readSmall(p.Config)
+	return b, fi.Mode().Perm(), err
+}
+
+func readSmall(path string) ([]byte, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "stat %s: %v", path, err)
+	}
+	if fi.Size() > maxConfigBytes {
+		return nil, exitcode.New(exitcode.Conflict, "%s is larger than 1 MiB; refusing to edit it", path).WithReason("ssh_config_too_large")
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return nil, exitcode.New(exitcode.Conflict, "%s is a symlink; refusing to follow it", path).WithReason("ssh_config_linked")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "read %s: %v", path, err)
+	}
+	return b, nil
+}
+
+func markedInclude(lines []string, p SSHConfigPaths) int {
+	for i := 0; i+1 < len(lines); i++ {
+		if lines[i] == IncludeMarker && strings.TrimSpace(lines[i+1]) == p.IncludeLine() {
+			return i
+		}
+	}
+	return -1
+}
+
+func unmarkedInclude(lines []string, p SSHConfigPaths) bool {
+	base := filepath.Base(p.Fragment)
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if len(f) >= 2 && strings.EqualFold(f[0], "include") {
+			for _, a := range f[1:] {
+				if a == p.Fragment || a == base || a == "~/.ssh/"+base {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func splitLines(b []byte) []string {
+	s := strings.TrimSuffix(string(b), "\n")
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}
+
+func joinLines(lines []string) []byte {
+	if len(lines) == 0 {
+		return nil
+	}
+	return []byte(strings.Join(lines, "\n") + "\n")
+}
+
+// writeAtomic writes via a same-directory temp file and rename.
+func writeAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "write %s: %v", path, err)
+	}
+	name := tmp.Name()
+	_, werr := tmp.Write(data)
+	if werr == nil {
+		werr = tmp.Chmod(mode)
+	}
+	if werr == nil {
+		werr = tmp.Sync()
+	}
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(name, path)
+	}
+	if werr != nil {
+		_ = os.Remove(name)
+		return exitcode.Wrap(exitcode.Runtime, werr, "write %s: %v", path, werr)
+	}
+	return nil
+}

@@ -1,0 +1,312 @@
+package lifecycle
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"sync"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/plan"
+	"barn.dev/lib/spec"
+	"barn.dev/lib/state"
+)
+
+// ApplyOptions are apply's flags.
+type ApplyOptions struct {
+	NoWait   bool // skip guest readiness
+	Rollback bool // remove the artifacts of nodes that failed to prepare in this run
+}
+
+// RePlan is the command that produces a fresh plan.
+const RePlan = "barn-inventory resolve | barn-plan | barn-node apply"
+
+// checkPlan validates a plan document's own consistency.
+func checkPlan(p *plan.Plan) error {
+	if p.Schema != plan.Schema {
+		return exitcode.New(exitcode.Usage, "plan: schema %q, expected %s", p.Schema, plan.Schema)
+	}
+	if got := spec.DeploymentHash(&p.Spec); got != p.Spec.SpecHash {
+		return exitcode.New(exitcode.Usage, "plan: spec_hash %q does not match its spec (%s)", p.Spec.SpecHash, got).WithReason("plan_hash_mismatch").WithNext(RePlan)
+	}
+	for _, n := range p.Spec.Nodes {
+		if got := spec.NodeHash(p.Spec.Deployment, n); got != n.SpecHash {
+			return exitcode.New(exitcode.Usage, "plan: node %s spec_hash does not match its definition", n.Name).WithReason("plan_hash_mismatch").WithNext(RePlan)
+		}
+	}
+	for _, np := range p.Nodes {
+		if np.Outcome != plan.Missing && p.Spec.Node(np.Name) == nil {
+			return exitcode.New(exitcode.Usage, "plan: node %s (%s) is not in the plan's spec", np.Name, np.Outcome)
+		}
+	}
+	return nil
+}
+
+// checkBasedOn refuses a plan computed against other applied state.
+func checkBasedOn(p *plan.Plan, d *state.Deployment) error {
+	var gen int64
+	var hash string
+	if d != nil {
+		gen, hash = d.Generation, d.SpecHash
+	}
+	if p.BasedOn.Generation != gen || p.BasedOn.SpecHash != hash {
+		return exitcode.New(exitcode.Conflict, "the plan was computed against applied generation %d but generation %d is applied now", p.BasedOn.Generation, gen).
+			WithReason("stale_plan").WithNext(RePlan)
+	}
+	return nil
+}
+
+func namesOf(p *plan.Plan, o plan.Outcome) []string {
+	var out []string
+	for _, n := range p.Nodes {
+		if n.Outcome == o {
+			out = append(out, n.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Apply applies a barn.plan/v1 under the deployment lock: it refuses a
+// stale plan, any recreate outcome and any missing node, settles
+// interrupted creates, creates `create` nodes (prepared in parallel,
+// bounded), starts `start` nodes without touching running peers, and
+// records the plan's spec as the new applied spec (generation+1 when it
+// changed). Isolated node failures are listed in the result and make the
+// returned error partial (5); successful peers are kept.
+func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Result, error) {
+	if err := checkPlan(p); err != nil {
+		return nil, err
+	}
+	lock, err := m.Root.LockDeployment(ctx, m.Command, true, m.Waiting)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
+	applied, err := m.Root.ReadDeployment()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBasedOn(p, applied); err != nil {
+		return nil, err
+	}
+	if mi := namesOf(p, plan.Missing); len(mi) > 0 {
+		return nil, exitcode.New(exitcode.Conflict, "applied node(s) %s are absent from the desired spec; apply never destroys by omission: restore their definition or destroy them explicitly", strings.Join(mi, ", ")).
+			WithReason("nodes_removed").WithNext("barn-node destroy " + strings.Join(mi, " ")).WithDetail(mi)
+	}
+	if rc := namesOf(p, plan.Recreate); len(rc) > 0 {
+		return nil, exitcode.New(exitcode.Conflict, "node definition changed for %s; apply never recreates a node", strings.Join(rc, ", ")).
+			WithReason("recreate_required").WithNext("barn-inventory resolve | barn-plan | barn-node recreate " + strings.Join(rc, " ")).WithDetail(rc)
+	}
+	gen := int64(1)
+	if applied != nil {
+		gen = applied.Generation
+		if applied.SpecHash != p.Spec.SpecHash {
+			gen++
+		}
+	}
+	res := newResult("apply")
+	creates, starts := namesOf(p, plan.Create), namesOf(p, plan.Start)
+	total := len(creates) + len(starts)
+
+	if len(creates) > 0 {
+		if err := m.preflight(ctx, &p.Spec); err != nil {
+			return nil, err
+		}
+	}
+	// Record the applied spec before creating anything: a crash from here
+	// on leaves applied nodes without committed state, which the next plan
+	// classifies as create (and their journals roll back).
+	if applied == nil || applied.SpecHash != p.Spec.SpecHash {
+		d := &state.Deployment{Schema: state.DeploymentSchema, Generation: gen, Spec: p.Spec}
+		if err := m.Root.WriteDeployment(d); err != nil {
+			return nil, err
+		}
+	}
+	alloc, err := m.newPortAllocator()
+	if err != nil {
+		return nil, err
+	}
+	// Settle and allocate sequentially (under the lock), then prepare in parallel.
+	var jobs []createJob
+	for _, name := range creates {
+		rec, err := m.settle(name)
+		if err != nil {
+			res.fail(name, "prepare", err)
+			continue
+		}
+		res.rolledBack(rec.RolledBack...)
+		if rec.Committed != nil {
+			res.fail(name, "prepare", exitcode.New(exitcode.Conflict, "%s already has committed state (phase %s)", name, rec.Committed.Phase).WithReason("stale_plan").WithNext(RePlan))
+			continue
+		}
+		np := planNode(p, name)
+		if np.Image == nil {
+			res.fail(name, "prepare", exitcode.New(exitcode.Usage, "plan has no exact image for %s", name).WithReason("images_unresolved").WithNext("barn-repo update, then "+RePlan))
+			continue
+		}
+		port, err := alloc.next()
+		if err != nil {
+			res.fail(name, "prepare", err)
+			continue
+		}
+		n := p.Spec.Node(name)
+		jobs = append(jobs, createJob{Deployment: p.Spec.Deployment, Node: *n, Peers: peers(&p.Spec, name), Image: *np.Image,
+			Generation: gen, SSHPort: port})
+	}
+	m.runBatch(len(jobs), func(i int) {
+		job := jobs[i]
+		name := job.Node.Name
+		m.logf("%s: preparing (image %s)", name, ImageLabel(job.Image))
+		pr, err := m.prepare(ctx, job)
+		if err != nil {
+			res.fail(name, "prepare", err)
+			if o.Rollback {
+				m.rollbackNow(name, res)
+			}
+			return
+		}
+		nr := nodeResult(pr.Node, "created")
+		nr.Warnings = append(nr.Warnings, pr.Warnings...)
+		repairs, err := m.launch(ctx, pr.Node, alloc)
+		nr.Repairs = append(nr.Repairs, repairs...)
+		nr.Phase, nr.Ports.SSH = string(pr.Node.Phase), pr.Node.SSHPort
+		if err != nil {
+			res.fail(name, "start", err)
+			res.addNode(nr)
+			return
+		}
+		if err := m.waitReady(ctx, pr.Node, !o.NoWait, &nr); err != nil {
+			res.fail(name, "readiness", err)
+		}
+		res.addNode(nr)
+	})
+	m.startBatch(ctx, starts, alloc, !o.NoWait, res)
+	for _, np := range p.Nodes {
+		if np.Outcome == plan.Unchanged {
+			if n, err := m.Root.ReadNode(np.Name); err == nil && n != nil {
+				res.addNode(nodeResult(n, "kept"))
+			}
+		}
+	}
+	res.Generation = gen
+	res.sort()
+	return res, res.Err(total)
+}
+
+// rollbackNow removes the journaled artifacts of a node that failed to
+// prepare in this run (--rollback).
+func (m *Manager) rollbackNow(name string, res *Result) {
+	j, err := m.Root.ReadJournal(name)
+	if err != nil || j == nil {
+		return
+	}
+	if n, _ := m.Root.ReadNode(name); n != nil {
+		return
+	}
+	removed, err := m.rollback(name, j)
+	res.rolledBack(removed...)
+	if err != nil {
+		m.logf("%s: rollback: %v", name, err)
+	}
+}
+
+// startBatch starts the named committed nodes, bounded in parallel.
+func (m *Manager) startBatch(ctx context.Context, names []string, alloc *portAllocator, wait bool, res *Result) {
+	m.runBatch(len(names), func(i int) {
+		name := names[i]
+		nr, stage, err := m.startOne(ctx, name, alloc, wait)
+		if nr != nil {
+			res.addNode(*nr)
+		}
+		if err != nil {
+			res.fail(name, stage, err)
+		}
+	})
+}
+
+// startOne converges and starts one committed node. Running nodes are left
+// alone (reported "already-running").
+func (m *Manager) startOne(ctx context.Context, name string, alloc *portAllocator, wait bool) (*NodeResult, string, error) {
+	n, err := m.Root.ReadNode(name)
+	if err != nil {
+		return nil, "start", err
+	}
+	if n == nil {
+		return nil, "start", exitcode.New(exitcode.Usage, "node %s has no committed state", name).WithReason("unknown_node").WithNext(RePlan)
+	}
+	obs := m.observe(ctx, n, true)
+	if obs.Converged != "" {
+		m.logf("%s", obs.Converged)
+	}
+	if obs.Err != nil {
+		nr := nodeResult(n, "none")
+		return &nr, "status", obs.Err
+	}
+	if n.Phase == state.Running {
+		nr := nodeResult(n, "already-running")
+		if err := m.waitReady(ctx, n, wait, &nr); err != nil {
+			return &nr, "readiness", err
+		}
+		return &nr, "", nil
+	}
+	repairs, err := m.launch(ctx, n, alloc)
+	nr := nodeResult(n, "started")
+	nr.Repairs = append(nr.Repairs, repairs...)
+	if err != nil {
+		return &nr, "start", err
+	}
+	if err := m.waitReady(ctx, n, wait, &nr); err != nil {
+		return &nr, "readiness", err
+	}
+	return &nr, "", nil
+}
+
+// runBatch runs f(0..n-1) with at most m.concurrency(n) in flight.
+func (m *Manager) runBatch(n int, f func(i int)) {
+	if n == 0 {
+		return
+	}
+	sem := make(chan struct{}, m.concurrency(n))
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			f(i)
+		}(i)
+	}
+	wg.Wait()
+}
+
+func planNode(p *plan.Plan, name string) plan.NodePlan {
+	for _, n := range p.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return plan.NodePlan{}
+}
+
+func peers(s *spec.Spec, name string) []spec.Node {
+	out := []spec.Node{}
+	for _, n := range s.Nodes {
+		if n.Name != name {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// preflight proves the host can run new nodes: the private network (unless
+// the test-only "none" profile is active).
+func (m *Manager) preflight(ctx context.Context, s *spec.Spec) error {
+	if m.Net != nil && m.Emu.PrivateNet() != "none" {
+		if err := m.Net.Preflight(ctx, s.Deployment.Subnet.CIDR); err != nil {
+			return err
+		}
+	}
+	return nil
+}

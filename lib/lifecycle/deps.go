@@ -1,0 +1,155 @@
+package lifecycle
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"barn.dev/lib/disk"
+	"barn.dev/lib/imageref"
+	"barn.dev/lib/spec"
+	"barn.dev/lib/state"
+)
+
+// LaunchInput is what the emulator needs to build one node's invocation.
+type LaunchInput struct {
+	Node      spec.Node
+	VMUUID    string
+	Image     imageref.Identity
+	RootDisk  string
+	DataDisks []state.DataDisk
+	Seed      string
+	NVRAM     string // "" for bios images
+	SSHPort   int
+	Runtime   state.Runtime
+	SerialLog string
+}
+
+// Emulator is the host's QEMU profile: accelerator policy, firmware and the
+// pure invocation builder.
+type Emulator interface {
+	// Accel is "kvm" or "tcg" (recorded in node state, shown by status).
+	Accel() string
+	// PrivateNet is "bridge" or "none" (test-only: no private NIC).
+	PrivateNet() string
+	// Firmware returns the UEFI code image and the vars template for boot
+	// mode "uefi"; ("", "", nil) for "bios"; a capability error when the
+	// firmware is missing.
+	Firmware(boot string) (code, varsTemplate string, err error)
+	// Invocation builds the typed QEMU command line.
+	Invocation(in LaunchInput) (state.Invocation, error)
+}
+
+// Liveness is the VM layer's read-only audit of one node.
+type Liveness struct {
+	Running bool   // the VM process runs
+	QMPOK   bool   // QMP answered with the expected name and UUID
+	Verdict string // process tuple verdict: dead, ours, foreign, unknown, none
+	QMPErr  error  // why QMP did not prove identity (nil when QMPOK)
+	Detail  string
+}
+
+// Machine launches, stops and audits QEMU processes with proven identity.
+type Machine interface {
+	Launch(ctx context.Context, inv state.Invocation, node, vmUUID string, rt state.Runtime) (state.Process, error)
+	Stop(ctx context.Context, node, vmUUID string, rt state.Runtime, proc *state.Process) error
+	Audit(ctx context.Context, node, vmUUID string, rt state.Runtime, proc *state.Process) Liveness
+	// Adopt proves an interrupted start: QMP identity, then the pidfile's
+	// process tuple whose argv hash must match inv.
+	Adopt(ctx context.Context, node, vmUUID string, rt state.Runtime, inv state.Invocation) (state.Process, error)
+}
+
+// Images turns an exact identity into a verified local file.
+type Images interface {
+	Ensure(ctx context.Context, id imageref.Identity) (path string, err error)
+}
+
+// SeedInput is what a node's NoCloud seed is rendered from.
+type SeedInput struct {
+	Deployment spec.Deployment
+	Node       spec.Node
+	Peers      []spec.Node
+	Generation int64
+	VMUUID     string
+}
+
+// Seeder renders and writes a node's seed ISO to path (atomically).
+type Seeder interface {
+	WriteSeed(ctx context.Context, path string, in SeedInput) error
+}
+
+// Network proves the private network is usable now.
+type Network interface {
+	Preflight(ctx context.Context, cidr string) error
+}
+
+// Readiness waits for a launched guest to finish its setup.
+type Readiness interface {
+	WaitReady(ctx context.Context, n *state.Node) (warnings []Warning, repairs []string, err error)
+}
+
+// Hook is called after each durable step ("journal", "root-overlay",
+// "data-disk", "seed", "nvram", "prepared", "committed", "starting",
+// "running", "destroying", "stopped", "preserved", "artifacts-removed").
+// Tests use it for crash injection; production leaves it nil.
+type Hook func(step, node string)
+
+// Manager runs lifecycle operations. Root, Emu, VM, Images and Seeds are
+// required for operations that create or start nodes; Net nil skips the
+// network preflight; Ready nil skips readiness (as --no-wait does).
+type Manager struct {
+	Root   *state.Root
+	Emu    Emulator
+	VM     Machine
+	Images Images
+	Seeds  Seeder
+	Net    Network
+	Ready  Readiness
+	Disk   disk.Tool
+
+	Log         io.Writer // progress lines; nil discards
+	Hook        Hook
+	Command     string // recorded as the lock holder's command
+	Waiting     func(state.LockHolder)
+	Concurrency int // prepare/start batch bound; 0 means 4
+	PortBase    int // first management SSH port; 0 means 2222
+	// PortFree reports whether 127.0.0.1:port can be bound now; nil binds.
+	PortFree func(port int) bool
+	Now      func() time.Time
+}
+
+func (m *Manager) now() time.Time {
+	if m.Now != nil {
+		return m.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (m *Manager) hook(step, node string) {
+	if m.Hook != nil {
+		m.Hook(step, node)
+	}
+}
+
+func (m *Manager) logf(format string, args ...any) {
+	if m.Log != nil {
+		writeLine(m.Log, format, args...)
+	}
+}
+
+func (m *Manager) concurrency(n int) int {
+	c := m.Concurrency
+	if c <= 0 {
+		c = 4
+	}
+	if c > 16 {
+		c = 16
+	}
+	if n < c {
+		c = n
+	}
+	if c < 1 {
+		c = 1
+	}
+	return c
+}

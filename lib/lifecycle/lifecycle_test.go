@@ -1,0 +1,141 @@
+package lifecycle
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/plan"
+	"barn.dev/lib/state"
+)
+
+func testRoot(t *testing.T) *state.Root {
+	t.Helper()
+	home := filepath.Join(t.TempDir(), ".barn")
+	rt, err := os.MkdirTemp("/tmp", "lt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(rt) })
+	env := map[string]string{"BARN_HOME": home, "BARN_RUNTIME_DIR": rt, "HOME": os.Getenv("HOME")}
+	root, err := state.Open(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func TestPortAllocatorSkipsRecordedAndBoundPorts(t *testing.T) {
+	m := &Manager{Root: testRoot(t), PortBase: 3000, PortFree: func(p int) bool { return p != 3001 }}
+	a, err := m.newPortAllocator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.taken[3000] = true // as if recorded in a node's state
+	got := []int{}
+	for i := 0; i < 3; i++ {
+		p, err := a.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, p)
+	}
+	if got[0] != 3002 || got[1] != 3003 || got[2] != 3004 {
+		t.Fatalf("ports = %v, want [3002 3003 3004]", got)
+	}
+	a.release(3003)
+	if p, _ := a.next(); p != 3003 {
+		t.Fatalf("released port not reused: %d", p)
+	}
+}
+
+func TestPortAllocatorExhaustedIsResource(t *testing.T) {
+	m := &Manager{Root: testRoot(t), PortBase: MaxPort, PortFree: func(int) bool { return false }}
+	a, _ := m.newPortAllocator()
+	if _, err := a.next(); exitcode.ClassOf(err) != exitcode.Resource {
+		t.Fatalf("err = %v, want resource", err)
+	}
+}
+
+func TestStalePlanIsConflict(t *testing.T) {
+	p := &plan.Plan{BasedOn: plan.BasedOn{Generation: 1, SpecHash: "a"}}
+	err := checkBasedOn(p, &state.Deployment{Generation: 2, SpecHash: "b"})
+	if e := exitcode.As(err); e == nil || e.Class != exitcode.Conflict || e.Reason != "stale_plan" || e.Next == "" {
+		t.Fatalf("err = %+v", e)
+	}
+	if err := checkBasedOn(&plan.Plan{}, nil); err != nil {
+		t.Fatalf("no deployment, empty based_on: %v", err)
+	}
+}
+
+func TestOurTempNames(t *testing.T) {
+	for name, want := range map[string]bool{
+		".root.qcow2.tmp-1-2":  true,
+		".state.json.tmp123":   true,
+		".data.qcow2.tmp-x":    true,
+		".evil.tmp-1":          false,
+		"root.qcow2":           false,
+		".root.qcow2":          false,
+		".../root.qcow2.tmp-1": false,
+	} {
+		if got := isOurTemp(name); got != want {
+			t.Errorf("isOurTemp(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestResultErrIsPartialNamingEachNode(t *testing.T) {
+	r := newResult("apply")
+	if r.Err(2) != nil {
+		t.Fatal("no failures must be nil")
+	}
+	r.fail("n2", "start", exitcode.New(exitcode.Runtime, "boom").WithNext("barn-node logs n2"))
+	err := r.Err(3)
+	e := exitcode.As(err)
+	if e.Class != exitcode.Partial || !strings.Contains(e.Message, "1 of 3 node(s) failed: n2 (start: boom)") || e.Next != "barn-node logs n2" {
+		t.Fatalf("err = %+v", e)
+	}
+}
+
+func TestRollbackRemovesOnlyJournaledArtifacts(t *testing.T) {
+	m := &Manager{Root: testRoot(t)}
+	dir, err := m.Root.EnsureNodeDir("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(dir, state.RootDiskName)
+	os.WriteFile(root, []byte("x"), 0o600)
+	j := &state.Journal{Schema: state.JournalSchema, OperationID: "6f1c1c8e-1d0b-4b55-9a57-4d0c4d8f3a11", Node: "n1",
+		VMUUID: "0b7c5d35-8a58-4f7e-9a36-1c8d7a4f2b10", SpecHash: strings.Repeat("a", 64),
+		Completed: []state.Artifact{{Kind: state.RootOverlay, Path: root}}, StartedAt: m.now(), UpdatedAt: m.now()}
+	if err := m.Root.WriteJournal(j); err != nil {
+		t.Fatal(err)
+	}
+	// an unexpected file blocks everything
+	stray := filepath.Join(dir, "notes.txt")
+	os.WriteFile(stray, nil, 0o600)
+	if _, err := m.settle("n1"); exitcode.As(err).Reason != "unexpected_files" {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := os.Stat(root); err != nil {
+		t.Fatal("blocked rollback removed an artifact")
+	}
+	os.Remove(stray)
+	// a runtime pidfile blocks it too
+	rt, _ := m.Root.EnsureNodeRuntime("n1")
+	os.WriteFile(rt.Pidfile, []byte("1"), 0o600)
+	if _, err := m.settle("n1"); exitcode.As(err).Reason != "runtime_present" {
+		t.Fatalf("err = %v", err)
+	}
+	os.Remove(rt.Pidfile)
+	rec, err := m.settle("n1")
+	if err != nil || len(rec.RolledBack) != 1 || rec.RolledBack[0] != root {
+		t.Fatalf("rollback = %+v, %v", rec, err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("node directory kept after rollback")
+	}
+}

@@ -1,0 +1,211 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/state"
+)
+
+// Runtime values reported by status.
+const (
+	RuntimeRunning  = "running"
+	RuntimeInactive = "inactive"
+	RuntimeUnknown  = "unknown"
+	RuntimeAbsent   = "absent"
+)
+
+// observation is what a live audit of one node proved.
+type observation struct {
+	Runtime   string
+	Converged string // what was changed in state, "" when nothing
+	Err       error  // ambiguous or contradictory evidence: act on nothing
+}
+
+// observe audits n's live identity and, when act is true (the caller holds
+// the deployment lock), converges what the evidence proves:
+//   - running/stopping with QMP proof → running (an interrupted stop that
+//     left the VM running is resumed as running);
+//   - starting with QMP proof → adopted (process tuple captured);
+//   - a dead runtime, or a recorded PID proven foreign, → stopped, runtime
+//     files removed;
+//   - a QMP identity mismatch, an unreadable process, or a live process
+//     without QMP → an error naming the command that settles it.
+func (m *Manager) observe(ctx context.Context, n *state.Node, act bool) observation {
+	if n.Phase == state.Destroying {
+		return observation{Runtime: RuntimeUnknown, Err: exitcode.New(exitcode.Conflict, "%s: an interrupted destroy is pending", n.Node).
+			WithReason("interrupted_transition").WithNext("barn-node destroy " + n.Node)}
+	}
+	l := m.VM.Audit(ctx, n.Node, n.VMUUID, n.Runtime, n.Process)
+	if mismatch(l) {
+		return observation{Runtime: RuntimeUnknown, Err: exitcode.New(exitcode.Integrity, "%s: QMP answers with another identity (%v); nothing was sent", n.Node, l.QMPErr).
+			WithReason("identity_mismatch").WithNext("barn-node recreate --force " + n.Node)}
+	}
+	dead := !l.QMPOK && (l.Verdict == "dead" || l.Verdict == "foreign" || l.Verdict == "none")
+	switch {
+	case l.QMPOK && (l.Verdict == "ours" || l.Verdict == "none" && n.Phase != state.Running):
+		// proven running
+		switch n.Phase {
+		case state.Running:
+			return observation{Runtime: RuntimeRunning}
+		case state.Starting, state.Stopping, state.Prepared, state.Stopped:
+			if !act {
+				return observation{Runtime: RuntimeRunning, Err: interrupted(n)}
+			}
+			if n.Process == nil || l.Verdict != "ours" {
+				proc, err := m.VM.Adopt(ctx, n.Node, n.VMUUID, n.Runtime, n.Invocation)
+				if err != nil {
+					return observation{Runtime: RuntimeRunning, Err: exitcode.As(err).WithReason("interrupted_transition").WithNext("barn-node stop " + n.Node)}
+				}
+				n.Process = &proc
+			}
+			was := n.Phase
+			if err := m.setPhase(n, state.Running); err != nil {
+				return observation{Runtime: RuntimeRunning, Err: err}
+			}
+			return observation{Runtime: RuntimeRunning, Converged: fmt.Sprintf("%s: %s was interrupted but QMP proves the VM runs; adopted as running", n.Node, was)}
+		}
+	case l.QMPOK:
+		return observation{Runtime: RuntimeUnknown, Err: exitcode.New(exitcode.Integrity, "%s: QMP proves the VM but the recorded process does not match (%s)", n.Node, l.Verdict).
+			WithReason("process_mismatch").WithNext("barn-node recreate --force " + n.Node)}
+	case dead:
+		if n.Phase == state.Stopped || n.Phase == state.Prepared {
+			return observation{Runtime: RuntimeInactive}
+		}
+		if !act {
+			return observation{Runtime: RuntimeInactive, Err: interrupted(n)}
+		}
+		was := n.Phase
+		n.Process = nil
+		m.cleanRuntime(n)
+		if err := m.setPhase(n, state.Stopped); err != nil {
+			return observation{Runtime: RuntimeInactive, Err: err}
+		}
+		why := "the VM is not running"
+		if l.Verdict == "foreign" {
+			why = "the recorded PID now belongs to an unrelated process (never signalled)"
+		}
+		return observation{Runtime: RuntimeInactive, Converged: fmt.Sprintf("%s: was %s but %s; now stopped", n.Node, was, why)}
+	case l.Verdict == "ours":
+		return observation{Runtime: RuntimeRunning, Err: exitcode.New(exitcode.Conflict, "%s: the QEMU process runs but QMP does not answer (%v)", n.Node, l.QMPErr).
+			WithReason("qmp_unavailable").WithNext("barn-node stop " + n.Node)}
+	}
+	return observation{Runtime: RuntimeUnknown, Err: exitcode.New(exitcode.Conflict, "%s: cannot prove whether the VM runs (%s; %v)", n.Node, l.Detail, l.QMPErr).
+		WithReason("interrupted_transition").WithNext("barn-node stop " + n.Node)}
+}
+
+func mismatch(l Liveness) bool {
+	return !l.QMPOK && l.QMPErr != nil && exitcode.ClassOf(l.QMPErr) == exitcode.Integrity
+}
+
+func interrupted(n *state.Node) error {
+	return exitcode.New(exitcode.Conflict, "%s: an interrupted %s transition is recorded", n.Node, n.Phase).
+		WithReason("interrupted_transition").WithNext("barn-node status " + n.Node)
+}
+
+func (m *Manager) setPhase(n *state.Node, p state.Phase) error {
+	n.Phase = p
+	n.UpdatedAt = m.now()
+	return m.Root.WriteNode(n)
+}
+
+// cleanRuntime removes the runtime QMP socket and pidfile of a VM proven
+// not running.
+func (m *Manager) cleanRuntime(n *state.Node) {
+	for _, p := range []string{n.Runtime.QMP, n.Runtime.Pidfile} {
+		if p != "" {
+			_ = os.Remove(p)
+		}
+	}
+}
+
+// launch runs a prepared or stopped node: a port taken by another process
+// is replaced (a repair), phase starting is recorded before QEMU runs and
+// running with the process tuple after QMP proved the identity.
+func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocator) ([]string, error) {
+	var repairs []string
+	if n.SSHPort == 0 || !m.portFree(n.SSHPort) {
+		old := n.SSHPort
+		port, err := alloc.next()
+		if err != nil {
+			return nil, err
+		}
+		n.SSHPort = port
+		inv, err := m.Emu.Invocation(m.launchInput(n))
+		if err != nil {
+			return nil, err
+		}
+		n.Invocation = inv
+		repairs = append(repairs, fmt.Sprintf("management SSH port %d was taken by another process; moved to %d", old, port))
+	}
+	if _, err := m.Root.EnsureNodeRuntime(n.Node); err != nil {
+		return repairs, err
+	}
+	n.Process = nil
+	if err := m.setPhase(n, state.Starting); err != nil {
+		return repairs, err
+	}
+	m.hook("starting", n.Node)
+	m.logf("%s: launching QEMU (%s)", n.Node, n.Accel)
+	proc, err := m.VM.Launch(ctx, n.Invocation, n.Node, n.VMUUID, n.Runtime)
+	if err != nil {
+		if werr := m.setPhase(n, state.Stopped); werr != nil {
+			m.logf("%s: recording stopped after a failed launch: %v", n.Node, werr)
+		}
+		return repairs, err
+	}
+	n.Process = &proc
+	if err := m.setPhase(n, state.Running); err != nil {
+		return repairs, err
+	}
+	m.hook("running", n.Node)
+	return repairs, nil
+}
+
+func (m *Manager) launchInput(n *state.Node) LaunchInput {
+	return LaunchInput{Node: n.Spec, VMUUID: n.VMUUID, Image: n.Image, RootDisk: n.RootDisk, DataDisks: n.DataDisks,
+		Seed: n.Seed, NVRAM: n.NVRAM, SSHPort: n.SSHPort, Runtime: n.Runtime, SerialLog: m.Root.NodeFile(n.Node, state.SerialLogName)}
+}
+
+// stop runs the VM layer's verified stop ladder for n and records stopped.
+// On failure the previous phase is restored.
+func (m *Manager) stop(ctx context.Context, n *state.Node) error {
+	switch n.Phase {
+	case state.Stopped:
+		return nil
+	case state.Prepared:
+		return m.setPhase(n, state.Stopped)
+	}
+	prev := n.Phase
+	if err := m.setPhase(n, state.Stopping); err != nil {
+		return err
+	}
+	m.hook("stopping", n.Node)
+	m.logf("%s: stopping (QMP system_powerdown, then quit; verified signals only without QMP)", n.Node)
+	if err := m.VM.Stop(ctx, n.Node, n.VMUUID, n.Runtime, n.Process); err != nil {
+		if werr := m.setPhase(n, prev); werr != nil {
+			m.logf("%s: restoring phase %s: %v", n.Node, prev, werr)
+		}
+		return err
+	}
+	n.Process = nil
+	m.cleanRuntime(n)
+	if err := m.setPhase(n, state.Stopped); err != nil {
+		return err
+	}
+	m.hook("stopped", n.Node)
+	return nil
+}
+
+// waitReady runs readiness for n unless skipped.
+func (m *Manager) waitReady(ctx context.Context, n *state.Node, wait bool, nr *NodeResult) error {
+	if !wait || m.Ready == nil {
+		return nil
+	}
+	warnings, repairs, err := m.Ready.WaitReady(ctx, n)
+	nr.Warnings = append(nr.Warnings, warnings...)
+	nr.Repairs = append(nr.Repairs, repairs...)
+	return err
+}

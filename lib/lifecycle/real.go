@@ -1,0 +1,215 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+
+	"barn.dev/lib/cidata"
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/hostnet"
+	"barn.dev/lib/imageref"
+	"barn.dev/lib/procid"
+	"barn.dev/lib/qemu"
+	"barn.dev/lib/qmp"
+	"barn.dev/lib/sshkeys"
+	"barn.dev/lib/state"
+	"barn.dev/lib/vm"
+)
+
+// RealOptions configure the production bindings.
+type RealOptions struct {
+	Getenv   func(string) string
+	Progress io.Writer      // image pull progress; nil discards
+	Stop     vm.StopOptions // the stop ladder's timeouts
+}
+
+// Real returns a Manager bound to the real packages: the QEMU profile
+// detected from the environment (BARN_QEMU, BARN_ACCEL, BARN_PRIVATE_NET…),
+// lib/vm for launch/stop/audit, the image cache, cidata+sshkeys for the
+// seed and hostnet for the network preflight. Readiness is left nil: the
+// caller binds it (guest.WaitReady) unless --no-wait.
+func Real(root *state.Root, o RealOptions) (*Manager, error) {
+	prof, err := qemu.DetectProfile(o.Getenv, exec.LookPath)
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{
+		Root:   root,
+		Emu:    &realEmulator{prof: prof},
+		VM:     &realMachine{stop: o.Stop},
+		Images: &realImages{root: root, progress: o.Progress},
+		Seeds:  &realSeeder{root: root},
+		Net:    &realNet{getenv: o.Getenv, bridge: prof.Bridge},
+	}
+	return m, nil
+}
+
+// Profile exposes the detected QEMU profile of a Manager built by Real.
+func (m *Manager) Profile() (qemu.Profile, bool) {
+	e, ok := m.Emu.(*realEmulator)
+	if !ok {
+		return qemu.Profile{}, false
+	}
+	return e.prof, true
+}
+
+type realEmulator struct{ prof qemu.Profile }
+
+func (e *realEmulator) Accel() string      { return e.prof.Accel }
+func (e *realEmulator) PrivateNet() string { return e.prof.PrivateNet }
+
+// firmwarePairs are the distro UEFI code/vars pairs, probed in order.
+var firmwarePairs = [][2]string{
+	{"/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd"},
+	{"/usr/share/OVMF/OVMF_CODE.fd", "/usr/share/OVMF/OVMF_VARS.fd"},
+	{"/usr/share/edk2/ovmf/OVMF_CODE.fd", "/usr/share/edk2/ovmf/OVMF_VARS.fd"},
+	{"/usr/share/edk2-ovmf/x64/OVMF_CODE.fd", "/usr/share/edk2-ovmf/x64/OVMF_VARS.fd"},
+}
+
+func (e *realEmulator) Firmware(boot string) (string, string, error) {
+	if boot != "uefi" {
+		return "", "", nil
+	}
+	for _, p := range firmwarePairs {
+		if regular(p[0]) && regular(p[1]) {
+			return p[0], p[1], nil
+		}
+	}
+	return "", "", exitcode.New(exitcode.Capability, "no UEFI firmware found for a uefi image (looked for OVMF code and vars under /usr/share)").
+		WithReason("firmware_missing").WithNext("apt-get install ovmf")
+}
+
+func regular(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+func (e *realEmulator) Invocation(in LaunchInput) (state.Invocation, error) {
+	code, _, err := e.Firmware(in.Image.Boot)
+	if err != nil {
+		return state.Invocation{}, err
+	}
+	return qemu.Invocation(qemu.Input{Node: in.Node, VMUUID: in.VMUUID, Image: in.Image, RootDisk: in.RootDisk,
+		DataDisks: in.DataDisks, Seed: in.Seed, NVRAM: in.NVRAM, Firmware: code, SSHPort: in.SSHPort,
+		Runtime: in.Runtime, SerialLog: in.SerialLog}, e.prof)
+}
+
+type realMachine struct{ stop vm.StopOptions }
+
+func (r *realMachine) Launch(ctx context.Context, inv state.Invocation, node, vmUUID string, rt state.Runtime) (state.Process, error) {
+	return vm.Launch(ctx, inv, node, vmUUID, rt)
+}
+
+func (r *realMachine) Stop(ctx context.Context, node, vmUUID string, rt state.Runtime, proc *state.Process) error {
+	return vm.Stop(ctx, node, vmUUID, rt, proc, r.stop)
+}
+
+func (r *realMachine) Adopt(ctx context.Context, node, vmUUID string, rt state.Runtime, inv state.Invocation) (state.Process, error) {
+	return vm.Adopt(ctx, inv, node, vmUUID, rt, vm.LaunchOptions{})
+}
+
+func (r *realMachine) Audit(ctx context.Context, node, vmUUID string, rt state.Runtime, proc *state.Process) Liveness {
+	l := vm.Audit(ctx, node, vmUUID, rt, proc)
+	out := Liveness{Running: l.Running, QMPOK: l.QMP == nil, QMPErr: l.QMP, Detail: l.Detail}
+	switch {
+	case proc == nil:
+		out.Verdict = "none"
+	case l.Verdict == procid.Dead:
+		out.Verdict = "dead"
+	case l.Verdict == procid.Ours:
+		out.Verdict = "ours"
+	case l.Verdict == procid.Foreign:
+		out.Verdict = "foreign"
+	default:
+		out.Verdict = "unknown"
+	}
+	if errors.Is(l.QMP, qmp.ErrIdentityMismatch) {
+		out.QMPErr = exitcode.Wrap(exitcode.Integrity, l.QMP, "QMP identity mismatch").WithReason("qmp_identity_mismatch")
+	}
+	return out
+}
+
+type realImages struct {
+	root     *state.Root
+	progress io.Writer
+}
+
+func (r *realImages) Ensure(ctx context.Context, id imageref.Identity) (string, error) {
+	return ensureImage(ctx, r.root, id, r.progress)
+}
+
+type realSeeder struct {
+	root *state.Root
+	mu   sync.Mutex
+	kp   *sshkeys.KeyPair
+}
+
+// keys ensures the deployment key pair once per process (seeds are written
+// in parallel).
+func (s *realSeeder) keys() (sshkeys.KeyPair, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.kp != nil {
+		return *s.kp, nil
+	}
+	keysDir, err := s.root.EnsureKeysDir()
+	if err != nil {
+		return sshkeys.KeyPair{}, err
+	}
+	kp, err := sshkeys.Ensure(keysDir, false)
+	if err != nil {
+		return sshkeys.KeyPair{}, err
+	}
+	s.kp = &kp
+	return kp, nil
+}
+
+func (s *realSeeder) WriteSeed(ctx context.Context, path string, in SeedInput) error {
+	kp, err := s.keys()
+	if err != nil {
+		return err
+	}
+	ci := cidata.Input{Deployment: in.Deployment, Node: in.Node, Peers: in.Peers, Generation: in.Generation, PublicKey: kp.Public}
+	if in.Node.Control {
+		pem, err := kp.PrivateKeyPEM()
+		if err != nil {
+			return err
+		}
+		ci.ControlPrivateKey = string(pem)
+	}
+	files, err := cidata.Render(ci)
+	if err != nil {
+		return err
+	}
+	return cidata.WriteISO(path, files)
+}
+
+type realNet struct {
+	getenv func(string) string
+	bridge string
+}
+
+func (n *realNet) Preflight(ctx context.Context, cidr string) error {
+	_, err := hostnet.PreflightEnv(ctx, n.getenv, cidr, n.bridge)
+	return err
+}
+
+// Unlaunchable returns a Manager that can stop, audit and destroy but not
+// launch: the QEMU profile could not be detected (err says why), which must
+// not keep anyone from stopping or destroying what runs.
+func Unlaunchable(root *state.Root, err error, stop vm.StopOptions) *Manager {
+	return &Manager{Root: root, Emu: brokenEmulator{err}, VM: &realMachine{stop: stop}}
+}
+
+type brokenEmulator struct{ err error }
+
+func (b brokenEmulator) Accel() string                           { return "" }
+func (b brokenEmulator) PrivateNet() string                      { return "" }
+func (b brokenEmulator) Firmware(string) (string, string, error) { return "", "", b.err }
+func (b brokenEmulator) Invocation(LaunchInput) (state.Invocation, error) {
+	return state.Invocation{}, b.err
+}

@@ -1,0 +1,204 @@
+package lifecycle
+
+import (
+	"context"
+	"os"
+	"sort"
+	"strings"
+
+	"barn.dev/lib/disk"
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/plan"
+	"barn.dev/lib/spec"
+	"barn.dev/lib/state"
+)
+
+// Recreate destroys and recreates the selected nodes from the plan's
+// desired spec: the only path for definition drift. Before stopping
+// anything it proves what the new nodes need (network, firmware for the
+// boot mode, the exact image bytes, share sources, persistent-disk
+// compatibility) and refuses when unselected peers still drift, naming the
+// combined selection. Root and non-persistent disks are replaced;
+// persistent disks are retained and reattached.
+func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string, wait bool) (*Result, error) {
+	if len(selectors) == 0 {
+		return nil, exitcode.New(exitcode.Usage, "recreate needs the node names to recreate").WithReason("no_selection")
+	}
+	if err := checkPlan(p); err != nil {
+		return nil, err
+	}
+	lock, err := m.Root.LockDeployment(ctx, m.Command, true, m.Waiting)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
+	applied, err := m.Root.ReadDeployment()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBasedOn(p, applied); err != nil {
+		return nil, err
+	}
+	if applied == nil {
+		return nil, exitcode.New(exitcode.Conflict, "no deployment is applied; nothing to recreate").WithReason("no_deployment").WithNext(RePlan)
+	}
+	if mi := namesOf(p, plan.Missing); len(mi) > 0 {
+		return nil, exitcode.New(exitcode.Conflict, "applied node(s) %s are absent from the desired spec; restore them or destroy them explicitly first", strings.Join(mi, ", ")).
+			WithReason("nodes_removed").WithNext("barn-node destroy " + strings.Join(mi, " "))
+	}
+	sel := map[string]bool{}
+	for _, s := range selectors {
+		if p.Spec.Node(s) == nil {
+			return nil, exitcode.New(exitcode.Usage, "node %q is not in the desired spec", s).WithReason("unknown_node")
+		}
+		sel[s] = true
+	}
+	var drifting []string
+	for _, name := range namesOf(p, plan.Recreate) {
+		if !sel[name] {
+			drifting = append(drifting, name)
+		}
+	}
+	if len(drifting) > 0 {
+		all := append([]string{}, drifting...)
+		for s := range sel {
+			all = append(all, s)
+		}
+		sort.Strings(all)
+		return nil, exitcode.New(exitcode.Conflict, "unselected node(s) %s also drift; recreate them together so the applied spec stays true", strings.Join(drifting, ", ")).
+			WithReason("unselected_drift").WithNext("barn-node recreate " + strings.Join(all, " "))
+	}
+	names := make([]string, 0, len(sel))
+	for s := range sel {
+		names = append(names, s)
+	}
+	sort.Strings(names)
+
+	// Prove every prerequisite before touching any node.
+	if err := m.preflight(ctx, &p.Spec); err != nil {
+		return nil, err
+	}
+	jobsBase := map[string]createJob{}
+	for _, name := range names {
+		np := planNode(p, name)
+		if np.Image == nil {
+			return nil, exitcode.New(exitcode.Usage, "plan has no exact image for %s", name).WithReason("images_unresolved").WithNext("barn-repo update, then " + RePlan)
+		}
+		if _, _, err := m.Emu.Firmware(np.Image.Boot); err != nil {
+			return nil, err
+		}
+		if _, err := m.Images.Ensure(ctx, *np.Image); err != nil {
+			return nil, err
+		}
+		n := p.Spec.Node(name)
+		if err := checkShares(n); err != nil {
+			return nil, err
+		}
+		if err := m.checkPersistent(name, n); err != nil {
+			return nil, err
+		}
+		jobsBase[name] = createJob{Deployment: p.Spec.Deployment, Node: *n, Peers: peers(&p.Spec, name), Image: *np.Image}
+	}
+	gen := applied.Generation + 1
+	res := newResult("recreate")
+	alloc, err := m.newPortAllocator()
+	if err != nil {
+		return nil, err
+	}
+	m.runBatch(len(names), func(i int) {
+		name := names[i]
+		old, _ := m.Root.ReadNode(name)
+		if _, err := m.destroyNode(ctx, name, false, res); err != nil {
+			res.fail(name, "destroy", err)
+			return
+		}
+		job := jobsBase[name]
+		job.Generation = gen
+		if old != nil && old.SSHPort > 0 {
+			job.SSHPort = old.SSHPort // keep the port when still free
+			if !m.portFree(job.SSHPort) {
+				job.SSHPort = 0
+			}
+		}
+		if job.SSHPort == 0 {
+			port, err := alloc.next()
+			if err != nil {
+				res.fail(name, "prepare", err)
+				return
+			}
+			job.SSHPort = port
+		}
+		pr, err := m.prepare(ctx, job)
+		if err != nil {
+			res.fail(name, "prepare", err)
+			return
+		}
+		nr := nodeResult(pr.Node, "recreated")
+		nr.Warnings = append(nr.Warnings, pr.Warnings...)
+		repairs, err := m.launch(ctx, pr.Node, alloc)
+		nr.Repairs = append(nr.Repairs, repairs...)
+		nr.Phase, nr.Ports.SSH = string(pr.Node.Phase), pr.Node.SSHPort
+		if err != nil {
+			res.fail(name, "start", err)
+			res.addNode(nr)
+			return
+		}
+		if err := m.waitReady(ctx, pr.Node, wait, &nr); err != nil {
+			res.fail(name, "readiness", err)
+		}
+		res.addNode(nr)
+	})
+	if err := m.Root.WriteDeployment(&state.Deployment{Schema: state.DeploymentSchema, Generation: gen, Spec: p.Spec}); err != nil {
+		return nil, err
+	}
+	res.Generation = gen
+	res.sort()
+	return res, res.Err(len(names))
+}
+
+// checkShares proves each share's host source is an existing directory.
+func checkShares(n *spec.Node) error {
+	for _, s := range n.Shares {
+		fi, err := os.Stat(s.Host)
+		if err != nil || !fi.IsDir() {
+			return exitcode.New(exitcode.Usage, "%s: share source %s is not an existing directory", n.Name, s.Host).WithReason("share_source_missing")
+		}
+	}
+	return nil
+}
+
+// checkPersistent proves the node's current and retained persistent disks
+// are compatible with the desired definition (exact identity), before
+// anything is stopped.
+func (m *Manager) checkPersistent(name string, want *spec.Node) error {
+	cur, err := m.Root.ReadNode(name)
+	if err != nil {
+		return err
+	}
+	desired := map[string]spec.Disk{}
+	for _, d := range want.Disks {
+		desired[d.Name] = d
+	}
+	if cur != nil {
+		for _, dd := range cur.DataDisks {
+			if !dd.Persistent {
+				continue
+			}
+			d, ok := desired[dd.Name]
+			if !ok || !d.Persistent || d.Serial != dd.Serial || d.SizeBytes != dd.SizeBytes || d.Mount != dd.Mount {
+				return exitcode.New(exitcode.Conflict, "%s: persistent disk %q (%d bytes at %s) is not declared identically in the desired spec; recreate would orphan it", name, dd.Name, dd.SizeBytes, dd.Mount).
+					WithReason("persistent_disk_changed").WithNext("restore the disk's definition, or destroy the deployment with --delete-persistent")
+			}
+		}
+	}
+	for _, d := range want.Disks {
+		own, err := disk.ReadRetained(m.Root.RetainedDiskDir(name, d.Name))
+		if err != nil {
+			return err
+		}
+		if own != nil && (!d.Persistent || !own.Matches(name, d.Name, d.Serial, d.Mount, d.SizeBytes)) {
+			return exitcode.New(exitcode.Conflict, "%s: retained disk %q does not match the desired disk", name, d.Name).WithReason("retained_disk_mismatch")
+		}
+	}
+	return nil
+}

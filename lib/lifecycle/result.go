@@ -1,0 +1,185 @@
+package lifecycle
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/imageref"
+	"barn.dev/lib/state"
+)
+
+// ResultSchema is the schema of the lifecycle result document.
+const ResultSchema = "barn.result/v1"
+
+// Result is the barn.result/v1 document printed by apply, start, stop,
+// restart, recreate, destroy and purge.
+type Result struct {
+	Schema     string       `json:"schema"`
+	Command    string       `json:"command"`    // apply, start, stop, ...
+	Generation int64        `json:"generation"` // applied generation after the command; 0 when none
+	Nodes      []NodeResult `json:"nodes"`      // sorted by name
+	Failures   []Failure    `json:"failures"`   // sorted by node
+	RolledBack []string     `json:"rolled_back"`
+	Retained   []string     `json:"retained"` // persistent disks kept in the store ("node/disk")
+	Notes      []string     `json:"notes"`
+	mu         sync.Mutex
+}
+
+// NodeResult is one node's outcome.
+type NodeResult struct {
+	Name     string    `json:"name"`
+	Phase    string    `json:"phase"` // a state.Phase, or "absent" after destroy
+	Address  string    `json:"address"`
+	Image    string    `json:"image"` // exact image "family@version/arch", "" when unknown
+	Ports    Ports     `json:"ports"`
+	Accel    string    `json:"accel"`  // kvm or tcg
+	Action   string    `json:"action"` // created, started, stopped, kept, destroyed, recreated, already-running, ...
+	Warnings []Warning `json:"warnings"`
+	Repairs  []string  `json:"repairs"`
+}
+
+// Ports are a node's host ports.
+type Ports struct {
+	SSH int `json:"ssh"` // management SSH forward on 127.0.0.1; 0 when none
+}
+
+// Warning is a non-fatal guest or host finding for one node.
+type Warning struct {
+	Stage  string `json:"stage"`
+	Detail string `json:"detail"`
+}
+
+// Failure is one node that failed in a batch.
+type Failure struct {
+	Node   string `json:"node"`
+	Stage  string `json:"stage"` // prepare, start, readiness, stop, destroy, status
+	Error  string `json:"error"`
+	Reason string `json:"reason,omitempty"`
+	Next   string `json:"next,omitempty"`
+}
+
+func newResult(command string) *Result {
+	return &Result{Schema: ResultSchema, Command: command, Nodes: []NodeResult{}, Failures: []Failure{},
+		RolledBack: []string{}, Retained: []string{}, Notes: []string{}}
+}
+
+func (r *Result) addNode(n NodeResult) {
+	if n.Warnings == nil {
+		n.Warnings = []Warning{}
+	}
+	if n.Repairs == nil {
+		n.Repairs = []string{}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Nodes = append(r.Nodes, n)
+}
+
+func (r *Result) fail(node, stage string, err error) {
+	e := exitcode.As(err)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Failures = append(r.Failures, Failure{Node: node, Stage: stage, Error: e.Message, Reason: e.Reason, Next: e.Next})
+}
+
+func (r *Result) rolledBack(paths ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.RolledBack = append(r.RolledBack, paths...)
+}
+
+func (r *Result) retained(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Retained = append(r.Retained, s)
+}
+
+func (r *Result) sort() {
+	sort.Slice(r.Nodes, func(i, j int) bool { return r.Nodes[i].Name < r.Nodes[j].Name })
+	sort.Slice(r.Failures, func(i, j int) bool { return r.Failures[i].Node < r.Failures[j].Node })
+	sort.Strings(r.Retained)
+}
+
+// Err is the command's error for its failures: nil when none; otherwise
+// partial (5) "N of M node(s) failed: node (stage: error); …". A single
+// node that failed alone keeps its own class when it is the whole batch.
+func (r *Result) Err(total int) error {
+	if len(r.Failures) == 0 {
+		return nil
+	}
+	parts := make([]string, len(r.Failures))
+	for i, f := range r.Failures {
+		parts[i] = fmt.Sprintf("%s (%s: %s)", f.Node, f.Stage, f.Error)
+	}
+	e := exitcode.New(exitcode.Partial, "%d of %d node(s) failed: %s", len(r.Failures), total, strings.Join(parts, "; ")).
+		WithReason("nodes_failed")
+	if len(r.Failures) == 1 && r.Failures[0].Next != "" {
+		e = e.WithNext(r.Failures[0].Next)
+	}
+	return e
+}
+
+// RenderText implements the --text view.
+func (r *Result) RenderText(w io.Writer) error {
+	tcg := false
+	for _, n := range r.Nodes {
+		line := fmt.Sprintf("%-16s %-10s %-15s ssh 127.0.0.1:%d  %s  %s", n.Name, n.Phase, n.Address, n.Ports.SSH, n.Accel, n.Action)
+		if n.Image != "" {
+			line += "  " + n.Image
+		}
+		writeLine(w, "%s", line)
+		for _, rep := range n.Repairs {
+			writeLine(w, "  repair: %s", rep)
+		}
+		for _, wn := range n.Warnings {
+			writeLine(w, "  warning (%s): %s", wn.Stage, wn.Detail)
+		}
+		if n.Accel == "tcg" {
+			tcg = true
+		}
+	}
+	for _, f := range r.Failures {
+		writeLine(w, "FAILED %s (%s): %s", f.Node, f.Stage, f.Error)
+		if f.Next != "" {
+			writeLine(w, "  next: %s", f.Next)
+		}
+	}
+	for _, p := range r.RolledBack {
+		writeLine(w, "rolled back: %s", p)
+	}
+	for _, p := range r.Retained {
+		writeLine(w, "retained persistent disk: %s", p)
+	}
+	for _, n := range r.Notes {
+		writeLine(w, "note: %s", n)
+	}
+	if tcg {
+		writeLine(w, "note: running under TCG (software emulation); performance figures are not meaningful")
+	}
+	return nil
+}
+
+func writeLine(w io.Writer, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if !strings.HasSuffix(msg, "\n") {
+		msg += "\n"
+	}
+	_, _ = io.WriteString(w, msg)
+}
+
+// ImageLabel is the short exact form "family@version/arch" of an identity.
+func ImageLabel(id imageref.Identity) string {
+	if id.Image == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s@%s/%s", id.Image, id.Version, id.Arch)
+}
+
+func nodeResult(n *state.Node, action string) NodeResult {
+	return NodeResult{Name: n.Node, Phase: string(n.Phase), Address: n.Spec.Address, Image: ImageLabel(n.Image),
+		Ports: Ports{SSH: n.SSHPort}, Accel: n.Accel, Action: action, Warnings: []Warning{}, Repairs: []string{}}
+}

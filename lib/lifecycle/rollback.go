@@ -1,0 +1,151 @@
+package lifecycle
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/state"
+)
+
+// recovery is what settling a node directory found.
+type recovery struct {
+	Committed  *state.Node // committed state (a stale journal beside it was dropped)
+	RolledBack []string    // artifacts removed, in removal order
+}
+
+// settle brings a node directory to a known state before a create:
+//   - committed state wins: a journal beside it is stale and only the
+//     journal is removed (a committed node is never rolled back);
+//   - an uncommitted journal is rolled back whatever the node's desired
+//     definition is now, but only when no runtime socket or pidfile exists
+//     and the directory holds nothing but the journal, its completed
+//     artifacts and their in-flight temporary files;
+//   - anything else is left alone and reported.
+func (m *Manager) settle(name string) (*recovery, error) {
+	n, err := m.Root.ReadNode(name)
+	if err != nil {
+		return nil, err
+	}
+	j, err := m.Root.ReadJournal(name)
+	if err != nil {
+		return nil, exitcode.As(err).WithNext("move " + m.Root.NodeFile(name, state.JournalName) + " away after checking the node directory, then retry")
+	}
+	if n != nil {
+		if j != nil {
+			m.logf("%s: removing a stale prepare journal beside committed state", name)
+			if err := m.Root.RemoveJournal(name); err != nil {
+				return nil, err
+			}
+		}
+		return &recovery{Committed: n}, nil
+	}
+	if j == nil {
+		dir := m.Root.NodeDir(name)
+		entries, err := os.ReadDir(dir)
+		if os.IsNotExist(err) {
+			return &recovery{}, nil
+		} else if err != nil {
+			return nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", dir)
+		}
+		if len(entries) == 0 {
+			return &recovery{}, nil
+		}
+		return nil, expectEmptyNodeDir(dir)
+	}
+	removed, err := m.rollback(name, j)
+	if err != nil {
+		return nil, err
+	}
+	return &recovery{RolledBack: removed}, nil
+}
+
+// rollback removes only the journal's completed artifacts, in reverse
+// order, then the journal and the emptied node directory. It refuses when
+// state is committed, when the runtime QMP socket or pidfile exists, or
+// when the directory holds an unexpected file.
+func (m *Manager) rollback(name string, j *state.Journal) ([]string, error) {
+	dir := m.Root.NodeDir(name)
+	if j.StateCommitted {
+		return nil, exitcode.New(exitcode.Conflict, "%s: the prepare journal says state was committed but %s is missing; not rolling back", name, m.Root.NodeFile(name, state.NodeStateName)).
+			WithReason("journal_committed").WithNext("barn-node status " + name)
+	}
+	if rt, err := m.Root.NodeRuntime(name); err == nil {
+		for _, p := range []string{rt.QMP, rt.Pidfile} {
+			if _, err := os.Lstat(p); err == nil {
+				return nil, exitcode.New(exitcode.Conflict, "%s: runtime file %s exists; a VM may be running from this unfinished create", name, p).
+					WithReason("runtime_present").WithNext("barn-node status " + name)
+			}
+		}
+	}
+	allowed := map[string]bool{state.JournalName: true}
+	for _, a := range j.Completed {
+		if filepath.Dir(a.Path) != dir {
+			return nil, exitcode.New(exitcode.Integrity, "%s: journaled artifact %s is outside %s", name, a.Path, dir).WithReason("journal_path_outside")
+		}
+		allowed[filepath.Base(a.Path)] = true
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", dir)
+	}
+	var temps, unexpected []string
+	for _, e := range entries {
+		switch {
+		case allowed[e.Name()]:
+		case isOurTemp(e.Name()):
+			temps = append(temps, filepath.Join(dir, e.Name()))
+		default:
+			unexpected = append(unexpected, e.Name())
+		}
+	}
+	if len(unexpected) > 0 {
+		sort.Strings(unexpected)
+		return nil, exitcode.New(exitcode.Conflict, "%s: %s holds files the prepare journal does not list (%s); nothing was removed", name, dir, strings.Join(unexpected, ", ")).
+			WithReason("unexpected_files").WithNext("move them away, then retry")
+	}
+	removed := []string{}
+	for i := len(j.Completed) - 1; i >= 0; i-- {
+		p := j.Completed[i].Path
+		fi, err := os.Lstat(p)
+		if os.IsNotExist(err) {
+			continue
+		} else if err != nil {
+			return removed, exitcode.Wrap(exitcode.Runtime, err, "checking %s", p)
+		}
+		if !fi.Mode().IsRegular() {
+			return removed, exitcode.New(exitcode.Integrity, "%s is not a regular file (%s); not removing it", p, fi.Mode()).WithReason("unexpected_files")
+		}
+		if err := os.Remove(p); err != nil {
+			return removed, exitcode.Wrap(exitcode.Runtime, err, "removing %s", p)
+		}
+		removed = append(removed, p)
+	}
+	for _, t := range temps {
+		if err := os.Remove(t); err != nil && !os.IsNotExist(err) {
+			return removed, exitcode.Wrap(exitcode.Runtime, err, "removing %s", t)
+		}
+	}
+	if err := m.Root.RemoveJournal(name); err != nil {
+		return removed, err
+	}
+	if err := syscall.Rmdir(dir); err != nil && !os.IsNotExist(err) {
+		return removed, exitcode.Wrap(exitcode.Runtime, err, "removing %s", dir)
+	}
+	m.logf("%s: rolled back an unfinished create (%d artifact(s))", name, len(removed))
+	return removed, nil
+}
+
+// isOurTemp reports whether name is an in-flight temporary file Barn writes
+// next to an allowlisted node file: ".<name>.tmp-…" (disk, renameio or
+// state atomic writes).
+func isOurTemp(name string) bool {
+	if !strings.HasPrefix(name, ".") {
+		return false
+	}
+	base, _, ok := strings.Cut(name[1:], ".tmp")
+	return ok && state.IsNodeFileName(base)
+}

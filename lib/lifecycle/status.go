@@ -1,0 +1,216 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/state"
+)
+
+// StatusSchema is the schema of the status document.
+const StatusSchema = "barn.status/v1"
+
+// Status is the barn.status/v1 document.
+type Status struct {
+	Schema     string       `json:"schema"`
+	Generation int64        `json:"generation"` // 0 when no deployment
+	SpecHash   string       `json:"spec_hash"`
+	Nodes      []NodeStatus `json:"nodes"` // sorted by name
+	Note       string       `json:"note,omitempty"`
+	Converged  []string     `json:"converged"` // what status changed in state
+	Failures   []Failure    `json:"failures"`
+}
+
+// NodeStatus is one node's recorded state plus the live audit.
+type NodeStatus struct {
+	Name       string `json:"name"`
+	Address    string `json:"address"`
+	Phase      string `json:"phase"`   // recorded phase (after convergence)
+	Runtime    string `json:"runtime"` // running, inactive, unknown, absent
+	Image      string `json:"image"`
+	Ports      Ports  `json:"ports"`
+	Accel      string `json:"accel"`
+	PrivateNet string `json:"private_net,omitempty"` // "none" marks the test-only profile without a private NIC
+	PID        int    `json:"pid,omitempty"`
+	Generation int64  `json:"generation"`
+	Reason     string `json:"reason,omitempty"`
+	Next       string `json:"next,omitempty"`
+	Detail     string `json:"detail,omitempty"`
+}
+
+// Status reports the selected applied nodes (all when none are named) with
+// a live identity audit. It never waits for the deployment lock: when the
+// lock is free it converges what the audit proves; when busy it shows the
+// recorded state with a note naming the holder. One degraded node never
+// hides its peers; the returned error is partial (5) when any node is
+// degraded.
+func (m *Manager) Status(ctx context.Context, selectors []string) (*Status, error) {
+	st := &Status{Schema: StatusSchema, Nodes: []NodeStatus{}, Converged: []string{}, Failures: []Failure{}}
+	d, err := m.Root.ReadDeployment()
+	if err != nil {
+		return nil, err
+	}
+	dirs, err := m.Root.NodeNames()
+	if err != nil {
+		return nil, err
+	}
+	if d == nil && len(dirs) == 0 {
+		st.Note = "no deployment"
+		if len(selectors) > 0 {
+			return nil, exitcode.New(exitcode.Usage, "unknown node %q: no deployment is applied", selectors[0]).WithReason("unknown_node")
+		}
+		return st, nil
+	}
+	act := true
+	if m.Root.Exists() {
+		lock, err := m.Root.LockDeployment(ctx, m.Command, false, nil)
+		if err != nil {
+			e := exitcode.As(err)
+			if e.Reason != "deployment_busy" {
+				return nil, err
+			}
+			act = false
+			st.Note = "another barn command is running; showing recorded state"
+			if h, ok := e.Detail.(state.LockHolder); ok {
+				st.Note = fmt.Sprintf("%s (pid %d, since %s) is running; showing recorded state", h.Command, h.PID, h.Started.Format("15:04:05"))
+			} else if h, ok := e.Detail.(*state.LockHolder); ok && h != nil {
+				st.Note = fmt.Sprintf("%s (pid %d, since %s) is running; showing recorded state", h.Command, h.PID, h.Started.Format("15:04:05"))
+			}
+		} else {
+			defer lock.Unlock()
+		}
+	}
+	names := map[string]bool{}
+	if d != nil {
+		st.Generation, st.SpecHash = d.Generation, d.SpecHash
+		for _, n := range d.Spec.Nodes {
+			names[n.Name] = true
+		}
+	}
+	for _, n := range dirs {
+		names[n] = true
+	}
+	var selected []string
+	if len(selectors) == 0 {
+		for n := range names {
+			selected = append(selected, n)
+		}
+	} else {
+		for _, s := range selectors {
+			if !names[s] {
+				return nil, exitcode.New(exitcode.Usage, "unknown node %q", s).WithReason("unknown_node")
+			}
+			selected = append(selected, s)
+		}
+	}
+	sort.Strings(selected)
+	for _, name := range selected {
+		ns, conv, err := m.statusOne(ctx, d, name, act)
+		if conv != "" {
+			st.Converged = append(st.Converged, conv)
+		}
+		if err != nil {
+			e := exitcode.As(err)
+			ns.Reason, ns.Next, ns.Detail = e.Reason, e.Next, e.Message
+			st.Failures = append(st.Failures, Failure{Node: name, Stage: "status", Error: e.Message, Reason: e.Reason, Next: e.Next})
+		}
+		st.Nodes = append(st.Nodes, ns)
+	}
+	if len(st.Failures) > 0 {
+		r := &Result{Failures: st.Failures}
+		return st, r.Err(len(selected))
+	}
+	return st, nil
+}
+
+func (m *Manager) statusOne(ctx context.Context, d *state.Deployment, name string, act bool) (NodeStatus, string, error) {
+	ns := NodeStatus{Name: name, Runtime: RuntimeAbsent, Phase: string(state.Absent)}
+	if d != nil {
+		if sn := d.Spec.Node(name); sn != nil {
+			ns.Address = sn.Address
+		}
+	}
+	n, err := m.Root.ReadNode(name)
+	if err != nil {
+		return ns, "", err
+	}
+	if n == nil {
+		j, err := m.Root.ReadJournal(name)
+		if err != nil {
+			return ns, "", err
+		}
+		if j != nil {
+			ns.Phase = string(state.Preparing)
+			return ns, "", exitcode.New(exitcode.Conflict, "%s: an unfinished create is journaled (%d artifact(s))", name, len(j.Completed)).
+				WithReason("interrupted_transition").WithNext("barn-node apply --rollback (or re-run the apply pipeline)")
+		}
+		if d != nil && d.Spec.Node(name) != nil {
+			ns.Detail = "applied but not created"
+		}
+		return ns, "", nil
+	}
+	ns.Address = n.Spec.Address
+	conv := ""
+	if act {
+		if j, err := m.Root.ReadJournal(name); err == nil && j != nil {
+			if err := m.Root.RemoveJournal(name); err != nil {
+				return ns, "", err
+			}
+			conv = name + ": removed a stale prepare journal beside committed state"
+		}
+	}
+	obs := m.observe(ctx, n, act)
+	if obs.Converged == "" {
+		obs.Converged = conv
+	}
+	ns.Phase, ns.Runtime, ns.Image, ns.Ports.SSH, ns.Accel, ns.Generation = string(n.Phase), obs.Runtime, ImageLabel(n.Image), n.SSHPort, n.Accel, n.Generation
+	if m.Emu != nil && m.Emu.PrivateNet() == "none" {
+		ns.PrivateNet = "none"
+	}
+	if n.Process != nil && obs.Runtime == RuntimeRunning {
+		ns.PID = n.Process.PID
+	}
+	if obs.Err != nil && !act {
+		// recorded state only: an interrupted transition is reported, not converged
+		if e := exitcode.As(obs.Err); e.Reason == "interrupted_transition" {
+			e = e.WithNext("barn-node status " + name + " (when the running command finishes)")
+			return ns, "", e
+		}
+	}
+	return ns, obs.Converged, obs.Err
+}
+
+// RenderText implements the --text view; TCG is marked even in plain text.
+func (s *Status) RenderText(w io.Writer) error {
+	if s.Note != "" {
+		writeLine(w, "note: %s", s.Note)
+	}
+	tcg := false
+	for _, n := range s.Nodes {
+		line := fmt.Sprintf("%-16s %-15s %-9s runtime=%-8s ssh=%d %s", n.Name, n.Address, n.Phase, n.Runtime, n.Ports.SSH, strings.ToUpper(n.Accel))
+		if n.Accel == "tcg" {
+			tcg = true
+		}
+		if n.PrivateNet == "none" {
+			line += " private-net=none(test-only)"
+		}
+		if n.Reason != "" {
+			line += " (" + n.Reason + ")"
+		}
+		writeLine(w, "%s", line)
+		if n.Next != "" {
+			writeLine(w, "  next: %s", n.Next)
+		}
+	}
+	for _, c := range s.Converged {
+		writeLine(w, "converged: %s", c)
+	}
+	if tcg {
+		writeLine(w, "note: TCG (software emulation): performance figures are not meaningful")
+	}
+	return nil
+}

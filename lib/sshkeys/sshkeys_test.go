@@ -1,0 +1,140 @@
+package sshkeys
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"barn.dev/lib/exitcode"
+)
+
+func TestEnsureCreatesEd25519Pair(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "keys")
+	kp, err := Ensure(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(kp.Public, "ssh-ed25519 ") || !strings.HasSuffix(kp.Public, " barn") {
+		t.Fatalf("public = %q", kp.Public)
+	}
+	for path, mode := range map[string]os.FileMode{dir: 0o700, kp.PrivatePath: 0o600, kp.PublicPath: 0o644, kp.KnownHosts: 0o600} {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != mode {
+			t.Errorf("%s mode %04o, want %04o", path, fi.Mode().Perm(), mode)
+		}
+	}
+	// Idempotent: the same pair comes back.
+	again, err := Ensure(dir, true)
+	if err != nil || again.Public != kp.Public {
+		t.Fatalf("second Ensure: %v %q", err, again.Public)
+	}
+	// OpenSSH accepts the private key and derives the same public key.
+	if _, err := exec.LookPath("ssh-keygen"); err == nil {
+		out, err := exec.Command("ssh-keygen", "-y", "-f", kp.PrivatePath).Output()
+		if err != nil {
+			t.Fatalf("ssh-keygen -y: %v", err)
+		}
+		if !strings.HasPrefix(kp.Public, strings.TrimSpace(string(out))) {
+			t.Errorf("ssh-keygen derives %q, we have %q", out, kp.Public)
+		}
+	}
+}
+
+func TestEnsureRederivesMissingPublicKey(t *testing.T) {
+	dir := t.TempDir()
+	kp, err := Ensure(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(kp.PublicPath); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Ensure(dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(got.PublicPath)
+	if got.Public != kp.Public || strings.TrimSpace(string(b)) != kp.Public {
+		t.Fatalf("re-derived %q / file %q, want %q", got.Public, b, kp.Public)
+	}
+}
+
+func TestEnsureNeverReplacesPrivateKeyWithVMs(t *testing.T) {
+	dir := t.TempDir()
+	kp, _ := Ensure(dir, false)
+	if err := os.Remove(kp.PrivatePath); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Ensure(dir, true)
+	e := exitcode.As(err)
+	if e == nil || e.Class != exitcode.Integrity || e.Reason != "deployment_key_missing" {
+		t.Fatalf("err = %v, want integrity deployment_key_missing", err)
+	}
+	if _, err := os.Stat(kp.PrivatePath); !os.IsNotExist(err) {
+		t.Fatal("a replacement private key was generated")
+	}
+	// Without VMs a new pair is fine and replaces the orphaned public key.
+	nk, err := Ensure(dir, false)
+	if err != nil || nk.Public == kp.Public {
+		t.Fatalf("new pair: %v (same public key: %v)", err, nk.Public == kp.Public)
+	}
+}
+
+func TestEnsureRefusesMismatchedOrLooseKeys(t *testing.T) {
+	dir := t.TempDir()
+	kp, _ := Ensure(dir, false)
+	other, _ := Ensure(t.TempDir(), false)
+	if err := os.WriteFile(kp.PublicPath, []byte(other.Public+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if e := exitcode.As(mustErr(Ensure(dir, true))); e == nil || e.Reason != "deployment_key_mismatch" {
+		t.Fatalf("mismatch: %v", e)
+	}
+	_ = os.WriteFile(kp.PublicPath, []byte(kp.Public+"\n"), 0o644)
+	_ = os.Chmod(kp.PrivatePath, 0o644)
+	if e := exitcode.As(mustErr(Ensure(dir, true))); e == nil || e.Reason != "deployment_key_mode" {
+		t.Fatalf("loose mode: %v", e)
+	}
+	_ = os.Chmod(kp.PrivatePath, 0o600)
+	_ = os.WriteFile(kp.PrivatePath, []byte("garbage"), 0o600)
+	if e := exitcode.As(mustErr(Ensure(dir, true))); e == nil || e.Reason != "deployment_key_invalid" {
+		t.Fatalf("garbage: %v", e)
+	}
+}
+
+func TestEnsureRefusesRSAKey(t *testing.T) {
+	if _, err := exec.LookPath("ssh-keygen"); err != nil {
+		t.Skip("ssh-keygen not installed")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "rsa", "-b", "2048", "-N", "", "-f", filepath.Join(dir, PrivateName)).CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	if e := exitcode.As(mustErr(Ensure(dir, true))); e == nil || e.Reason != "deployment_key_invalid" {
+		t.Fatalf("rsa: %v", e)
+	}
+}
+
+func mustErr(_ KeyPair, err error) error { return err }
+
+func TestHostKeyAlias(t *testing.T) {
+	a := HostKeyAlias("6F9619FF-8B86-D011-B42D-00C04FC964FF")
+	if a != HostKeyAlias("6f9619ff-8b86-d011-b42d-00c04fc964ff") {
+		t.Error("alias depends on case")
+	}
+	// sha256("6f9619ff-8b86-d011-b42d-00c04fc964ff")
+	out, err := exec.Command("sh", "-c", "printf %s 6f9619ff-8b86-d011-b42d-00c04fc964ff | sha256sum").Output()
+	if err == nil {
+		if want := "barn-" + strings.Fields(string(out))[0]; a != want {
+			t.Errorf("alias = %s, want %s", a, want)
+		}
+	}
+	if len(a) != 5+64 || a == HostKeyAlias("00000000-0000-0000-0000-000000000001") {
+		t.Errorf("alias = %s", a)
+	}
+}
