@@ -6,7 +6,7 @@ GO ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X barn.dev/lib/tool.Version=$(VERSION)
 
-.PHONY: help build test check fmt vet clean deps ci
+.PHONY: help build test check fmt vet clean deps ci image e2e
 
 help: ## List the targets
 	@grep -hE '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -32,4 +32,10 @@ clean: ## Remove bin/
 deps: ## Install the host packages the suites need (root on Debian)
 	@scripts/install-deps.sh
 
-ci: deps build check ## The test command: install prerequisites, build, run every suite
+image: build ## Build (or reuse) the local Debian 12 guest image repository; prints its path
+	@scripts/build-image.sh
+
+e2e: build ## Run the real-lab suite (root, QEMU under TCG, the local image, a private netns)
+	@repo=$$(scripts/build-image.sh) && cd testscripts && BARN_TEST_REPO=$$repo $(GO) test -count=1 -timeout 60m -run TestLab -v . 2>&1 | tail -n 200
+
+ci: deps build check e2e ## The test command: install prerequisites, build, run every suite

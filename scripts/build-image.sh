@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# build-image.sh — build Barn's lab guest image from Debian's packages and
+# publish it as a local, signed Barn image repository.
+#
+# Why: no cloud image can be downloaded here, so the guest is built the way a
+# distribution builds one: debootstrap a Debian 12 (bookworm) root, install
+# Debian's generic kernel (the cloud kernel lacks 9p, which vm_shares need),
+# cloud-init, OpenSSH, sudo, xfsprogs, dbus (systemd-logind handles the ACPI
+# power button, so QMP system_powerdown shuts the guest down cleanly), make a
+# BIOS-bootable MBR disk with extlinux, and convert it to a compressed qcow2.
+#
+# Output (stdout, one line): the repository directory, which holds
+#   repo.yaml                         intent (family d12, channel stable)
+#   images/d12-<version>-amd64.qcow2  the image
+#   catalog.json, catalog.json.minisig  evidence, signed with a lab key
+#   keys/catalog.pub                  the key to trust (barn-repo trust add)
+# Progress goes to stderr.
+#
+# The result is cached outside the checkout, keyed by this recipe's inputs
+# (the lines between the "recipe:" markers below), in $BARN_IMAGE_CACHE (default /var/cache/barn/images
+# as root, else ~/.cache/barn/images); later runs only print the path.
+# Needs root (debootstrap, loop devices, mount) and the Debian mirror that
+# apt is configured with. Usage: build-image.sh [--force]
+set -euo pipefail
+
+# recipe: begin
+VERSION=12.2          # image version published in repo.yaml; bump with the recipe
+SUITE=bookworm
+PACKAGES=(linux-image-amd64 systemd-sysv cloud-init cloud-guest-utils
+  openssh-server sudo iproute2 ifupdown netbase xfsprogs e2fsprogs udev kmod
+  isc-dhcp-client dbus iputils-ping python3 ca-certificates)
+DISK_SIZE=4G
+# recipe: end
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
+log() { printf 'build-image: %s\n' "$*" >&2; }
+die() { printf 'build-image: error: %s\n' "$*" >&2; exit 1; }
+
+force=0
+[ "${1:-}" = "--force" ] && force=1
+
+if [ "$(id -u)" -eq 0 ]; then default_cache=/var/cache/barn/images
+else default_cache=${XDG_CACHE_HOME:-$HOME/.cache}/barn/images; fi
+cache=${BARN_IMAGE_CACHE:-$default_cache}
+key=$(sed -n '/^# recipe: begin/,/^# recipe: end/p' "$0" | sha256sum | cut -c1-16)
+out=$cache/$key
+repo=$out/repo
+image=$repo/images/d12-$VERSION-amd64.qcow2
+mkdir -p "$cache"
+
+exec 9>"$cache/.lock"
+flock 9   # one build at a time; a second caller waits and reuses the result
+
+barn_repo() {
+  if [ -x "$top/bin/barn-repo" ]; then "$top/bin/barn-repo" "$@"
+  else (cd "$top" && go run ./barn-repo "$@"); fi
+}
+
+publish() {
+  # repo.yaml is intent: no sizes or digests (barn-repo build derives them).
+  cat > "$repo/repo.yaml" <<EOF
+schema: 1
+revision: $(date +%s)
+defaults: {image: d12, channel: stable, arch: native, boot: bios}
+images:
+  d12:
+    aliases: [debian12, bookworm]
+    boot: bios
+    channels: {stable: "$VERSION"}
+    versions:
+      "$VERSION":
+        status: supported
+        provenance: "built locally by scripts/build-image.sh (recipe $key) from Debian $SUITE packages"
+        variants:
+          amd64: {source_user: debian}
+EOF
+  # Each step checks its status: set -e does not apply inside a function
+  # whose caller tests it.
+  mkdir -p "$out/keys" || return 1
+  if [ ! -f "$out/keys/catalog.key" ]; then
+    barn_repo keygen --out "$out/keys/catalog" >/dev/null || return 1
+  fi
+  cp "$out/keys/catalog.pub" "$repo/catalog.pub" || return 1
+  barn_repo build --root "$repo" >/dev/null || return 1
+  barn_repo sign --key "$out/keys/catalog.key" --root "$repo" >/dev/null || return 1
+  barn_repo verify --root "$repo" >/dev/null || return 1
+  touch "$out/.published"
+}
+
+if [ $force -eq 0 ] && [ -f "$image" ]; then
+  [ -f "$out/.published" ] || publish || die "publishing the repository at $repo failed"
+  echo "$repo"
+  exit 0
+fi
+
+[ "$(id -u)" -eq 0 ] || die "building the image needs root (debootstrap, loop devices); run: sudo $0"
+for t in debootstrap sfdisk extlinux qemu-img mkfs.ext4 losetup; do
+  command -v "$t" >/dev/null || die "$t is missing; run: sudo scripts/install-deps.sh"
+done
+mbr=/usr/lib/syslinux/mbr/mbr.bin
+[ -f "$mbr" ] || die "$mbr is missing (package syslinux-common)"
+
+# The mirror apt already uses (deb822 sources or sources.list).
+mirror=$(sed -n 's/^URIs: *\([^ ]*\).*/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -v security | head -n1 || true)
+[ -n "$mirror" ] || mirror=$(awk '$1=="deb" && $0 !~ /security/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
+[ -n "$mirror" ] || die "no Debian mirror found in apt's sources"
+
+work=$(mktemp -d "$cache/.work.XXXXXX")
+rootfs=$work/rootfs mnt=$work/mnt loopdev=""
+cleanup() {
+  set +e
+  for m in "$rootfs/dev/pts" "$rootfs/dev" "$rootfs/proc" "$rootfs/sys" "$mnt"; do
+    mountpoint -q "$m" && umount -l "$m"
+  done
+  [ -n "$loopdev" ] && losetup -d "$loopdev"
+  rm -rf "$work"
+}
+trap cleanup EXIT
+start=$(date +%s)
+
+# recipe: begin
+log "debootstrap $SUITE (minbase)"
+debootstrap --variant=minbase "$SUITE" "$rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 \
+  || { tail -20 "$work/debootstrap.log" >&2; die "debootstrap failed"; }
+
+log "installing ${#PACKAGES[@]} packages"
+mount -t proc proc "$rootfs/proc"; mount -t sysfs sys "$rootfs/sys"
+mount --bind /dev "$rootfs/dev"
+printf '#!/bin/sh\nexit 101\n' > "$rootfs/usr/sbin/policy-rc.d"; chmod 755 "$rootfs/usr/sbin/policy-rc.d"
+chroot "$rootfs" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+  "${PACKAGES[@]}" >"$work/apt.log" 2>&1 || { tail -20 "$work/apt.log" >&2; die "package install failed"; }
+rm -f "$rootfs/usr/sbin/policy-rc.d"
+
+log "configuring the guest"
+echo barn > "$rootfs/etc/hostname"
+printf 'LABEL=rootfs / ext4 defaults,errors=remount-ro 0 1\n' > "$rootfs/etc/fstab"
+printf 'auto lo\niface lo inet loopback\nsource /etc/network/interfaces.d/*\n' > "$rootfs/etc/network/interfaces"
+printf 'datasource_list: [ NoCloud, None ]\n' > "$rootfs/etc/cloud/cloud.cfg.d/90-barn-datasource.cfg"
+# Host keys are per instance: cloud-init (or ssh-keygen -A) creates them at first boot.
+rm -f "$rootfs"/etc/ssh/ssh_host_*
+mkdir -p "$rootfs/etc/systemd/system/ssh.service.d"
+printf '[Service]\nExecStartPre=/usr/bin/ssh-keygen -A\n' > "$rootfs/etc/systemd/system/ssh.service.d/10-barn-hostkeys.conf"
+: > "$rootfs/etc/machine-id"; rm -f "$rootfs/var/lib/dbus/machine-id"
+chroot "$rootfs" apt-get clean
+rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/tmp/*
+umount "$rootfs/dev" "$rootfs/proc" "$rootfs/sys"
+kernel=$(cd "$rootfs/boot" && ls vmlinuz-* | head -n1)
+initrd=$(cd "$rootfs/boot" && ls initrd.img-* | head -n1)
+[ -n "$kernel" ] && [ -n "$initrd" ] || die "kernel or initrd missing in /boot"
+
+log "making a BIOS-bootable $DISK_SIZE disk"
+raw=$work/disk.raw
+truncate -s "$DISK_SIZE" "$raw"
+echo 'start=2048, type=83, bootable' | sfdisk -q "$raw"
+loopdev=$(losetup --find --show --offset $((2048 * 512)) "$raw")
+mkfs.ext4 -q -L rootfs "$loopdev"
+mkdir -p "$mnt"; mount "$loopdev" "$mnt"
+cp -a "$rootfs/." "$mnt/"
+mkdir -p "$mnt/boot/extlinux"
+cat > "$mnt/boot/extlinux/extlinux.conf" <<EOF
+DEFAULT barn
+TIMEOUT 1
+LABEL barn
+  LINUX /boot/$kernel
+  INITRD /boot/$initrd
+  APPEND root=LABEL=rootfs ro console=ttyS0,115200 quiet
+EOF
+extlinux --install "$mnt/boot/extlinux" >/dev/null 2>&1
+umount "$mnt"; losetup -d "$loopdev"; loopdev=""
+dd if="$mbr" of="$raw" bs=440 count=1 conv=notrunc status=none
+
+log "converting to compressed qcow2"
+mkdir -p "$repo/images"
+qemu-img convert -c -O qcow2 "$raw" "$work/image.qcow2"
+chmod 0444 "$work/image.qcow2"
+mv "$work/image.qcow2" "$image"
+# recipe: end
+log "image built in $(( $(date +%s) - start )) s: $image ($(stat -c %s "$image") bytes)"
+
+rm -f "$out/.published"
+publish || die "publishing the repository at $repo failed"
+echo "$repo"
