@@ -36,6 +36,6 @@ image: build ## Build (or reuse) the local Debian 12 guest image repository; pri
 	@scripts/build-image.sh
 
 e2e: build ## Run the real-lab suite (root, QEMU under TCG, the local image, a private netns)
-	@repo=$$(scripts/build-image.sh) && cd testscripts && BARN_TEST_REPO=$$repo $(GO) test -count=1 -timeout 60m -run TestLab -v . 2>&1 | tail -n 200
+	@repo=$$(scripts/build-image.sh) && cd testscripts && BARN_TEST_REPO=$$repo $(GO) test -count=1 -timeout 60m -run TestLab -v .
 
 ci: deps build check e2e ## The test command: install prerequisites, build, run every suite
