@@ -9,7 +9,7 @@ require (
 	github.com/gofrs/flock v0.13.2 // indirect
 	github.com/google/renameio/v2 v2.0.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/itchyny/gojq v0.12.20 // indirect
+	github.com/itchyny/gojq v0.12.20
 	github.com/itchyny/timefmt-go v0.1.9 // indirect
 	github.com/rogpeppe/go-internal v1.16.0
 	go.yaml.in/yaml/v3 v3.0.6 // indirect

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/itchyny/gojq"
+
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/state"
 	"barn.dev/lib/tool"
@@ -35,6 +37,9 @@ type NodeDump struct {
 func (c *QueryCmd) Run(env *tool.Env) error {
 	if env.Output.JQ != "" {
 		return exitcode.New(exitcode.Usage, "query takes its filter as an argument; drop --jq")
+	}
+	if _, err := gojq.Parse(c.Expr); err != nil {
+		return exitcode.New(exitcode.Usage, "query %q: %v", c.Expr, err).WithReason("bad_query")
 	}
 	r, err := inspect(env)
 	if err != nil {

@@ -463,3 +463,44 @@ func TestNetworkdRollbackAgainstFakes(t *testing.T) {
 		t.Fatalf("install after an interrupted one: %v", err)
 	}
 }
+
+// TestReadManifestRefusals: a manifest with the wrong mode says how to fix
+// it; one owned by another user is never trusted (uninstall would chmod and
+// remove the paths it lists as root).
+func TestReadManifestRefusals(t *testing.T) {
+	root := t.TempDir()
+	h := &Host{StateDir: root, Bridge: "barn0"}
+	path := h.ManifestPath()
+	m := Manifest{Schema: ManifestSchema, Steps: []Step{}}
+	data, err := wire.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.ReadManifest()
+	if e := exitcode.As(err); e == nil || e.Class != exitcode.Integrity || e.Next != "chmod 0600 "+path {
+		t.Fatalf("mode 0644: err = %#v, want integrity with next chmod 0600 %s", e, path)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := h.ReadManifest(); err != nil || got == nil {
+		t.Fatalf("valid manifest: %v, %v", got, err)
+	}
+	if os.Geteuid() != 0 {
+		t.Log("not root: the foreign-owner case needs chown")
+		return
+	}
+	if err := os.Chown(path, 4242, 4242); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.ReadManifest()
+	if e := exitcode.As(err); e == nil || e.Class != exitcode.Integrity || !strings.Contains(e.Message, "owned by uid 4242") {
+		t.Fatalf("foreign owner: err = %v, want integrity naming uid 4242", err)
+	}
+}

@@ -298,7 +298,15 @@ func TestLiveModifiedOwnedFileBlocksUninstall(t *testing.T) {
 			t.Fatalf("bridge.conf %q", good)
 		}
 		must(t, os.WriteFile("/etc/qemu/bridge.conf", append(append([]byte{}, good...), "allow all\n"...), 0o640))
-		_, err := h.Uninstall(ctx, nil)
+		// status reports what blocks uninstall before anyone tries it.
+		st, err := h.Status(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := findingOf(st.Findings, "owned_file_modified"); f == nil || !strings.Contains(f.Message, "/etc/qemu/bridge.conf") {
+			t.Fatalf("status findings %+v: want owned_file_modified naming /etc/qemu/bridge.conf", st.Findings)
+		}
+		_, err = h.Uninstall(ctx, nil)
 		if classOf(err) != exitcode.Integrity || exitcode.As(err).Reason != "owned_file_modified" {
 			t.Fatalf("want integrity owned_file_modified, got %v", err)
 		}
@@ -312,6 +320,15 @@ func TestLiveModifiedOwnedFileBlocksUninstall(t *testing.T) {
 		}
 		sameSnap(t, "uninstall after repair", before, snap(t, h))
 	})
+}
+
+func findingOf(fs []Finding, code string) *Finding {
+	for i := range fs {
+		if fs[i].Code == code {
+			return &fs[i]
+		}
+	}
+	return nil
 }
 
 func TestLiveAttachedTapBlocksUninstall(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/wire"
@@ -55,7 +56,8 @@ type UnitState struct {
 }
 
 // ReadManifest returns (nil, nil) when there is none, and an integrity (7)
-// error naming the file when it is damaged, a symlink or not 0600.
+// error naming the file when it is damaged, a symlink, not 0600, or owned
+// by a user other than root and the effective user.
 func (h *Host) ReadManifest() (*Manifest, error) {
 	path := h.ManifestPath()
 	fi, err := os.Lstat(path)
@@ -69,7 +71,13 @@ func (h *Host) ReadManifest() (*Manifest, error) {
 		return nil, exitcode.New(exitcode.Integrity, "manifest %s is not a regular file", path).WithReason("manifest_damaged")
 	}
 	if fi.Mode().Perm() != 0o600 {
-		return nil, exitcode.New(exitcode.Integrity, "manifest %s has mode %04o, want 0600", path, fi.Mode().Perm()).WithReason("manifest_damaged")
+		return nil, exitcode.New(exitcode.Integrity, "manifest %s has mode %04o, want 0600", path, fi.Mode().Perm()).WithReason("manifest_damaged").
+			WithNext("chmod 0600 " + path)
+	}
+	// Uninstall acts as root on the paths and modes the manifest lists, so
+	// only a manifest written by root (or by this very user) is trusted.
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Geteuid() {
+		return nil, exitcode.New(exitcode.Integrity, "manifest %s is owned by uid %d, not by root; Barn does not trust it", path, st.Uid).WithReason("manifest_damaged")
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {

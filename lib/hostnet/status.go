@@ -54,6 +54,9 @@ func (h *Host) Status(ctx context.Context, cidr string) (Status, error) {
 		return s, perr
 	}
 	s.CIDR, s.HostAddress, s.Usable, s.Findings = r.CIDR, r.HostAddress, r.Usable, r.Findings
+	if o.Manifest != nil {
+		s.Findings = append(s.Findings, modifiedOwnedFiles(o.Manifest)...)
+	}
 	if s.Manifest != "" && o.Manifest == nil {
 		if err := checkSubnetFree(o, mustSubnet(s.CIDR), s.Bridge); err != nil {
 			s.Findings = append(s.Findings, Finding{Code: "subnet_in_use", Severity: SevError, Message: err.Error(),
@@ -65,6 +68,27 @@ func (h *Host) Status(ctx context.Context, cidr string) (Status, error) {
 		}
 	}
 	return s, nil
+}
+
+// modifiedOwnedFiles returns one warning "owned_file_modified" per file
+// the installation wrote whose current SHA-256 differs from the content
+// recorded in the manifest (the check PlanUninstall refuses on), so status
+// shows what blocks uninstall before anyone runs it.
+func modifiedOwnedFiles(m *Manifest) []Finding {
+	var out []Finding
+	for _, st := range m.Steps[:min(m.Applied, len(m.Steps))] {
+		if st.Kind != KindWriteFile {
+			continue
+		}
+		cur, err := StatFile(st.Path, false)
+		if err != nil || cur.SHA256 == digest([]byte(st.Content)) {
+			continue
+		}
+		out = append(out, Finding{Code: "owned_file_modified", Severity: SevWarning,
+			Message: fmt.Sprintf("%s was modified since install (sha256 %s, recorded %s); barn-net uninstall refuses until it is restored", st.Path, short(cur.SHA256), short(digest([]byte(st.Content)))),
+			Fix:     "restore Barn's content of " + st.Path + " or undo the edit"})
+	}
+	return out
 }
 
 // RenderText implements the --text view.

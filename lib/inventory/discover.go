@@ -45,7 +45,7 @@ func ReadFile(path string) ([]byte, error) {
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		return nil, exitcode.New(exitcode.Usage, "inventory %s is a symlink; Barn reads only regular files", path).
-			WithReason("invalid_inventory").WithNext(fmt.Sprintf("barn-inventory resolve -f \"$(realpath %s)\"", path))
+			WithReason("invalid_inventory").WithNext(fmt.Sprintf("barn-inventory resolve -f \"$(realpath %s)\"", shellQuote(path)))
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, exitcode.New(exitcode.Usage, "inventory %s is not a regular file", path).WithReason("invalid_inventory")

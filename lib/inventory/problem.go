@@ -112,8 +112,10 @@ func errorOf(list []Problem) *exitcode.Error {
 		msg += fmt.Sprintf(" (and %d more problems)", n)
 	}
 	e := exitcode.New(exitcode.Usage, "%s", msg).WithReason("invalid_inventory").WithDetail(list)
-	if len(list) > 1 && list[0].File != "" && list[0].File != "-" {
-		e = e.WithNext("barn-inventory validate -f " + list[0].File)
+	// Stdin cannot be read twice, and "-f <stdin>" would be a shell
+	// redirection: only a named file gets the hint.
+	if f := list[0].File; len(list) > 1 && f != "" && f != "-" && f != "<stdin>" {
+		e = e.WithNext("barn-inventory validate -f " + shellQuote(f))
 	}
 	return e
 }
@@ -129,4 +131,20 @@ func Problems(err error) []Problem {
 		return l
 	}
 	return nil
+}
+
+// shellQuote returns s unchanged when it is a plain word of a file name and
+// single-quoted for a POSIX shell otherwise, so a next: hint can be pasted.
+func shellQuote(s string) string {
+	plain := s != ""
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./+,:@%", r)) {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -163,14 +163,24 @@ func (r *Root) checkDir(path string, root bool) error {
 		return integrity(path, "%s is a symlink; Barn never follows a symlinked state directory", what).
 			WithNext("replace " + path + " with a real directory (mkdir -m 0700)")
 	case !fi.IsDir():
-		return integrity(path, "%s is not a directory", what)
+		return rootHint(integrity(path, "%s is not a directory", what), root)
 	case ownerOf(fi) != r.uid:
-		return integrity(path, "%s is owned by uid %d, not by this user (uid %d)", what, ownerOf(fi), r.uid)
+		return rootHint(integrity(path, "%s is owned by uid %d, not by this user (uid %d)", what, ownerOf(fi), r.uid), root)
 	case fi.Mode().Perm()&0o022 != 0:
 		return integrity(path, "%s has mode %04o; it must not be group- or world-writable", what, fi.Mode().Perm()).
 			WithNext("chmod 0700 " + path)
 	}
 	return nil
+}
+
+// rootHint drops the "barn-state verify" hint from a problem with the state
+// root itself: verify would stop at the same error, and no single other
+// action is clearly right (move the file aside, or choose another BARN_HOME).
+func rootHint(e *exitcode.Error, root bool) *exitcode.Error {
+	if root {
+		e.Next = ""
+	}
+	return e
 }
 
 // ensureDir creates path (0700, parents as needed) when missing and then

@@ -281,3 +281,34 @@ func TestEnsureNodeRuntime(t *testing.T) {
 	_, err = r.EnsureNodeRuntime("pg-1")
 	wantClass(t, err, exitcode.Integrity, "symlink")
 }
+
+// TestRootProblemsDoNotPointAtVerify: when the state root itself is
+// unusable, `barn-state verify` fails with the same error, so the next:
+// hint must not send the user there (a loop). A root that is a file gets
+// no hint; a hint that exists must name another action.
+func TestRootProblemsDoNotPointAtVerify(t *testing.T) {
+	home := t.TempDir()
+	file := filepath.Join(home, "file")
+	writeRaw(t, file, "x", 0o600)
+	dirs := []string{file}
+	if os.Geteuid() == 0 {
+		foreign := filepath.Join(home, "foreign")
+		if err := os.Mkdir(foreign, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(foreign, 4242, 4242); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, foreign)
+	}
+	for _, dir := range dirs {
+		_, err := Inspect(envOf(map[string]string{"HOME": home, "BARN_HOME": dir}))
+		e := exitcode.As(err)
+		if e == nil || e.Class != exitcode.Integrity {
+			t.Fatalf("%s: err = %v, want integrity", dir, err)
+		}
+		if e.Next == "barn-state verify" {
+			t.Errorf("%s: next = %q: verify fails the same way on an unusable root", dir, e.Next)
+		}
+	}
+}
