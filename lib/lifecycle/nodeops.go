@@ -207,5 +207,6 @@ func (m *Manager) waitReady(ctx context.Context, n *state.Node, wait bool, nr *N
 	warnings, repairs, err := m.Ready.WaitReady(ctx, n)
 	nr.Warnings = append(nr.Warnings, warnings...)
 	nr.Repairs = append(nr.Repairs, repairs...)
+	nr.Ready = err == nil
 	return err
 }

@@ -38,6 +38,7 @@ type NodeResult struct {
 	Ports    Ports     `json:"ports"`
 	Accel    string    `json:"accel"`  // kvm or tcg
 	Action   string    `json:"action"` // created, started, stopped, kept, destroyed, recreated, already-running, ...
+	Ready    bool      `json:"ready"`  // guest readiness (SSH + identity marker) was proven in this operation
 	Warnings []Warning `json:"warnings"`
 	Repairs  []string  `json:"repairs"`
 }
@@ -126,8 +127,18 @@ func (r *Result) Err(total int) error {
 // RenderText implements the --text view.
 func (r *Result) RenderText(w io.Writer) error {
 	tcg := false
+	ready, limited := 0, 0
 	for _, n := range r.Nodes {
-		line := fmt.Sprintf("%-16s %-10s %-15s ssh 127.0.0.1:%d  %s  %s", n.Name, n.Phase, n.Address, n.Ports.SSH, n.Accel, n.Action)
+		phase := n.Phase
+		if n.Ready {
+			ready++
+			phase = "ready"
+			if len(n.Warnings) > 0 {
+				limited++
+				phase = "ready · with limitations"
+			}
+		}
+		line := fmt.Sprintf("%-16s %-10s %-15s ssh 127.0.0.1:%d  %s  %s", n.Name, phase, n.Address, n.Ports.SSH, n.Accel, n.Action)
 		if n.Image != "" {
 			line += "  " + n.Image
 		}
@@ -159,6 +170,14 @@ func (r *Result) RenderText(w io.Writer) error {
 	}
 	if tcg {
 		writeLine(w, "note: running under TCG (software emulation); performance figures are not meaningful")
+	}
+	if ready > 0 {
+		summary := fmt.Sprintf("✓ %d node(s) ready", ready)
+		if limited > 0 {
+			summary += fmt.Sprintf(" · %d with limitations", limited)
+		}
+		writeLine(w, "%s", summary)
+		writeLine(w, "connect: barn-node ssh %s", r.Nodes[0].Name)
 	}
 	return nil
 }

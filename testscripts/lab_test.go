@@ -1,0 +1,178 @@
+package testscripts
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+// TestLab runs the real-lab scripts in testdata/lab: real QEMU under TCG,
+// the locally built Debian image, a bridge and taps inside a network
+// namespace the script's setup creates (and removes afterwards). It needs
+// root, qemu-system-x86_64 and BARN_TEST_REPO pointing at the repository
+// printed by scripts/build-image.sh (`make ci` and `make e2e` set it).
+func TestLab(t *testing.T) {
+	if reason := labUnavailable(); reason != "" {
+		t.Skipf("real-lab suite not run: %s", reason)
+	}
+	p := params("testdata/lab")
+	setup := p.Setup
+	p.Setup = func(env *testscript.Env) error {
+		if err := setup(env); err != nil {
+			return err
+		}
+		ns, err := newNamespace()
+		if err != nil {
+			return err
+		}
+		env.Setenv("NS", ns)
+		env.Setenv("BARN_REPO", os.Getenv("BARN_TEST_REPO"))
+		env.Setenv("BARN_ACCEL", "tcg")
+		run := "/tmp/barn-e2e-" + ns[len(ns)-6:]
+		if err := os.MkdirAll(run, 0o700); err != nil {
+			return err
+		}
+		env.Defer(func() { _ = os.RemoveAll(run) })
+		env.Setenv("BARN_RUNTIME_DIR", run)
+		// Deferred calls run last-in first-out: kill this lab's QEMUs, then
+		// undo the host network, then drop the namespace.
+		env.Defer(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+		env.Defer(func() {
+			cmd := exec.Command("ip", "netns", "exec", ns, "barn-net", "uninstall", "--yes")
+			cmd.Env = env.Vars
+			_ = cmd.Run()
+		})
+		env.Defer(func() { killLab(env.Getenv("BARN_HOME"), run) })
+		return nil
+	}
+	p.Cmds["inns"] = cmdInNamespace
+	p.Cmds["killqemu"] = cmdKillQEMU
+	p.Cmds["noqemu"] = cmdNoQEMU
+	testscript.Run(t, p)
+}
+
+func labUnavailable() string {
+	switch {
+	case os.Geteuid() != 0:
+		return "needs root for network namespaces"
+	case os.Getenv("BARN_TEST_REPO") == "":
+		return "BARN_TEST_REPO is unset (run `make e2e`, which builds the image first)"
+	}
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		return "qemu-system-x86_64 is not installed"
+	}
+	return ""
+}
+
+// newNamespace creates a network namespace with loopback up.
+func newNamespace() (string, error) {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	ns := "barn-e2e-" + hex.EncodeToString(b)
+	for _, args := range [][]string{{"netns", "add", ns}, {"-n", ns, "link", "set", "lo", "up"}} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	return ns, nil
+}
+
+// cmdInNamespace runs `inns PROG ARGS...` inside the script's namespace $NS.
+func cmdInNamespace(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) < 1 {
+		ts.Fatalf("usage: inns PROG [ARGS...]")
+	}
+	err := ts.Exec("ip", append([]string{"netns", "exec", ts.Getenv("NS")}, args...)...)
+	if neg != (err != nil) {
+		if neg {
+			ts.Fatalf("unexpected success of %s", args[0])
+		}
+		ts.Fatalf("%s: %v", args[0], err)
+	}
+}
+
+// cmdKillQEMU runs `killqemu NODE`: SIGKILL the node's QEMU behind Barn's
+// back (the pid recorded in its committed state) and wait until it is gone.
+func cmdKillQEMU(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: killqemu NODE")
+	}
+	data, err := os.ReadFile(filepath.Join(ts.Getenv("BARN_HOME"), "nodes", args[0], "state.json"))
+	ts.Check(err)
+	var st struct {
+		Process *struct {
+			PID int `json:"pid"`
+		} `json:"process"`
+	}
+	ts.Check(json.Unmarshal(data, &st))
+	if st.Process == nil || st.Process.PID <= 0 {
+		ts.Fatalf("node %s has no recorded process", args[0])
+	}
+	ts.Check(syscall.Kill(st.Process.PID, syscall.SIGKILL))
+	for i := 0; i < 100; i++ {
+		if syscall.Kill(st.Process.PID, 0) != nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	ts.Fatalf("pid %d survived SIGKILL", st.Process.PID)
+}
+
+// cmdNoQEMU runs `noqemu`: fails when any process's command line mentions
+// this script's state root or runtime directory.
+func cmdNoQEMU(ts *testscript.TestScript, neg bool, args []string) {
+	marks := [][]byte{[]byte(ts.Getenv("BARN_HOME")), []byte(ts.Getenv("BARN_RUNTIME_DIR"))}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var found []string
+	for _, p := range procs {
+		cmdline, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(cmdline, []byte("qemu")) {
+			continue
+		}
+		for _, m := range marks {
+			if len(m) > 0 && bytes.Contains(cmdline, m) {
+				pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+				found = append(found, strconv.Itoa(pid))
+				break
+			}
+		}
+	}
+	if (len(found) > 0) != neg {
+		if neg {
+			ts.Fatalf("no QEMU process of this lab is running")
+		}
+		ts.Fatalf("QEMU processes of this lab still run: pids %s", strings.Join(found, " "))
+	}
+}
+
+// killLab SIGKILLs every QEMU whose command line mentions the lab's state
+// root or runtime directory (cleanup after a failed script).
+func killLab(marks ...string) {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		cmdline, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(cmdline, []byte("qemu")) {
+			continue
+		}
+		for _, m := range marks {
+			if m != "" && bytes.Contains(cmdline, []byte(m)) {
+				if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+}
