@@ -4,6 +4,48 @@ go 1.26.8
 
 require barn.dev/lib v0.0.0
 
-require github.com/rogpeppe/go-internal v1.16.0 // indirect
+require (
+	aead.dev/minisign v0.3.0 // indirect
+	github.com/alecthomas/kong v1.17.0 // indirect
+	github.com/diskfs/go-diskfs v1.9.4 // indirect
+	github.com/djherbis/times v1.6.0 // indirect
+	github.com/gofrs/flock v0.13.2 // indirect
+	github.com/google/renameio/v2 v2.0.2 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/itchyny/gojq v0.12.20 // indirect
+	github.com/itchyny/timefmt-go v0.1.9 // indirect
+	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
+	github.com/rivo/uniseg v0.4.7 // indirect
+	github.com/schollz/progressbar/v3 v3.19.1 // indirect
+	github.com/vishvananda/netlink v1.3.1 // indirect
+	github.com/vishvananda/netns v0.0.5 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	golang.org/x/crypto v0.59.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+	golang.org/x/term v0.48.0 // indirect
+	golang.org/x/tools v0.26.0 // indirect
+)
+
+require (
+	barn.dev/barn-inventory v0.0.0
+	barn.dev/barn-net v0.0.0
+	barn.dev/barn-node v0.0.0
+	barn.dev/barn-plan v0.0.0
+	barn.dev/barn-repo v0.0.0
+	barn.dev/barn-state v0.0.0
+	github.com/rogpeppe/go-internal v1.16.0
+)
 
 replace barn.dev/lib => ../lib
+
+replace barn.dev/barn-inventory => ../barn-inventory
+
+replace barn.dev/barn-plan => ../barn-plan
+
+replace barn.dev/barn-node => ../barn-node
+
+replace barn.dev/barn-net => ../barn-net
+
+replace barn.dev/barn-repo => ../barn-repo
+
+replace barn.dev/barn-state => ../barn-state
