@@ -6,7 +6,7 @@ GO ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X barn.dev/lib/tool.Version=$(VERSION)
 
-.PHONY: help build test check fmt vet clean deps ci image e2e
+.PHONY: help build test check fmt vet clean deps ci image e2e golden-check
 
 help: ## List the targets
 	@grep -hE '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -24,6 +24,10 @@ fmt: ## Check formatting (gofmt)
 vet: ## Run go vet on every module
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
+golden-check: ## Regenerate every golden file (BARN_UPDATE=1) and fail if anything changed
+	@for m in $(MODULES); do (cd $$m && BARN_UPDATE=1 $(GO) test -short -count=1 ./... >/dev/null) || exit 1; done
+	@git diff --exit-code --stat || { echo "golden files are stale: run 'BARN_UPDATE=1 make test' and commit"; exit 1; }
+
 check: fmt vet test ## gofmt, vet and the tests
 
 clean: ## Remove bin/
@@ -38,4 +42,33 @@ image: build ## Build (or reuse) the local Debian 12 guest image repository; pri
 e2e: build ## Run the real-lab suite (root, QEMU under TCG, the local image, a private netns)
 	@repo=$$(scripts/build-image.sh) && cd testscripts && BARN_TEST_REPO=$$repo $(GO) test -count=1 -timeout 60m -run TestLab -v .
 
-ci: deps build check e2e ## The test command: install prerequisites, build, run every suite
+ci: deps build check golden-check e2e ## The test command: install prerequisites, build, run every suite
+
+# --- The demo lab and the workstation recipes --------------------------------
+.PHONY: demo demo-down up plan status down
+
+demo: ## Bring up the 3-node Pigsty demo lab in netns barn-demo (root; TCG without KVM)
+	@scripts/demo.sh up
+
+demo-down: ## Destroy the demo lab, its network and namespace (images stay cached)
+	@scripts/demo.sh down
+
+# Workstation recipes: a user's own inventory on the real host network (no
+# namespace; KVM when present). The host network is a one-time, reversible
+# `sudo bin/barn-net install`; the image catalog is `bin/barn-repo update`.
+.PHONY: _inventory
+_inventory:
+	@test -n "$(INVENTORY)" || { echo "make: INVENTORY is not set; usage: make $(MAKECMDGOALS) INVENTORY=path/to/pigsty.yml" >&2; exit 2; }
+	@test -f "$(INVENTORY)" || { echo "make: INVENTORY=$(INVENTORY): no such file" >&2; exit 2; }
+
+up: _inventory build ## Create/start the lab of INVENTORY=path: resolve | plan | apply
+	@set -o pipefail; bin/barn-inventory resolve -f "$(INVENTORY)" | bin/barn-plan | bin/barn-node apply --text
+
+plan: _inventory build ## Show what `make up INVENTORY=path` would do (read-only)
+	@set -o pipefail; bin/barn-inventory resolve -f "$(INVENTORY)" | bin/barn-plan --text
+
+status: build ## Show the applied lab with a live audit (barn-node status)
+	@bin/barn-node status --text
+
+down: build ## Destroy the applied lab (asks; FORCE=1 skips; persistent disks are kept)
+	@bin/barn-node destroy --text $(if $(FORCE),--force)

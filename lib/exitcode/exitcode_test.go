@@ -1,0 +1,65 @@
+package exitcode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+)
+
+func TestTable(t *testing.T) {
+	want := map[Class]int{OK: 0, Runtime: 1, Usage: 2, Capability: 3, Conflict: 4,
+		Partial: 5, Resource: 6, Integrity: 7, Cancelled: 130}
+	for _, c := range Classes() {
+		if got := c.Code(); got != want[c] {
+			t.Errorf("%s.Code() = %d, want %d", c, got, want[c])
+		}
+		if back, ok := ClassOfCode(want[c]); !ok || back != c {
+			t.Errorf("ClassOfCode(%d) = %q, %v", want[c], back, ok)
+		}
+	}
+	if len(Classes()) != len(want) {
+		t.Errorf("Classes() has %d entries, want %d", len(Classes()), len(want))
+	}
+	if Class("bogus").Code() != 1 || Class("bogus").Valid() {
+		t.Error("an unknown class must be invalid and exit 1")
+	}
+}
+
+func TestClassOf(t *testing.T) {
+	wrapped := fmt.Errorf("outer: %w", New(Integrity, "digest mismatch").WithReason("image_integrity"))
+	cases := []struct {
+		err  error
+		want Class
+	}{
+		{nil, OK},
+		{errors.New("plain"), Runtime},
+		{context.Canceled, Cancelled},
+		{fmt.Errorf("x: %w", context.Canceled), Cancelled},
+		{wrapped, Integrity},
+	}
+	for _, c := range cases {
+		if got := ClassOf(c.err); got != c.want {
+			t.Errorf("ClassOf(%v) = %s, want %s", c.err, got, c.want)
+		}
+	}
+	e := As(wrapped)
+	if e.Reason != "image_integrity" || e.ExitCode() != 7 {
+		t.Errorf("As kept reason %q code %d", e.Reason, e.ExitCode())
+	}
+}
+
+func TestWithCopies(t *testing.T) {
+	base := New(Conflict, "busy")
+	next := base.WithNext("retry").WithReason("deployment_busy").WithDetail(1)
+	if base.Next != "" || base.Reason != "" || base.Detail != nil {
+		t.Error("With* must not modify the receiver")
+	}
+	if next.Next != "retry" || next.Reason != "deployment_busy" || next.Detail != 1 {
+		t.Errorf("With* lost fields: %+v", next)
+	}
+	w := Wrap(Runtime, errors.New("cause"), "doing %s", "it")
+	if w.Error() != "doing it: cause" || errors.Unwrap(w).Error() != "cause" {
+		t.Errorf("Wrap = %q", w.Error())
+	}
+}
