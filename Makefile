@@ -6,7 +6,7 @@ GO ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X barn.dev/lib/tool.Version=$(VERSION)
 
-.PHONY: help build test check fmt vet clean deps ci image e2e golden-check
+.PHONY: help build test check fmt vet clean deps ci image e2e bench golden-check
 
 help: ## List the targets
 	@grep -hE '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -42,7 +42,7 @@ image: build ## Build (or reuse) the local Debian 12 guest image repository; pri
 e2e: build ## Run the real-lab suite (root, QEMU under TCG, the local image, a private netns)
 	@repo=$$(scripts/build-image.sh) && cd testscripts && BARN_TEST_REPO=$$repo $(GO) test -count=1 -timeout 60m -run TestLab -v .
 
-ci: deps build check golden-check e2e ## The test command: install prerequisites, build, run every suite
+ci: deps build image check golden-check e2e ## The test command: install prerequisites, build the image, run every suite
 
 # --- The demo lab and the workstation recipes --------------------------------
 .PHONY: demo demo-down up plan status down
@@ -72,3 +72,6 @@ status: build ## Show the applied lab with a live audit (barn-node status)
 
 down: build ## Destroy the applied lab (asks; FORCE=1 skips; persistent disks are kept)
 	@bin/barn-node destroy --text $(if $(FORCE),--force)
+
+bench: build ## Run every benchmark once and write docs/BENCHMARKS.md (BENCH_QUICK=1: 128 MiB hash; BENCH_LAB=0: no real lab)
+	@scripts/bench.sh

@@ -38,6 +38,16 @@ func TestLab(t *testing.T) {
 			return err
 		}
 		env.Setenv("NS", ns)
+		// The host network is installed for real, but confined to this
+		// namespace: `ip netns exec` bind-mounts /etc/netns/$NS/qemu over
+		// /etc/qemu (so bridge.conf is the namespace's own) and the manifest
+		// goes to the script's work dir.
+		undoEtc, err := namespaceEtc(ns)
+		if err != nil {
+			return err
+		}
+		env.Defer(undoEtc)
+		env.Setenv("BARN_NET_STATE", env.WorkDir+"/netstate")
 		env.Setenv("BARN_REPO", os.Getenv("BARN_TEST_REPO"))
 		env.Setenv("BARN_ACCEL", "tcg")
 		run := "/tmp/barn-e2e-" + ns[len(ns)-6:]
@@ -175,4 +185,27 @@ func killLab(marks ...string) {
 		}
 	}
 	time.Sleep(500 * time.Millisecond)
+}
+
+// namespaceEtc prepares /etc/netns/NS/qemu, which `ip netns exec NS`
+// bind-mounts over /etc/qemu (the mount point must exist on the host). The
+// returned func removes what it created.
+func namespaceEtc(ns string) (func(), error) {
+	createdQemu := false
+	if _, err := os.Stat("/etc/qemu"); os.IsNotExist(err) {
+		if err := os.Mkdir("/etc/qemu", 0o755); err != nil {
+			return nil, err
+		}
+		createdQemu = true
+	}
+	if err := os.MkdirAll(filepath.Join("/etc/netns", ns, "qemu"), 0o755); err != nil {
+		return nil, err
+	}
+	return func() {
+		_ = os.RemoveAll(filepath.Join("/etc/netns", ns))
+		_ = os.Remove("/etc/netns") // only when empty
+		if createdQemu {
+			_ = os.Remove("/etc/qemu") // only when empty
+		}
+	}, nil
 }
