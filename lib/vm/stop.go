@@ -252,7 +252,14 @@ func waitGone(ctx context.Context, proc *state.Process, m qmp.Monitor, d, poll t
 }
 
 func finish(ctx context.Context, node string, rt state.Runtime) error {
-	if err := CleanupRuntime(ctx, rt); err != nil {
+	// A killed multi-threaded QEMU can show as a zombie (Dead) a moment
+	// before its last thread exits and its sockets close: allow it a short,
+	// bounded grace before calling the socket busy.
+	err := CleanupRuntime(ctx, rt)
+	for i := 0; err != nil && i < 40 && sleep(ctx, 50*time.Millisecond); i++ {
+		err = CleanupRuntime(ctx, rt)
+	}
+	if err != nil {
 		return exitcode.Wrap(exitcode.ClassOf(err), err, "%s stopped, but its runtime files remain", node).
 			WithReason("runtime_cleanup")
 	}
