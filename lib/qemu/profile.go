@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"barn.dev/lib/exitcode"
@@ -56,15 +57,43 @@ type Profile struct {
 // TCGNotice is the sentence every TCG run prints: figures are not meaningful.
 const TCGNotice = "accelerator: TCG (software emulation, explicitly requested); performance figures are not meaningful"
 
-// kvmUsable reports whether /dev/kvm can be opened read-write. A variable so
-// tests can pin the host's answer.
-var kvmUsable = func() bool {
+// kvmUsable reports whether /dev/kvm can be opened read-write and, when
+// qemu-system-x86_64 is installed, whether a KVM vCPU can really be set up:
+// some hosts expose a /dev/kvm that QEMU aborts on ("failed to set MSR"),
+// which only a smoke start shows. The answer is computed once per process.
+// A variable so tests can pin the host's answer.
+var kvmUsable = sync.OnceValue(func() bool {
 	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
 	if err != nil {
 		return false
 	}
 	f.Close()
-	return true
+	bin, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		return true // nothing to smoke-test with; the open is the best evidence
+	}
+	return kvmSmoke(bin, 400*time.Millisecond)
+})
+
+// kvmSmoke starts bin paused (-S) with KVM and the CPU model Barn uses
+// (-cpu host). A broken KVM makes QEMU exit within milliseconds; one that
+// is still running after wait is usable (it is then killed).
+func kvmSmoke(bin string, wait time.Duration) bool {
+	cmd := exec.Command(bin, "-accel", "kvm", "-machine", "q35", "-cpu", "host",
+		"-display", "none", "-nodefaults", "-no-user-config", "-S")
+	if err := cmd.Start(); err != nil {
+		return false
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+		return false
+	case <-time.After(wait):
+		_ = cmd.Process.Kill()
+		<-done
+		return true
+	}
 }
 
 // bridgeHelperPaths are the distro locations of qemu-bridge-helper.
