@@ -204,7 +204,9 @@ func namespaceEtc(ns string) (func(), error) {
 	return func() {
 		_ = os.RemoveAll(filepath.Join("/etc/netns", ns))
 		_ = os.Remove("/etc/netns") // only when empty
-		if createdQemu {
+		// Another namespace (the demo, a parallel run) may still mount over
+		// /etc/qemu: keep it while any /etc/netns/*/qemu exists.
+		if others, _ := filepath.Glob("/etc/netns/*/qemu"); createdQemu && len(others) == 0 {
 			_ = os.Remove("/etc/qemu") // only when empty
 		}
 	}, nil
