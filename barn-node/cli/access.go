@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"strings"
 
 	"barn.dev/lib/exitcode"
@@ -9,6 +8,7 @@ import (
 	"barn.dev/lib/sshkeys"
 	"barn.dev/lib/state"
 	"barn.dev/lib/tool"
+	"barn.dev/lib/vm"
 )
 
 // accessCommands are ssh, exec, ssh-config, logs and provision.
@@ -100,14 +100,21 @@ func (a *access) resolve(name string) (string, error) {
 	if a.known(name) {
 		return name, nil
 	}
-	e := exitcode.New(exitcode.Usage, "unknown node %q", name).WithReason("unknown_node")
-	if s := a.nearMiss(name); s != "" {
-		return "", e.WithNext(fmt.Sprintf("did you mean %s?", s))
+	known := "none"
+	if len(a.names) > 0 {
+		known = strings.Join(a.names, ", ")
 	}
-	return "", e.WithNext("barn-node status")
+	if s := a.nearMiss(name); s != "" {
+		return "", exitcode.New(exitcode.Usage, "unknown node %q: did you mean %s? (committed nodes: %s)", name, s, known).
+			WithReason("unknown_node").WithDetail(map[string]string{"node": name, "suggestion": s})
+	}
+	return "", exitcode.New(exitcode.Usage, "unknown node %q (committed nodes: %s)", name, known).
+		WithReason("unknown_node").WithNext("barn-node status")
 }
 
-// target returns the SSH target of a running node.
+// target returns the SSH target of a running node: committed phase
+// running with a management port, and not proven gone by a live audit
+// (vm.Audit: QMP identity, ≤2 s, and the recorded process tuple).
 func (a *access) target(env *tool.Env, name string) (guest.Target, error) {
 	st := a.nodes[name]
 	if st == nil {
@@ -116,6 +123,12 @@ func (a *access) target(env *tool.Env, name string) (guest.Target, error) {
 	}
 	if st.Phase != state.Running || st.SSHPort <= 0 {
 		return guest.Target{}, exitcode.New(exitcode.Conflict, "node %s is %s, not running", name, st.Phase).
+			WithReason("node_not_running").WithNext("barn-node start " + name)
+	}
+	// A PID is not a VM, and a recorded phase is not a live guest: when the
+	// audit proves the QEMU gone, whatever answers on the port is not it.
+	if l := vm.Audit(env.Ctx, name, st.VMUUID, st.Runtime, st.Process); l.Runtime == vm.RuntimeInactive {
+		return guest.Target{}, exitcode.New(exitcode.Conflict, "node %s is recorded running but its QEMU is gone (%s)", name, l.Detail).
 			WithReason("node_not_running").WithNext("barn-node start " + name)
 	}
 	return guest.Target{

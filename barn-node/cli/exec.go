@@ -8,7 +8,7 @@ import (
 
 type execCmd struct {
 	Node string   `arg:"" help:"Node to run on."`
-	Argv []string `arg:"" passthrough:"" help:"-- ARGV... (each argument arrives in the guest exactly as given)."`
+	Argv []string `arg:"" optional:"" passthrough:"" help:"-- ARGV... (each argument arrives in the guest exactly as given)."`
 }
 
 // Run runs ARGV on the node, single-quoting each argument for the remote

@@ -29,10 +29,10 @@ type provisionCmd struct {
 // ProvisionResult is one node's outcome.
 type ProvisionResult struct {
 	Node     string `json:"node"`
-	ExitCode int    `json:"exit_code"`
+	ExitCode int    `json:"exit_code"` // the remote status (255: ssh failed); -1 when there is none (see error)
 	Stdout   string `json:"stdout"`
 	Stderr   string `json:"stderr"`
-	Error    string `json:"error,omitempty"` // set when the script could not run
+	Error    string `json:"error,omitempty"` // set when the script could not run or did not finish
 }
 
 // ProvisionDoc is barn.provision/v1.
@@ -75,10 +75,15 @@ func (c *provisionCmd) Run(env *tool.Env) error {
 		nodes = a.names
 	}
 	var targets []guest.Target
+	seen := map[string]bool{}
 	for _, n := range nodes {
 		if _, err := a.resolve(n); err != nil {
 			return err
 		}
+		if seen[n] {
+			continue // a node named twice runs the script once
+		}
+		seen[n] = true
 		t, err := a.target(env, n)
 		if err != nil {
 			return err
@@ -103,17 +108,19 @@ func (c *provisionCmd) Run(env *tool.Env) error {
 			var out, errb bytes.Buffer
 			code, err := guest.Run(ctx, guest.ExecArgv(t, remote), guest.Streams{In: bytes.NewReader(script), Out: &out, Err: &errb})
 			results[i] = ProvisionResult{Node: t.Node, ExitCode: code, Stdout: out.String(), Stderr: errb.String()}
-			if err != nil {
+			switch {
+			case err != nil && ctx.Err() == context.DeadlineExceeded && env.Ctx.Err() == nil:
+				results[i].Error = fmt.Sprintf("timed out after %s (--timeout)", c.Timeout)
+				results[i].ExitCode = -1
+			case err != nil:
 				results[i].Error = err.Error()
-				if results[i].ExitCode == 0 {
-					results[i].ExitCode = 255
-				}
+				results[i].ExitCode = -1
 			}
 		}()
 	}
 	wg.Wait()
 	doc := ProvisionDoc{Schema: "barn.provision/v1", ScriptSHA256: hex.EncodeToString(sum[:]), Sudo: c.Sudo, Results: results}
-	var failedCode int
+	failedCode := -1 // the remote status of the (last) failed node; -1 when it has none
 	for _, r := range results {
 		if r.ExitCode == 0 && r.Error == "" {
 			doc.Successful++
@@ -135,6 +142,8 @@ func (c *provisionCmd) Run(env *tool.Env) error {
 	case len(results) == 1 && failedCode > 0 && failedCode != 255:
 		env.Stderrf("%s: script exited with status %d", results[0].Node, failedCode)
 		return tool.ExitStatus(failedCode)
+	case len(results) == 1 && results[0].Error != "":
+		return tool.Reported(exitcode.New(exitcode.Runtime, "%s: %s", results[0].Node, results[0].Error))
 	default:
 		return tool.Reported(exitcode.New(exitcode.Runtime, "the script failed on every node"))
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -23,6 +24,7 @@ import (
 	"barn.dev/lib/fakeqemu"
 	"barn.dev/lib/imagecache"
 	"barn.dev/lib/imageref"
+	"barn.dev/lib/inventory"
 	"barn.dev/lib/plan"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
@@ -33,7 +35,11 @@ import (
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"barn-node": func() {
-			os.Exit(node.Main(context.Background(), os.Args[1:], tool.OSStdio(), os.Getenv))
+			// as main.go: SIGINT/SIGTERM cancel the context (exit 130)
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			code := node.Main(ctx, os.Args[1:], tool.OSStdio(), os.Getenv)
+			stop()
+			os.Exit(code)
 		},
 		fakeqemu.BinaryName: func() { os.Exit(fakeqemu.Main(os.Args[1:])) },
 	})
@@ -44,6 +50,30 @@ func TestMain(m *testing.M) {
 // explicit opt-in, no private NIC: BARN_PRIVATE_NET=none is test-only).
 func TestScripts(t *testing.T) {
 	testscript.Run(t, params("testdata/script"))
+}
+
+// TestAccess runs the access suites (ssh, exec, ssh-config, logs,
+// provision) against a real OpenSSH server on 127.0.0.1 standing in for
+// each node's management port forward (the `sshd` command), with node state
+// committed by a fake-QEMU apply. HOME is $WORK so ~/.ssh is the test's.
+// It skips only when sshd or the ssh client is not installed.
+func TestAccess(t *testing.T) {
+	if sshdBinary() == "" {
+		t.Skip("openssh-server (sshd) is not installed: the access suite needs a real SSH server")
+	}
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Skip("the OpenSSH client is not installed: ", err)
+	}
+	p := params("testdata/access")
+	setup := p.Setup
+	p.Setup = func(env *testscript.Env) error {
+		if err := setup(env); err != nil {
+			return err
+		}
+		env.Setenv("HOME", env.WorkDir)
+		return nil
+	}
+	testscript.Run(t, p)
 }
 
 func params(dir string) testscript.Params {
@@ -63,6 +93,11 @@ func params(dir string) testscript.Params {
 			"race2":      cmdRace2,
 			"listen":     cmdListen,
 			"unlisten":   cmdUnlisten,
+			"fdlink":     cmdFDLink,
+			"argvhash":   cmdArgvHash,
+			"sshd":       cmdSSHD,
+			"sshport":    cmdSSHPort,
+			"event":      cmdEvent,
 		},
 		Setup: func(env *testscript.Env) error {
 			rt, err := os.MkdirTemp("/tmp", "bn")
@@ -194,6 +229,8 @@ type planOptions struct {
 	memMiB        int64
 	pdisks, disks []string
 	stale         bool
+	aliases       map[string][]string     // node → aliases
+	shares        map[string][]spec.Share // node → vm_shares
 }
 
 // testPlan builds a barn.plan/v1 for names against the applied state under
@@ -215,12 +252,14 @@ func testPlan(getenv func(string) string, names []string, o planOptions) (*plan.
 		sn := spec.Node{Name: n, Address: fmt.Sprintf("10.10.10.%d", octet), Control: i == 0,
 			MAC:   spec.NICs{Management: fmt.Sprintf("52:54:00:00:0a:%02x", octet), Private: fmt.Sprintf("52:54:00:01:0a:%02x", octet)},
 			Image: "t1", CPUs: 1, MemoryBytes: o.memMiB << 20, RootDiskBytes: 32 << 20, Disks: []spec.Disk{}, Aliases: []string{}, Shares: []spec.Share{}}
+		sn.Aliases = append(sn.Aliases, o.aliases[n]...)
 		for _, d := range o.pdisks {
 			sn.Disks = append(sn.Disks, spec.Disk{Name: d, Mount: "/" + d, SizeBytes: 64 << 20, FS: "auto", Persistent: true, Serial: serial(n, d)})
 		}
 		for _, d := range o.disks {
 			sn.Disks = append(sn.Disks, spec.Disk{Name: d, Mount: "/" + d, SizeBytes: 64 << 20, FS: "auto", Serial: serial(n, d)})
 		}
+		sn.Shares = append(sn.Shares, o.shares[n]...)
 		s.Nodes = append(s.Nodes, sn)
 	}
 	if len(s.Nodes) > 0 {
@@ -300,11 +339,23 @@ func testPlan(getenv func(string) string, names []string, o planOptions) (*plan.
 //	-pdisk=NAME         a 64 MiB persistent data disk at /NAME on every node
 //	-disk=NAME          a 64 MiB non-persistent data disk at /NAME
 //	-stale              use based_on generation 99 (a stale plan)
+//	-alias=NODE:ALIAS   an inventory alias of NODE (repeatable)
+//	-share=NODE:HOST:GUEST[:rw]
+//	                    a vm_shares entry of NODE (HOST relative to $WORK;
+//	                    read-only unless :rw), tagged like barn-inventory
 func cmdTestplan(ts *testscript.TestScript, neg bool, args []string) {
-	var o planOptions
+	o := planOptions{aliases: map[string][]string{}, shares: map[string][]spec.Share{}}
 	var names []string
 	for _, a := range args {
 		switch {
+		case strings.HasPrefix(a, "-share="):
+			f := strings.Split(strings.TrimPrefix(a, "-share="), ":")
+			if len(f) < 3 || len(f) > 4 || len(f) == 4 && f[3] != "rw" {
+				ts.Fatalf("testplan: bad %s (want -share=NODE:HOST:GUEST[:rw])", a)
+			}
+			sh := spec.Share{Host: ts.MkAbs(f[1]), Guest: f[2], Readonly: len(f) == 3}
+			sh.Tag = inventory.ShareTag(sh.Host, sh.Guest, sh.Readonly)
+			o.shares[f[0]] = append(o.shares[f[0]], sh)
 		case strings.HasPrefix(a, "-mem="):
 			v, err := strconv.ParseInt(strings.TrimPrefix(a, "-mem="), 10, 64)
 			ts.Check(err)
@@ -315,6 +366,12 @@ func cmdTestplan(ts *testscript.TestScript, neg bool, args []string) {
 			o.disks = append(o.disks, strings.TrimPrefix(a, "-disk="))
 		case a == "-stale":
 			o.stale = true
+		case strings.HasPrefix(a, "-alias="):
+			n, al, ok := strings.Cut(strings.TrimPrefix(a, "-alias="), ":")
+			if !ok {
+				ts.Fatalf("testplan: want -alias=NODE:ALIAS, got %q", a)
+			}
+			o.aliases[n] = append(o.aliases[n], al)
 		default:
 			names = append(names, a)
 		}
@@ -474,4 +531,41 @@ func cmdUnlisten(ts *testscript.TestScript, neg bool, args []string) {
 		l.Close()
 		delete(listeners, ts)
 	}
+}
+
+// runningPID returns NODE's fake QEMU PID from its runtime pidfile, checked
+// to be this test's QEMU.
+func runningPID(ts *testscript.TestScript, node string) int {
+	b, err := os.ReadFile(filepath.Join(ts.Getenv("BARN_RUNTIME_DIR"), node, state.PidfileName))
+	ts.Check(err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	ts.Check(err)
+	cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if !strings.Contains(string(cmd), ts.Getenv("BARN_RUNTIME_DIR")) {
+		ts.Fatalf("pid %d is not this test's QEMU", pid)
+	}
+	return pid
+}
+
+// fdlink NODE FD: print what descriptor FD of NODE's running QEMU refers
+// to (the /proc/<pid>/fd/<FD> link), e.g. an inherited share directory.
+func cmdFDLink(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: fdlink NODE FD")
+	}
+	target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", runningPID(ts, args[0]), args[1]))
+	ts.Check(err)
+	fmt.Fprintln(ts.Stdout(), target)
+}
+
+// argvhash NODE: print the argv hash of NODE's recorded process tuple.
+func cmdArgvHash(ts *testscript.TestScript, neg bool, args []string) {
+	root, err := state.Open(ts.Getenv)
+	ts.Check(err)
+	n, err := root.ReadNode(args[0])
+	ts.Check(err)
+	if n == nil || n.Process == nil {
+		ts.Fatalf("%s has no recorded process", args[0])
+	}
+	fmt.Fprintln(ts.Stdout(), n.Process.ArgvHash)
 }

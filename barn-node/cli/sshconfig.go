@@ -15,6 +15,7 @@ type sshConfigCmd struct {
 	Remove  bool   `help:"Remove the marked Include and the fragment (needs no deployment)."`
 	Name    string `default:"barn" help:"Fragment name: ~/.ssh/<name>_config."`
 	Ansible bool   `help:"Print an Ansible inventory of connection variables keyed by each node's inventory address (use with -i pigsty.yml)."`
+	Via     string `default:"private" enum:"private,management" help:"With --ansible: connect to each node's private address on port 22 (private) or to its management port forward on 127.0.0.1 (management)."`
 }
 
 // SSHConfigDoc is barn.ssh-config/v1.
@@ -47,6 +48,9 @@ func (c *sshConfigCmd) Run(env *tool.Env) error {
 	if c.Install && c.Remove {
 		return exitcode.New(exitcode.Usage, "--install and --remove exclude each other")
 	}
+	if c.Ansible && (c.Install || c.Remove) {
+		return exitcode.New(exitcode.Usage, "--ansible prints an inventory; it does not combine with --install or --remove")
+	}
 	home := env.Getenv("HOME")
 	if home == "" {
 		return exitcode.New(exitcode.Usage, "HOME is not set").WithReason("home_unset")
@@ -72,7 +76,11 @@ func (c *sshConfigCmd) Run(env *tool.Env) error {
 		alias := sshkeys.HostKeyAlias(st.VMUUID)
 		doc.Entries = append(doc.Entries, guest.HostEntry{Node: n, Aliases: append([]string{}, st.Spec.Aliases...), Address: st.Spec.Address,
 			Port: st.SSHPort, User: user, IdentityFile: a.keys.PrivatePath, KnownHosts: a.keys.KnownHosts, HostKeyAlias: alias})
-		hosts = append(hosts, guest.AnsibleHost{Address: st.Spec.Address, User: user, IdentityFile: a.keys.PrivatePath, KnownHosts: a.keys.KnownHosts, HostKeyAlias: alias})
+		h := guest.AnsibleHost{Address: st.Spec.Address, Host: st.Spec.Address, Port: 22, User: user, IdentityFile: a.keys.PrivatePath, KnownHosts: a.keys.KnownHosts, HostKeyAlias: alias}
+		if c.Via == "management" {
+			h.Host, h.Port = "127.0.0.1", st.SSHPort
+		}
+		hosts = append(hosts, h)
 	}
 	if c.Ansible {
 		doc.Action, doc.Config = "ansible", string(guest.RenderAnsibleInventory(hosts))

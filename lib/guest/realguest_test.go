@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"barn.dev/lib/cidata"
+	"barn.dev/lib/hostshare"
 	"barn.dev/lib/imageref"
 	"barn.dev/lib/qemu"
 	"barn.dev/lib/spec"
@@ -27,11 +28,16 @@ func realImage() string {
 	if p := os.Getenv("BARN_TEST_IMAGE"); p != "" {
 		return p
 	}
+	// The newest build wins (the cache directories are named by hash, so
+	// the lexical order says nothing about age).
 	m, _ := filepath.Glob("/var/cache/barn/images/*/repo/images/d12-*-amd64.qcow2")
-	if len(m) > 0 {
-		return m[len(m)-1]
+	newest, at := "", time.Time{}
+	for _, p := range m {
+		if fi, err := os.Stat(p); err == nil && fi.ModTime().After(at) {
+			newest, at = p, fi.ModTime()
+		}
 	}
-	return ""
+	return newest
 }
 
 func sh(t *testing.T, name string, args ...string) string {
@@ -76,6 +82,24 @@ func TestRealGuest(t *testing.T) {
 	in("ip", "link", "set", "tap-meta", "master", "barn0")
 	in("ip", "link", "set", "tap-meta", "up")
 
+	// Shares: a read-only one holding a file written on the host, and a
+	// writable one whose host directory is a read-only bind mount (the
+	// guest cannot write it: the share stage must fall back to read-only
+	// with a warning).
+	roShare, rwShare := filepath.Join(dir, "share-ro"), filepath.Join(dir, "share-rw")
+	rwSource := filepath.Join(dir, "share-rw-source")
+	for _, p := range []string{roShare, rwShare, rwSource} {
+		if err := os.Mkdir(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(roShare, "hello.txt"), []byte("written on the host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, "mount", "--bind", rwSource, rwShare)
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", rwShare).Run() })
+	sh(t, "mount", "-o", "remount,bind,ro", rwShare)
+
 	keys, err := sshkeys.Ensure(filepath.Join(dir, "keys"), false)
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +111,10 @@ func TestRealGuest(t *testing.T) {
 		MAC:   spec.NICs{Management: "52:54:00:0a:0a:0a", Private: "52:54:01:0a:0a:0a"},
 		Image: "d12:stable", CPUs: 2, MemoryBytes: 1 << 30, RootDiskBytes: 4 << 30,
 		Disks:   []spec.Disk{{Name: "data", Mount: "/data", SizeBytes: 1 << 30, FS: "auto", Serial: "datadiskserialaaaaaa"}},
-		Aliases: []string{"infra"}, Shares: []spec.Share{}}
+		Aliases: []string{"infra"}, Shares: []spec.Share{
+			{Host: roShare, Guest: "/srv/ro", Readonly: true, Tag: "barn-00000000000000000001"},
+			{Host: rwShare, Guest: "/srv/rw", Readonly: false, Tag: "barn-00000000000000000002"},
+		}}
 	node.SpecHash = spec.NodeHash(d, node)
 	priv, _ := keys.PrivateKeyPEM()
 	files, err := cidata.Render(cidata.Input{Deployment: d, Node: node, Peers: []spec.Node{node}, Generation: 1, PublicKey: keys.Public, ControlPrivateKey: string(priv)})
@@ -108,7 +135,8 @@ func TestRealGuest(t *testing.T) {
 	serial := filepath.Join(dir, "serial.log")
 	inv, err := qemu.Invocation(qemu.Input{Node: node, VMUUID: vmUUID, Image: imageBIOS(), RootDisk: root,
 		DataDisks: []state.DataDisk{{Name: "data", Path: data, Serial: "datadiskserialaaaaaa", SizeBytes: 1 << 30, Mount: "/data", RequestedFilesystem: "auto"}},
-		Seed:      seed, SSHPort: 2222, Runtime: rt, SerialLog: serial},
+		Seed:      seed, SSHPort: 2222, Runtime: rt, SerialLog: serial,
+		Shares: []qemu.ShareFD{{Tag: node.Shares[0].Tag, FD: 3, Readonly: true}, {Tag: node.Shares[1].Tag, FD: 4}}},
 		qemu.Profile{Binary: qbin, Accel: "tcg", Machine: "q35", CPU: "max", Bridge: "barn0", BridgeHelper: "/usr/lib/qemu/qemu-bridge-helper", PrivateNet: "bridge"})
 	if err != nil {
 		t.Fatal(err)
@@ -121,8 +149,22 @@ func TestRealGuest(t *testing.T) {
 			args[i] = "tap,id=private,ifname=tap-meta,script=no,downscript=no"
 		}
 	}
+	// The share directories are opened once, checked on the descriptor,
+	// and inherited by QEMU at fds 3 and 4 (what lib/lifecycle does).
+	shareFiles, err := hostshare.OpenAll(node.Name, node.Shares, hostshare.DefaultOptions(filepath.Join(dir, "barn-home")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inv.InheritedFiles) != 2 || inv.InheritedFiles[0].FD != 3 || inv.InheritedFiles[1].FD != 4 {
+		t.Fatalf("inherited files = %+v", inv.InheritedFiles)
+	}
 	launched := time.Now()
-	in(append([]string{inv.Binary}, args...)...)
+	qcmd := exec.Command("ip", append([]string{"netns", "exec", ns, inv.Binary}, args...)...)
+	qcmd.ExtraFiles = shareFiles
+	if out, err := qcmd.CombinedOutput(); err != nil {
+		t.Fatalf("launching QEMU: %v\n%s", err, out)
+	}
+	hostshare.CloseAll(shareFiles)
 	t.Cleanup(func() {
 		if b, err := os.ReadFile(rt.Pidfile); err == nil {
 			var pid int
@@ -145,13 +187,17 @@ func TestRealGuest(t *testing.T) {
 	tg := Target{Node: "meta", Port: 2222, User: "dba", Keys: keys, VMUUID: vmUUID, Generation: 1, SpecHash: node.SpecHash, SSH: wrapper}
 
 	ctx := context.Background()
-	r, err := WaitReady(ctx, tg, 6*time.Minute)
+	// 12 min: under TCG on a 2-core host shared with other test VMs, boot
+	// alone took 4–5 min.
+	r, err := WaitReady(ctx, tg, 12*time.Minute)
 	if err != nil {
 		t.Fatalf("WaitReady: %v", err)
 	}
 	t.Logf("ready %s after launch (TCG), %d probes; warnings %v; repairs %v; disks %v", time.Since(launched).Round(time.Second), r.Probes, r.Warnings, r.Repairs, r.Disks)
-	if len(r.Warnings) != 0 {
-		t.Errorf("warnings: %v", r.Warnings)
+	// Exactly one warning: the writable share the guest cannot write.
+	if len(r.Warnings) != 1 || r.Warnings[0].Stage != "shares" ||
+		!strings.Contains(r.Warnings[0].Detail, "/srv/rw: the writable share is not writable by the guest; mounted read-only") {
+		t.Errorf("warnings = %+v, want one shares warning for /srv/rw", r.Warnings)
 	}
 	if len(r.Disks) != 1 || r.Disks[0].Filesystem != "xfs" {
 		t.Errorf("disks = %v, want data as xfs", r.Disks)
@@ -186,6 +232,28 @@ func TestRealGuest(t *testing.T) {
 	if _, out := exe("findmnt", "-no", "FSTYPE", "/data"); strings.TrimSpace(out) != "xfs" {
 		t.Errorf("/data fs = %q", out)
 	}
+	// The read-only share: the host's file is readable, writing fails
+	// (even as root), and nothing reaches the host.
+	if code, out := exe("cat", "/srv/ro/hello.txt"); code != 0 || out != "written on the host\n" {
+		t.Errorf("read-only share: cat = %d %q", code, out)
+	}
+	if _, out := exe("findmnt", "-no", "FSTYPE,OPTIONS", "/srv/ro"); !isReadOnly9p(out) {
+		t.Errorf("read-only share mount: %q", out)
+	}
+	if code, out := exe("sudo", "-n", "sh", "-c", "echo x > /srv/ro/from-guest"); code == 0 {
+		t.Errorf("writing the read-only share succeeded: %q", out)
+	}
+	if _, err := os.Stat(filepath.Join(roShare, "from-guest")); !os.IsNotExist(err) {
+		t.Errorf("a guest write reached the host: %v", err)
+	}
+	// The writable share fell back to read-only, and fstab keeps it so.
+	if _, out := exe("findmnt", "-no", "FSTYPE,OPTIONS", "/srv/rw"); !isReadOnly9p(out) {
+		t.Errorf("fallback share mount: %q", out)
+	}
+	if _, out := exe("grep", "-A3", "# BEGIN BARN SHARES", "/etc/fstab"); !strings.Contains(out, "barn-00000000000000000001 /srv/ro 9p ") ||
+		!strings.Contains(out, "barn-00000000000000000002 /srv/rw 9p version=9p2000.L,trans=virtio,cache=none,msize=262144,access=client,nofail,nodev,nosuid,ro 0 0") {
+		t.Errorf("fstab shares block:\n%s", out)
+	}
 	if code, out := exe("sh", "-c", `printf '%s|' "$@"; exit 37`, "x", "a b", ""); code != 37 || out != "a b||" {
 		t.Errorf("exec: status %d output %q", code, out)
 	}
@@ -208,6 +276,12 @@ func TestRealGuest(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "guest bootstrap failed during identity: login user dba has shell /bin/sh") {
 		t.Fatalf("fault case: err = %v", err)
 	}
+}
+
+// isReadOnly9p reads findmnt's "FSTYPE OPTIONS" columns (padded).
+func isReadOnly9p(out string) bool {
+	f := strings.Fields(out)
+	return len(f) == 2 && f[0] == "9p" && strings.HasPrefix(f[1], "ro,")
 }
 
 func imageBIOS() imageref.Identity { return imageref.Identity{Boot: "bios"} }

@@ -144,8 +144,12 @@ func TestInstalledConfigWorksWithRealSSH(t *testing.T) {
 }
 
 func TestRenderAnsibleInventory(t *testing.T) {
-	got := string(RenderAnsibleInventory([]AnsibleHost{{Address: "10.10.10.10", User: "dba", IdentityFile: "/k/id", KnownHosts: "/k/kh", HostKeyAlias: "barn-x"}}))
-	for _, want := range []string{`    "10.10.10.10":`, `ansible_user: "dba"`, `ansible_ssh_private_key_file: "/k/id"`, `-o HostKeyAlias=barn-x`, `-o UserKnownHostsFile=/k/kh`} {
+	got := string(RenderAnsibleInventory([]AnsibleHost{
+		{Address: "10.10.10.10", User: "dba", IdentityFile: "/k/id", KnownHosts: "/k/kh", HostKeyAlias: "barn-x"},
+		{Address: "10.10.10.11", Host: "127.0.0.1", Port: 2223, User: "dba", IdentityFile: "/k/id", KnownHosts: "/k/kh", HostKeyAlias: "barn-y"}}))
+	for _, want := range []string{`    "10.10.10.10":`, `ansible_user: "dba"`,
+		"\"10.10.10.10\":\n      ansible_host: \"10.10.10.10\"\n      ansible_port: 22\n",
+		"\"10.10.10.11\":\n      ansible_host: \"127.0.0.1\"\n      ansible_port: 2223\n", `ansible_ssh_private_key_file: "/k/id"`, `-o HostKeyAlias=barn-x`, `-o UserKnownHostsFile=/k/kh`} {
 		if !strings.Contains(got, want) {
 			t.Errorf("inventory lacks %q:\n%s", want, got)
 		}
@@ -154,7 +158,7 @@ func TestRenderAnsibleInventory(t *testing.T) {
 		f := filepath.Join(t.TempDir(), "barn.yml")
 		_ = os.WriteFile(f, []byte(got), 0o600)
 		out, err := exec.Command("ansible-inventory", "-i", f, "--host", "10.10.10.10").CombinedOutput()
-		if err != nil || !strings.Contains(string(out), `"ansible_user": "dba"`) {
+		if err != nil || !strings.Contains(string(out), `"ansible_user": "dba"`) || !strings.Contains(string(out), `"ansible_port": 22`) {
 			t.Fatalf("ansible-inventory: %v\n%s", err, out)
 		}
 	}

@@ -3,9 +3,11 @@ package lifecycle
 import (
 	"context"
 	"io"
+	"os"
 	"time"
 
 	"barn.dev/lib/disk"
+	"barn.dev/lib/hostshare"
 	"barn.dev/lib/imageref"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
@@ -51,7 +53,10 @@ type Liveness struct {
 
 // Machine launches, stops and audits QEMU processes with proven identity.
 type Machine interface {
-	Launch(ctx context.Context, inv state.Invocation, node, vmUUID string, rt state.Runtime) (state.Process, error)
+	// Launch runs inv; files are inherited by QEMU at descriptors 3, 4, …
+	// and must match inv.InheritedFiles (the share directories). The
+	// caller closes them after Launch returns.
+	Launch(ctx context.Context, inv state.Invocation, node, vmUUID string, rt state.Runtime, files []*os.File) (state.Process, error)
 	Stop(ctx context.Context, node, vmUUID string, rt state.Runtime, proc *state.Process) error
 	Audit(ctx context.Context, node, vmUUID string, rt state.Runtime, proc *state.Process) Liveness
 	// Adopt proves an interrupted start: QMP identity, then the pidfile's
@@ -116,6 +121,23 @@ type Manager struct {
 	// PortFree reports whether 127.0.0.1:port can be bound now; nil binds.
 	PortFree func(port int) bool
 	Now      func() time.Time
+	// ShareOptions returns the host-side share checks' environment; nil
+	// means hostshare.DefaultOptions(Root.Dir) (the caller's euid, this
+	// host's OS). Tests inject another owner or OS.
+	ShareOptions func() hostshare.Options
+}
+
+func (m *Manager) shareOptions() hostshare.Options {
+	if m.ShareOptions != nil {
+		return m.ShareOptions()
+	}
+	return hostshare.DefaultOptions(m.Root.Dir)
+}
+
+// checkShares proves every share source of n is usable now (opened once
+// and closed): see package hostshare.
+func (m *Manager) checkShares(n *spec.Node) error {
+	return hostshare.CheckAll(n.Name, n.Shares, m.shareOptions())
 }
 
 func (m *Manager) now() time.Time {

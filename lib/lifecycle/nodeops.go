@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/hostshare"
 	"barn.dev/lib/state"
 )
 
@@ -143,13 +144,25 @@ func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocato
 	if _, err := m.Root.EnsureNodeRuntime(n.Node); err != nil {
 		return repairs, err
 	}
+	// Share sources are opened anew on every start (descriptors do not
+	// persist) and checked on the open descriptor; a missing or unsafe
+	// source fails this node before anything is recorded.
+	files, err := hostshare.OpenAll(n.Node, n.Spec.Shares, m.shareOptions())
+	if err != nil {
+		return repairs, err
+	}
+	defer hostshare.CloseAll(files) // QEMU holds its own copies
+	if len(files) != len(n.Invocation.InheritedFiles) {
+		return repairs, exitcode.New(exitcode.Integrity, "%s: the recorded invocation inherits %d descriptors but the node has %d shares",
+			n.Node, len(n.Invocation.InheritedFiles), len(files)).WithReason("invocation_shares_mismatch").WithNext("barn-node recreate " + n.Node)
+	}
 	n.Process = nil
 	if err := m.setPhase(n, state.Starting); err != nil {
 		return repairs, err
 	}
 	m.hook("starting", n.Node)
 	m.logf("%s: launching QEMU (%s)", n.Node, n.Accel)
-	proc, err := m.VM.Launch(ctx, n.Invocation, n.Node, n.VMUUID, n.Runtime)
+	proc, err := m.VM.Launch(ctx, n.Invocation, n.Node, n.VMUUID, n.Runtime, files)
 	if err != nil {
 		if werr := m.setPhase(n, state.Stopped); werr != nil {
 			m.logf("%s: recording stopped after a failed launch: %v", n.Node, werr)

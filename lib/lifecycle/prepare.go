@@ -50,6 +50,11 @@ type prepared struct {
 // next apply, or at once with --rollback).
 func (m *Manager) prepare(ctx context.Context, job createJob) (*prepared, error) {
 	name := job.Node.Name
+	// Share sources first: a missing or unsafe one fails this node before
+	// any artifact exists (launch re-opens them).
+	if err := m.checkShares(&job.Node); err != nil {
+		return nil, err
+	}
 	dir, err := m.Root.EnsureNodeDir(name)
 	if err != nil {
 		return nil, err

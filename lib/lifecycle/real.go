@@ -15,6 +15,7 @@ import (
 	"barn.dev/lib/procid"
 	"barn.dev/lib/qemu"
 	"barn.dev/lib/qmp"
+	"barn.dev/lib/spec"
 	"barn.dev/lib/sshkeys"
 	"barn.dev/lib/state"
 	"barn.dev/lib/vm"
@@ -95,13 +96,25 @@ func (e *realEmulator) Invocation(in LaunchInput) (state.Invocation, error) {
 	}
 	return qemu.Invocation(qemu.Input{Node: in.Node, VMUUID: in.VMUUID, Image: in.Image, RootDisk: in.RootDisk,
 		DataDisks: in.DataDisks, Seed: in.Seed, NVRAM: in.NVRAM, Firmware: code, SSHPort: in.SSHPort,
-		Runtime: in.Runtime, SerialLog: in.SerialLog}, e.prof)
+		Runtime: in.Runtime, SerialLog: in.SerialLog, Shares: ShareFDs(in.Node.Shares)}, e.prof)
+}
+
+// ShareFDs numbers a node's shares as QEMU inherits them: the i-th share
+// at descriptor 3+i. The numbers depend only on the spec, so the argv (and
+// its hash, the process identity binding) is the same on every start even
+// though the descriptors are opened anew each time.
+func ShareFDs(shares []spec.Share) []qemu.ShareFD {
+	out := make([]qemu.ShareFD, len(shares))
+	for i, s := range shares {
+		out[i] = qemu.ShareFD{Tag: s.Tag, FD: 3 + i, Readonly: s.Readonly}
+	}
+	return out
 }
 
 type realMachine struct{ stop vm.StopOptions }
 
-func (r *realMachine) Launch(ctx context.Context, inv state.Invocation, node, vmUUID string, rt state.Runtime) (state.Process, error) {
-	return vm.Launch(ctx, inv, node, vmUUID, rt)
+func (r *realMachine) Launch(ctx context.Context, inv state.Invocation, node, vmUUID string, rt state.Runtime, files []*os.File) (state.Process, error) {
+	return vm.Launch(ctx, inv, node, vmUUID, rt, files...)
 }
 
 func (r *realMachine) Stop(ctx context.Context, node, vmUUID string, rt state.Runtime, proc *state.Process) error {

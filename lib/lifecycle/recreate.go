@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"os"
 	"sort"
 	"strings"
 
@@ -91,7 +90,7 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 			return nil, err
 		}
 		n := p.Spec.Node(name)
-		if err := checkShares(n); err != nil {
+		if err := m.checkShares(n); err != nil {
 			return nil, err
 		}
 		if err := m.checkPersistent(name, n); err != nil {
@@ -154,17 +153,6 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 	res.Generation = gen
 	res.sort()
 	return res, res.Err(len(names))
-}
-
-// checkShares proves each share's host source is an existing directory.
-func checkShares(n *spec.Node) error {
-	for _, s := range n.Shares {
-		fi, err := os.Stat(s.Host)
-		if err != nil || !fi.IsDir() {
-			return exitcode.New(exitcode.Usage, "%s: share source %s is not an existing directory", n.Name, s.Host).WithReason("share_source_missing")
-		}
-	}
-	return nil
 }
 
 // checkPersistent proves the node's current and retained persistent disks

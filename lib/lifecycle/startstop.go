@@ -133,17 +133,30 @@ func (m *Manager) Restart(ctx context.Context, selectors []string, wait bool) (*
 	if err != nil {
 		return nil, err
 	}
-	stopped := newResult("restart")
-	m.stopBatch(ctx, names, stopped)
+	// Share sources are validated before stopping: a node that could not
+	// start again is left as it is and fails.
 	res := newResult("restart")
 	res.Generation = d.Generation
+	var stoppable []string
+	for _, name := range names {
+		if n, err := m.Root.ReadNode(name); err == nil && n != nil {
+			if err := m.checkShares(&n.Spec); err != nil {
+				res.addNode(nodeResult(n, "none"))
+				res.fail(name, "start", err)
+				continue
+			}
+		}
+		stoppable = append(stoppable, name)
+	}
+	stopped := newResult("restart")
+	m.stopBatch(ctx, stoppable, stopped)
 	failed := map[string]bool{}
 	for _, f := range stopped.Failures {
 		failed[f.Node] = true
 		res.Failures = append(res.Failures, f)
 	}
 	var again []string
-	for _, n := range names {
+	for _, n := range stoppable {
 		if !failed[n] {
 			again = append(again, n)
 		}

@@ -56,6 +56,10 @@ type Input struct {
 	// Runtime is the accelerator and host architecture selected now, for
 	// runtime drift; nil means unknown (no runtime drift is reported).
 	Runtime *RuntimeProfile
+	// GOOS is the host operating system ("" means runtime.GOOS): on
+	// "darwin" nodes with vm_shares get the warning
+	// "shares_unsupported_on_darwin". Tests inject it.
+	GOOS string
 }
 
 // RuntimeProfile is the runtime barn-node would use now.

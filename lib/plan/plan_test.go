@@ -500,6 +500,30 @@ func TestWarnings(t *testing.T) {
 	}
 }
 
+func TestSharesWarnOnDarwin(t *testing.T) {
+	s := testSpec(2)
+	s.Nodes[1].Shares = []spec.Share{{Host: "/srv/a", Guest: "/srv/a", Readonly: true, Tag: "barn-00000000000000000001"}}
+	s.Seal()
+	p := mustCompute(t, Input{Desired: s, Resolver: catalog, GOOS: "darwin"})
+	var got []Warning
+	for _, w := range p.Warnings {
+		if w.Code == "shares_unsupported_on_darwin" {
+			got = append(got, w)
+		}
+	}
+	if len(got) != 1 || got[0].Node != "node-11" || !strings.Contains(got[0].Message, "9p shares cannot start on macOS hosts") {
+		t.Fatalf("darwin warnings = %+v", p.Warnings)
+	}
+	// The same spec on Linux: no such warning.
+	if p := mustCompute(t, Input{Desired: s, Resolver: catalog, GOOS: "linux"}); hasWarning(p, "shares_unsupported_on_darwin") {
+		t.Fatalf("linux warnings = %+v", p.Warnings)
+	}
+	// Darwin without shares: none either.
+	if p := mustCompute(t, Input{Desired: testSpec(2), Resolver: catalog, GOOS: "darwin"}); hasWarning(p, "shares_unsupported_on_darwin") {
+		t.Fatalf("darwin without shares: %+v", p.Warnings)
+	}
+}
+
 func TestPersistentShrinkWarning(t *testing.T) {
 	s := testSpec(1)
 	s.Nodes[0].Disks[0].Persistent = true

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"runtime"
 
 	"barn.dev/lib/imageref"
 )
@@ -16,9 +17,24 @@ import (
 //   - root_disk_too_small: a root disk below its image's virtual size
 //     (apply refuses: an overlay never shrinks its base);
 //   - persistent_disk_shrink: a recreate would attach a persistent disk
-//     that is larger than the size now requested (Barn never shrinks).
+//     that is larger than the size now requested (Barn never shrinks);
+//   - shares_unsupported_on_darwin: on a macOS host, a selected node has
+//     vm_shares, which QEMU 9p cannot start there (it cannot reopen the
+//     inherited directory descriptor), so that node will fail to start.
 func configWarnings(p *Plan, in Input) []Warning {
 	var w []Warning
+	goos := in.GOOS
+	if goos == "" {
+		goos = runtime.GOOS
+	}
+	if goos == "darwin" {
+		for _, np := range p.Nodes {
+			if n := p.Spec.Node(np.Name); n != nil && len(n.Shares) > 0 {
+				w = append(w, Warning{Code: "shares_unsupported_on_darwin", Node: n.Name,
+					Message: fmt.Sprintf("%s has %d vm_shares; 9p shares cannot start on macOS hosts (QEMU cannot reopen the shared directory's descriptor), so %s will fail to start: remove its vm_shares", n.Name, len(n.Shares), n.Name)})
+			}
+		}
+	}
 	sub := p.Spec.Deployment.Subnet
 	if sub.CIDR != DefaultCIDR {
 		w = append(w, Warning{Code: "non_default_subnet",

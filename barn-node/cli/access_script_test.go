@@ -1,0 +1,228 @@
+package cli_test
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"barn.dev/lib/spec"
+	"barn.dev/lib/sshkeys"
+	"barn.dev/lib/state"
+)
+
+// sshdBinary returns the OpenSSH server binary, or "" when not installed.
+func sshdBinary() string {
+	if p, err := exec.LookPath("sshd"); err == nil {
+		return p
+	}
+	for _, p := range []string{"/usr/sbin/sshd", "/sbin/sshd"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// freeLoopbackPort returns a TCP port on 127.0.0.1 that was free a moment
+// ago.
+func freeLoopbackPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+var (
+	sshdsMu sync.Mutex
+	sshds   = map[*testscript.TestScript]*exec.Cmd{}
+)
+
+// cmdSSHD is `sshd NODE...`: start a real OpenSSH server on 127.0.0.1, one
+// fresh loopback port per NODE, standing in for each node's management
+// port forward. It authorizes the deployment key
+// ($BARN_HOME/keys/id_ed25519.pub, copied to $WORK/.sshd/authorized_keys)
+// for the current user, uses a fresh
+// Ed25519 host key ($WORK/.sshd/host_key), logs to $WORK/.sshd/sshd.log,
+// and rewrites committed state through lib/state: each NODE's ssh_port
+// becomes its port, and the deployment's login user becomes the current
+// user (the seed refuses root, so apply runs with dba; the spec and node
+// hashes are resealed to stay consistent). The server is killed when
+// the script ends. `sshd -newkey NODE...` restarts with a new host key (a
+// different machine answering on new ports). A second `sshd` replaces the
+// first server (list every node it should serve).
+func cmdSSHD(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) == 0 {
+		ts.Fatalf("usage: sshd [-newkey] NODE...")
+	}
+	stopSSHD(ts)
+	if args[0] == "-newkey" {
+		args = args[1:]
+		_ = os.Remove(ts.MkAbs(".sshd/host_key"))
+		_ = os.Remove(ts.MkAbs(".sshd/host_key.pub"))
+	}
+	bin := sshdBinary()
+	if bin == "" {
+		ts.Fatalf("sshd is not installed")
+	}
+	dir := ts.MkAbs(".sshd")
+	ts.Check(os.MkdirAll(dir, 0o700))
+	hostKey := filepath.Join(dir, "host_key")
+	if _, err := os.Stat(hostKey); err != nil {
+		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "test-sshd", "-f", hostKey).CombinedOutput(); err != nil {
+			ts.Fatalf("ssh-keygen: %v %s", err, out)
+		}
+	}
+	root, err := state.Open(ts.Getenv)
+	ts.Check(err)
+	pubKey, err := os.ReadFile(sshkeys.Paths(root.KeysDir()).PublicPath)
+	if err != nil {
+		ts.Fatalf("no deployment public key: %v", err)
+	}
+	// SHLVL=1 only keeps Debian's bash from sourcing the user's ~/.bashrc
+	// for ssh commands (a slow one costs seconds per call); the key is the
+	// deployment key as written by barn-node.
+	auth := filepath.Join(dir, "authorized_keys")
+	ts.Check(os.WriteFile(auth, []byte(`environment="SHLVL=1" `+strings.TrimSpace(string(pubKey))+"\n"), 0o600))
+	if os.Geteuid() == 0 {
+		_ = os.MkdirAll("/run/sshd", 0o755) // privilege separation directory
+	}
+	var conf strings.Builder
+	ports := map[string]int{}
+	for _, n := range args {
+		p, err := freeLoopbackPort()
+		ts.Check(err)
+		ports[n] = p
+		fmt.Fprintf(&conf, "ListenAddress 127.0.0.1:%d\n", p)
+	}
+	fmt.Fprintf(&conf, "HostKey %s\nAuthorizedKeysFile %s\nPermitUserEnvironment SHLVL\nPidFile none\nStrictModes no\nUsePAM no\n", hostKey, auth)
+	conf.WriteString("PasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nSubsystem sftp internal-sftp\nMaxStartups 50\nPerSourcePenalties no\n")
+	cfg := filepath.Join(dir, "sshd_config")
+	ts.Check(os.WriteFile(cfg, []byte(conf.String()), 0o600))
+	if out, err := exec.Command(bin, "-t", "-f", cfg).CombinedOutput(); err != nil {
+		// PerSourcePenalties is OpenSSH ≥9.8; older servers refuse it
+		s := strings.Replace(conf.String(), "PerSourcePenalties no\n", "", 1)
+		ts.Check(os.WriteFile(cfg, []byte(s), 0o600))
+		if out2, err := exec.Command(bin, "-t", "-f", cfg).CombinedOutput(); err != nil {
+			ts.Fatalf("sshd -t: %v\n%s\n%s", err, out, out2)
+		}
+	}
+	logf, err := os.OpenFile(filepath.Join(dir, "sshd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	ts.Check(err)
+	cmd := exec.Command(bin, "-D", "-e", "-f", cfg)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	ts.Check(cmd.Start())
+	loginAsCurrentUser(ts, root)
+	sshdsMu.Lock()
+	sshds[ts] = cmd
+	sshdsMu.Unlock()
+	ts.Defer(func() { stopSSHD(ts); logf.Close() })
+	for n, p := range ports {
+		ok := false
+		for i := 0; i < 100 && !ok; i++ {
+			c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(p), 100*time.Millisecond)
+			if err == nil {
+				c.Close()
+				ok = true
+			} else {
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		if !ok {
+			log, _ := os.ReadFile(filepath.Join(dir, "sshd.log"))
+			ts.Fatalf("sshd did not listen on %d:\n%s", p, log)
+		}
+		st, err := root.ReadNode(n)
+		ts.Check(err)
+		if st == nil {
+			ts.Fatalf("sshd: no committed node %s", n)
+		}
+		st.SSHPort = p
+		ts.Check(root.WriteNode(st))
+		ts.Logf("sshd: node %s on 127.0.0.1:%d", n, p)
+	}
+}
+
+// loginAsCurrentUser rewrites the committed deployment (and every node's
+// spec copy and hash) so the login user is the current user.
+func loginAsCurrentUser(ts *testscript.TestScript, root *state.Root) {
+	u, err := user.Current()
+	ts.Check(err)
+	dep, err := root.ReadDeployment()
+	ts.Check(err)
+	if dep == nil {
+		ts.Fatalf("sshd: no committed deployment")
+	}
+	if dep.Spec.Deployment.User.Name == u.Username {
+		return
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	dep.Spec.Deployment.User = spec.User{Name: u.Username, UID: uid}
+	dep.Spec.Seal()
+	dep.SpecHash = dep.Spec.SpecHash
+	ts.Check(root.WriteDeployment(dep))
+	names, err := root.NodeNames()
+	ts.Check(err)
+	for _, n := range names {
+		st, err := root.ReadNode(n)
+		ts.Check(err)
+		if st == nil {
+			continue
+		}
+		if sn := dep.Spec.Node(n); sn != nil {
+			st.Spec, st.SpecHash = *sn, sn.SpecHash
+			ts.Check(root.WriteNode(st))
+		}
+	}
+}
+
+func stopSSHD(ts *testscript.TestScript) {
+	sshdsMu.Lock()
+	cmd := sshds[ts]
+	delete(sshds, ts)
+	sshdsMu.Unlock()
+	if cmd != nil && cmd.Process != nil {
+		_ = cmd.Process.Kill()
+		_, _ = cmd.Process.Wait()
+	}
+}
+
+// cmdSSHPort is `sshport NODE [VAR]`: print NODE's committed ssh_port
+// and, with VAR, also set $VAR to it.
+func cmdSSHPort(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) < 1 || len(args) > 2 {
+		ts.Fatalf("usage: sshport NODE [VAR]")
+	}
+	root, err := state.Open(ts.Getenv)
+	ts.Check(err)
+	st, err := root.ReadNode(args[0])
+	ts.Check(err)
+	if st == nil {
+		ts.Fatalf("no node %s", args[0])
+	}
+	fmt.Fprintf(ts.Stdout(), "%d\n", st.SSHPort)
+	if len(args) == 2 {
+		ts.Setenv(args[1], strconv.Itoa(st.SSHPort))
+	}
+}
+
+// cmdEvent is `event NODE ACTION MESSAGE...`: append one barn.event/v1
+// record to $BARN_HOME/events.jsonl through lib/state.
+func cmdEvent(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) < 3 {
+		ts.Fatalf("usage: event NODE ACTION MESSAGE...")
+	}
+	root, err := state.Open(ts.Getenv)
+	ts.Check(err)
+	ts.Check(root.AppendEvent(state.Event{Node: args[0], Action: args[1], Phase: "done", OperationID: "op-test-0001", Message: strings.Join(args[2:], " ")}))
+}
