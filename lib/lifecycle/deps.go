@@ -2,9 +2,15 @@ package lifecycle
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"strings"
+	"sync"
 	"time"
+
+	"github.com/google/uuid"
 
 	"barn.dev/lib/disk"
 	"barn.dev/lib/hostshare"
@@ -125,6 +131,9 @@ type Manager struct {
 	// means hostshare.DefaultOptions(Root.Dir) (the caller's euid, this
 	// host's OS). Tests inject another owner or OS.
 	ShareOptions func() hostshare.Options
+
+	opOnce sync.Once
+	opID   string // operation id of this Manager's events
 }
 
 func (m *Manager) shareOptions() hostshare.Options {
@@ -147,11 +156,43 @@ func (m *Manager) now() time.Time {
 	return time.Now().UTC()
 }
 
+// hook records a durable step in the deployment event log and then calls
+// the test hook. An event that cannot be written is only noted on the
+// progress stream: the event log is diagnostics, never a reason to fail a
+// lifecycle step that already happened.
 func (m *Manager) hook(step, node string) {
+	m.event("info", node, step, "")
 	if m.Hook != nil {
 		m.Hook(step, node)
 	}
 }
+
+// event appends one record for this operation (one operation id per
+// Manager) to <BARN_HOME>/events.jsonl.
+func (m *Manager) event(level, node, phase, message string) {
+	if m.Root == nil {
+		return
+	}
+	m.opOnce.Do(func() { m.opID = uuid.NewString() })
+	action := "barn-node"
+	if f := strings.Fields(m.Command); len(f) > 1 {
+		action = f[1]
+	}
+	if !eventName.MatchString(action) {
+		action = "barn-node"
+	}
+	if message == "" {
+		message = fmt.Sprintf("%s: %s", node, phase)
+	}
+	err := m.Root.AppendEvent(state.Event{Level: level, Node: node, OperationID: m.opID,
+		Action: action, Phase: phase, Message: message})
+	if err != nil {
+		m.logf("note: event log not written: %v", err)
+	}
+}
+
+// eventName is the event log's rule for node and action names.
+var eventName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 
 func (m *Manager) logf(format string, args ...any) {
 	if m.Log != nil {
