@@ -297,7 +297,11 @@ func cmdOnlyImages(ts *testscript.TestScript, neg bool, args []string) {
 // and empty (no holder record: nobody holds it).
 func idleLock(home, p string) bool {
 	rel := strings.TrimPrefix(p, home+"/")
-	if rel != libstate.LocksDirName+"/"+libstate.DeploymentLockName && rel != libstate.LocksDirName+"/"+libstate.ImagesLockName {
+	switch rel {
+	case libstate.LocksDirName + "/" + libstate.DeploymentLockName,
+		libstate.LocksDirName + "/" + libstate.ImagesLockName,
+		libstate.LocksDirName + "/" + libstate.EventsLockName:
+	default:
 		return false
 	}
 	fi, err := os.Lstat(p)

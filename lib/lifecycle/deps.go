@@ -132,8 +132,9 @@ type Manager struct {
 	// host's OS). Tests inject another owner or OS.
 	ShareOptions func() hostshare.Options
 
-	opOnce sync.Once
-	opID   string // operation id of this Manager's events
+	opOnce    sync.Once
+	opID      string // operation id of this Manager's events
+	eventsOff bool   // set once purge removed the event log
 }
 
 func (m *Manager) shareOptions() hostshare.Options {
@@ -170,7 +171,7 @@ func (m *Manager) hook(step, node string) {
 // event appends one record for this operation (one operation id per
 // Manager) to <BARN_HOME>/events.jsonl.
 func (m *Manager) event(level, node, phase, message string) {
-	if m.Root == nil {
+	if m.Root == nil || m.eventsOff {
 		return
 	}
 	m.opOnce.Do(func() { m.opID = uuid.NewString() })

@@ -130,6 +130,12 @@ func (m *Manager) Destroy(ctx context.Context, selectors []string, o DestroyOpti
 				return nil, err
 			}
 			res.Notes = append(res.Notes, "deleted deployment keys")
+			// The event log is the deployment's history: purge removes it
+			// last and writes nothing after it.
+			m.eventsOff = true
+			if err := state.RemoveFileDurable(m.Root.EventsFile()); err != nil {
+				return nil, err
+			}
 		}
 	} else if d != nil {
 		// Drop the destroyed nodes from the applied spec so a plan made
