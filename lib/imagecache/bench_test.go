@@ -26,6 +26,16 @@ var (
 	benchErr  error
 )
 
+// TestMain removes the benchmarks' shared random file (up to 1 GiB) after
+// the package's tests and benchmarks have run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if benchPath != "" {
+		os.RemoveAll(filepath.Dir(benchPath))
+	}
+	os.Exit(code)
+}
+
 // benchFile writes one file of random bytes shared by the SHA-256
 // benchmarks (random so that no layer can shortcut zeros).
 func benchFile(b *testing.B) string {
