@@ -8,11 +8,8 @@
 package testscripts
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -30,13 +27,9 @@ import (
 	repo "barn.dev/barn-repo/cli"
 	state "barn.dev/barn-state/cli"
 	"barn.dev/lib/fakeqemu"
+	"barn.dev/lib/scripttest"
 	libstate "barn.dev/lib/state"
-	"barn.dev/lib/tool"
 )
-
-func run(main func(context.Context, []string, tool.Stdio, func(string) string) int) func() {
-	return func() { os.Exit(main(context.Background(), os.Args[1:], tool.OSStdio(), os.Getenv)) }
-}
 
 // fakeQEMU is the command name the fake QEMU is registered under. It is
 // deliberately not qemu-system-x86_64: testscript puts every registered
@@ -45,12 +38,12 @@ const fakeQEMU = "fake-" + fakeqemu.BinaryName
 
 // Tools maps every Barn tool's name to its in-process entry point.
 var Tools = map[string]func(){
-	"barn-inventory": run(inventory.Main),
-	"barn-plan":      run(plan.Main),
-	"barn-node":      run(node.Main),
-	"barn-net":       run(net.Main),
-	"barn-repo":      run(repo.Main),
-	"barn-state":     run(state.Main),
+	"barn-inventory": scripttest.Command(inventory.Main),
+	"barn-plan":      scripttest.Command(plan.Main),
+	"barn-node":      scripttest.Command(node.Main),
+	"barn-net":       scripttest.Command(net.Main),
+	"barn-repo":      scripttest.Command(repo.Main),
+	"barn-state":     scripttest.Command(state.Main),
 }
 
 func TestMain(m *testing.M) {
@@ -62,17 +55,7 @@ func TestMain(m *testing.M) {
 }
 
 func params(dir string) testscript.Params {
-	return testscript.Params{
-		Dir:                 dir,
-		RequireExplicitExec: true,
-		RequireUniqueNames:  true,
-		UpdateScripts:       os.Getenv("BARN_UPDATE") == "1",
-		Cmds:                map[string]func(*testscript.TestScript, bool, []string){"exits": cmdExits},
-		Setup: func(env *testscript.Env) error {
-			env.Setenv("BARN_HOME", env.WorkDir+"/.barn")
-			return nil
-		},
-	}
+	return scripttest.Params(dir)
 }
 
 // TestPipeline runs the multi-tool pipeline scripts on the fake QEMU:
@@ -110,29 +93,6 @@ func TestPipeline(t *testing.T) {
 	p.Cmds["onlyimages"] = cmdOnlyImages
 	p.Cmds["killfake"] = cmdKillFake
 	testscript.Run(t, p)
-}
-
-// cmdExits runs `exits CODE PROG ARGS...`: PROG must exit with exactly CODE.
-// Its stdout and stderr are kept for the following stdout/stderr checks.
-func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) < 2 {
-		ts.Fatalf("usage: exits CODE PROG [ARGS...]")
-	}
-	want, err := strconv.Atoi(args[0])
-	if err != nil {
-		ts.Fatalf("exits: bad code %q", args[0])
-	}
-	err = ts.Exec(args[1], args[2:]...)
-	got := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		got = ee.ExitCode()
-	} else if err != nil {
-		ts.Fatalf("exits: %v", err)
-	}
-	if got != want {
-		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
-	}
 }
 
 // liveFakes returns the live (not zombie) fake QEMU processes of the

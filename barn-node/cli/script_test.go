@@ -1,14 +1,12 @@
 package cli_test
 
 import (
-	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -26,21 +24,15 @@ import (
 	"barn.dev/lib/imageref"
 	"barn.dev/lib/inventory"
 	"barn.dev/lib/plan"
+	"barn.dev/lib/scripttest"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
-	"barn.dev/lib/tool"
 	"barn.dev/lib/wire"
 )
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"barn-node": func() {
-			// as main.go: SIGINT/SIGTERM cancel the context (exit 130)
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			code := node.Main(ctx, os.Args[1:], tool.OSStdio(), os.Getenv)
-			stop()
-			os.Exit(code)
-		},
+		"barn-node":         scripttest.Command(node.Main),
 		fakeqemu.BinaryName: func() { os.Exit(fakeqemu.Main(os.Args[1:])) },
 	})
 }
@@ -77,13 +69,9 @@ func TestAccess(t *testing.T) {
 }
 
 func params(dir string) testscript.Params {
-	return testscript.Params{
-		Dir:                 dir,
-		RequireExplicitExec: true,
-		RequireUniqueNames:  true,
-		UpdateScripts:       os.Getenv("BARN_UPDATE") == "1",
+	return scripttest.Configure(testscript.Params{
+		Dir: dir,
 		Cmds: map[string]func(*testscript.TestScript, bool, []string){
-			"exits":      cmdExits,
 			"testplan":   cmdTestplan,
 			"spawnsleep": cmdSpawnSleep,
 			"setpid":     cmdSetPID,
@@ -114,7 +102,7 @@ func params(dir string) testscript.Params {
 			env.Defer(func() { reap(rt, env.WorkDir); os.RemoveAll(rt) })
 			return nil
 		},
-	}
+	})
 }
 
 // TestRealQEMU runs testdata/real against the real qemu-system-x86_64 under
@@ -160,27 +148,6 @@ func reap(rt, work string) {
 		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-	}
-}
-
-func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) < 2 {
-		ts.Fatalf("usage: exits CODE PROG [ARGS...]")
-	}
-	want, err := strconv.Atoi(args[0])
-	if err != nil {
-		ts.Fatalf("exits: bad code %q", args[0])
-	}
-	err = ts.Exec(args[1], args[2:]...)
-	got := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		got = ee.ExitCode()
-	} else if err != nil {
-		ts.Fatalf("exits: %v", err)
-	}
-	if got != want {
-		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
 	}
 }
 

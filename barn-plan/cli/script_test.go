@@ -2,13 +2,11 @@ package cli_test
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,30 +17,24 @@ import (
 	"barn.dev/lib/imageref"
 	"barn.dev/lib/inventory"
 	"barn.dev/lib/procid"
+	"barn.dev/lib/scripttest"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
-	"barn.dev/lib/tool"
 	"barn.dev/lib/wire"
 )
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"barn-plan": func() {
-			os.Exit(cli.Main(context.Background(), os.Args[1:], tool.OSStdio(), os.Getenv))
-		},
+		"barn-plan": scripttest.Command(cli.Main),
 	})
 }
 
 // TestScripts runs testdata/script/*.txtar. BARN_UPDATE=1 rewrites the
 // golden sections.
 func TestScripts(t *testing.T) {
-	testscript.Run(t, testscript.Params{
-		Dir:                 "testdata/script",
-		RequireExplicitExec: true,
-		RequireUniqueNames:  true,
-		UpdateScripts:       os.Getenv("BARN_UPDATE") == "1",
+	testscript.Run(t, scripttest.Configure(testscript.Params{
+		Dir: "testdata/script",
 		Cmds: map[string]func(*testscript.TestScript, bool, []string){
-			"exits":    cmdExits,
 			"resolve":  cmdResolve,
 			"commit":   cmdCommit,
 			"holdlock": cmdHoldLock,
@@ -58,31 +50,11 @@ func TestScripts(t *testing.T) {
 			env.Setenv("BARN_RUNTIME_DIR", run)
 			return nil
 		},
-	})
+	}))
 }
 
 // exits CODE PROG ARGS...: PROG must exit with exactly CODE; its stdout
 // and stderr are kept for the following stdout/stderr checks.
-func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) < 2 {
-		ts.Fatalf("usage: exits CODE PROG [ARGS...]")
-	}
-	want, err := strconv.Atoi(args[0])
-	if err != nil {
-		ts.Fatalf("exits: bad code %q", args[0])
-	}
-	err = ts.Exec(args[1], args[2:]...)
-	got := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		got = ee.ExitCode()
-	} else if err != nil {
-		ts.Fatalf("exits: %v", err)
-	}
-	if got != want {
-		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
-	}
-}
 
 // resolve INVENTORY OUT: resolves a Pigsty inventory with lib/inventory
 // (what `barn-inventory resolve` does) and writes the barn.spec/v1 to OUT.

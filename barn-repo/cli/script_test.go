@@ -1,13 +1,10 @@
 package cli
 
 import (
-	"context"
 	"encoding/hex"
-	"errors"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -16,25 +13,21 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"barn.dev/lib/tool"
+	"barn.dev/lib/scripttest"
 )
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"barn-repo": func() { os.Exit(Main(context.Background(), os.Args[1:], tool.OSStdio(), os.Getenv)) },
+		"barn-repo": scripttest.Command(Main),
 	})
 }
 
 // TestScripts runs testdata/script/*.txtar. Scripts needing qemu-img use
 // the [exec:qemu-img] condition; it is installed on Barn's CI machines.
 func TestScripts(t *testing.T) {
-	testscript.Run(t, testscript.Params{
-		Dir:                 "testdata/script",
-		RequireExplicitExec: true,
-		RequireUniqueNames:  true,
-		UpdateScripts:       os.Getenv("BARN_UPDATE") == "1",
+	testscript.Run(t, scripttest.Configure(testscript.Params{
+		Dir: "testdata/script",
 		Cmds: map[string]func(*testscript.TestScript, bool, []string){
-			"exits":      cmdExits,
 			"serve-repo": cmdServeRepo,
 			"patch":      cmdPatch,
 		},
@@ -43,29 +36,7 @@ func TestScripts(t *testing.T) {
 			env.Setenv("BARN_REPO", "")
 			return nil
 		},
-	})
-}
-
-// cmdExits runs `exits CODE PROG ARGS...`: PROG must exit with exactly CODE.
-func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) < 2 {
-		ts.Fatalf("usage: exits CODE PROG [ARGS...]")
-	}
-	want, err := strconv.Atoi(args[0])
-	if err != nil {
-		ts.Fatalf("exits: bad code %q", args[0])
-	}
-	err = ts.Exec(args[1], args[2:]...)
-	got := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		got = ee.ExitCode()
-	} else if err != nil {
-		ts.Fatalf("exits: %v", err)
-	}
-	if got != want {
-		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
-	}
+	}))
 }
 
 // cmdServeRepo runs `serve-repo VAR DIR`: serves DIR over HTTP on

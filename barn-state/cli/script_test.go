@@ -3,14 +3,10 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,20 +14,14 @@ import (
 
 	"barn.dev/barn-state/cli"
 	"barn.dev/lib/imageref"
+	"barn.dev/lib/scripttest"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
-	"barn.dev/lib/tool"
 )
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"barn-state": func() {
-			// As main.go: SIGINT/SIGTERM cancel the context.
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			code := cli.Main(ctx, os.Args[1:], tool.OSStdio(), os.Getenv)
-			stop()
-			os.Exit(code)
-		},
+		"barn-state": scripttest.Command(cli.Main),
 		// holdlock COMMAND: take the deployment lock as COMMAND, create
 		// $WORK/locked, then sleep until killed.
 		"holdlock": func() {
@@ -51,11 +41,8 @@ func TestMain(m *testing.M) {
 }
 
 func TestScripts(t *testing.T) {
-	testscript.Run(t, testscript.Params{
-		Dir:                 "testdata/script",
-		RequireExplicitExec: true,
-		RequireUniqueNames:  true,
-		UpdateScripts:       os.Getenv("BARN_UPDATE") == "1",
+	testscript.Run(t, scripttest.Configure(testscript.Params{
+		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("BARN_HOME", env.WorkDir+"/.barn")
 			env.Setenv("BARN_RUNTIME_DIR", env.WorkDir+"/run")
@@ -63,35 +50,12 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(*testscript.TestScript, bool, []string){
-			"exits":    cmdExits,
 			"fixture":  cmdFixture,
 			"jsonset":  cmdJSONSet,
 			"waitfile": cmdWaitFile,
 			"sleep":    cmdSleep,
 		},
-	})
-}
-
-// cmdExits runs `exits CODE PROG ARGS...`: PROG must exit with exactly CODE.
-func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) < 2 {
-		ts.Fatalf("usage: exits CODE PROG [ARGS...]")
-	}
-	want, err := strconv.Atoi(args[0])
-	if err != nil {
-		ts.Fatalf("exits: bad code %q", args[0])
-	}
-	err = ts.Exec(args[1], args[2:]...)
-	got := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		got = ee.ExitCode()
-	} else if err != nil {
-		ts.Fatalf("exits: %v", err)
-	}
-	if got != want {
-		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
-	}
+	}))
 }
 
 // cmdFixture writes valid state through lib/state with a fixed clock:
