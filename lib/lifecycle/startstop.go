@@ -34,23 +34,34 @@ func (m *Manager) selectNodes(d *state.Deployment, selectors []string) ([]string
 	return out, nil
 }
 
+// lockedSelection takes the deployment lock (waiting, as every modifying
+// command does), reads the applied deployment and resolves selectors (all
+// applied nodes when none). The caller must Unlock on success.
+func (m *Manager) lockedSelection(ctx context.Context, selectors []string) (state.Lock, *state.Deployment, []string, error) {
+	lock, err := m.Root.LockDeployment(ctx, m.Command, true, m.Waiting)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	d, err := m.Root.ReadDeployment()
+	if err == nil {
+		var names []string
+		if names, err = m.selectNodes(d, selectors); err == nil {
+			return lock, d, names, nil
+		}
+	}
+	_ = lock.Unlock()
+	return nil, nil, nil, err
+}
+
 // Start starts the selected stopped nodes from applied state (all when
 // none are named) and leaves running ones running. It reads no plan and
 // creates nothing; a node without committed state fails.
 func (m *Manager) Start(ctx context.Context, selectors []string, wait bool) (*Result, error) {
-	lock, err := m.Root.LockDeployment(ctx, m.Command, true, m.Waiting)
+	lock, d, names, err := m.lockedSelection(ctx, selectors)
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Unlock()
-	d, err := m.Root.ReadDeployment()
-	if err != nil {
-		return nil, err
-	}
-	names, err := m.selectNodes(d, selectors)
-	if err != nil {
-		return nil, err
-	}
 	alloc, err := m.newPortAllocator()
 	if err != nil {
 		return nil, err
@@ -65,19 +76,11 @@ func (m *Manager) Start(ctx context.Context, selectors []string, wait bool) (*Re
 // Stop stops the selected running nodes (all when none are named) through
 // the verified stop ladder, bounded in parallel.
 func (m *Manager) Stop(ctx context.Context, selectors []string) (*Result, error) {
-	lock, err := m.Root.LockDeployment(ctx, m.Command, true, m.Waiting)
+	lock, d, names, err := m.lockedSelection(ctx, selectors)
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Unlock()
-	d, err := m.Root.ReadDeployment()
-	if err != nil {
-		return nil, err
-	}
-	names, err := m.selectNodes(d, selectors)
-	if err != nil {
-		return nil, err
-	}
 	res := newResult("stop")
 	res.Generation = d.Generation
 	m.stopBatch(ctx, names, res)
@@ -100,7 +103,13 @@ func (m *Manager) stopBatch(ctx context.Context, names []string, res *Result) {
 		if obs.Converged != "" {
 			m.logf("%s", obs.Converged)
 		}
-		if obs.Err != nil && exitcode.ClassOf(obs.Err) == exitcode.Integrity || n.Phase == state.Destroying {
+		if n.Phase == state.Destroying {
+			res.addNode(nodeResult(n, "none"))
+			res.fail(name, "stop", exitcode.New(exitcode.Conflict, "node %s is being destroyed", name).
+				WithReason("interrupted_transition").WithNext("barn-node destroy "+name+" --force"))
+			return
+		}
+		if obs.Err != nil && exitcode.ClassOf(obs.Err) == exitcode.Integrity {
 			res.addNode(nodeResult(n, "none"))
 			res.fail(name, "stop", obs.Err)
 			return
@@ -120,19 +129,11 @@ func (m *Manager) stopBatch(ctx context.Context, names []string, res *Result) {
 
 // Restart stops then starts the selected nodes.
 func (m *Manager) Restart(ctx context.Context, selectors []string, wait bool) (*Result, error) {
-	lock, err := m.Root.LockDeployment(ctx, m.Command, true, m.Waiting)
+	lock, d, names, err := m.lockedSelection(ctx, selectors)
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Unlock()
-	d, err := m.Root.ReadDeployment()
-	if err != nil {
-		return nil, err
-	}
-	names, err := m.selectNodes(d, selectors)
-	if err != nil {
-		return nil, err
-	}
 	// Share sources are validated before stopping: a node that could not
 	// start again is left as it is and fails.
 	res := newResult("restart")
