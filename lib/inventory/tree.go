@@ -137,7 +137,7 @@ func (m *model) section(r *reader, g *group, kind string, entries []entry) {
 	switch kind {
 	case "vars":
 		for _, e := range entries {
-			r.checkVMKey(e)
+			r.checkVMKey(e, "", g.Name)
 			g.Vars[e.Key] = append(g.Vars[e.Key], varDef{Key: e.Key, KeyNode: e.KeyNode, Value: r.deref(e.Value), Origin: g.Name})
 		}
 	case "children":
@@ -160,7 +160,7 @@ func (m *model) section(r *reader, g *group, kind string, entries []entry) {
 				}
 			}
 			for _, e2 := range vars {
-				r.checkVMKey(e2)
+				r.checkVMKey(e2, e.Key, "host")
 			}
 			for _, n := range names {
 				h := m.Hosts[n]
@@ -178,8 +178,9 @@ func (m *model) section(r *reader, g *group, kind string, entries []entry) {
 	}
 }
 
-// checkVMKey refuses unknown vm_* keys with a suggestion.
-func (r *reader) checkVMKey(e entry) {
+// checkVMKey refuses unknown vm_* keys with a suggestion, naming the host
+// (for host vars) and where the key was written (a group name or "host").
+func (r *reader) checkVMKey(e entry, host, origin string) {
 	if !strings.HasPrefix(e.Key, "vm_") {
 		return
 	}
@@ -188,7 +189,7 @@ func (r *reader) checkVMKey(e entry) {
 			return
 		}
 	}
-	p := Problem{Key: e.Key, Value: written(e.Value), Message: "unknown vm_* variable"}
+	p := Problem{Host: host, Key: e.Key, Value: written(e.Value), Origin: origin, Message: "unknown vm_* variable"}
 	if s := suggest(e.Key, VMKeys); s != "" {
 		p.Hint = "did you mean " + s
 	} else {
