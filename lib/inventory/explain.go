@@ -5,6 +5,8 @@ import (
 	"io"
 	"sort"
 
+	"barn.dev/lib/wire"
+
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/spec"
 )
@@ -56,7 +58,15 @@ func (e *Explanation) RenderText(w io.Writer) error {
 		if val == "" {
 			val = "-"
 		}
-		if _, err := fmt.Fprintf(w, "  %-20s %-28s %s → %v\n", k.Key, where, val, k.Resolved); err != nil {
+		resolved := fmt.Sprint(k.Resolved)
+		switch k.Resolved.(type) {
+		case string, bool, int, int64:
+		default: // lists and structs read best as the JSON they are emitted as
+			if b, err := wire.Marshal(k.Resolved); err == nil {
+				resolved = string(b)
+			}
+		}
+		if _, err := fmt.Fprintf(w, "  %-20s %-28s %s → %s\n", k.Key, where, val, resolved); err != nil {
 			return err
 		}
 	}
