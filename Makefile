@@ -9,7 +9,7 @@ LDFLAGS := -X barn.dev/lib/tool.Version=$(VERSION)
 .PHONY: help build test check fmt vet clean deps ci image e2e bench golden-check
 
 help: ## List the targets
-	@grep -hE '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z][a-z0-9-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 build: ## Build every tool into bin/
 	@mkdir -p bin
