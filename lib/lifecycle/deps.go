@@ -55,6 +55,10 @@ type Liveness struct {
 	Verdict string // process tuple verdict: dead, ours, foreign, unknown, none
 	QMPErr  error  // why QMP did not prove identity (nil when QMPOK)
 	Detail  string
+	// Inactive: nothing answers QMP (proven unavailable, not merely an
+	// error) and no process evidence is alive. Only then may a node be
+	// converged to stopped or its runtime files and disks removed.
+	Inactive bool
 }
 
 // Machine launches, stops and audits QEMU processes with proven identity.

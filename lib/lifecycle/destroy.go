@@ -269,7 +269,9 @@ func (m *Manager) destroyNode(ctx context.Context, name string, deletePersistent
 		if mismatch(l) {
 			return nil, exitcode.New(exitcode.Integrity, "%s: QMP answers with another identity (%v); not stopping or deleting anything", name, l.QMPErr).WithReason("identity_mismatch")
 		}
-		if l.QMPOK || l.Verdict == "ours" || l.Verdict == "unknown" {
+		// Only proven inactivity skips the stop ladder; any other QMP error
+		// or live process evidence goes through it (which fails closed).
+		if !l.Inactive {
 			m.logf("%s: stopping before destroy", name)
 			if n.Phase == state.Destroying || n.Phase == state.Stopped || n.Phase == state.Prepared {
 				n.Phase = state.Stopping // the VM runs: re-drive the ladder
@@ -278,8 +280,10 @@ func (m *Manager) destroyNode(ctx context.Context, name string, deletePersistent
 				return nil, err
 			}
 		}
+		if err := m.cleanRuntime(ctx, n); err != nil {
+			return nil, err
+		}
 		n.Process = nil
-		m.cleanRuntime(n)
 		if n.Runtime.Directory != "" {
 			_ = syscall.Rmdir(n.Runtime.Directory)
 		}

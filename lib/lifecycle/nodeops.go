@@ -3,11 +3,11 @@ package lifecycle
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/hostshare"
 	"barn.dev/lib/state"
+	"barn.dev/lib/vm"
 )
 
 // Runtime values reported by status.
@@ -44,7 +44,7 @@ func (m *Manager) observe(ctx context.Context, n *state.Node, act bool) observat
 		return observation{Runtime: RuntimeUnknown, Err: exitcode.New(exitcode.Integrity, "%s: QMP answers with another identity (%v); nothing was sent", n.Node, l.QMPErr).
 			WithReason("identity_mismatch").WithNext("barn-node recreate --force " + n.Node)}
 	}
-	dead := !l.QMPOK && (l.Verdict == "dead" || l.Verdict == "foreign" || l.Verdict == "none")
+	dead := l.Inactive
 	switch {
 	case l.QMPOK && (l.Verdict == "ours" || l.Verdict == "none" && n.Phase != state.Running):
 		// proven running
@@ -79,8 +79,10 @@ func (m *Manager) observe(ctx context.Context, n *state.Node, act bool) observat
 			return observation{Runtime: RuntimeInactive, Err: interrupted(n)}
 		}
 		was := n.Phase
+		if err := m.cleanRuntime(ctx, n); err != nil {
+			return observation{Runtime: RuntimeUnknown, Err: err}
+		}
 		n.Process = nil
-		m.cleanRuntime(n)
 		if err := m.setPhase(n, state.Stopped); err != nil {
 			return observation{Runtime: RuntimeInactive, Err: err}
 		}
@@ -113,13 +115,14 @@ func (m *Manager) setPhase(n *state.Node, p state.Phase) error {
 }
 
 // cleanRuntime removes the runtime QMP socket and pidfile of a VM proven
-// not running.
-func (m *Manager) cleanRuntime(n *state.Node) {
-	for _, p := range []string{n.Runtime.QMP, n.Runtime.Pidfile} {
-		if p != "" {
-			_ = os.Remove(p)
-		}
+// not running. It refuses (conflict, reason runtime_busy) a socket that
+// something still listens on or a pidfile naming a live process: those are
+// evidence, never debris.
+func (m *Manager) cleanRuntime(ctx context.Context, n *state.Node) error {
+	if n.Runtime.QMP == "" && n.Runtime.Pidfile == "" {
+		return nil
 	}
+	return vm.CleanupRuntime(ctx, n.Runtime)
 }
 
 // launch runs a prepared or stopped node: a port taken by another process
@@ -164,8 +167,16 @@ func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocato
 	m.logf("%s: launching QEMU (%s)", n.Node, n.Accel)
 	proc, err := m.VM.Launch(ctx, n.Invocation, n.Node, n.VMUUID, n.Runtime, files)
 	if err != nil {
-		if werr := m.setPhase(n, state.Stopped); werr != nil {
-			m.logf("%s: recording stopped after a failed launch: %v", n.Node, werr)
+		// A failed launch may leave QEMU running (an identity mismatch is
+		// never touched; a refused cleanup says so). Record stopped only
+		// when an audit proves nothing runs; otherwise the node stays
+		// starting for status to settle on proof.
+		if l := m.VM.Audit(ctx, n.Node, n.VMUUID, n.Runtime, nil); l.Inactive {
+			if werr := m.setPhase(n, state.Stopped); werr != nil {
+				m.logf("%s: recording stopped after a failed launch: %v", n.Node, werr)
+			}
+		} else {
+			m.logf("%s: launch failed and the VM may still run (%s); left as starting for barn-node status", n.Node, l.Detail)
 		}
 		return repairs, err
 	}
@@ -204,7 +215,9 @@ func (m *Manager) stop(ctx context.Context, n *state.Node) error {
 		return err
 	}
 	n.Process = nil
-	m.cleanRuntime(n)
+	if err := m.cleanRuntime(ctx, n); err != nil {
+		return err
+	}
 	if err := m.setPhase(n, state.Stopped); err != nil {
 		return err
 	}

@@ -127,7 +127,8 @@ func (r *realMachine) Adopt(ctx context.Context, node, vmUUID string, rt state.R
 
 func (r *realMachine) Audit(ctx context.Context, node, vmUUID string, rt state.Runtime, proc *state.Process) Liveness {
 	l := vm.Audit(ctx, node, vmUUID, rt, proc)
-	out := Liveness{Running: l.Running, QMPOK: l.QMP == nil, QMPErr: l.QMP, Detail: l.Detail}
+	out := Liveness{Running: l.Running, QMPOK: l.QMP == nil, QMPErr: l.QMP, Detail: l.Detail,
+		Inactive: l.Runtime == vm.RuntimeInactive}
 	switch {
 	case proc == nil:
 		out.Verdict = "none"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"barn.dev/lib/procid"
@@ -17,7 +18,7 @@ const AuditQMPTimeout = 2 * time.Second
 // Runtime values of Liveness.Runtime (reference §3.2 "runtime").
 const (
 	RuntimeRunning  = "running"  // QMP proves the identity and the recorded process (if any) is ours
-	RuntimeInactive = "inactive" // nothing answers QMP and the recorded process is dead or foreign
+	RuntimeInactive = "inactive" // nothing answers QMP, and the recorded process is dead or foreign (or, with none recorded, the pidfile names no live process)
 	RuntimeUnknown  = "unknown"  // anything else: ambiguous, never acted on
 )
 
@@ -47,7 +48,14 @@ func Audit(ctx context.Context, node, vmUUID string, rt state.Runtime, proc *sta
 	}
 	qmpOK := l.QMP == nil
 	qmpGone := errors.Is(l.QMP, qmp.ErrUnavailable)
-	gone := proc == nil || l.Verdict == procid.Dead || l.Verdict == procid.Foreign
+	gone := l.Verdict == procid.Dead || l.Verdict == procid.Foreign
+	if proc == nil {
+		// No tuple recorded (an interrupted or failed start): the pidfile
+		// QEMU wrote is the only process evidence; a live or unreadable
+		// one is never taken for a stopped VM.
+		pid, err := ReadPidfile(rt.Pidfile)
+		gone = errors.Is(err, os.ErrNotExist) || (err == nil && !procid.Alive(pid))
+	}
 
 	switch {
 	case qmpOK && (proc == nil || l.Verdict == procid.Ours):
@@ -71,6 +79,9 @@ func Audit(ctx context.Context, node, vmUUID string, rt state.Runtime, proc *sta
 	case l.Verdict == procid.Ours:
 		l.Running, l.Runtime = true, RuntimeUnknown
 		l.Detail = fmt.Sprintf("recorded pid %d runs but QMP does not answer: %v", proc.PID, l.QMP)
+	case proc == nil:
+		l.Runtime = RuntimeUnknown
+		l.Detail = fmt.Sprintf("QMP: %v; no process recorded and pidfile %s names a live or unreadable process", l.QMP, rt.Pidfile)
 	default:
 		l.Runtime = RuntimeUnknown
 		l.Detail = fmt.Sprintf("QMP: %v; recorded pid %d is %s", l.QMP, proc.PID, l.Verdict)
