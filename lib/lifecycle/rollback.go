@@ -73,12 +73,22 @@ func (m *Manager) rollback(name string, j *state.Journal) ([]string, error) {
 		return nil, exitcode.New(exitcode.Conflict, "%s: the prepare journal says state was committed but %s is missing; not rolling back", name, m.Root.NodeFile(name, state.NodeStateName)).
 			WithReason("journal_committed").WithNext("barn-node status " + name)
 	}
-	if rt, err := m.Root.NodeRuntime(name); err == nil {
-		for _, p := range []string{rt.QMP, rt.Pidfile} {
-			if _, err := os.Lstat(p); err == nil {
-				return nil, exitcode.New(exitcode.Conflict, "%s: runtime file %s exists; a VM may be running from this unfinished create", name, p).
-					WithReason("runtime_present").WithNext("barn-node status " + name)
-			}
+	// The runtime paths of the journal's own typed invocation, and those
+	// this environment would use: a socket or pidfile at either means a VM
+	// may run from this unfinished create. Unknowable paths fail closed.
+	rt, err := m.Root.NodeRuntime(name)
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.ClassOf(err), err, "%s: cannot tell whether a VM runs from this unfinished create", name).
+			WithReason("runtime_unknown").WithNext("barn-node status " + name)
+	}
+	paths := []string{rt.QMP, rt.Pidfile}
+	if j.Invocation != nil {
+		paths = append(paths, invocationRuntimePaths(j.Invocation.Args)...)
+	}
+	for _, p := range paths {
+		if _, err := os.Lstat(p); err == nil {
+			return nil, exitcode.New(exitcode.Conflict, "%s: runtime file %s exists; a VM may be running from this unfinished create", name, p).
+				WithReason("runtime_present").WithNext("barn-node status " + name)
 		}
 	}
 	allowed := map[string]bool{state.JournalName: true}
@@ -148,4 +158,22 @@ func isOurTemp(name string) bool {
 	}
 	base, _, ok := strings.Cut(name[1:], ".tmp")
 	return ok && state.IsNodeFileName(base)
+}
+
+// invocationRuntimePaths returns the QMP socket (-qmp unix:PATH,...) and
+// pidfile (-pidfile PATH) named by a typed QEMU invocation.
+func invocationRuntimePaths(args []string) []string {
+	var out []string
+	for i := 0; i+1 < len(args); i++ {
+		switch args[i] {
+		case "-pidfile":
+			out = append(out, args[i+1])
+		case "-qmp":
+			if v, ok := strings.CutPrefix(args[i+1], "unix:"); ok {
+				path, _, _ := strings.Cut(v, ",")
+				out = append(out, path)
+			}
+		}
+	}
+	return out
 }

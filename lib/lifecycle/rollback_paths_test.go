@@ -1,0 +1,21 @@
+package lifecycle
+
+import (
+	"reflect"
+	"testing"
+)
+
+// TestInvocationRuntimePaths: rollback checks the runtime files the
+// journal's own invocation names, whatever this environment's runtime
+// directory is.
+func TestInvocationRuntimePaths(t *testing.T) {
+	args := []string{"-name", "n1", "-qmp", "unix:/run/user/1000/barn/n1/qmp.sock,server=on,wait=off",
+		"-pidfile", "/run/user/1000/barn/n1/qemu.pid", "-serial", "file:/x/serial.log"}
+	want := []string{"/run/user/1000/barn/n1/qmp.sock", "/run/user/1000/barn/n1/qemu.pid"}
+	if got := invocationRuntimePaths(args); !reflect.DeepEqual(got, want) {
+		t.Errorf("paths = %q, want %q", got, want)
+	}
+	if got := invocationRuntimePaths([]string{"-qmp", "tcp:127.0.0.1:4444", "-pidfile"}); len(got) != 0 {
+		t.Errorf("non-unix QMP and a dangling flag: %q, want none", got)
+	}
+}
