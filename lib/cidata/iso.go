@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"barn.dev/lib/exitcode"
+
 	"github.com/diskfs/go-diskfs/backend/file"
 	"github.com/diskfs/go-diskfs/filesystem/iso9660"
 )
@@ -27,15 +29,24 @@ const (
 // github.com/diskfs/go-diskfs (its iso9660 writer supports both
 // extensions; kdomanski/iso9660 has no Joliet). The write is atomic: a
 // random temp file in path's directory, fsync, chmod 0600, rename, fsync
-// of the directory. An existing file at path is replaced.
-func WriteISO(path string, f Files) (err error) {
+// of the directory. An existing file at path is replaced. Failures are
+// runtime errors (exitcode) with reason "seed_write".
+func WriteISO(path string, f Files) error {
+	if err := writeISO(path, f); err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "writing the NoCloud seed").WithReason("seed_write")
+	}
+	return nil
+}
+
+func writeISO(path string, f Files) (err error) {
 	for name, b := range map[string][]byte{MetaDataName: f.MetaData, UserDataName: f.UserData, NetworkConfigName: f.NetworkConfig} {
 		if len(b) == 0 {
 			return fmt.Errorf("write seed %s: %s is empty", path, name)
 		}
 	}
 	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, ".seed-*.iso.tmp")
+	// ".<name>.tmp-*": the temp name lifecycle rollback recognises as ours.
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("write seed %s: %w", path, err)
 	}

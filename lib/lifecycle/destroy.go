@@ -107,7 +107,7 @@ func (m *Manager) Destroy(ctx context.Context, selectors []string, o DestroyOpti
 	for _, nr := range res.Nodes {
 		destroyed[nr.Name] = true
 	}
-	if len(res.Failures) > 0 {
+	if len(res.Failures) > 0 && (whole || len(destroyed) == 0) {
 		res.sort()
 		return res, res.Err(len(names))
 	}
@@ -158,6 +158,11 @@ func (m *Manager) Destroy(ctx context.Context, selectors []string, o DestroyOpti
 		res.Generation = nd.Generation
 	}
 	res.sort()
+	if len(res.Failures) > 0 {
+		// Selected nodes that were destroyed left the applied spec above;
+		// the ones that failed are still in it.
+		return res, res.Err(len(names))
+	}
 	return res, nil
 }
 

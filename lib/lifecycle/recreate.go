@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"strings"
+	"sync"
 
 	"barn.dev/lib/disk"
 	"barn.dev/lib/exitcode"
@@ -104,11 +105,23 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 	if err != nil {
 		return nil, err
 	}
+	var keptMu sync.Mutex
+	kept := map[string]bool{} // nodes whose destroy failed: they still run the old definition
 	m.runBatch(len(names), func(i int) {
 		name := names[i]
-		old, _ := m.Root.ReadNode(name)
+		old, err := m.Root.ReadNode(name)
+		if err != nil {
+			res.fail(name, "destroy", err)
+			keptMu.Lock()
+			kept[name] = true
+			keptMu.Unlock()
+			return
+		}
 		if _, err := m.destroyNode(ctx, name, false, res); err != nil {
 			res.fail(name, "destroy", err)
+			keptMu.Lock()
+			kept[name] = true
+			keptMu.Unlock()
 			return
 		}
 		job := jobsBase[name]
@@ -147,7 +160,22 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 		}
 		res.addNode(nr)
 	})
-	if err := m.Root.WriteDeployment(&state.Deployment{Schema: state.DeploymentSchema, Generation: gen, Spec: p.Spec}); err != nil {
+	// The applied spec records what now exists: a node that could not be
+	// destroyed keeps its old definition, so the next plan still shows it
+	// as drifted instead of claiming it was rebuilt.
+	appliedSpec := p.Spec
+	if len(kept) > 0 {
+		appliedSpec.Nodes = append([]spec.Node(nil), p.Spec.Nodes...)
+		for i, n := range appliedSpec.Nodes {
+			if kept[n.Name] {
+				if was := applied.Spec.Node(n.Name); was != nil {
+					appliedSpec.Nodes[i] = *was
+				}
+			}
+		}
+		appliedSpec.Seal()
+	}
+	if err := m.Root.WriteDeployment(&state.Deployment{Schema: state.DeploymentSchema, Generation: gen, Spec: appliedSpec}); err != nil {
 		return nil, err
 	}
 	res.Generation = gen

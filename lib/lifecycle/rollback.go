@@ -150,14 +150,18 @@ func (m *Manager) rollback(name string, j *state.Journal) ([]string, error) {
 }
 
 // isOurTemp reports whether name is an in-flight temporary file Barn writes
-// next to an allowlisted node file: ".<name>.tmp-…" (disk, renameio or
-// state atomic writes).
+// next to an allowlisted node file: ".<name>.tmp-…" (disk and seed
+// writes) or ".<name><digits>" (renameio, used by lib/state's atomic
+// writes).
 func isOurTemp(name string) bool {
 	if !strings.HasPrefix(name, ".") {
 		return false
 	}
-	base, _, ok := strings.Cut(name[1:], ".tmp")
-	return ok && state.IsNodeFileName(base)
+	if base, _, ok := strings.Cut(name[1:], ".tmp"); ok && state.IsNodeFileName(base) {
+		return true
+	}
+	base := strings.TrimRight(name[1:], "0123456789")
+	return base != name[1:] && state.IsNodeFileName(base)
 }
 
 // invocationRuntimePaths returns the QMP socket (-qmp unix:PATH,...) and
