@@ -88,7 +88,13 @@ func (m *Manager) Destroy(ctx context.Context, selectors []string, o DestroyOpti
 		}
 		for _, s := range selectors {
 			if !known[s] {
-				return nil, exitcode.New(exitcode.Usage, "unknown node %q", s).WithReason("unknown_node")
+				all := make([]string, 0, len(known))
+				for k := range known {
+					all = append(all, k)
+				}
+				sort.Strings(all)
+				return nil, exitcode.New(exitcode.Usage, "unknown node %q; known nodes: %s", s, strings.Join(all, ", ")).
+					WithReason("unknown_node").WithNext("barn-node status")
 			}
 			names = append(names, s)
 		}
@@ -387,7 +393,7 @@ func (m *Manager) removeOwn(node, path string) error {
 		return nil
 	}
 	if filepath.Dir(path) != m.Root.NodeDir(node) {
-		return exitcode.New(exitcode.Integrity, "%s: recorded file %s is outside %s; not deleting it", node, path, m.Root.NodeDir(node)).WithReason("path_outside_node")
+		return exitcode.New(exitcode.Integrity, "%s: recorded file %s is outside %s; not deleting it", node, path, m.Root.NodeDir(node)).WithReason("path_outside_node").WithNext("barn-state verify")
 	}
 	fi, err := os.Lstat(path)
 	if os.IsNotExist(err) {

@@ -198,7 +198,8 @@ func signalLadder(ctx context.Context, proc state.Process, o StopOptions) error 
 	if !sent || waitGone(ctx, &proc, qmp.Monitor{}, o.KillWait, o.Poll) {
 		return nil
 	}
-	return exitcode.New(exitcode.Runtime, "pid %d survived SIGKILL for %s", proc.PID, o.KillWait).WithReason("stop_failed")
+	return exitcode.New(exitcode.Runtime, "pid %d survived SIGKILL for %s", proc.PID, o.KillWait).WithReason("stop_failed").
+		WithNext("barn-node status")
 }
 
 // verifiedSignal pins the process with a pidfd, re-captures its tuple and
