@@ -28,7 +28,9 @@ const PruneSchema = "barn.repo.prune/v1"
 // Prune removes cached images nothing protects, plus stale staging files
 // and set-aside .corrupt-* files. Protected: every artifact of every
 // repository's active catalog, the base of every applied node, and every
-// imported local image (images/local is never touched). An unexpected
+// imported local image (images/local is never touched). It fails with
+// conflict (deployment_busy) while a lifecycle command holds the
+// deployment lock, so a base being prepared is never removed. An unexpected
 // entry (a symlink, a directory inside a family directory, an unknown
 // name) is an integrity error: prune deletes only what it can prove it
 // owns.
@@ -38,6 +40,14 @@ func Prune(ctx context.Context, root *state.Root, dryRun bool) (*PruneResult, er
 	if _, err := os.Lstat(dir); os.IsNotExist(err) {
 		return res, nil
 	}
+	// No lifecycle command may be between verifying a base and committing
+	// the node that uses it: prune holds the deployment lock (trying once;
+	// busy is a conflict) before the images lock, the order apply uses.
+	dlock, err := root.LockDeployment(ctx, "barn-repo prune", false, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer dlock.Unlock()
 	lock, err := root.LockImages(ctx, "barn-repo prune", true)
 	if err != nil {
 		return nil, err

@@ -37,7 +37,7 @@
 // # Locks
 //
 // Advisory flock(2) locks on files under locks/ (gofrs/flock): images,
-// deployment, node-<node>. The fixed order is images → deployment → nodes
+// deployment, node-<node>. The fixed order is deployment → images → nodes
 // (sorted; LockNodes does this); the events lock is a leaf used only inside
 // AppendEvent. The order is documented, not enforced at run time. A holder
 // writes {schema, pid, command, started} into its lock file and clears it

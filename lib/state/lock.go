@@ -20,9 +20,10 @@ import (
 )
 
 // Lock names, as accepted by Holder and listed by LockNames. Locks are
-// taken in one fixed order — images, then deployment, then nodes (in
+// taken in one fixed order — deployment, then images, then nodes (in
 // sorted order) — and released in reverse; the event log's lock is a leaf
-// taken only inside AppendEvent.
+// taken only inside AppendEvent. (A command that needs only the images
+// lock, such as a pull, takes it alone.)
 const (
 	LockImagesName     = "images"
 	LockDeploymentName = "deployment"
