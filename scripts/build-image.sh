@@ -155,13 +155,14 @@ printf '%s\n' virtio_pci virtio_blk virtio_scsi virtio_net sd_mod sr_mod ext4 cr
   >> "$rootfs/etc/initramfs-tools/modules"
 chroot "$rootfs" update-initramfs -u -k all >/dev/null 2>&1
 # Host keys are per instance: cloud-init (or this drop-in) creates an
-# Ed25519 key at first boot.
+# Ed25519 key at first boot; the drop-in also replaces a key a power cut
+# left empty, which would otherwise keep sshd from ever starting.
 rm -f "$rootfs"/etc/ssh/ssh_host_*
 mkdir -p "$rootfs/etc/systemd/system/ssh.service.d"
 cat > "$rootfs/etc/systemd/system/ssh.service.d/10-barn-hostkeys.conf" <<'UNIT'
 [Service]
 ExecStartPre=
-ExecStartPre=/bin/sh -c 'test -f /etc/ssh/ssh_host_ed25519_key || ssh-keygen -q -t ed25519 -N "" -f /etc/ssh/ssh_host_ed25519_key'
+ExecStartPre=/bin/sh -c 'test -s /etc/ssh/ssh_host_ed25519_key || { rm -f /etc/ssh/ssh_host_ed25519_key /etc/ssh/ssh_host_ed25519_key.pub; ssh-keygen -q -t ed25519 -N "" -f /etc/ssh/ssh_host_ed25519_key; }'
 ExecStartPre=/usr/sbin/sshd -t
 UNIT
 : > "$rootfs/etc/machine-id"; rm -f "$rootfs/var/lib/dbus/machine-id"
