@@ -25,7 +25,8 @@ vet: ## Run go vet on every module
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
 golden-check: ## Regenerate every golden file (BARN_UPDATE=1) and fail if anything changed
-	@for m in $(MODULES); do (cd $$m && BARN_UPDATE=1 $(GO) test -short -count=1 ./... >/dev/null) || exit 1; done
+	@for m in $(MODULES); do (cd $$m && BARN_UPDATE=1 $(GO) test -short -count=1 ./... > /tmp/barn-golden-$$m.log 2>&1) \
+		|| { grep -E -B2 -A20 '^(--- FAIL|FAIL|panic)' /tmp/barn-golden-$$m.log | head -80; exit 1; }; done
 	@git diff --exit-code --stat || { echo "golden files are stale: run 'BARN_UPDATE=1 make test' and commit"; exit 1; }
 
 check: fmt vet test ## gofmt, vet and the tests
