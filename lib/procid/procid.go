@@ -17,6 +17,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"barn.dev/lib/state"
 )
@@ -103,9 +104,25 @@ func Capture(pid int) (state.Process, error) {
 	if err != nil {
 		return state.Process{}, err
 	}
-	cmdline, err := os.ReadFile(fmt.Sprintf("%s/%d/cmdline", procRoot, pid))
-	if err != nil {
-		return state.Process{}, procErr(pid, "cmdline", err)
+	// A process caught inside execve shows an empty command line for a
+	// moment; a tuple must never bind an empty argv, so wait briefly
+	// (bounded) and refuse if it stays empty (a kernel thread).
+	var cmdline []byte
+	for i := 0; i < 40; i++ {
+		cmdline, err = os.ReadFile(fmt.Sprintf("%s/%d/cmdline", procRoot, pid))
+		if err != nil {
+			return state.Process{}, procErr(pid, "cmdline", err)
+		}
+		if len(cmdline) > 0 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(cmdline) == 0 {
+		return state.Process{}, fmt.Errorf("capturing pid %d: it has no command line (a kernel thread, or still inside exec)", pid)
+	}
+	if exe, err = readExe(pid); err != nil { // re-read: exec may have just replaced it
+		return state.Process{}, err
 	}
 	boot, err := BootID()
 	if err != nil {
