@@ -67,6 +67,29 @@ func namesOf(p *plan.Plan, o plan.Outcome) []string {
 	return out
 }
 
+// lockForPlan checks that p is a well-formed plan, takes the deployment
+// lock (waiting, as every modifying command does), reads the applied
+// deployment (nil when none) and refuses a stale plan (conflict,
+// reason stale_plan). The caller must Unlock on success.
+func (m *Manager) lockForPlan(ctx context.Context, p *plan.Plan) (state.Lock, *state.Deployment, error) {
+	if err := checkPlan(p); err != nil {
+		return nil, nil, err
+	}
+	lock, err := m.Root.LockDeployment(ctx, m.Command, true, m.Waiting)
+	if err != nil {
+		return nil, nil, err
+	}
+	applied, err := m.Root.ReadDeployment()
+	if err == nil {
+		err = checkBasedOn(p, applied)
+	}
+	if err != nil {
+		_ = lock.Unlock()
+		return nil, nil, err
+	}
+	return lock, applied, nil
+}
+
 // Apply applies a barn.plan/v1 under the deployment lock: it refuses a
 // stale plan, any recreate outcome and any missing node, settles
 // interrupted creates, creates `create` nodes (prepared in parallel,
@@ -75,21 +98,11 @@ func namesOf(p *plan.Plan, o plan.Outcome) []string {
 // changed). Isolated node failures are listed in the result and make the
 // returned error partial (5); successful peers are kept.
 func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Result, error) {
-	if err := checkPlan(p); err != nil {
-		return nil, err
-	}
-	lock, err := m.Root.LockDeployment(ctx, m.Command, true, m.Waiting)
+	lock, applied, err := m.lockForPlan(ctx, p)
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Unlock()
-	applied, err := m.Root.ReadDeployment()
-	if err != nil {
-		return nil, err
-	}
-	if err := checkBasedOn(p, applied); err != nil {
-		return nil, err
-	}
 	if mi := namesOf(p, plan.Missing); len(mi) > 0 {
 		return nil, exitcode.New(exitcode.Conflict, "applied node(s) %s are absent from the desired spec; apply never destroys by omission: restore their definition or destroy them explicitly", strings.Join(mi, ", ")).
 			WithReason("nodes_removed").WithNext("barn-node destroy " + strings.Join(mi, " ")).WithDetail(mi)

@@ -24,21 +24,11 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 	if len(selectors) == 0 {
 		return nil, exitcode.New(exitcode.Usage, "recreate needs the node names to recreate").WithReason("no_selection")
 	}
-	if err := checkPlan(p); err != nil {
-		return nil, err
-	}
-	lock, err := m.Root.LockDeployment(ctx, m.Command, true, m.Waiting)
+	lock, applied, err := m.lockForPlan(ctx, p)
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Unlock()
-	applied, err := m.Root.ReadDeployment()
-	if err != nil {
-		return nil, err
-	}
-	if err := checkBasedOn(p, applied); err != nil {
-		return nil, err
-	}
 	if applied == nil {
 		return nil, exitcode.New(exitcode.Conflict, "no deployment is applied; nothing to recreate").WithReason("no_deployment").WithNext(RePlan)
 	}
