@@ -5,6 +5,19 @@ go 1.26.8
 require barn.dev/lib v0.0.0
 
 require (
+	aead.dev/minisign v0.3.0 // indirect
+	github.com/gofrs/flock v0.13.2 // indirect
+	github.com/google/renameio/v2 v2.0.2 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/hashicorp/errwrap v1.1.0 // indirect
+	github.com/hashicorp/go-multierror v1.1.1 // indirect
+	github.com/posener/complete v1.2.3 // indirect
+	github.com/riywo/loginshell v0.0.0-20200815045211-7d26008be1ab // indirect
+	github.com/willabides/kongplete v0.4.0 // indirect
+	golang.org/x/crypto v0.59.0 // indirect
+)
+
+require (
 	github.com/alecthomas/kong v1.17.0 // indirect
 	github.com/itchyny/gojq v0.12.20 // indirect
 	github.com/itchyny/timefmt-go v0.1.9 // indirect

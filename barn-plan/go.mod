@@ -5,6 +5,14 @@ go 1.26.8
 require barn.dev/lib v0.0.0
 
 require (
+	github.com/hashicorp/errwrap v1.1.0 // indirect
+	github.com/hashicorp/go-multierror v1.1.1 // indirect
+	github.com/posener/complete v1.2.3 // indirect
+	github.com/riywo/loginshell v0.0.0-20200815045211-7d26008be1ab // indirect
+	github.com/willabides/kongplete v0.4.0 // indirect
+)
+
+require (
 	aead.dev/minisign v0.3.0 // indirect
 	github.com/alecthomas/kong v1.17.0 // indirect
 	github.com/gofrs/flock v0.13.2 // indirect

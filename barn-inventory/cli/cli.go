@@ -13,11 +13,11 @@ const Name = "barn-inventory"
 
 // grammar is the kong command tree.
 type grammar struct {
-	tool.Globals
 	Resolve  resolveCmd  `cmd:"" help:"Print the resolved spec (barn.spec/v1) of an inventory."`
-	Validate validateCmd `cmd:"" help:"Check an inventory and list every problem (barn.validation/v1); exit 2 when invalid."`
+	Validate validateCmd `cmd:"" aliases:"v" help:"Check an inventory and list every problem (barn.validation/v1); exit 2 when invalid."`
 	Explain  explainCmd  `cmd:"" help:"Show where each value of one node came from (barn.explain/v1)."`
 	Init     initCmd     `cmd:"" help:"Write a starting inventory (meta, dual, trio or full: 1–4 nodes)."`
+	tool.Globals
 }
 
 // Main runs barn-inventory with args (without the program name) and returns the exit

@@ -7,7 +7,7 @@ import (
 
 type explainCmd struct {
 	fileFlag
-	Node string `arg:"" help:"Node name or host address."`
+	Node string `arg:"" predictor:"node" help:"Node name or host address."`
 }
 
 func (c *explainCmd) Run(env *tool.Env) error {

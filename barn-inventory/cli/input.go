@@ -12,7 +12,7 @@ import (
 // (barn.yml, barn.yaml, pigsty.yml, pigsty.yaml in the working directory;
 // the first existing one wins and its errors are reported).
 type fileFlag struct {
-	File string `short:"f" placeholder:"FILE" help:"Inventory file; - reads stdin. Default: the first of barn.yml, barn.yaml, pigsty.yml, pigsty.yaml here."`
+	File string `short:"f" placeholder:"FILE" predictor:"yaml" help:"Inventory file; - reads stdin. Default: the first of barn.yml, barn.yaml, pigsty.yml, pigsty.yaml here."`
 }
 
 // read returns the inventory bytes and the source name used in messages.

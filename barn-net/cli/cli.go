@@ -13,12 +13,12 @@ const Name = "barn-net"
 
 // grammar is the kong command tree.
 type grammar struct {
-	tool.Globals
-	Status    statusCmd    `cmd:"" help:"Show the host network: backend, bridge, address, helper, bridge.conf, manifest, attached nodes and every finding with its fix (read-only)."`
+	Status    statusCmd    `cmd:"" aliases:"st" help:"Show the host network: backend, bridge, address, helper, bridge.conf, manifest, attached nodes and every finding with its fix (read-only)."`
 	Plan      planCmd      `cmd:"" help:"Print the install plan without changing anything (--propose: the first free /24 for a generated inventory)."`
-	Install   installCmd   `cmd:"" help:"Install the network as a transaction (asks on a terminal; without one and without --yes only prints the plan)."`
-	Uninstall uninstallCmd `cmd:"" help:"Remove what the manifest records and restore the prestate exactly."`
+	Install   installCmd   `cmd:"" aliases:"i" help:"Install the network as a transaction (asks on a terminal; without one and without --yes only prints the plan)."`
+	Uninstall uninstallCmd `cmd:"" aliases:"u" help:"Remove what the manifest records and restore the prestate exactly."`
 	Preflight preflightCmd `cmd:"" help:"Is the private network usable by this user now (exit 3 with next: barn-net install when not)."`
+	tool.Globals
 }
 
 // Main runs barn-net with args (without the program name) and returns the exit

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"strings"
@@ -183,25 +182,26 @@ func (c *uninstallCmd) Run(env *tool.Env) error {
 }
 
 // confirm shows the plan and decides whether to apply it: --yes applies; a
-// terminal asks ([Y/n] for install, [y/N] for uninstall); without a
-// terminal the plan is printed only, with next: <again>.
-func confirm(env *tool.Env, yes bool, p hostnet.Plan, defaultYes bool, again string) (bool, error) {
+// person at a terminal (stdin, else the controlling terminal) is asked
+// ([Y/n] for install, [y/N] for uninstall); with nobody to ask the plan is
+// printed only, with next: <again>.
+func confirm(env *tool.Env, yes bool, p renderer, defaultYes bool, again string) (bool, error) {
 	if yes {
 		return true, nil
 	}
-	if !env.InIsTerminal {
-		env.Stderrf("barn-net: plan only (no terminal and no --yes); nothing changed")
+	var plan strings.Builder
+	_ = p.RenderText(&plan)
+	question := plan.String() + "Apply? [y/N] "
+	if defaultYes {
+		question = plan.String() + "Apply? [Y/n] "
+	}
+	answer, asked := env.Ask(false, question)
+	if !asked {
+		env.Stderrf("%s: plan only (no terminal and no --yes); nothing changed", env.Tool)
 		env.Stderrf("next: %s", again)
 		return false, nil
 	}
-	_ = p.RenderText(env.Err)
-	prompt := "Apply? [y/N] "
-	if defaultYes {
-		prompt = "Apply? [Y/n] "
-	}
-	fmt.Fprint(env.Err, prompt)
-	line, _ := bufio.NewReader(env.In).ReadString('\n')
-	switch strings.ToLower(strings.TrimSpace(line)) {
+	switch strings.ToLower(answer) {
 	case "y", "yes":
 		return true, nil
 	case "":
@@ -211,6 +211,9 @@ func confirm(env *tool.Env, yes bool, p hostnet.Plan, defaultYes bool, again str
 	}
 	return false, exitcode.New(exitcode.Cancelled, "declined; nothing changed").WithReason("declined")
 }
+
+// renderer is a plan with a human view.
+type renderer interface{ RenderText(io.Writer) error }
 
 type preflightCmd struct {
 	cidrFlag

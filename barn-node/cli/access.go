@@ -14,9 +14,9 @@ import (
 // accessCommands are ssh, exec, ssh-config, logs and provision.
 type accessCommands struct {
 	SSH       sshCmd       `cmd:"" name:"ssh" help:"Open a shell on a node (default: the control node), or run a remote shell command after --."`
-	Exec      execCmd      `cmd:"" help:"Run ARGV on NODE with argument boundaries preserved; exits with the remote status."`
-	SSHConfig sshConfigCmd `cmd:"" name:"ssh-config" help:"Print, install or remove the ~/.ssh integration (or an Ansible connection inventory)."`
-	Logs      logsCmd      `cmd:"" help:"Show a node's serial console, QEMU diagnostics or the deployment event log."`
+	Exec      execCmd      `cmd:"" aliases:"ex" help:"Run ARGV on NODE with argument boundaries preserved; exits with the remote status."`
+	SSHConfig sshConfigCmd `cmd:"" name:"ssh-config" aliases:"sc" help:"Print, install or remove the ~/.ssh integration (or an Ansible connection inventory)."`
+	Logs      logsCmd      `cmd:"" aliases:"l" help:"Show a node's serial console, QEMU diagnostics or the deployment event log."`
 	Provision provisionCmd `cmd:"" help:"Stream a script to running nodes and report per-node exit codes and output."`
 }
 

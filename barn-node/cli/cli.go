@@ -14,9 +14,9 @@ const Name = "barn-node"
 // grammar is the kong command tree: the lifecycle commands (lifecycle.go)
 // and the guest access commands (access.go).
 type grammar struct {
-	tool.Globals
 	lifecycleCommands
 	accessCommands
+	tool.Globals
 }
 
 // Main runs barn-node with args (without the program name) and returns the

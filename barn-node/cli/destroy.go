@@ -12,7 +12,7 @@ type destroyCmd struct {
 	Force            bool     `help:"Do not ask for confirmation (required without a terminal)."`
 	DeletePersistent bool     `help:"Also delete persistent disks, retained ones included (whole deployment only)."`
 	Purge            bool     `help:"Also delete persistent disks, keys and deployment state (whole deployment only)."`
-	Nodes            []string `arg:"" optional:"" name:"node" help:"Nodes to destroy (default: the whole deployment)."`
+	Nodes            []string `arg:"" optional:"" name:"node" predictor:"node" help:"Nodes to destroy (default: the whole deployment)."`
 }
 
 func (c *destroyCmd) Run(env *tool.Env) error {
@@ -28,7 +28,7 @@ func (c *destroyCmd) Run(env *tool.Env) error {
 		keep = "persistent disks are deleted too; keys, images and the network are kept"
 	}
 	if len(c.Nodes) == 0 || !(c.Purge || c.DeletePersistent) {
-		if err := env.Confirm(c.Force, "destroy", fmt.Sprintf("Destroy %s (%s).", what, keep)); err != nil {
+		if err := env.Confirm(c.Force, false, "destroy", fmt.Sprintf("Destroy %s (%s).", what, keep)); err != nil {
 			return err
 		}
 	}

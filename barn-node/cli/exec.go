@@ -7,7 +7,7 @@ import (
 )
 
 type execCmd struct {
-	Node string   `arg:"" help:"Node to run on."`
+	Node string   `arg:"" predictor:"node" help:"Node to run on."`
 	Argv []string `arg:"" optional:"" passthrough:"" help:"-- ARGV... (each argument arrives in the guest exactly as given)."`
 }
 

@@ -21,9 +21,9 @@ type lifecycleCommands struct {
 	Start    startCmd    `cmd:"" help:"Start stopped nodes from applied state."`
 	Stop     stopCmd     `cmd:"" help:"Stop running nodes (QMP powerdown, then quit; verified signals only without QMP)."`
 	Restart  restartCmd  `cmd:"" help:"Stop, then start nodes from applied state."`
-	Status   statusCmd   `cmd:"" help:"Show applied nodes with a live identity audit; converge interrupted transitions."`
-	Recreate recreateCmd `cmd:"" help:"Destroy and recreate drifted nodes from a barn.plan/v1 on stdin."`
-	Destroy  destroyCmd  `cmd:"" help:"Destroy nodes (all when none are named); persistent disks are retained."`
+	Status   statusCmd   `cmd:"" aliases:"st" help:"Show applied nodes with a live identity audit; converge interrupted transitions."`
+	Recreate recreateCmd `cmd:"" aliases:"rc" help:"Destroy and recreate drifted nodes from a barn.plan/v1 on stdin."`
+	Destroy  destroyCmd  `cmd:"" aliases:"de" help:"Destroy nodes (all when none are named); persistent disks are retained."`
 	Purge    purgeCmd    `cmd:"" help:"Destroy everything including retained disks and keys (images and network are kept)."`
 }
 

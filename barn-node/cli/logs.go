@@ -16,7 +16,7 @@ import (
 )
 
 type logsCmd struct {
-	Node   string `arg:"" optional:"" help:"Node (not accepted with --source events)."`
+	Node   string `arg:"" optional:"" predictor:"node" help:"Node (not accepted with --source events)."`
 	Source string `default:"serial" enum:"serial,qemu,events" help:"serial (console, default), qemu (diagnostics) or events (deployment event log)."`
 	Follow bool   `short:"f" help:"Keep printing new lines as JSON lines until interrupted."`
 }

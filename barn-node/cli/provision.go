@@ -23,7 +23,7 @@ type provisionCmd struct {
 	Sudo     bool          `help:"Run the script as root with sudo -n."`
 	Parallel int           `short:"p" default:"1" help:"Nodes at a time (1–4)."`
 	Timeout  time.Duration `short:"t" default:"1h" help:"Bound on the whole operation (max 24h)."`
-	Nodes    []string      `arg:"" optional:"" name:"node" help:"Nodes (default: every committed node)."`
+	Nodes    []string      `arg:"" optional:"" name:"node" predictor:"node" help:"Nodes (default: every committed node)."`
 }
 
 // ProvisionResult is one node's outcome.

@@ -9,22 +9,20 @@ import (
 )
 
 type recreateCmd struct {
-	Force  bool     `help:"Do not ask for confirmation (required without a terminal)."`
+	Force  bool     `help:"Do not ask for confirmation (required without a controlling terminal, e.g. in scripts)."`
 	NoWait bool     `short:"n" help:"Do not wait for guest readiness."`
-	Nodes  []string `arg:"" name:"node" help:"Nodes to recreate."`
+	Nodes  []string `arg:"" name:"node" predictor:"node" help:"Nodes to recreate."`
 }
 
 func (c *recreateCmd) Run(env *tool.Env) error {
 	var p plan.Plan
-	// The plan arrives on stdin, so confirmation needs the terminal
-	// elsewhere: without --force it is refused (usage) like any
-	// non-interactive confirmation.
 	if err := env.ReadDocument(env.In, "stdin", plan.Schema, &p); err != nil {
 		return err
 	}
-	confirmEnv := *env
-	confirmEnv.InIsTerminal = false
-	if err := confirmEnv.Confirm(c.Force, "recreate", fmt.Sprintf("Recreate %s: root and non-persistent disks are replaced; persistent disks are kept.", strings.Join(c.Nodes, ", "))); err != nil {
+	// The plan took stdin, so the person is asked on the controlling
+	// terminal (as ssh and git ask for a password); with none, --force is
+	// required (usage).
+	if err := env.Confirm(c.Force, true, "recreate", fmt.Sprintf("Recreate %s: root and non-persistent disks are replaced; persistent disks are kept.", strings.Join(c.Nodes, ", "))); err != nil {
 		return err
 	}
 	m, err := manager(env, true, true)

@@ -7,7 +7,7 @@ import (
 )
 
 type sshCmd struct {
-	Args []string `arg:"" optional:"" passthrough:"" name:"node-or-command" help:"[NODE] [-- CMD...]"`
+	Args []string `arg:"" optional:"" passthrough:"" name:"node-or-command" predictor:"node" help:"[NODE] [-- CMD...]"`
 }
 
 // Run opens an interactive shell, or runs CMD words through the remote

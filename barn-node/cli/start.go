@@ -4,7 +4,7 @@ import "barn.dev/lib/tool"
 
 type startCmd struct {
 	NoWait bool     `short:"n" help:"Do not wait for guest readiness."`
-	Nodes  []string `arg:"" optional:"" name:"node" help:"Nodes to start (default: all applied nodes)."`
+	Nodes  []string `arg:"" optional:"" name:"node" predictor:"node" help:"Nodes to start (default: all applied nodes)."`
 }
 
 func (c *startCmd) Run(env *tool.Env) error {
@@ -19,7 +19,7 @@ func (c *startCmd) Run(env *tool.Env) error {
 
 type restartCmd struct {
 	NoWait bool     `short:"n" help:"Do not wait for guest readiness."`
-	Nodes  []string `arg:"" optional:"" name:"node" help:"Nodes to restart (default: all applied nodes)."`
+	Nodes  []string `arg:"" optional:"" name:"node" predictor:"node" help:"Nodes to restart (default: all applied nodes)."`
 }
 
 func (c *restartCmd) Run(env *tool.Env) error {

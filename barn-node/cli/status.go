@@ -3,7 +3,7 @@ package cli
 import "barn.dev/lib/tool"
 
 type statusCmd struct {
-	Nodes []string `arg:"" optional:"" name:"node" help:"Nodes to show (default: all)."`
+	Nodes []string `arg:"" optional:"" name:"node" predictor:"node" help:"Nodes to show (default: all)."`
 }
 
 func (c *statusCmd) Run(env *tool.Env) error {

@@ -3,7 +3,7 @@ package cli
 import "barn.dev/lib/tool"
 
 type stopCmd struct {
-	Nodes []string `arg:"" optional:"" name:"node" help:"Nodes to stop (default: all applied nodes)."`
+	Nodes []string `arg:"" optional:"" name:"node" predictor:"node" help:"Nodes to stop (default: all applied nodes)."`
 }
 
 func (c *stopCmd) Run(env *tool.Env) error {

@@ -14,8 +14,8 @@ const Name = "barn-plan"
 // grammar is the kong command tree: planning is the default command, so
 // `barn-plan [NODE...]` plans and `barn-plan version` prints the version.
 type grammar struct {
+	Plan planCmd `cmd:"" default:"withargs" aliases:"pl" help:"Plan each node of a barn.spec/v1 against the applied state (read-only)."`
 	tool.Globals
-	Plan planCmd `cmd:"" default:"withargs" help:"Plan each node of a barn.spec/v1 against the applied state (read-only)."`
 }
 
 // Main runs barn-plan with args (without the program name) and returns the exit

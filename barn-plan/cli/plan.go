@@ -14,9 +14,9 @@ import (
 
 // planCmd is `barn-plan [-f FILE] [NODE...]`.
 type planCmd struct {
-	File  string   `short:"f" name:"file" placeholder:"FILE" help:"Read the barn.spec/v1 document from FILE instead of stdin (- is stdin)."`
+	File  string   `short:"f" name:"file" placeholder:"FILE" predictor:"file" help:"Read the barn.spec/v1 document from FILE instead of stdin (- is stdin)."`
 	Repo  string   `short:"r" name:"repo" placeholder:"NAME" help:"Resolve images with this repository's active catalog (default: BARN_REPO, then the configured default)."`
-	Nodes []string `arg:"" optional:"" name:"node" help:"Plan only these nodes (desired or committed names)."`
+	Nodes []string `arg:"" optional:"" name:"node" predictor:"node" help:"Plan only these nodes (desired or committed names)."`
 }
 
 // Run reads the desired spec and the applied state, and emits barn.plan/v1.

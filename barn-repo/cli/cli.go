@@ -16,7 +16,6 @@ const Name = "barn-repo"
 
 // grammar is the kong command tree.
 type grammar struct {
-	tool.Globals
 
 	// Maintainer side: a static repository directory.
 	Scan   scanCmd   `cmd:"" help:"Observe a repository directory against repo.yaml (tracked, missing, untracked, unsafe files; no hashing)."`
@@ -28,14 +27,15 @@ type grammar struct {
 	// Client side: trust, catalogs and the image cache.
 	Trust   trustCmd   `cmd:"" help:"Manage the minisign keys trusted to sign catalogs."`
 	Update  updateCmd  `cmd:"" help:"Fetch, verify and activate the selected repository's catalog (never implicit)."`
-	Sync    syncCmd    `cmd:"" help:"Activate an exact catalog file (URL or path) for the selected repository."`
-	List    listCmd    `cmd:"" help:"List the images of the selected repository's active catalog."`
-	Info    infoCmd    `cmd:"" help:"Show the exact image a selector resolves to and whether it is cached."`
+	Sync    syncCmd    `cmd:"" aliases:"sy" help:"Activate an exact catalog file (URL or path) for the selected repository."`
+	List    listCmd    `cmd:"" aliases:"ls" help:"List the images of the selected repository's active catalog."`
+	Info    infoCmd    `cmd:"" aliases:"in" help:"Show the exact image a selector resolves to and whether it is cached."`
 	Resolve resolveCmd `cmd:"" help:"Resolve one selector, or every node of a barn.spec/v1 read on stdin, to exact images."`
-	Pull    pullCmd    `cmd:"" help:"Download and verify an image into the cache."`
-	Import  importCmd  `cmd:"" help:"Copy a local qcow2 into the cache (images/local), optionally under a local-NAME selector."`
-	Prune   pruneCmd   `cmd:"" help:"Remove cached images that no active catalog, applied node or import protects."`
+	Pull    pullCmd    `cmd:"" aliases:"p" help:"Download and verify an image into the cache."`
+	Import  importCmd  `cmd:"" aliases:"i" help:"Copy a local qcow2 into the cache (images/local), optionally under a local-NAME selector."`
+	Prune   pruneCmd   `cmd:"" aliases:"pr" help:"Remove cached images that no active catalog, applied node or import protects."`
 	Reset   resetCmd   `cmd:"" help:"Return the selected repository to the built-in catalog (none); keeps its anti-rollback record."`
+	tool.Globals
 }
 
 // Main runs barn-repo with args (without the program name) and returns the exit

@@ -10,7 +10,7 @@ import (
 )
 
 type importCmd struct {
-	File       string `arg:"" placeholder:"FILE" help:"A qcow2 file (.qcow2 or .img)."`
+	File       string `arg:"" predictor:"qcow2" placeholder:"FILE" help:"A qcow2 file (.qcow2 or .img)."`
 	SHA256     string `name:"sha256" required:"" placeholder:"HEX" help:"The SHA-256 you expect the file to have."`
 	Name       string `name:"name" placeholder:"local-NAME" help:"Selector name for the import (with --boot and --source-user)."`
 	Boot       string `name:"boot" placeholder:"bios|uefi" help:"Firmware the image needs."`

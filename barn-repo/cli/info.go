@@ -13,7 +13,7 @@ import (
 
 type infoCmd struct {
 	repoFlag
-	Selector string `arg:"" help:"Image selector: family, alias, family:channel, family@version or local-NAME."`
+	Selector string `arg:"" predictor:"image" help:"Image selector: family, alias, family:channel, family@version or local-NAME."`
 	Arch     string `name:"arch" default:"native" enum:"native,amd64,arm64" help:"Architecture (native, amd64, arm64)."`
 }
 

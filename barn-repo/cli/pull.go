@@ -11,7 +11,7 @@ import (
 
 type pullCmd struct {
 	repoFlag
-	Selector string `arg:"" help:"Image selector."`
+	Selector string `arg:"" predictor:"image" help:"Image selector."`
 	Arch     string `name:"arch" default:"native" enum:"native,amd64,arm64" help:"Architecture (native, amd64, arm64)."`
 }
 

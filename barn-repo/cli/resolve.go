@@ -12,7 +12,7 @@ import (
 
 type resolveCmd struct {
 	repoFlag
-	Selector string `arg:"" optional:"" help:"One selector to resolve; without it a barn.spec/v1 is read on stdin."`
+	Selector string `arg:"" optional:"" predictor:"image" help:"One selector to resolve; without it a barn.spec/v1 is read on stdin."`
 	Arch     string `name:"arch" default:"native" enum:"native,amd64,arm64" help:"Architecture for a single selector."`
 }
 

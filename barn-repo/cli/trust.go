@@ -16,7 +16,7 @@ type trustCmd struct {
 }
 
 type trustAddCmd struct {
-	File string `arg:"" placeholder:"FILE.pub" help:"Minisign public key file."`
+	File string `arg:"" predictor:"pub" placeholder:"FILE.pub" help:"Minisign public key file."`
 }
 
 type trustListCmd struct{}

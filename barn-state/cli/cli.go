@@ -19,7 +19,6 @@ const Name = "barn-state"
 
 // grammar is the kong command tree.
 type grammar struct {
-	tool.Globals
 	Path    PathCmd    `cmd:"" help:"Print the resolved state root and runtime directory."`
 	Show    ShowCmd    `cmd:"" help:"Show the deployment and a summary of every node."`
 	Node    NodeCmd    `cmd:"" help:"Print one node's committed state."`
@@ -28,6 +27,7 @@ type grammar struct {
 	Locks   LocksCmd   `cmd:"" help:"List lock holders without waiting."`
 	Verify  VerifyCmd  `cmd:"" help:"Check every document, mode, owner, hash and allowlist; exit 7 on any problem."`
 	Query   QueryCmd   `cmd:"" help:"Run a jq filter over the whole state as one document."`
+	tool.Globals
 }
 
 // Main runs barn-state with args (without the program name) and returns the exit

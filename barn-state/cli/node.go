@@ -7,7 +7,7 @@ import (
 
 // NodeCmd prints a node's committed state document.
 type NodeCmd struct {
-	Name string `arg:"" help:"Node name."`
+	Name string `arg:"" predictor:"node" help:"Node name."`
 }
 
 // Run prints nodes/<name>/state.json as it is stored (barn.state.node/v1).
@@ -36,7 +36,7 @@ func (c *NodeCmd) Run(env *tool.Env) error {
 
 // JournalCmd prints a node's prepare journal.
 type JournalCmd struct {
-	Name string `arg:"" help:"Node name."`
+	Name string `arg:"" predictor:"node" help:"Node name."`
 }
 
 // Run prints nodes/<name>/prepare.json (barn.state.journal/v1).

@@ -1,7 +1,8 @@
 // Package scripttest is what every Barn testscript suite shares: running a
 // tool in process the way its main.go does, the `exits` command, and the
 // common testscript.Params (explicit exec, unique names, golden updates
-// with BARN_UPDATE=1, BARN_HOME inside the script's work directory).
+// with BARN_UPDATE=1, BARN_HOME inside the script's work directory, and
+// BARN_TERMINAL_PROMPT=0 so no tool asks the developer's terminal).
 package scripttest
 
 import (
@@ -69,6 +70,7 @@ func Params(dir string) testscript.Params {
 		Cmds:                map[string]func(*testscript.TestScript, bool, []string){"exits": Exits},
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("BARN_HOME", env.WorkDir+"/.barn")
+			env.Setenv(tool.EnvTerminalPrompt, "0")
 			return nil
 		},
 	}
@@ -86,6 +88,15 @@ func Configure(p testscript.Params) testscript.Params {
 	}
 	if _, ok := p.Cmds["exits"]; !ok {
 		p.Cmds["exits"] = Exits
+	}
+	setup := p.Setup
+	p.Setup = func(env *testscript.Env) error {
+		// Never ask the terminal of whoever runs the tests.
+		env.Setenv(tool.EnvTerminalPrompt, "0")
+		if setup != nil {
+			return setup(env)
+		}
+		return nil
 	}
 	return p
 }

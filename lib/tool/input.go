@@ -1,11 +1,9 @@
 package tool
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
-	"strings"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/wire"
@@ -78,29 +76,4 @@ func firstLine(b []byte) []byte {
 		return bytes.TrimSpace(b[:i])
 	}
 	return b
-}
-
-// Confirm implements type-to-confirm for destructive commands. With force it
-// returns nil at once. Without a terminal on stdin it fails with usage and
-// asks for --force. On a terminal it prints prompt on stderr and requires the
-// user to type word exactly; anything else (including an empty line or EOF)
-// is cancelled (130) and the caller must change nothing.
-func (e *Env) Confirm(force bool, word, prompt string) error {
-	if force {
-		return nil
-	}
-	if !e.InIsTerminal {
-		return exitcode.New(exitcode.Usage, "confirmation needs a terminal; pass --force to %s without one", word).
-			WithReason("confirmation_required")
-	}
-	fmt.Fprintf(e.Err, "%s\nType %q to continue: ", prompt, word)
-	line, err := bufio.NewReader(e.In).ReadString('\n')
-	answer := strings.TrimSpace(line)
-	if err != nil && answer == "" {
-		return exitcode.New(exitcode.Cancelled, "no confirmation given; nothing changed").WithReason("declined")
-	}
-	if answer != word {
-		return exitcode.New(exitcode.Cancelled, "typed %q, not %q; nothing changed", answer, word).WithReason("declined")
-	}
-	return nil
 }

@@ -45,7 +45,11 @@ type Stdio struct {
 	Out           io.Writer
 	Err           io.Writer
 	InIsTerminal  bool // stdin is a terminal: prompts may be asked
+	OutIsTerminal bool // stdout is a terminal: a person reads the output (text by default)
 	ErrIsTerminal bool // stderr is a terminal: live progress may be drawn
+	// OpenTTY opens the controlling terminal for a prompt when stdin is
+	// taken; nil means there is none (tests).
+	OpenTTY func() (io.ReadWriteCloser, error)
 }
 
 // OSStdio returns the real process streams.
@@ -53,23 +57,70 @@ func OSStdio() Stdio {
 	return Stdio{
 		In: os.Stdin, Out: os.Stdout, Err: os.Stderr,
 		InIsTerminal:  term.IsTerminal(int(os.Stdin.Fd())),
+		OutIsTerminal: term.IsTerminal(int(os.Stdout.Fd())),
 		ErrIsTerminal: term.IsTerminal(int(os.Stderr.Fd())),
+		OpenTTY:       OpenTTY,
 	}
 }
 
 // OutputFlags are the presentation flags shared by every tool. They never
 // change an exit status.
+//
+// Without one of them the form is chosen once, before the command runs:
+// BARN_OUTPUT=json|yaml|text when set, else the human view when stdout is
+// a terminal, else canonical JSON. So a pipe or a file always gets JSON,
+// and a person at a terminal gets text; --json asks for JSON anywhere.
 type OutputFlags struct {
+	JSON   bool   `name:"json" help:"Print canonical JSON (the default unless stdout is a terminal)."`
 	Pretty bool   `help:"Indent JSON output."`
 	YAML   bool   `name:"yaml" help:"Render output as YAML."`
 	JQ     string `name:"jq" placeholder:"EXPR" help:"Filter JSON output with a jq expression (gojq); strings print raw."`
-	Text   bool   `help:"Render a human view."`
+	Text   bool   `help:"Render a human view (the default when stdout is a terminal)."`
+}
+
+// EnvOutput names the default output form (json, yaml or text) for when
+// no presentation flag is given.
+const EnvOutput = "BARN_OUTPUT"
+
+// explicit reports whether any presentation flag was given.
+func (f OutputFlags) explicit() bool {
+	return f.JSON || f.Pretty || f.YAML || f.JQ != "" || f.Text
+}
+
+// resolveOutput fills in the default form (see OutputFlags).
+func resolveOutput(f OutputFlags, getenv func(string) string, outIsTerminal bool) (OutputFlags, error) {
+	if f.explicit() {
+		n := 0
+		for _, set := range []bool{f.JSON || f.Pretty, f.YAML, f.Text} {
+			if set {
+				n++
+			}
+		}
+		if n > 1 {
+			return f, exitcode.New(exitcode.Usage, "--json/--pretty, --yaml and --text exclude each other")
+		}
+		return f, nil
+	}
+	switch v := getenv(EnvOutput); v {
+	case "json":
+		f.JSON = true
+	case "yaml":
+		f.YAML = true
+	case "text":
+		f.Text = true
+	case "":
+		f.Text = outIsTerminal
+	default:
+		return f, exitcode.New(exitcode.Usage, "%s=%q: want json, yaml or text", EnvOutput, v)
+	}
+	return f, nil
 }
 
 // Globals is embedded in every tool's kong grammar.
 type Globals struct {
 	OutputFlags
-	Version VersionCmd `cmd:"" help:"Print the tool's version."`
+	Version    VersionCmd    `cmd:"" aliases:"ver" help:"Print the tool's version."`
+	Completion CompletionCmd `cmd:"" help:"Print the shell code that enables tab completion: source <(TOOL completion bash)."`
 }
 
 func (g *Globals) globals() *Globals { return g }
@@ -134,7 +185,12 @@ func (e *Env) Stderrf(format string, args ...any) {
 // Main parses args against grammar (a pointer to a kong struct embedding
 // Globals), runs the selected command and returns the process exit status.
 // Errors are reported as "<name>: error: <message>" (and "next: <command>")
-// on stderr and a barn.error/v1 document on stdout.
+// on stderr and, unless stdout is a terminal, a barn.error/v1 document on
+// stdout.
+//
+// Before parsing, Main answers the shell's completion requests (COMP_LINE
+// set; see CompletionCmd) and greets a bare invocation when the grammar is
+// a Welcomer.
 func Main(ctx context.Context, name, help string, args []string, stdio Stdio, getenv func(string) string, grammar any) (code int) {
 	env := &Env{Ctx: ctx, Tool: name, Args: args, Getenv: getenv, Now: time.Now, Stdio: stdio}
 	if env.Getenv == nil {
@@ -161,6 +217,26 @@ func Main(ctx context.Context, name, help string, args []string, stdio Stdio, ge
 	if err != nil {
 		return report(env, exitcode.Wrap(exitcode.Runtime, err, "building command line"))
 	}
+	if completing(env.Getenv) {
+		return runCompletion(env, parser, grammar)
+	}
+	if flags, bare := bareInvocation(args); bare {
+		if w, ok := grammar.(Welcomer); ok {
+			if doc := w.Welcome(env); doc != nil {
+				if env.Output, err = resolveOutput(flags, env.Getenv, env.OutIsTerminal); err != nil {
+					return report(env, err)
+				}
+				doc.Schema, doc.Tool = WelcomeSchema, name
+				if doc.Summary == "" {
+					doc.Summary = help
+				}
+				if err := env.Emit(doc); err != nil {
+					return report(env, err)
+				}
+				return 0
+			}
+		}
+	}
 	kctx, err := parser.Parse(args)
 	if g, ok := grammar.(hasGlobals); ok {
 		env.Output = g.globals().OutputFlags
@@ -169,10 +245,34 @@ func Main(ctx context.Context, name, help string, args []string, stdio Stdio, ge
 		e := exitcode.New(exitcode.Usage, "%s", err.Error()).WithNext(name + " --help")
 		return report(env, e)
 	}
+	if env.Output, err = resolveOutput(env.Output, env.Getenv, env.OutIsTerminal); err != nil {
+		return report(env, err)
+	}
 	if err := kctx.Run(env); err != nil {
 		return report(env, err)
 	}
 	return 0
+}
+
+// bareInvocation reports whether args name no command: nothing, or only
+// the form flags --json, --pretty, --yaml and --text.
+func bareInvocation(args []string) (OutputFlags, bool) {
+	var f OutputFlags
+	for _, a := range args {
+		switch a {
+		case "--json":
+			f.JSON = true
+		case "--pretty":
+			f.Pretty = true
+		case "--yaml":
+			f.YAML = true
+		case "--text":
+			f.Text = true
+		default:
+			return f, false
+		}
+	}
+	return f, true
 }
 
 // report prints err per the error contract and returns its exit status.
@@ -199,7 +299,9 @@ func report(env *Env, err error) int {
 		fmt.Fprintf(env.Err, "next: %s\n", e.Next)
 	}
 	var reported *ReportedError
-	if errors.As(err, &reported) {
+	if errors.As(err, &reported) || env.OutIsTerminal {
+		// A terminal gets the message above only; a pipe or a file also
+		// gets the barn.error/v1 document.
 		return e.Class.Code()
 	}
 	doc := wire.ErrorDoc{Schema: wire.ErrorSchema, Error: string(e.Class), Message: e.Message,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 
@@ -16,26 +17,86 @@ func env(in string, terminal bool) (*Env, *bytes.Buffer, *bytes.Buffer) {
 		Stdio: Stdio{In: strings.NewReader(in), Out: &out, Err: &errw, InIsTerminal: terminal}}, &out, &errw
 }
 
+// fakeTTY is a controlling terminal whose answer is fixed.
+type fakeTTY struct {
+	answer  io.Reader
+	written bytes.Buffer
+}
+
+func (t *fakeTTY) Read(p []byte) (int, error)  { return t.answer.Read(p) }
+func (t *fakeTTY) Write(p []byte) (int, error) { return t.written.Write(p) }
+func (*fakeTTY) Close() error                  { return nil }
+
 func TestConfirm(t *testing.T) {
 	cases := []struct {
-		name     string
-		in       string
-		terminal bool
-		force    bool
-		want     exitcode.Class
+		name       string
+		in         string
+		terminal   bool
+		tty        string // "" = no controlling terminal
+		stdinTaken bool
+		noPrompt   bool // BARN_TERMINAL_PROMPT=0
+		force      bool
+		want       exitcode.Class
 	}{
-		{"force skips the prompt", "", false, true, exitcode.OK},
-		{"no terminal needs --force", "destroy\n", false, false, exitcode.Usage},
-		{"the exact word confirms", "destroy\n", true, false, exitcode.OK},
-		{"an empty answer cancels", "\n", true, false, exitcode.Cancelled},
-		{"EOF cancels", "", true, false, exitcode.Cancelled},
-		{"another word cancels", "yes\n", true, false, exitcode.Cancelled},
+		{name: "force skips the prompt", force: true, want: exitcode.OK},
+		{name: "no terminal needs --force", in: "destroy\n", want: exitcode.Usage},
+		{name: "the exact word confirms", in: "destroy\n", terminal: true, want: exitcode.OK},
+		{name: "an empty answer cancels", in: "\n", terminal: true, want: exitcode.Cancelled},
+		{name: "EOF cancels", terminal: true, want: exitcode.Cancelled},
+		{name: "another word cancels", in: "yes\n", terminal: true, want: exitcode.Cancelled},
+		{name: "stdin taken: the controlling terminal is asked", in: "{}", tty: "destroy\n", stdinTaken: true, want: exitcode.OK},
+		{name: "stdin taken: the terminal's no cancels", in: "{}", tty: "no\n", stdinTaken: true, want: exitcode.Cancelled},
+		{name: "stdin taken even when it is a terminal", in: "destroy\n", terminal: true, stdinTaken: true, want: exitcode.Usage},
+		{name: "a pipe on stdin: the controlling terminal is asked", in: "", tty: "destroy\n", want: exitcode.OK},
+		{name: "BARN_TERMINAL_PROMPT=0 never asks the terminal", tty: "destroy\n", stdinTaken: true, noPrompt: true, want: exitcode.Usage},
 	}
 	for _, c := range cases {
 		e, _, _ := env(c.in, c.terminal)
-		err := e.Confirm(c.force, "destroy", "This destroys meta.")
+		var tty *fakeTTY
+		if c.tty != "" {
+			tty = &fakeTTY{answer: strings.NewReader(c.tty)}
+			e.OpenTTY = func() (io.ReadWriteCloser, error) { return tty, nil }
+		}
+		e.Getenv = func(k string) string {
+			if k == EnvTerminalPrompt && c.noPrompt {
+				return "0"
+			}
+			return ""
+		}
+		err := e.Confirm(c.force, c.stdinTaken, "destroy", "This destroys meta.")
 		if got := exitcode.ClassOf(err); got != c.want {
 			t.Errorf("%s: class %s, want %s (%v)", c.name, got, c.want, err)
+		}
+		if tty != nil && c.want != exitcode.Usage && !strings.Contains(tty.written.String(), "This destroys meta.") {
+			t.Errorf("%s: the prompt was not written to the terminal: %q", c.name, tty.written.String())
+		}
+	}
+}
+
+func TestResolveOutput(t *testing.T) {
+	get := func(v string) func(string) string { return func(string) string { return v } }
+	cases := []struct {
+		name     string
+		flags    OutputFlags
+		env      string
+		terminal bool
+		want     OutputFlags
+		err      bool
+	}{
+		{name: "pipe: JSON", want: OutputFlags{}},
+		{name: "terminal: text", terminal: true, want: OutputFlags{Text: true}},
+		{name: "terminal with --json", flags: OutputFlags{JSON: true}, terminal: true, want: OutputFlags{JSON: true}},
+		{name: "terminal with --jq", flags: OutputFlags{JQ: "."}, terminal: true, want: OutputFlags{JQ: "."}},
+		{name: "BARN_OUTPUT=json on a terminal", env: "json", terminal: true, want: OutputFlags{JSON: true}},
+		{name: "BARN_OUTPUT=text on a pipe", env: "text", want: OutputFlags{Text: true}},
+		{name: "a flag beats BARN_OUTPUT", flags: OutputFlags{YAML: true}, env: "text", want: OutputFlags{YAML: true}},
+		{name: "BARN_OUTPUT=xml", env: "xml", err: true},
+		{name: "--text and --yaml", flags: OutputFlags{Text: true, YAML: true}, err: true},
+	}
+	for _, c := range cases {
+		got, err := resolveOutput(c.flags, get(c.env), c.terminal)
+		if (err != nil) != c.err || (err == nil && got != c.want) {
+			t.Errorf("%s: got %+v, %v; want %+v (error %v)", c.name, got, err, c.want, c.err)
 		}
 	}
 }

@@ -1,0 +1,130 @@
+package tool
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/alecthomas/kong"
+	"github.com/posener/complete"
+	"github.com/willabides/kongplete"
+)
+
+// Shell completion is derived from the kong grammar by kongplete (which
+// speaks posener/complete's protocol: the shell runs the tool itself with
+// COMP_LINE and COMP_POINT set, and the tool prints one candidate per
+// line). Commands, their aliases, flags and closed flag values (enum tags)
+// come from the grammar; open values come from predictors named in a
+// `predictor:"NAME"` tag:
+//
+//	yaml       YAML files (*.yml, *.yaml) and directories, for -f/--file
+//	file       any file; qcow2: *.qcow2 and *.img; pub: *.pub (built in)
+//	others     supplied by the grammar through Completer, e.g. node names
+//	           from the applied state, image selectors from the active catalog
+//
+// A predictor reads the real world at completion time and must be quick
+// and silent: on any error it returns no candidates.
+
+// Completer is implemented by a grammar whose values need the real world
+// to complete (node names, image selectors).
+type Completer interface {
+	Predictors(env *Env) map[string]Predictor
+}
+
+// Predictor returns the candidate words for a value; the caller keeps those
+// that start with what was typed.
+type Predictor func() []string
+
+// completing reports whether the shell asked for completions.
+func completing(getenv func(string) string) bool {
+	return getenv("COMP_LINE") != ""
+}
+
+// runCompletion prints the candidates for COMP_LINE/COMP_POINT and exits.
+func runCompletion(env *Env, parser *kong.Kong, grammar any) int {
+	predictors := map[string]complete.Predictor{
+		"yaml":  complete.PredictOr(complete.PredictFiles("*.yml"), complete.PredictFiles("*.yaml")),
+		"file":  complete.PredictFiles("*"),
+		"qcow2": complete.PredictOr(complete.PredictFiles("*.qcow2"), complete.PredictFiles("*.img")),
+		"pub":   complete.PredictFiles("*.pub"),
+	}
+	if c, ok := grammar.(Completer); ok {
+		for name, p := range c.Predictors(env) {
+			predictors[name] = complete.PredictFunc(func(complete.Args) []string { return p() })
+		}
+	}
+	cmd, err := kongplete.Command(parser, kongplete.WithPredictors(predictors))
+	if err != nil {
+		fmt.Fprintf(env.Err, "%s: completion: %v\n", env.Tool, err)
+		return 1
+	}
+	addAliases(parser.Model.Node, &cmd)
+	c := complete.New(env.Tool, cmd)
+	c.Out = env.Out
+	c.Complete()
+	return 0
+}
+
+// addAliases makes every command alias complete like the command itself
+// (kongplete knows only canonical names).
+func addAliases(n *kong.Node, cmd *complete.Command) {
+	for _, child := range n.Children {
+		sub, ok := cmd.Sub[child.Name]
+		if !ok {
+			continue
+		}
+		addAliases(child, &sub)
+		cmd.Sub[child.Name] = sub
+		for _, a := range child.Aliases {
+			cmd.Sub[a] = sub
+		}
+	}
+}
+
+// CompletionCmd prints the shell code that enables completion for this
+// tool. It is meant to be evaluated by the shell:
+//
+//	bash: source <(barn-node completion bash)        (in ~/.bashrc)
+//	zsh:  source <(barn-node completion zsh)         (in ~/.zshrc)
+//	fish: barn-node completion fish | source         (in ~/.config/fish/config.fish)
+type CompletionCmd struct {
+	Shell string `arg:"" enum:"bash,zsh,fish" help:"bash, zsh or fish."`
+}
+
+// completionCode is the registration each shell needs for posener/complete's
+// protocol; {bin} is the tool's absolute path, {name} its command name.
+var completionCode = map[string]string{
+	"bash": "complete -C {bin} {name}\n",
+	"zsh":  "autoload -U +X bashcompinit && bashcompinit\ncomplete -C {bin} {name}\n",
+	"fish": `function __complete_{name}
+    set -lx COMP_LINE (commandline -cp)
+    test -z (commandline -ct)
+    and set COMP_LINE "$COMP_LINE "
+    {bin}
+end
+complete -f -c {name} -a "(__complete_{name})"
+`,
+}
+
+// Run prints the registration code for the shell.
+func (c *CompletionCmd) Run(env *Env) error {
+	bin, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if abs, err := filepath.Abs(bin); err == nil {
+		bin = abs
+	}
+	code := strings.NewReplacer("{bin}", shellQuote(bin), "{name}", env.Tool).Replace(completionCode[c.Shell])
+	_, err = fmt.Fprint(env.Out, code)
+	return err
+}
+
+// shellQuote single-quotes s for bash, zsh and fish when it needs quoting.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
