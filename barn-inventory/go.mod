@@ -6,6 +6,7 @@ require barn.dev/lib v0.0.0
 
 require (
 	aead.dev/minisign v0.3.0 // indirect
+	github.com/creack/pty v1.1.24 // indirect
 	github.com/gofrs/flock v0.13.2 // indirect
 	github.com/google/renameio/v2 v2.0.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect

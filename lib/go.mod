@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	aead.dev/minisign v0.3.0
 	github.com/alecthomas/kong v1.17.0
+	github.com/creack/pty v1.1.24
 	github.com/diskfs/go-diskfs v1.9.4
 	github.com/gofrs/flock v0.13.2
 	github.com/google/renameio/v2 v2.0.2

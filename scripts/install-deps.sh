@@ -3,7 +3,8 @@
 # as root; elsewhere it only reports what is missing. Idempotent.
 set -euo pipefail
 PKGS=(qemu-system-x86 qemu-utils debootstrap ansible iproute2 fdisk extlinux
-      syslinux-common e2fsprogs xfsprogs openssh-client openssh-server sudo dosfstools procps iputils-ping)
+      syslinux-common e2fsprogs xfsprogs openssh-client openssh-server sudo dosfstools procps iputils-ping
+      bash zsh fish)  # the shells whose real completion the script tests drive
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

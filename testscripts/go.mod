@@ -7,6 +7,7 @@ require barn.dev/lib v0.0.0
 require (
 	aead.dev/minisign v0.3.0 // indirect
 	github.com/alecthomas/kong v1.17.0 // indirect
+	github.com/creack/pty v1.1.24 // indirect
 	github.com/diskfs/go-diskfs v1.9.4 // indirect
 	github.com/djherbis/times v1.6.0 // indirect
 	github.com/gofrs/flock v0.13.2 // indirect

@@ -42,7 +42,7 @@ func completing(getenv func(string) string) bool {
 }
 
 // runCompletion prints the candidates for COMP_LINE/COMP_POINT and exits.
-func runCompletion(env *Env, parser *kong.Kong, grammar any) int {
+func runCompletion(env *Env, parser *kong.Kong, grammar any, args []string) int {
 	predictors := map[string]complete.Predictor{
 		"yaml":  complete.PredictOr(complete.PredictFiles("*.yml"), complete.PredictFiles("*.yaml")),
 		"file":  complete.PredictFiles("*"),
@@ -61,9 +61,44 @@ func runCompletion(env *Env, parser *kong.Kong, grammar any) int {
 	}
 	addAliases(parser.Model.Node, &cmd)
 	c := complete.New(env.Tool, cmd)
-	c.Out = env.Out
+	var out strings.Builder
+	c.Out = &out
 	c.Complete()
+	words := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(args) >= 2 { // bash -C passes: command name, current word, previous word
+		words = trimWordbreak(words, args[1], env.Getenv("COMP_LINE"))
+	}
+	for _, w := range words {
+		if w != "" && w != "./" { // posener's file predictor offers the directory itself
+			fmt.Fprintln(env.Out, w)
+		}
+	}
 	return 0
+}
+
+// trimWordbreak adapts candidates to bash's word splitting: bash (and zsh's
+// bashcompinit) split the word being completed at ':' (COMP_WORDBREAKS)
+// and pass the command only the part after it as its first argument, then
+// replace only that part. A candidate "d12:stable" for the typed "d12:s"
+// must therefore come back as "stable". fish passes no arguments and keeps
+// whole words.
+func trimWordbreak(words []string, current, line string) []string {
+	fields := strings.Fields(line)
+	if len(fields) == 0 || strings.HasSuffix(line, " ") {
+		return words
+	}
+	typed := fields[len(fields)-1]
+	if !strings.HasSuffix(typed, current) || len(typed) == len(current) {
+		return words
+	}
+	cut := len(typed) - len(current)
+	out := make([]string, 0, len(words))
+	for _, w := range words {
+		if len(w) >= cut {
+			out = append(out, w[cut:])
+		}
+	}
+	return out
 }
 
 // addAliases makes every command alias complete like the command itself

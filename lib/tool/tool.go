@@ -218,7 +218,7 @@ func Main(ctx context.Context, name, help string, args []string, stdio Stdio, ge
 		return report(env, exitcode.Wrap(exitcode.Runtime, err, "building command line"))
 	}
 	if completing(env.Getenv) {
-		return runCompletion(env, parser, grammar)
+		return runCompletion(env, parser, grammar, args)
 	}
 	if flags, bare := bareInvocation(args); bare {
 		if w, ok := grammar.(Welcomer); ok {
