@@ -67,7 +67,7 @@ func Params(dir string) testscript.Params {
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
 		UpdateScripts:       os.Getenv("BARN_UPDATE") == "1",
-		Cmds:                map[string]func(*testscript.TestScript, bool, []string){"exits": Exits, "tabcomplete": TabComplete},
+		Cmds:                map[string]func(*testscript.TestScript, bool, []string){"exits": Exits, "tabcomplete": TabComplete, "withtty": WithTTY},
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("BARN_HOME", env.WorkDir+"/.barn")
 			env.Setenv(tool.EnvTerminalPrompt, "0")
@@ -91,6 +91,9 @@ func Configure(p testscript.Params) testscript.Params {
 	}
 	if _, ok := p.Cmds["tabcomplete"]; !ok {
 		p.Cmds["tabcomplete"] = TabComplete
+	}
+	if _, ok := p.Cmds["withtty"]; !ok {
+		p.Cmds["withtty"] = WithTTY
 	}
 	setup := p.Setup
 	p.Setup = func(env *testscript.Env) error {
