@@ -5,8 +5,10 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 
 	"barn.dev/lib/catalog"
+	"barn.dev/lib/human"
 	"barn.dev/lib/imagecache"
 	"barn.dev/lib/imageref"
 	"barn.dev/lib/tool"
@@ -33,17 +35,33 @@ type listDoc struct {
 
 func (d listDoc) RenderText(w io.Writer) error {
 	fmt.Fprintf(w, "%s: catalog revision %d\n", d.Repository.Root, d.Record.ActiveRevision)
+	tw := human.Table(w)
+	fmt.Fprintln(tw, "IMAGE\tVERSION\tARCH\tBOOT\tSTATUS\tCHANNELS\tALIASES\tCACHED")
 	for _, e := range d.Images {
-		c := ""
+		c := "no"
 		if e.Cached {
-			c = " cached"
+			c = "yes"
 		}
-		fmt.Fprintf(w, "  %-8s %-24s %-6s %-5s %-10s %v%s\n", e.Image, e.Version, e.Arch, e.Boot, e.Status, e.Channels, c)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Image, e.Version, e.Arch, e.Boot, e.Status, list(e.Channels), list(e.Aliases), c)
 	}
 	for _, l := range d.Local {
-		fmt.Fprintf(w, "  %-8s %-24s %-6s %-5s imported %s\n", l.Name, l.Release, l.Arch, l.Boot, l.File)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\timported\t-\t-\t%s\n", dashed(l.Name), l.Release, l.Arch, dashed(l.Boot), human.Size(l.SizeBytes))
 	}
-	return nil
+	return tw.Flush()
+}
+
+func list(s []string) string {
+	if len(s) == 0 {
+		return "-"
+	}
+	return strings.Join(s, ",")
+}
+
+func dashed(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func (c *listCmd) Run(env *tool.Env) error {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"barn.dev/lib/human"
 	"fmt"
 	"io"
 
@@ -30,14 +31,12 @@ type resolveDoc struct {
 }
 
 func (d resolveDoc) RenderText(w io.Writer) error {
+	tw := human.Table(w)
+	fmt.Fprintln(tw, "NODE\tSELECTOR\tIMAGE\tARCH\tSHA256")
 	for _, n := range d.Nodes {
-		name := n.Node
-		if name == "" {
-			name = "-"
-		}
-		fmt.Fprintf(w, "%-16s %-16s %s@%s %s %s\n", name, n.Selector, n.Image.Image, n.Image.Version, n.Image.Arch, n.Image.SHA256)
+		fmt.Fprintf(tw, "%s\t%s\t%s@%s\t%s\t%s\n", dashed(n.Node), n.Selector, n.Image.Image, n.Image.Version, n.Image.Arch, n.Image.SHA256)
 	}
-	return nil
+	return tw.Flush()
 }
 
 func (c *resolveCmd) Run(env *tool.Env) error {

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/human"
 	"barn.dev/lib/imageref"
 	"barn.dev/lib/state"
 )
@@ -124,33 +125,40 @@ func (r *Result) Err(total int) error {
 	return e
 }
 
-// RenderText implements the --text view.
+// RenderText implements the --text view: one aligned row per node (NODE,
+// STATE, ADDRESS, SSH, ACCEL, ACTION, IMAGE), its repairs and warnings,
+// the failures, then a summary a person can act on.
 func (r *Result) RenderText(w io.Writer) error {
 	tcg := false
 	ready, limited := 0, 0
-	for _, n := range r.Nodes {
-		phase := n.Phase
-		if n.Ready {
-			ready++
-			phase = "ready"
-			if len(n.Warnings) > 0 {
-				limited++
-				phase = "ready · with limitations"
+	if len(r.Nodes) > 0 {
+		tw := human.Table(w)
+		fmt.Fprintln(tw, "NODE\tSTATE\tADDRESS\tSSH\tACCEL\tACTION\tIMAGE")
+		for _, n := range r.Nodes {
+			phase := n.Phase
+			if n.Ready {
+				ready++
+				phase = "ready"
+				if len(n.Warnings) > 0 {
+					limited++
+					phase = "ready (limited)"
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, phase, dash(n.Address), sshText(n.Ports.SSH), dash(n.Accel), n.Action, dash(n.Image))
+			if n.Accel == "tcg" {
+				tcg = true
 			}
 		}
-		line := fmt.Sprintf("%-16s %-10s %-15s ssh 127.0.0.1:%d  %s  %s", n.Name, phase, n.Address, n.Ports.SSH, n.Accel, n.Action)
-		if n.Image != "" {
-			line += "  " + n.Image
+		if err := tw.Flush(); err != nil {
+			return err
 		}
-		writeLine(w, "%s", line)
+	}
+	for _, n := range r.Nodes {
 		for _, rep := range n.Repairs {
-			writeLine(w, "  repair: %s", rep)
+			writeLine(w, "repair (%s): %s", n.Name, rep)
 		}
 		for _, wn := range n.Warnings {
-			writeLine(w, "  warning (%s): %s", wn.Stage, wn.Detail)
-		}
-		if n.Accel == "tcg" {
-			tcg = true
+			writeLine(w, "warning (%s, %s): %s", n.Name, wn.Stage, wn.Detail)
 		}
 	}
 	for _, f := range r.Failures {
@@ -172,7 +180,7 @@ func (r *Result) RenderText(w io.Writer) error {
 		writeLine(w, "note: running under TCG (software emulation); performance figures are not meaningful")
 	}
 	if ready > 0 {
-		summary := fmt.Sprintf("✓ %d node(s) ready", ready)
+		summary := fmt.Sprintf("✓ %s ready", plural(ready, "node"))
 		if limited > 0 {
 			summary += fmt.Sprintf(" · %d with limitations", limited)
 		}
@@ -180,6 +188,29 @@ func (r *Result) RenderText(w io.Writer) error {
 		writeLine(w, "connect: barn-node ssh %s", r.Nodes[0].Name)
 	}
 	return nil
+}
+
+// sshText is the management forward as a person types it, or "-".
+func sshText(port int) string {
+	if port == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("127.0.0.1:%d", port)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// plural renders "1 node", "3 nodes".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func writeLine(w io.Writer, format string, args ...any) {

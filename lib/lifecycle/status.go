@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/human"
 	"barn.dev/lib/state"
 )
 
@@ -184,26 +185,40 @@ func (m *Manager) statusOne(ctx context.Context, d *state.Deployment, name strin
 	return ns, obs.Converged, obs.Err
 }
 
-// RenderText implements the --text view; TCG is marked even in plain text.
+// RenderText implements the --text view: one aligned row per node (NODE,
+// ADDRESS, PHASE, RUNTIME, SSH, ACCEL); TCG is marked even in plain text.
 func (s *Status) RenderText(w io.Writer) error {
 	if s.Note != "" {
 		writeLine(w, "note: %s", s.Note)
 	}
 	tcg := false
+	if len(s.Nodes) > 0 {
+		tw := human.Table(w)
+		fmt.Fprintln(tw, "NODE\tADDRESS\tPHASE\tRUNTIME\tSSH\tACCEL")
+		for _, n := range s.Nodes {
+			extra := ""
+			if n.PrivateNet == "none" {
+				extra = "private-net=none(test-only)"
+			}
+			if n.Reason != "" {
+				extra = strings.TrimSpace(extra + " (" + n.Reason + ")")
+			}
+			row := strings.Join([]string{n.Name, dash(n.Address), n.Phase, n.Runtime, sshText(n.Ports.SSH), dash(strings.ToUpper(n.Accel))}, "\t")
+			if extra != "" {
+				row += "\t" + extra
+			}
+			fmt.Fprintln(tw, row)
+			if n.Accel == "tcg" {
+				tcg = true
+			}
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 	for _, n := range s.Nodes {
-		line := fmt.Sprintf("%-16s %-15s %-9s runtime=%-8s ssh=%d %s", n.Name, n.Address, n.Phase, n.Runtime, n.Ports.SSH, strings.ToUpper(n.Accel))
-		if n.Accel == "tcg" {
-			tcg = true
-		}
-		if n.PrivateNet == "none" {
-			line += " private-net=none(test-only)"
-		}
-		if n.Reason != "" {
-			line += " (" + n.Reason + ")"
-		}
-		writeLine(w, "%s", line)
 		if n.Next != "" {
-			writeLine(w, "  next: %s", n.Next)
+			writeLine(w, "next (%s): %s", n.Name, n.Next)
 		}
 	}
 	for _, c := range s.Converged {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"barn.dev/lib/human"
 	"barn.dev/lib/spec"
 )
 
@@ -59,7 +60,7 @@ func (p *Plan) RenderText(w io.Writer) error {
 		}
 		n := p.Spec.Node(np.Name)
 		fmt.Fprintf(b, "    image %s\n", imageText(np))
-		fmt.Fprintf(b, "    %d vCPU, %s memory, %s root disk\n", n.CPUs, FormatSize(n.MemoryBytes), FormatSize(n.RootDiskBytes))
+		fmt.Fprintf(b, "    %d vCPU, %s memory, %s root disk\n", n.CPUs, human.Size(n.MemoryBytes), human.Size(n.RootDiskBytes))
 		if sharedDisks == "" {
 			fmt.Fprintf(b, "    data disks: %s\n", disksText(n.Disks))
 		}
@@ -67,9 +68,9 @@ func (p *Plan) RenderText(w io.Writer) error {
 	if sharedDisks != "" {
 		fmt.Fprintf(b, "data disks: %s on each node\n", sharedDisks)
 	}
-	fmt.Fprintf(b, "totals: %d vCPUs, %s memory, %s disk\n", p.Totals.CPUs, FormatSize(p.Totals.MemoryBytes), FormatSize(p.Totals.DiskBytes))
+	fmt.Fprintf(b, "totals: %d vCPUs, %s memory, %s disk\n", p.Totals.CPUs, human.Size(p.Totals.MemoryBytes), human.Size(p.Totals.DiskBytes))
 	for _, id := range p.Images {
-		fmt.Fprintf(b, "image: %s  %s  %s  sha256:%s\n", IdentityLabel(id), id.File, FormatSize(id.SizeBytes), id.SHA256)
+		fmt.Fprintf(b, "image: %s  %s  %s  sha256:%s\n", IdentityLabel(id), id.File, human.Size(id.SizeBytes), id.SHA256)
 	}
 	for _, warn := range p.Warnings {
 		fmt.Fprintf(b, "warning: %s\n", warn.Message)
