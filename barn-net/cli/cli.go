@@ -17,6 +17,7 @@ type grammar struct {
 	Plan      planCmd      `cmd:"" help:"Print the install plan without changing anything (--propose: the first free /24 for a generated inventory)."`
 	Install   installCmd   `cmd:"" aliases:"i" help:"Install the network as a transaction (asks on a terminal; without one and without --yes only prints the plan)."`
 	Uninstall uninstallCmd `cmd:"" aliases:"u" help:"Remove what the manifest records and restore the prestate exactly."`
+	Hosts     hostsCmd     `cmd:"" help:"Publish or remove the lab's node names in the host's /etc/hosts (a marked, recorded, reversible block)."`
 	Preflight preflightCmd `cmd:"" help:"Is the private network usable by this user now (exit 3 with next: barn-net install when not)."`
 	tool.Globals
 }

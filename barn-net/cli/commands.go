@@ -136,7 +136,7 @@ func (c *installCmd) Run(env *tool.Env) error {
 		env.Stderrf("barn-net: %s is already installed on %s and ready; nothing to do", p.CIDR, p.Bridge)
 		return env.Emit(res)
 	}
-	if ok, err := confirm(env, c.Yes, p, true, "barn-net install --yes"); err != nil || !ok {
+	if ok, err := confirm(env, c.Yes, false, textOf(p), true, "barn-net install --yes"); err != nil || !ok {
 		if err != nil {
 			return err
 		}
@@ -168,7 +168,7 @@ func (c *uninstallCmd) Run(env *tool.Env) error {
 		env.Stderrf("barn-net: no Barn network is installed (no manifest at %s); nothing to do", h.ManifestPath())
 		return env.Emit(res)
 	}
-	if ok, err := confirm(env, c.Yes, p, false, "barn-net uninstall --yes"); err != nil || !ok {
+	if ok, err := confirm(env, c.Yes, false, textOf(p), false, "barn-net uninstall --yes"); err != nil || !ok {
 		if err != nil {
 			return err
 		}
@@ -185,17 +185,15 @@ func (c *uninstallCmd) Run(env *tool.Env) error {
 // person at a terminal (stdin, else the controlling terminal) is asked
 // ([Y/n] for install, [y/N] for uninstall); with nobody to ask the plan is
 // printed only, with next: <again>.
-func confirm(env *tool.Env, yes bool, p renderer, defaultYes bool, again string) (bool, error) {
+func confirm(env *tool.Env, yes, stdinTaken bool, plan string, defaultYes bool, again string) (bool, error) {
 	if yes {
 		return true, nil
 	}
-	var plan strings.Builder
-	_ = p.RenderText(&plan)
-	question := plan.String() + "Apply? [y/N] "
+	question := plan + "Apply? [y/N] "
 	if defaultYes {
-		question = plan.String() + "Apply? [Y/n] "
+		question = plan + "Apply? [Y/n] "
 	}
-	answer, asked := env.Ask(false, question)
+	answer, asked := env.Ask(stdinTaken, question)
 	if !asked {
 		env.Stderrf("%s: plan only (no terminal and no --yes); nothing changed", env.Tool)
 		env.Stderrf("next: %s", again)
@@ -211,9 +209,6 @@ func confirm(env *tool.Env, yes bool, p renderer, defaultYes bool, again string)
 	}
 	return false, exitcode.New(exitcode.Cancelled, "declined; nothing changed").WithReason("declined")
 }
-
-// renderer is a plan with a human view.
-type renderer interface{ RenderText(io.Writer) error }
 
 type preflightCmd struct {
 	cidrFlag

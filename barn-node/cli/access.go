@@ -16,6 +16,7 @@ type accessCommands struct {
 	SSH       sshCmd       `cmd:"" name:"ssh" help:"Open a shell on a node (default: the control node), or run a remote shell command after --."`
 	Exec      execCmd      `cmd:"" aliases:"ex" help:"Run ARGV on NODE with argument boundaries preserved; exits with the remote status."`
 	SSHConfig sshConfigCmd `cmd:"" name:"ssh-config" aliases:"sc" help:"Print, install or remove the ~/.ssh integration (or an Ansible connection inventory)."`
+	Hosts     hostsCmd     `cmd:"" help:"Print the applied nodes' hosts-file entries (barn.hosts/v1) for: barn-node hosts | sudo barn-net hosts install."`
 	Logs      logsCmd      `cmd:"" aliases:"l" help:"Show a node's serial console, QEMU diagnostics or the deployment event log."`
 	Provision provisionCmd `cmd:"" help:"Stream a script to running nodes and report per-node exit codes and output."`
 }

@@ -1,0 +1,51 @@
+package cli
+
+import (
+	"io"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/hostnet"
+	"barn.dev/lib/state"
+	"barn.dev/lib/tool"
+)
+
+type hostsCmd struct{}
+
+// HostsDoc is barn.hosts/v1: every applied node's private address and the
+// names it answers to (node name, then aliases), for
+// `barn-node hosts | sudo barn-net hosts install`.
+type HostsDoc struct {
+	Schema  string              `json:"schema"`
+	Entries []hostnet.HostEntry `json:"entries"`
+}
+
+// RenderText prints the lines the hosts file would get.
+func (d HostsDoc) RenderText(w io.Writer) error {
+	for _, e := range d.Entries {
+		if _, err := io.WriteString(w, hostnet.HostsLine(e)+"\n"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *hostsCmd) Run(env *tool.Env) error {
+	root, err := state.Inspect(env.Getenv)
+	if err != nil {
+		return err
+	}
+	d, err := root.ReadDeployment()
+	if err != nil {
+		return err
+	}
+	if d == nil {
+		return exitcode.New(exitcode.Conflict, "no deployment under %s: no names to publish", root.Dir).
+			WithReason("no_deployment").WithNext("barn-inventory resolve | barn-plan | barn-node apply")
+	}
+	doc := HostsDoc{Schema: "barn.hosts/v1", Entries: []hostnet.HostEntry{}}
+	for _, n := range d.Spec.Nodes {
+		names := append([]string{n.Name}, n.Aliases...)
+		doc.Entries = append(doc.Entries, hostnet.HostEntry{Address: n.Address, Names: names})
+	}
+	return env.Emit(doc)
+}
