@@ -18,7 +18,7 @@ import (
 type logsCmd struct {
 	Node   string `arg:"" optional:"" predictor:"node" help:"Node (not accepted with --source events)."`
 	Source string `default:"serial" enum:"serial,qemu,events" help:"serial (console, default), qemu (diagnostics) or events (deployment event log)."`
-	Follow bool   `short:"f" help:"Keep printing new lines as JSON lines until interrupted."`
+	Follow bool   `short:"f" help:"Keep printing new lines until interrupted (Ctrl-C exits 130); JSON lines on a pipe, the raw lines as text."`
 }
 
 // LogsDoc is barn.logs/v1.
@@ -120,7 +120,7 @@ func (c *logsCmd) follow(env *tool.Env, path string, f *os.File) error {
 						}
 						line := strings.TrimRight(partial[:i], "\r")
 						partial = partial[i+1:]
-						if err := wire.Write(env.Out, LogLine{Schema: "barn.log-line/v1", Node: c.Node, Source: c.Source, Line: line}); err != nil {
+						if err := c.writeLine(env, line); err != nil {
 							return err
 						}
 					}
@@ -135,11 +135,41 @@ func (c *logsCmd) follow(env *tool.Env, path string, f *os.File) error {
 			if f != nil {
 				f.Close()
 			}
-			return exitcode.New(exitcode.Cancelled, "interrupted")
+			return interrupted()
 		case <-time.After(250 * time.Millisecond):
+		}
+		// QEMU truncates or replaces serial.log when the node starts again:
+		// follow the new file from its start.
+		if f != nil {
+			if pos, err := f.Seek(0, io.SeekCurrent); err == nil {
+				if fi, err := os.Stat(path); err != nil || fi.Size() < pos || !sameFile(f, fi) {
+					f.Close()
+					f, partial = nil, ""
+				}
+			}
 		}
 	}
 }
+
+// writeLine prints one followed line: raw in the text view, else a
+// barn.log-line/v1 JSON line.
+func (c *logsCmd) writeLine(env *tool.Env, line string) error {
+	if env.Output.Text {
+		_, err := io.WriteString(env.Out, line+"\n")
+		return err
+	}
+	return wire.Write(env.Out, LogLine{Schema: "barn.log-line/v1", Node: c.Node, Source: c.Source, Line: line})
+}
+
+func sameFile(f *os.File, fi os.FileInfo) bool {
+	cur, err := f.Stat()
+	return err == nil && os.SameFile(cur, fi)
+}
+
+// interrupted ends a follow on SIGINT/SIGTERM: exit 130 (cancelled), the
+// exit table's meaning for an interrupt, without an error message or
+// document, since interrupting is how a follow is meant to end.
+func interrupted() error { return &tool.SilentExit{Class: exitcode.Cancelled} }
 
 // EventsDoc is barn.events/v1.
 type EventsDoc struct {
@@ -159,7 +189,7 @@ func (c *logsCmd) events(env *tool.Env, root *state.Root) error {
 		return wire.Write(env.Out, e)
 	})
 	if env.Ctx.Err() != nil {
-		return exitcode.New(exitcode.Cancelled, "interrupted")
+		return interrupted()
 	}
 	return err
 }

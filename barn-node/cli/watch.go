@@ -1,0 +1,182 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"time"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/human"
+	"barn.dev/lib/lifecycle"
+	"barn.dev/lib/tool"
+)
+
+// Readiness of one node while watching.
+const (
+	watchPending  = "SSH pending" // running; the guest has not proven readiness yet
+	watchReady    = "ready"       // the guest's ready marker matches this generation
+	watchFailed   = "failed"      // readiness failed, or the status audit failed
+	watchStopped  = "not running" // nothing to wait for
+	watchUnproven = "running"     // running; readiness checks are off (BARN_READINESS=none)
+)
+
+// WatchDoc is barn.watch/v1: the last status and each node's readiness.
+type WatchDoc struct {
+	Schema    string            `json:"schema"`
+	Status    *lifecycle.Status `json:"status"`
+	Readiness map[string]string `json:"readiness"`        // node → ready, SSH pending, failed, not running, running
+	Errors    map[string]string `json:"errors,omitempty"` // node → why readiness failed
+	ElapsedMS int64             `json:"elapsed_ms"`       // how long the watch took
+	TimedOut  bool              `json:"timed_out"`
+}
+
+// RenderText prints the status table, then each node's readiness.
+func (d WatchDoc) RenderText(w io.Writer) error {
+	if d.Status != nil {
+		if err := d.Status.RenderText(w); err != nil {
+			return err
+		}
+	}
+	tw := human.Table(w)
+	for _, n := range sortedKeys(d.Readiness) {
+		line := n + "\t" + d.Readiness[n]
+		if e := d.Errors[n]; e != "" {
+			line += "\t" + e
+		}
+		fmt.Fprintln(tw, line)
+	}
+	_ = tw.Flush()
+	verdict := "settled"
+	if d.TimedOut {
+		verdict = "gave up waiting"
+	}
+	_, err := fmt.Fprintf(w, "%s after %s\n", verdict, human.Duration(time.Duration(d.ElapsedMS)*time.Millisecond))
+	return err
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// watch refreshes status every interval until every selected node is
+// ready, failed or not running, or until timeout. Progress (one line per
+// change, with the elapsed time) goes to stderr; the final WatchDoc to
+// stdout. Exit: 0 when every running node is ready (or unchecked); partial
+// (5) when any failed; runtime (1, reason watch_timeout) on timeout;
+// cancelled (130) on SIGINT.
+func (c *statusCmd) watch(env *tool.Env, m *lifecycle.Manager) error {
+	start := env.Now()
+	ctx, cancel := context.WithTimeout(env.Ctx, c.Timeout)
+	defer cancel()
+	check := env.Getenv(envReadiness) != "none"
+	var mu sync.Mutex
+	ready := map[string]string{}
+	errs := map[string]string{}
+	probing := map[string]bool{}
+	shown := map[string]string{}
+	var last *lifecycle.Status
+	for {
+		st, err := m.Status(ctx, c.Nodes)
+		if st == nil {
+			return err
+		}
+		last = st
+		failed := map[string]string{}
+		for _, f := range st.Failures {
+			failed[f.Node] = f.Error
+		}
+		mu.Lock()
+		for _, n := range st.Nodes {
+			switch {
+			case failed[n.Name] != "":
+				ready[n.Name], errs[n.Name] = watchFailed, failed[n.Name]
+			case n.Runtime != lifecycle.RuntimeRunning:
+				ready[n.Name] = watchStopped
+			case !check:
+				ready[n.Name] = watchUnproven
+			case ready[n.Name] == watchReady || ready[n.Name] == watchFailed:
+			default:
+				ready[n.Name] = watchPending
+				if !probing[n.Name] {
+					probing[n.Name] = true
+					go c.probe(ctx, m, n.Name, &mu, ready, errs)
+				}
+			}
+		}
+		settled := true
+		for _, n := range st.Nodes {
+			r := ready[n.Name]
+			if shown[n.Name] != r {
+				shown[n.Name] = r
+				env.Stderrf("%s: %s (%s)", n.Name, r, human.Duration(env.Now().Sub(start)))
+			}
+			if r == watchPending {
+				settled = false
+			}
+		}
+		mu.Unlock()
+		if settled {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			doc := c.doc(last, ready, errs, env.Now().Sub(start), &mu)
+			doc.TimedOut = true
+			if env.Ctx.Err() != nil {
+				return exitcode.New(exitcode.Cancelled, "interrupted while watching")
+			}
+			return emit(env, doc, exitcode.New(exitcode.Runtime, "not every node was ready after %s", human.Duration(c.Timeout)).
+				WithReason("watch_timeout").WithNext("barn-node logs -f NODE"))
+		case <-time.After(c.Interval):
+		}
+	}
+	doc := c.doc(last, ready, errs, env.Now().Sub(start), &mu)
+	if len(doc.Errors) > 0 {
+		return emit(env, doc, exitcode.New(exitcode.Partial, "%d node(s) failed readiness", len(doc.Errors)).WithReason("nodes_failed"))
+	}
+	return emit(env, doc, nil)
+}
+
+func (c *statusCmd) doc(st *lifecycle.Status, ready, errs map[string]string, elapsed time.Duration, mu *sync.Mutex) WatchDoc {
+	mu.Lock()
+	defer mu.Unlock()
+	d := WatchDoc{Schema: "barn.watch/v1", Status: st, Readiness: map[string]string{}, Errors: map[string]string{}, ElapsedMS: elapsed.Milliseconds()}
+	for k, v := range ready {
+		d.Readiness[k] = v
+	}
+	for k, v := range errs {
+		d.Errors[k] = v
+	}
+	return d
+}
+
+// probe waits for one node's guest readiness (the same SSH check apply
+// uses) within the watch's deadline.
+func (c *statusCmd) probe(ctx context.Context, m *lifecycle.Manager, name string, mu *sync.Mutex, ready, errs map[string]string) {
+	n, err := m.Root.ReadNode(name)
+	if err == nil && n == nil {
+		err = exitcode.New(exitcode.Conflict, "no committed state")
+	}
+	if err == nil {
+		g := &guestReadiness{root: m.Root}
+		_, _, err = g.WaitReady(ctx, n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if ctx.Err() != nil {
+		return // the watch ended; the node stays pending
+	}
+	if err != nil {
+		ready[name], errs[name] = watchFailed, exitcode.As(err).Message
+		return
+	}
+	ready[name] = watchReady
+}
