@@ -46,7 +46,7 @@ e2e: build ## Run the real-lab suite (root, QEMU under TCG, the local image, a p
 ci: deps build image check golden-check e2e ## The test command: install prerequisites, build the image, run every suite
 
 # --- The demo lab and the workstation recipes --------------------------------
-.PHONY: demo demo-down up plan status down
+.PHONY: demo demo-down up plan status down uninstall
 
 demo: ## Bring up the 3-node Pigsty demo lab in netns barn-demo (root; TCG without KVM)
 	@scripts/demo.sh up
@@ -73,6 +73,9 @@ status: build ## Show the applied lab with a live audit (barn-node status)
 
 down: build ## Destroy the applied lab (asks; FORCE=1 skips; persistent disks are kept)
 	@bin/barn-node destroy --text $(if $(FORCE),--force)
+
+uninstall: build ## Leave the machine as before Barn (asks; PURGE=1 also deletes persistent disks and keys, IMAGES=1 the image cache)
+	@scripts/uninstall.sh $(if $(PURGE),--purge) $(if $(IMAGES),--images) $(if $(FORCE),--yes)
 
 bench: build ## Run every benchmark once and write docs/BENCHMARKS.md (BENCH_QUICK=1: 128 MiB hash; BENCH_LAB=0: no real lab)
 	@scripts/bench.sh
