@@ -16,10 +16,11 @@ import (
 	"barn.dev/lib/vm"
 )
 
-// readApplied reads the applied deployment and every committed node state.
-// A node directory without state.json holds no committed node (an
-// uncommitted create, which apply rolls back); any damaged document is the
-// integrity error lib/state returns, naming the file.
+// readApplied reads the applied deployment and every node's documents
+// (state, journal, transaction). A node directory without state.json holds
+// no committed node (an uncommitted create, which apply rolls back); any
+// damaged document, committed or in flight, is the integrity error
+// lib/state returns, naming the file.
 func readApplied(root *state.Root) (*state.Deployment, map[string]*state.Node, error) {
 	applied, err := root.ReadDeployment()
 	if err != nil {
@@ -31,12 +32,12 @@ func readApplied(root *state.Root) (*state.Deployment, map[string]*state.Node, e
 	}
 	nodes := make(map[string]*state.Node, len(names))
 	for _, name := range names {
-		n, err := root.ReadNode(name)
+		docs, err := root.ReadNodeDocuments(name)
 		if err != nil {
 			return nil, nil, err
 		}
-		if n != nil {
-			nodes[name] = n
+		if docs.State != nil {
+			nodes[name] = docs.State
 		}
 	}
 	return applied, nodes, nil

@@ -66,17 +66,11 @@ func dump(r *state.Root) (DumpDoc, error) {
 		return doc, err
 	}
 	for _, n := range names {
-		var nd NodeDump
-		if nd.State, err = r.ReadNode(n); err != nil {
+		docs, err := r.ReadNodeDocuments(n)
+		if err != nil {
 			return doc, err
 		}
-		if nd.Journal, err = r.ReadJournal(n); err != nil {
-			return doc, err
-		}
-		if nd.Transaction, err = r.ReadTransaction(n); err != nil {
-			return doc, err
-		}
-		doc.Nodes[n] = nd
+		doc.Nodes[n] = NodeDump{State: docs.State, Journal: docs.Journal, Transaction: docs.Transaction}
 	}
 	locks, err := listLocks(r)
 	if err != nil {

@@ -131,24 +131,16 @@ func summarise(r *state.Root) (ShowDoc, error) {
 	}
 	for _, name := range names {
 		ns := NodeSummary{Name: name, Phase: state.Absent, InSpec: inSpec[name]}
-		n, err := r.ReadNode(name)
+		docs, err := r.ReadNodeDocuments(name)
 		if err != nil {
 			return doc, err
 		}
-		if n != nil {
+		if n := docs.State; n != nil {
 			ns.Committed, ns.Phase, ns.VMUUID, ns.Generation, ns.SpecHash, ns.SSHPort =
 				true, n.Phase, n.VMUUID, n.Generation, n.SpecHash, n.SSHPort
 		}
-		j, err := r.ReadJournal(name)
-		if err != nil {
-			return doc, err
-		}
-		ns.Journal = j != nil
-		t, err := r.ReadTransaction(name)
-		if err != nil {
-			return doc, err
-		}
-		if t != nil {
+		ns.Journal = docs.Journal != nil
+		if t := docs.Transaction; t != nil {
 			ns.Transaction = string(t.From) + "->" + string(t.To)
 		}
 		doc.Nodes = append(doc.Nodes, ns)

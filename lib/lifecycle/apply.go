@@ -197,7 +197,11 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 	m.startBatch(ctx, starts, alloc, !o.NoWait, res)
 	for _, np := range p.Nodes {
 		if np.Outcome == plan.Unchanged {
-			if n, err := m.Root.ReadNode(np.Name); err == nil && n != nil {
+			n, err := m.Root.ReadNode(np.Name)
+			if err != nil {
+				res.fail(np.Name, "apply", err)
+				total++
+			} else if n != nil {
 				res.addNode(nodeResult(n, "kept"))
 			}
 		}
@@ -210,14 +214,15 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 // rollbackNow removes the journaled artifacts of a node that failed to
 // prepare in this run (--rollback).
 func (m *Manager) rollbackNow(name string, res *Result) {
-	j, err := m.Root.ReadJournal(name)
-	if err != nil || j == nil {
+	docs, err := m.Root.ReadNodeDocuments(name)
+	switch {
+	case err != nil:
+		m.logf("%s: not rolling back: %v", name, err) // damaged evidence proves nothing
 		return
+	case docs.Journal == nil || docs.State != nil:
+		return // nothing journaled, or committed after all: never rolled back
 	}
-	if n, _ := m.Root.ReadNode(name); n != nil {
-		return
-	}
-	removed, err := m.rollback(name, j)
+	removed, err := m.rollback(name, docs.Journal)
 	res.rolledBack(removed...)
 	if err != nil {
 		m.logf("%s: rollback: %v", name, err)

@@ -62,6 +62,13 @@ type Failure struct {
 	Error  string `json:"error"`
 	Reason string `json:"reason,omitempty"`
 	Next   string `json:"next,omitempty"`
+	class  exitcode.Class
+}
+
+// failureOf records err as node's failure at stage, keeping its class.
+func failureOf(node, stage string, err error) Failure {
+	e := exitcode.As(err)
+	return Failure{Node: node, Stage: stage, Error: e.Message, Reason: e.Reason, Next: e.Next, class: e.Class}
 }
 
 func newResult(command string) *Result {
@@ -82,10 +89,10 @@ func (r *Result) addNode(n NodeResult) {
 }
 
 func (r *Result) fail(node, stage string, err error) {
-	e := exitcode.As(err)
+	f := failureOf(node, stage, err)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.Failures = append(r.Failures, Failure{Node: node, Stage: stage, Error: e.Message, Reason: e.Reason, Next: e.Next})
+	r.Failures = append(r.Failures, f)
 }
 
 func (r *Result) rolledBack(paths ...string) {
@@ -109,18 +116,28 @@ func (r *Result) sort() {
 // Err is the command's error for its failures: nil when none; otherwise
 // partial (5) "N of M node(s) failed: node (stage: error); …". A single
 // node that failed alone keeps its own class when it is the whole batch.
+// Damaged evidence outranks both: when any failure is integrity (a damaged
+// document, an identity or ownership mismatch) the class is integrity (7),
+// so a damaged node can never hide behind "some nodes failed".
 func (r *Result) Err(total int) error {
 	if len(r.Failures) == 0 {
 		return nil
 	}
+	class, reason, next := exitcode.Partial, "nodes_failed", ""
+	if len(r.Failures) == 1 {
+		next = r.Failures[0].Next
+	}
 	parts := make([]string, len(r.Failures))
 	for i, f := range r.Failures {
 		parts[i] = fmt.Sprintf("%s (%s: %s)", f.Node, f.Stage, f.Error)
+		if f.class == exitcode.Integrity && class != exitcode.Integrity {
+			class, reason, next = exitcode.Integrity, f.Reason, f.Next
+		}
 	}
-	e := exitcode.New(exitcode.Partial, "%d of %d node(s) failed: %s", len(r.Failures), total, strings.Join(parts, "; ")).
-		WithReason("nodes_failed")
-	if len(r.Failures) == 1 && r.Failures[0].Next != "" {
-		e = e.WithNext(r.Failures[0].Next)
+	e := exitcode.New(class, "%d of %d node(s) failed: %s", len(r.Failures), total, strings.Join(parts, "; ")).
+		WithReason(reason)
+	if next != "" {
+		e = e.WithNext(next)
 	}
 	return e
 }

@@ -140,7 +140,12 @@ func (m *Manager) Restart(ctx context.Context, selectors []string, wait bool) (*
 	res.Generation = d.Generation
 	var stoppable []string
 	for _, name := range names {
-		if n, err := m.Root.ReadNode(name); err == nil && n != nil {
+		n, err := m.Root.ReadNode(name)
+		if err != nil {
+			res.fail(name, "stop", err)
+			continue
+		}
+		if n != nil {
 			if err := m.checkShares(&n.Spec); err != nil {
 				res.addNode(nodeResult(n, "none"))
 				res.fail(name, "start", err)

@@ -30,7 +30,7 @@ type Status struct {
 type NodeStatus struct {
 	Name       string `json:"name"`
 	Address    string `json:"address"`
-	Phase      string `json:"phase"`   // recorded phase (after convergence)
+	Phase      string `json:"phase"`   // recorded phase (after convergence); "unknown" when a document is damaged
 	Runtime    string `json:"runtime"` // running, inactive, unknown, absent
 	Image      string `json:"image"`
 	Ports      Ports  `json:"ports"`
@@ -117,7 +117,7 @@ func (m *Manager) Status(ctx context.Context, selectors []string) (*Status, erro
 		if err != nil {
 			e := exitcode.As(err)
 			ns.Reason, ns.Next, ns.Detail = e.Reason, e.Next, e.Message
-			st.Failures = append(st.Failures, Failure{Node: name, Stage: "status", Error: e.Message, Reason: e.Reason, Next: e.Next})
+			st.Failures = append(st.Failures, failureOf(name, "status", err))
 		}
 		st.Nodes = append(st.Nodes, ns)
 	}
@@ -135,16 +135,15 @@ func (m *Manager) statusOne(ctx context.Context, d *state.Deployment, name strin
 			ns.Address = sn.Address
 		}
 	}
-	n, err := m.Root.ReadNode(name)
+	docs, err := m.Root.ReadNodeDocuments(name)
 	if err != nil {
+		// Damaged evidence says nothing about whether the node exists.
+		ns.Phase, ns.Runtime = RuntimeUnknown, RuntimeUnknown
 		return ns, "", err
 	}
+	n := docs.State
 	if n == nil {
-		j, err := m.Root.ReadJournal(name)
-		if err != nil {
-			return ns, "", err
-		}
-		if j != nil {
+		if j := docs.Journal; j != nil {
 			ns.Phase = string(state.Preparing)
 			return ns, "", exitcode.New(exitcode.Conflict, "%s: an unfinished create is journaled (%d artifact(s))", name, len(j.Completed)).
 				WithReason("interrupted_transition").WithNext("barn-node apply --rollback (or re-run the apply pipeline)")
@@ -157,7 +156,7 @@ func (m *Manager) statusOne(ctx context.Context, d *state.Deployment, name strin
 	ns.Address = n.Spec.Address
 	conv := ""
 	if act {
-		if j, err := m.Root.ReadJournal(name); err == nil && j != nil {
+		if docs.Journal != nil {
 			if err := m.Root.RemoveJournal(name); err != nil {
 				return ns, "", err
 			}

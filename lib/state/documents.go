@@ -276,3 +276,32 @@ func (r *Root) RemoveTransaction(node string) error {
 	}
 	return RemoveFileDurable(r.NodeFile(node, TransactionName))
 }
+
+// NodeDocuments is everything recorded for one node: its committed state,
+// its prepare journal and its transaction record, each nil when the file
+// does not exist.
+type NodeDocuments struct {
+	State       *Node
+	Journal     *Journal
+	Transaction *Transaction
+}
+
+// ReadNodeDocuments reads all three documents of node's directory. A file
+// that does not exist is nil; a file that exists but is empty, truncated,
+// unreadable or otherwise damaged is the integrity error (7) naming it:
+// every command that reports or plans a node reads it through here, so
+// damaged evidence beside a node is never mistaken for its absence.
+func (r *Root) ReadNodeDocuments(node string) (NodeDocuments, error) {
+	var d NodeDocuments
+	var err error
+	if d.State, err = r.ReadNode(node); err != nil {
+		return NodeDocuments{}, err
+	}
+	if d.Journal, err = r.ReadJournal(node); err != nil {
+		return NodeDocuments{}, err
+	}
+	if d.Transaction, err = r.ReadTransaction(node); err != nil {
+		return NodeDocuments{}, err
+	}
+	return d, nil
+}
