@@ -4,7 +4,10 @@ go 1.26.8
 
 require barn.dev/lib v0.0.0
 
+require github.com/go-json-experiment/json v1.27.2 // indirect
+
 require (
+	github.com/creack/pty v1.1.24 // indirect
 	github.com/hashicorp/errwrap v1.1.0 // indirect
 	github.com/hashicorp/go-multierror v1.1.1 // indirect
 	github.com/posener/complete v1.2.3 // indirect

@@ -4,6 +4,8 @@ go 1.26.8
 
 require barn.dev/lib v0.0.0
 
+require github.com/go-json-experiment/json v1.27.2 // indirect
+
 require (
 	github.com/creack/pty v1.1.24 // indirect
 	github.com/hashicorp/errwrap v1.1.0 // indirect

@@ -7,6 +7,7 @@ import (
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/imageref"
+	"barn.dev/lib/wire/wiretest"
 )
 
 func variant(file string) Variant {
@@ -225,4 +226,25 @@ func FuzzDecodeCatalog(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestDecodeCatalogRefusesDuplicateAndCaseVariantNames: a catalog that
+// repeats a member name or varies its case is refused, so no two readers
+// (Barn, Barn 0.9, a mirror's tooling) can see different policies in the
+// same signed bytes.
+func TestDecodeCatalogRefusesDuplicateAndCaseVariantNames(t *testing.T) {
+	b, err := Encode(elCatalog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	variants, err := wiretest.Variants(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	variants["nested revision"] = []byte(strings.Replace(string(b), `"revision":`, `"REVISION":9,"revision":`, 1))
+	for kind, bad := range variants {
+		if _, err := DecodeCatalog(bad, "catalog.json"); exitcode.ClassOf(err) != exitcode.Integrity {
+			t.Errorf("%s: %v, want integrity", kind, err)
+		}
+	}
 }

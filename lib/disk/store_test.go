@@ -1,11 +1,13 @@
 package disk
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/wire/wiretest"
 )
 
 func storeFixture(t *testing.T) (root, nodeDir, src string) {
@@ -121,5 +123,33 @@ func TestPreserveRefusesToReplaceRetained(t *testing.T) {
 	os.Remove(src)
 	if err := Preserve(filepath.Join(nodeDir, "gone.qcow2"), filepath.Join(root, "pg-1", "gone"), own()); exitcode.ClassOf(err) != exitcode.Integrity {
 		t.Fatalf("missing disk: %v", err)
+	}
+}
+
+// TestReadRetainedRefusesDuplicateAndCaseVariantNames: the ownership
+// marker that authorises reattaching or deleting a retained disk is read
+// strictly.
+func TestReadRetainedRefusesDuplicateAndCaseVariantNames(t *testing.T) {
+	root, _, src := storeFixture(t)
+	dir := filepath.Join(root, "pg-1", "data")
+	if err := Preserve(src, dir, own()); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(dir, OwnershipFile)
+	good, err := os.ReadFile(marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	variants, err := wiretest.Variants(bytes.TrimSpace(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for kind, bad := range variants {
+		if err := os.WriteFile(marker, bad, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ReadRetained(dir); exitcode.ClassOf(err) != exitcode.Integrity {
+			t.Errorf("%s name: %v, want integrity", kind, err)
+		}
 	}
 }

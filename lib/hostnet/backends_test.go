@@ -11,6 +11,7 @@ import (
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/wire"
+	"barn.dev/lib/wire/wiretest"
 )
 
 // realPaths is a Host with the production paths, for golden plans (pure:
@@ -502,5 +503,27 @@ func TestReadManifestRefusals(t *testing.T) {
 	_, err = h.ReadManifest()
 	if e := exitcode.As(err); e == nil || e.Class != exitcode.Integrity || !strings.Contains(e.Message, "owned by uid 4242") {
 		t.Fatalf("foreign owner: err = %v, want integrity naming uid 4242", err)
+	}
+}
+
+// TestReadManifestRefusesDuplicateAndCaseVariantNames: the root-owned
+// manifest that decides what uninstall removes is read strictly.
+func TestReadManifestRefusesDuplicateAndCaseVariantNames(t *testing.T) {
+	h := &Host{StateDir: t.TempDir(), Bridge: "barn0"}
+	data, err := wire.Marshal(Manifest{Schema: ManifestSchema, Steps: []Step{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	variants, err := wiretest.Variants(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for kind, bad := range variants {
+		if err := os.WriteFile(h.ManifestPath(), bad, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.ReadManifest(); exitcode.ClassOf(err) != exitcode.Integrity {
+			t.Errorf("%s name: %v, want integrity", kind, err)
+		}
 	}
 }

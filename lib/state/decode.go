@@ -2,7 +2,6 @@ package state
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -91,21 +90,19 @@ func unwrapPath(err error) error {
 }
 
 // decodeDocument checks data's schema against want and decodes it
-// strictly into v. Errors are integrity errors naming path.
+// strictly (wire.DecodeStrict: exact member names, no duplicates, no
+// unknown fields, no trailing data) into v. Errors are integrity errors
+// naming path.
 func decodeDocument(path string, data []byte, want string, v any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return integrity(path, "is empty; expected a %s document", want)
 	}
-	got, ok := probeSchema(data)
-	if !ok {
-		// Not even one JSON object: report the decoder's error.
-		var v any
-		err := wire.DecodeStrict(data, &v)
-		if err == nil {
-			err = errors.New("not a JSON object")
-		}
-		return integrity(path, "invalid %s document: %s", want, describeJSONError(data, err))
+	var probe map[string]any
+	if err := wire.DecodeStrict(data, &probe); err != nil {
+		// Not even one well-formed JSON object: report the decoder's error.
+		return integrity(path, "invalid %s document: %v", want, err)
 	}
+	got, _ := probe["schema"].(string)
 	if err := checkSchema(got, want); err != nil {
 		e := integrity(path, "%s", err.msg)
 		if err.newer {
@@ -114,22 +111,9 @@ func decodeDocument(path string, data []byte, want string, v any) error {
 		return e
 	}
 	if err := wire.DecodeStrict(data, v); err != nil {
-		return integrity(path, "invalid %s document: %s", want, describeJSONError(data, err))
+		return integrity(path, "invalid %s document: %v", want, err)
 	}
 	return nil
-}
-
-// probeSchema returns the schema string of the first JSON value in data
-// and whether that value is a well-formed object.
-func probeSchema(data []byte) (string, bool) {
-	var probe struct {
-		Schema any `json:"schema"`
-	}
-	if err := json.NewDecoder(bytes.NewReader(data)).Decode(&probe); err != nil {
-		return "", false
-	}
-	s, _ := probe.Schema.(string)
-	return s, true
 }
 
 type schemaError struct {
@@ -165,25 +149,6 @@ func splitSchema(s string) (string, int, bool) {
 		return "", 0, false
 	}
 	return s[:i], n, true
-}
-
-// describeJSONError adds a line:column to JSON syntax and type errors.
-func describeJSONError(data []byte, err error) string {
-	var off int64 = -1
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		off = se.Offset
-	case errors.As(err, &te):
-		off = te.Offset
-	}
-	if off < 0 || off > int64(len(data)) {
-		return err.Error()
-	}
-	line := 1 + bytes.Count(data[:off], []byte("\n"))
-	col := off - int64(bytes.LastIndexByte(data[:off], '\n'))
-	return fmt.Sprintf("line %d, column %d: %v", line, col, err)
 }
 
 // encodeDocument is the persisted form: canonical JSON plus "\n".

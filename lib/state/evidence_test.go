@@ -1,11 +1,14 @@
 package state
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"strings"
 	"testing"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/wire/wiretest"
 )
 
 // TestDamagedEvidenceIsNeverAbsence: each node document, present but
@@ -33,5 +36,51 @@ func TestDamagedEvidenceIsNeverAbsence(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestStrictDocumentsRefuseDuplicateAndCaseVariantNames: every state
+// document, the lock holder record and an event-log record refuse a
+// repeated member name and a case variant of one (encoding/json v1 read
+// {"generation":1,"GENERATION":7} as generation 7).
+func TestStrictDocumentsRefuseDuplicateAndCaseVariantNames(t *testing.T) {
+	r := testRoot(t)
+	s := testSpec("n1")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(r.WriteDeployment(&Deployment{Generation: 1, Spec: s}))
+	must(r.WriteNode(testNode(r, s, "n1")))
+	must(r.WriteJournal(testJournal(r, "n1")))
+	must(r.WriteTransaction(&Transaction{OperationID: "6f1c1a52-31c4-4f44-a1e5-1d0c6f0e9a11", Node: "n1", From: Running, To: Stopped, Completed: []TxnStep{}}))
+	lock, err := r.LockDeployment(context.Background(), "test", false, nil)
+	must(err)
+	defer lock.Unlock()
+	must(r.AppendEvent(Event{Action: "apply", Message: "m"}))
+	holder, _ := r.lockFile(LockDeploymentName)
+	readers := map[string]func() error{
+		r.DeploymentFile():                func() error { _, err := r.ReadDeployment(); return err },
+		r.NodeFile("n1", NodeStateName):   func() error { _, err := r.ReadNode("n1"); return err },
+		r.NodeFile("n1", JournalName):     func() error { _, err := r.ReadJournal("n1"); return err },
+		r.NodeFile("n1", TransactionName): func() error { _, err := r.ReadTransaction("n1"); return err },
+		holder:                            func() error { _, err := r.Holder(LockDeploymentName); return err },
+		r.EventsFile():                    func() error { _, err := r.ReadEvents(EventFilter{}); return err },
+	}
+	for path, read := range readers {
+		good, err := os.ReadFile(path)
+		must(err)
+		must(read())
+		variants, err := wiretest.Variants(bytes.TrimSpace(good))
+		must(err)
+		for kind, bad := range variants {
+			must(os.WriteFile(path, append(bad, '\n'), FileMode))
+			if err := read(); exitcode.ClassOf(err) != exitcode.Integrity || !strings.Contains(err.Error(), path) {
+				t.Errorf("%s with a %s name: %v; want integrity naming the file", path, kind, err)
+			}
+		}
+		must(os.WriteFile(path, good, FileMode))
 	}
 }

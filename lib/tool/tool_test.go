@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/wire/wiretest"
 )
 
 func env(in string, terminal bool) (*Env, *bytes.Buffer, *bytes.Buffer) {
@@ -154,5 +155,24 @@ func TestMainErrorContract(t *testing.T) {
 	if code := Main(context.Background(), "barn-test", "test tool", []string{"--bogus"},
 		Stdio{In: strings.NewReader(""), Out: &out, Err: &errw}, nil, &grammar{}); code != 2 {
 		t.Errorf("kong parse error exit %d, want 2 (not kong's 80)", code)
+	}
+}
+
+// TestReadDocumentRefusesDuplicateAndCaseVariantNames: a piped spec or
+// plan that repeats a member name or varies its case is a usage error,
+// never a document whose last duplicate wins.
+func TestReadDocumentRefusesDuplicateAndCaseVariantNames(t *testing.T) {
+	e, _, _ := env("", false)
+	variants, err := wiretest.Variants([]byte(`{"n":3,"schema":"barn.t/v1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	variants["nested"] = []byte(`{"n":3,"schema":"barn.t/v1","schema":"barn.t/v1"}`)
+	for kind, bad := range variants {
+		var d doc
+		err := e.ReadDocument(bytes.NewReader(bad), "stdin", "barn.t/v1", &d)
+		if exitcode.ClassOf(err) != exitcode.Usage || !strings.Contains(err.Error(), "stdin") {
+			t.Errorf("%s name %s: %v, want usage naming stdin", kind, bad, err)
+		}
 	}
 }

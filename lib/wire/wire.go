@@ -13,8 +13,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // ErrorSchema is the schema name of the error document.
@@ -118,31 +123,114 @@ func Generic(v any) (any, error) {
 	return out, nil
 }
 
-// DecodeStrict decodes exactly one JSON value from data into v, rejecting
-// unknown object fields and any non-whitespace data after the value.
+// DecodeStrict decodes exactly one JSON value from data into v, the way
+// every persisted or piped Barn document is read. It refuses, with a
+// *DecodeError naming the line and column:
+//   - a member name that is not one of v's field names exactly: unknown
+//     names and case variants alike (encoding/json v1 would decode
+//     {"generation":1,"GENERATION":7} as 7);
+//   - an object that repeats a member name, at any depth, maps included;
+//   - invalid UTF-8, and any non-whitespace data after the value.
+//
+// It is encoding/json/v2's semantics (github.com/go-json-experiment/json,
+// the module that mirrors the standard library's json/v2) with unknown
+// members rejected.
 func DecodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	var extra json.RawMessage
-	if err := dec.Decode(&extra); err != io.EOF {
-		if err == nil {
-			return fmt.Errorf("trailing data after the JSON document")
-		}
-		return fmt.Errorf("trailing data after the JSON document: %w", err)
+	if err := jsonv2.Unmarshal(data, v, jsonv2.RejectUnknownMembers(true)); err != nil {
+		return describe(data, err)
 	}
 	return nil
 }
 
-// SchemaOf returns the top-level "schema" string of a JSON object, or "" when
-// data is not an object or has no string schema.
+// DecodeError is a strict decoding failure at a position in the input.
+type DecodeError struct {
+	Line, Column int    // 1-based; 0 when the position is unknown
+	Pointer      string // RFC 6901 JSON Pointer of the offending member or value; "" for the whole document
+	Problem      string // what is wrong, in Barn's words
+	Err          error  // the decoder's error
+}
+
+func (e *DecodeError) Error() string {
+	msg := e.Problem
+	if msg == "" {
+		msg = e.Err.Error()
+	}
+	if e.Line == 0 {
+		return msg
+	}
+	return fmt.Sprintf("line %d, column %d: %s", e.Line, e.Column, msg)
+}
+
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// describe turns a json/v2 error into a DecodeError at its line and column,
+// saying in plain words what a strict read refused.
+func describe(data []byte, err error) error {
+	off := int64(-1)
+	de := &DecodeError{Err: err}
+	var syn *jsontext.SyntacticError
+	var sem *jsonv2.SemanticError
+	switch {
+	case errors.As(err, &syn):
+		off, de.Pointer = syn.ByteOffset, string(syn.JSONPointer)
+		switch {
+		case errors.Is(syn.Err, jsontext.ErrDuplicateName):
+			de.Problem = fmt.Sprintf("duplicate field %q%s", lastToken(de.Pointer), within(de.Pointer))
+		case trailingData(data):
+			de.Problem = "trailing data after the JSON document"
+		case syn.Err != nil:
+			de.Problem = syn.Err.Error()
+			if de.Pointer != "" {
+				de.Problem += " in " + de.Pointer
+			}
+		}
+	case errors.As(err, &sem):
+		off, de.Pointer = sem.ByteOffset, string(sem.JSONPointer)
+		if errors.Is(sem.Err, jsonv2.ErrUnknownName) {
+			de.Problem = fmt.Sprintf("unknown field %q%s (field names are exact and case-sensitive)", lastToken(de.Pointer), within(de.Pointer))
+		} else {
+			de.Problem = strings.TrimPrefix(sem.Error(), "json: ")
+		}
+	}
+	if off >= 0 && off <= int64(len(data)) {
+		de.Line = 1 + bytes.Count(data[:off], []byte("\n"))
+		de.Column = int(off - int64(bytes.LastIndexByte(data[:off], '\n')))
+	}
+	return de
+}
+
+// trailingData reports whether data starts with one complete JSON value
+// followed by something other than whitespace.
+func trailingData(data []byte) bool {
+	dec := jsontext.NewDecoder(bytes.NewReader(data), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	if _, err := dec.ReadValue(); err != nil {
+		return false
+	}
+	_, err := dec.ReadToken()
+	return err != io.EOF
+}
+
+// lastToken is the unescaped last reference token of a JSON Pointer.
+func lastToken(ptr string) string {
+	return jsontext.Pointer(ptr).LastToken()
+}
+
+// within names the object holding a pointer's last member, "" at the top.
+func within(ptr string) string {
+	if parent := ptr[:max(strings.LastIndexByte(ptr, '/'), 0)]; parent != "" {
+		return " in " + parent
+	}
+	return ""
+}
+
+// SchemaOf returns the top-level "schema" string of a JSON object, or ""
+// when data is not one well-formed object (duplicate names included) or
+// has no string member named exactly "schema".
 func SchemaOf(data []byte) string {
 	var probe struct {
 		Schema any `json:"schema"`
 	}
-	if json.Unmarshal(data, &probe) != nil {
+	if jsonv2.Unmarshal(data, &probe) != nil {
 		return ""
 	}
 	s, _ := probe.Schema.(string)
