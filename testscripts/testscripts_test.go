@@ -47,6 +47,7 @@ var Tools = map[string]func(){
 }
 
 func TestMain(m *testing.M) {
+	node.CrashHook = scripttest.CrashAfter // BARN_CRASH_AFTER exists only in test binaries
 	cmds := map[string]func(){fakeQEMU: func() { os.Exit(fakeqemu.Main(os.Args[1:])) }}
 	for name, f := range Tools {
 		cmds[name] = f

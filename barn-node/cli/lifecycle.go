@@ -1,10 +1,7 @@
 package cli
 
 import (
-	"os"
 	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"barn.dev/lib/exitcode"
@@ -32,14 +29,20 @@ type lifecycleCommands struct {
 //	BARN_STOP_TIMEOUT   graceful powerdown wait of the stop ladder (Go duration, default 2m)
 //	BARN_SSH_PORT_BASE  first management SSH port to try (default 2222)
 //	BARN_READINESS=none TEST-ONLY: skip guest readiness as --no-wait does
-//	BARN_CRASH_AFTER    TEST-ONLY crash injection: "<step>" or "<step>:<node>"; barn-node
-//	                    SIGKILLs itself right after that durable step (see lifecycle.Hook)
+//
+// Crash injection (BARN_CRASH_AFTER) is not among them: it exists only in
+// test binaries, which set CrashHook (see lib/scripttest.CrashAfter).
 const (
 	envStopTimeout = "BARN_STOP_TIMEOUT"
 	envReadiness   = "BARN_READINESS"
-	envCrashAfter  = "BARN_CRASH_AFTER"
 	envPortBase    = "BARN_SSH_PORT_BASE"
 )
+
+// CrashHook, when non-nil, turns the command's environment into the
+// lifecycle hook called after every durable step. Only test binaries set
+// it (to lib/scripttest.CrashAfter); the shipped barn-node leaves it nil,
+// so no environment variable can make it kill itself.
+var CrashHook func(getenv func(string) string) func(step, node string)
 
 // manager opens the state root (creating it when create) and binds the
 // lifecycle Manager to the real packages. needProfile makes a missing
@@ -83,26 +86,13 @@ func manager(env *tool.Env, create, needProfile bool) (*lifecycle.Manager, error
 	m.Waiting = func(h state.LockHolder) {
 		env.Stderrf("waiting for another barn command: %s (pid %d, since %s)", h.Command, h.PID, h.Started.Local().Format("15:04:05"))
 	}
-	m.Hook = crashHook(env.Getenv(envCrashAfter))
+	if CrashHook != nil {
+		m.Hook = CrashHook(env.Getenv)
+	}
 	if p, ok := m.Profile(); ok && p.PrivateNet == "none" {
 		env.Stderrf("note: BARN_PRIVATE_NET=none (test-only): nodes get no private NIC")
 	}
 	return m, nil
-}
-
-// crashHook implements BARN_CRASH_AFTER (test-only): SIGKILL this process
-// right after the named step, optionally only for one node.
-func crashHook(spec string) lifecycle.Hook {
-	if spec == "" {
-		return nil
-	}
-	step, node, _ := strings.Cut(spec, ":")
-	return func(s, n string) {
-		if s == step && (node == "" || node == n) {
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {} // never continue past the crash point
-		}
-	}
 }
 
 // bindReadiness binds guest readiness unless disabled.

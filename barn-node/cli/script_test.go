@@ -31,6 +31,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	node.CrashHook = scripttest.CrashAfter // BARN_CRASH_AFTER exists only in test binaries
 	testscript.Main(m, map[string]func(){
 		"barn-node":         scripttest.Command(node.Main),
 		fakeqemu.BinaryName: func() { os.Exit(fakeqemu.Main(os.Args[1:])) },
@@ -86,6 +87,7 @@ func params(dir string) testscript.Params {
 			"sshd":       cmdSSHD,
 			"sshport":    cmdSSHPort,
 			"event":      cmdEvent,
+			"shipped":    cmdShipped,
 		},
 		Setup: func(env *testscript.Env) error {
 			rt, err := os.MkdirTemp("/tmp", "bn")
@@ -535,4 +537,38 @@ func cmdArgvHash(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("%s has no recorded process", args[0])
 	}
 	fmt.Fprintln(ts.Stdout(), n.Process.ArgvHash)
+}
+
+var shippedOnce struct {
+	sync.Once
+	path string
+	err  error
+}
+
+// cmdShipped: `shipped` builds the barn-node that `make build` ships (the
+// main package, without test code) once per test run and copies it to
+// $WORK/shipped/barn-node, so a script can prove what the shipped binary
+// does, not only what the in-process test command does.
+func cmdShipped(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 0 {
+		ts.Fatalf("usage: shipped")
+	}
+	shippedOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "barn-node-shipped")
+		if err != nil {
+			shippedOnce.err = err
+			return
+		}
+		shippedOnce.path = filepath.Join(dir, "barn-node")
+		cmd := exec.Command("go", "build", "-o", shippedOnce.path, "barn.dev/barn-node")
+		cmd.Dir = ".." // the barn-node module; the test runs in its cli package
+		if out, err := cmd.CombinedOutput(); err != nil {
+			shippedOnce.err = fmt.Errorf("go build barn.dev/barn-node: %v\n%s", err, out)
+		}
+	})
+	ts.Check(shippedOnce.err)
+	data, err := os.ReadFile(shippedOnce.path)
+	ts.Check(err)
+	ts.Check(os.MkdirAll(ts.MkAbs("shipped"), 0o755))
+	ts.Check(os.WriteFile(ts.MkAbs("shipped/barn-node"), data, 0o755))
 }
