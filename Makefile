@@ -6,7 +6,7 @@ GO ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X barn.dev/lib/tool.Version=$(VERSION)
 
-.PHONY: help build test check fmt vet clean deps ci image e2e bench golden-check
+.PHONY: help build test check fmt vet clean deps ci image e2e bench golden-check race
 
 help: ## List the targets
 	@grep -hE '^[a-z][a-z0-9-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -17,6 +17,15 @@ build: ## Build every tool into bin/
 
 test: ## Run unit tests, fuzz seeds and the testscript suites of every module
 	@for m in $(MODULES); do (cd $$m && $(GO) test -count=1 ./...) || exit 1; done
+
+# The concurrency suites under the race detector: locks and the event log,
+# batched lifecycle operations, parallel pulls, QMP and VM supervision, the
+# planner's parallel audits, and barn-node's scripts (concurrent starts,
+# crash recovery) on the fake QEMU. About five minutes on two cores.
+race: ## Run the concurrency suites under the race detector
+	@cd lib && $(GO) test -race -count=1 ./state ./lifecycle ./imagecache ./qmp ./vm
+	@cd barn-plan && $(GO) test -race -count=1 ./cli
+	@cd barn-node && $(GO) test -race -count=1 -run 'TestScripts' ./cli
 
 fmt: ## Check formatting (gofmt)
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -43,7 +52,7 @@ image: build ## Build (or reuse) the local Debian 12 guest image repository; pri
 e2e: build ## Run the real-lab suite (root, QEMU under TCG, the local image, a private netns)
 	@repo=$$(scripts/build-image.sh) && cd testscripts && BARN_TEST_REPO=$$repo $(GO) test -count=1 -timeout 60m -run TestLab -v .
 
-ci: deps build image check golden-check e2e ## The test command: install prerequisites, build the image, run every suite
+ci: deps build image check race golden-check e2e ## The test command: install prerequisites, build the image, run every suite (concurrency suites also under -race)
 
 # --- The demo lab and the workstation recipes --------------------------------
 .PHONY: demo demo-down up plan status down uninstall

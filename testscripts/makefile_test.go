@@ -1,0 +1,28 @@
+package testscripts
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestMakeCIRunsRaceDetector: `make ci`, the README's test command, runs
+// the concurrency suites under the race detector (a dry run of make lists
+// what it would execute).
+func TestMakeCIRunsRaceDetector(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Fatal("make is not installed: ", err)
+	}
+	out, err := exec.Command("make", "-n", "-C", "..", "ci").CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n ci: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "test -race") {
+		t.Fatalf("make ci never runs go test -race:\n%s", out)
+	}
+	for _, pkg := range []string{"./state", "./lifecycle", "./cli"} {
+		if !strings.Contains(string(out), pkg) {
+			t.Errorf("make ci's race run omits %s", pkg)
+		}
+	}
+}
