@@ -4,10 +4,10 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"path/filepath"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/inventory"
+	"barn.dev/lib/safefile"
 	"barn.dev/lib/tool"
 )
 
@@ -47,35 +47,8 @@ func (c *initCmd) Run(env *tool.Env) error {
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return exitcode.Wrap(exitcode.Runtime, err, "init")
 	}
-	if err := writeAtomic(c.Output, data); err != nil {
+	if err := safefile.Write(c.Output, data, 0o644); err != nil {
 		return exitcode.Wrap(exitcode.Runtime, err, "writing %s", c.Output)
 	}
 	return env.Emit(InitDoc{Schema: "barn.init/v1", Path: c.Output, Template: c.Template, CIDR: c.CIDR})
-}
-
-// writeAtomic writes data to path via a temp file in the same directory and
-// a rename, so a reader never sees a half-written inventory.
-func writeAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".barn-init-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"aead.dev/minisign"
-	"github.com/google/renameio/v2"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/imageref"
+	"barn.dev/lib/safefile"
 	"barn.dev/lib/state"
 	"barn.dev/lib/wire"
 )
@@ -103,7 +103,7 @@ func (s *Store) writeRegistry(reg *Registry) error {
 	if err != nil {
 		return exitcode.Wrap(exitcode.Runtime, err, "encoding registry")
 	}
-	if err := renameio.WriteFile(s.registryPath(), append(b, '\n'), 0o600); err != nil {
+	if err := safefile.Write(s.registryPath(), append(b, '\n'), 0o600); err != nil {
 		return exitcode.Wrap(exitcode.Runtime, err, "writing %s", s.registryPath())
 	}
 	return nil
@@ -184,7 +184,7 @@ func (s *Store) AddTrust(text []byte) (TrustedKey, error) {
 		}
 		return TrustedKey{}, exitcode.New(exitcode.Conflict, "%s already holds a different key with ID %s", p, id).WithReason("key_id_taken")
 	}
-	if err := renameio.WriteFile(p, canon, 0o600); err != nil {
+	if err := safefile.Write(p, canon, 0o600); err != nil {
 		return TrustedKey{}, exitcode.Wrap(exitcode.Runtime, err, "writing %s", p)
 	}
 	return TrustedKey{KeyID: id, Path: p, Key: k}, nil
@@ -276,11 +276,11 @@ func (s *Store) Activate(src Source, data, sig []byte, o ActivateOptions) (*Acti
 	if err := mkdirs(s.versions()); err != nil {
 		return nil, err
 	}
-	if err := renameio.WriteFile(filepath.Join(s.versions(), name), data, 0o600); err != nil {
+	if err := safefile.Write(filepath.Join(s.versions(), name), data, 0o600); err != nil {
 		return nil, exitcode.Wrap(exitcode.Runtime, err, "storing catalog")
 	}
 	if sig != nil && keyID != "" {
-		if err := renameio.WriteFile(filepath.Join(s.versions(), name+"."+strings.ToLower(keyID)+".minisig"), sig, 0o600); err != nil {
+		if err := safefile.Write(filepath.Join(s.versions(), name+"."+strings.ToLower(keyID)+".minisig"), sig, 0o600); err != nil {
 			return nil, exitcode.Wrap(exitcode.Runtime, err, "storing signature")
 		}
 	}

@@ -4,9 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/safefile"
 
 	"github.com/diskfs/go-diskfs/backend/file"
 	"github.com/diskfs/go-diskfs/filesystem/iso9660"
@@ -27,10 +27,11 @@ const (
 // Rock Ridge (so Linux sees the exact names meta-data, user-data,
 // network-config) and Joliet. The image is built by
 // github.com/diskfs/go-diskfs (its iso9660 writer supports both
-// extensions; kdomanski/iso9660 has no Joliet). The write is atomic: a
-// random temp file in path's directory, fsync, chmod 0600, rename, fsync
-// of the directory. An existing file at path is replaced. Failures are
-// runtime errors (exitcode) with reason "seed_write".
+// extensions; kdomanski/iso9660 has no Joliet). The write is Barn's one
+// atomic write (lib/safefile: a same-directory temporary file, fsync,
+// rename, directory fsync), mode 0600. An existing file at path is
+// replaced. Failures are runtime errors (exitcode) with reason
+// "seed_write".
 func WriteISO(path string, f Files) error {
 	if err := writeISO(path, f); err != nil {
 		return exitcode.Wrap(exitcode.Runtime, err, "writing the NoCloud seed").WithReason("seed_write")
@@ -38,31 +39,25 @@ func WriteISO(path string, f Files) error {
 	return nil
 }
 
-func writeISO(path string, f Files) (err error) {
+func writeISO(path string, f Files) error {
 	for name, b := range map[string][]byte{MetaDataName: f.MetaData, UserDataName: f.UserData, NetworkConfigName: f.NetworkConfig} {
 		if len(b) == 0 {
 			return fmt.Errorf("write seed %s: %s is empty", path, name)
 		}
 	}
-	dir := filepath.Dir(path)
-	// ".<name>.tmp-*": the temp name lifecycle rollback recognises as ours.
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	// The image is built in place in the pending file of Barn's one atomic
+	// write (".seed.iso<digits>", which lifecycle rollback recognises).
+	tmp, err := safefile.Create(path, 0o600)
 	if err != nil {
-		return fmt.Errorf("write seed %s: %w", path, err)
+		return fmt.Errorf("write seed: %w", err)
 	}
-	tmpName := tmp.Name()
-	defer func() {
-		if err != nil {
-			_ = tmp.Close()
-			_ = os.Remove(tmpName)
-		}
-	}()
+	defer tmp.Cleanup()
 	work, err := os.MkdirTemp("", "barn-cidata-*")
 	if err != nil {
 		return fmt.Errorf("write seed %s: %w", path, err)
 	}
 	defer os.RemoveAll(work)
-	fsys, err := iso9660.Create(file.New(tmp, false), 0, 0, 2048, work)
+	fsys, err := iso9660.Create(file.New(tmp.File, false), 0, 0, 2048, work)
 	if err != nil {
 		return fmt.Errorf("write seed %s: create iso9660: %w", path, err)
 	}
@@ -84,24 +79,11 @@ func writeISO(path string, f Files) (err error) {
 	if err := fsys.Finalize(iso9660.FinalizeOptions{RockRidge: true, Joliet: true, VolumeIdentifier: VolumeID}); err != nil {
 		return fmt.Errorf("write seed %s: finalize iso9660: %w", path, err)
 	}
-	if err := normalize(tmp); err != nil {
+	if err := normalize(tmp.File); err != nil {
 		return fmt.Errorf("write seed %s: %w", path, err)
 	}
-	if err := tmp.Chmod(0o600); err != nil {
-		return fmt.Errorf("write seed %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("write seed %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write seed %s: %w", path, err)
-	}
-	if err := os.Rename(tmpName, path); err != nil {
-		return fmt.Errorf("write seed %s: %w", path, err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
+	if err := tmp.Commit(); err != nil {
+		return fmt.Errorf("write seed: %w", err)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package disk
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,14 +9,16 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/google/renameio/v2"
-
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/safefile"
 	"barn.dev/lib/wire"
 )
 
 // OwnershipSchema is the schema of a retained disk's ownership.json.
 const OwnershipSchema = "barn.disk.ownership/v1"
+
+// maxMarkerBytes bounds the ownership marker a reader accepts (64 KiB).
+const maxMarkerBytes = 64 << 10
 
 // File names inside one retained-disk directory
 // (<BARN_HOME>/disks/<node>/<disk>/).
@@ -73,14 +76,12 @@ func Preserve(src, dir string, m Ownership) error {
 		if err := os.Chmod(src, 0o600); err != nil {
 			return exitcode.Wrap(exitcode.Runtime, err, "chmod %s", src)
 		}
-		if err := os.Rename(src, dst); err != nil {
+		if err := safefile.Move(src, dst); err != nil {
+			if errors.Is(err, safefile.ErrExists) {
+				return exitcode.New(exitcode.Conflict, "retained disk %s already exists; not replacing it with %s", dst, src).
+					WithReason("retained_disk_exists")
+			}
 			return exitcode.Wrap(exitcode.Runtime, err, "moving %s to %s", src, dst)
-		}
-		if err := syncFile(filepath.Dir(src)); err != nil {
-			return err
-		}
-		if err := syncFile(dir); err != nil {
-			return err
 		}
 	case dstErr == nil:
 		// resumed: the move already happened
@@ -98,7 +99,7 @@ func Preserve(src, dir string, m Ownership) error {
 	if err != nil {
 		return err
 	}
-	if err := renameio.WriteFile(filepath.Join(dir, OwnershipFile), append(data, '\n'), 0o600); err != nil {
+	if err := safefile.Write(filepath.Join(dir, OwnershipFile), append(data, '\n'), 0o600); err != nil {
 		return exitcode.Wrap(exitcode.Runtime, err, "writing %s", filepath.Join(dir, OwnershipFile))
 	}
 	return nil
@@ -127,14 +128,18 @@ func ReadRetained(dir string) (*Ownership, error) {
 				WithReason("retained_store_unexpected")
 		}
 	}
-	for _, name := range []string{RetainedDiskFile, OwnershipFile} {
-		if err := checkFile(filepath.Join(dir, name)); err != nil {
+	if err := checkFile(filepath.Join(dir, RetainedDiskFile)); err != nil {
+		return nil, err
+	}
+	// The marker is checked on the descriptor it is read from: a marker
+	// swapped for a symlink or another file after a check is never trusted.
+	marker := filepath.Join(dir, OwnershipFile)
+	data, _, err := safefile.ReadFile(marker, maxMarkerBytes, func(fi os.FileInfo) error { return checkFileInfo(marker, fi) })
+	if err != nil {
+		if exitcode.ClassOf(err) == exitcode.Integrity {
 			return nil, err
 		}
-	}
-	data, err := os.ReadFile(filepath.Join(dir, OwnershipFile))
-	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Runtime, err, "reading marker in %s", dir)
+		return nil, exitcode.Wrap(exitcode.Integrity, err, "reading marker %s", marker).WithReason("retained_store_unexpected")
 	}
 	var m Ownership
 	if err := wire.DecodeStrict(data, &m); err != nil {
@@ -158,14 +163,12 @@ func Reattach(dir, dst string) error {
 	if _, err := ReadRetained(dir); err != nil {
 		return err
 	}
-	if _, err := os.Lstat(dst); err == nil {
-		return exitcode.New(exitcode.Conflict, "%s already exists; not replacing it with the retained disk", dst).WithReason("disk_exists")
-	}
-	if err := os.Rename(filepath.Join(dir, RetainedDiskFile), dst); err != nil {
+	// No check-then-rename: the move itself refuses an existing dst.
+	if err := safefile.Move(filepath.Join(dir, RetainedDiskFile), dst); err != nil {
+		if errors.Is(err, safefile.ErrExists) {
+			return exitcode.New(exitcode.Conflict, "%s already exists; not replacing it with the retained disk", dst).WithReason("disk_exists")
+		}
 		return exitcode.Wrap(exitcode.Runtime, err, "reattaching %s", dir)
-	}
-	if err := syncFile(filepath.Dir(dst)); err != nil {
-		return err
 	}
 	if err := os.Remove(filepath.Join(dir, OwnershipFile)); err != nil {
 		return exitcode.Wrap(exitcode.Runtime, err, "removing marker in %s", dir)
@@ -280,6 +283,10 @@ func checkFile(path string) error {
 	if err != nil {
 		return exitcode.Wrap(exitcode.Integrity, err, "checking %s", path)
 	}
+	return checkFileInfo(path, fi)
+}
+
+func checkFileInfo(path string, fi os.FileInfo) error {
 	st, _ := fi.Sys().(*syscall.Stat_t)
 	switch {
 	case !fi.Mode().IsRegular():

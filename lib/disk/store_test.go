@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/safefile/safefiletest"
 	"barn.dev/lib/wire/wiretest"
 )
 
@@ -152,4 +155,34 @@ func TestReadRetainedRefusesDuplicateAndCaseVariantNames(t *testing.T) {
 			t.Errorf("%s name: %v, want integrity", kind, err)
 		}
 	}
+}
+
+// TestReadRetainedNeverReadsThroughASwappedSymlink: the ownership marker
+// that authorises reattaching or deleting a retained disk is checked on
+// the descriptor it is read from, never through a symlink swapped in
+// after the check.
+func TestReadRetainedNeverReadsThroughASwappedSymlink(t *testing.T) {
+	root, _, src := storeFixture(t)
+	dir := filepath.Join(root, "pg-1", "data")
+	if err := Preserve(src, dir, own()); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(dir, OwnershipFile)
+	good, err := os.ReadFile(marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := filepath.Join(t.TempDir(), "forged.json")
+	if err := os.WriteFile(forged, bytes.Replace(good, []byte(`"serial":"`), []byte(`"serial":"FORGED`), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	safefiletest.SwapRace(t, marker, good, 0o600, forged, 3*time.Second,
+		func() (string, error) {
+			m, err := ReadRetained(dir)
+			if err != nil || m == nil {
+				return "", err
+			}
+			return m.Serial, nil
+		},
+		func(serial string) bool { return strings.HasPrefix(serial, "FORGED") })
 }

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/safefile"
 )
 
 // Markers of the ~/.ssh integration.
@@ -276,29 +277,11 @@ func joinLines(lines []string) []byte {
 	return []byte(strings.Join(lines, "\n") + "\n")
 }
 
-// writeAtomic writes via a same-directory temp file and rename.
+// writeAtomic replaces path through safefile.Write, Barn's one atomic,
+// durable write.
 func writeAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "write %s: %v", path, err)
-	}
-	name := tmp.Name()
-	_, werr := tmp.Write(data)
-	if werr == nil {
-		werr = tmp.Chmod(mode)
-	}
-	if werr == nil {
-		werr = tmp.Sync()
-	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(name, path)
-	}
-	if werr != nil {
-		_ = os.Remove(name)
-		return exitcode.Wrap(exitcode.Runtime, werr, "write %s: %v", path, werr)
+	if err := safefile.Write(path, data, mode); err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "%v", err)
 	}
 	return nil
 }

@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/safefile/safefiletest"
 	"barn.dev/lib/wire"
 	"barn.dev/lib/wire/wiretest"
 )
@@ -525,5 +527,88 @@ func TestReadManifestRefusesDuplicateAndCaseVariantNames(t *testing.T) {
 		if _, err := h.ReadManifest(); exitcode.ClassOf(err) != exitcode.Integrity {
 			t.Errorf("%s name: %v, want integrity", kind, err)
 		}
+	}
+}
+
+// TestReadManifestNeverReadsThroughASwappedSymlink: the manifest is checked
+// on the descriptor it is read from, so a manifest swapped for a symlink
+// to another file between the check and the read is never trusted.
+func TestReadManifestNeverReadsThroughASwappedSymlink(t *testing.T) {
+	dir := t.TempDir()
+	h := &Host{StateDir: dir, Bridge: "barn0"}
+	good, err := wire.Marshal(Manifest{Schema: ManifestSchema, Steps: []Step{}, Bridge: "barn0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := wire.Marshal(Manifest{Schema: ManifestSchema, Steps: []Step{}, Bridge: "forged"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(dir, "elsewhere.json")
+	if err := os.WriteFile(target, forged, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	safefiletest.SwapRace(t, h.ManifestPath(), good, 0o600, target, 3*time.Second,
+		func() (string, error) {
+			m, err := h.ReadManifest()
+			if err != nil || m == nil {
+				return "", err
+			}
+			return m.Bridge, nil
+		},
+		func(bridge string) bool { return bridge == "forged" })
+}
+
+// TestActivationScanFailsClosed: a unit directory that cannot be read and
+// a Name= pattern that cannot be evaluated are claims (activation stays
+// refused), not silence.
+func TestActivationScanFailsClosed(t *testing.T) {
+	root := t.TempDir()
+	h := &Host{EtcDir: filepath.Join(root, "etc"), RunDir: filepath.Join(root, "run"), Bridge: "barn0"}
+	must(t, os.MkdirAll(filepath.Join(root, "etc", "systemd"), 0o755))
+	must(t, os.WriteFile(filepath.Join(root, "etc", "systemd", "network"), []byte("not a directory"), 0o644))
+	must(t, os.MkdirAll(filepath.Join(root, "run", "systemd", "network"), 0o755))
+	must(t, os.WriteFile(filepath.Join(root, "run", "systemd", "network", "10-bad.network"), []byte("[Match]\nName=[en\n"), 0o644))
+	got := strings.Join(h.activationScan([]LinkInfo{{Name: "enp1s0"}}), "\n")
+	for _, want := range []string{"etc/systemd/network: unreadable", "10-bad.network: [Match] Name=[en is not a pattern"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("scan lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+type runnerFunc func(argv []string) ([]byte, error)
+
+func (f runnerFunc) Run(_ context.Context, argv []string) ([]byte, error) { return f(argv) }
+
+// TestInspectNMFailsWhenSystemctlCannotAnswer: with NetworkManager running,
+// a systemctl that prints no state (no bus, not installed) is an
+// inspection error, never "firewalld is inactive".
+func TestInspectNMFailsWhenSystemctlCannotAnswer(t *testing.T) {
+	h := &Host{Bridge: "barn0", Runner: runnerFunc(func(argv []string) ([]byte, error) {
+		switch strings.Join(argv, " ") {
+		case "nmcli -t -f RUNNING general":
+			return []byte("running\n"), nil
+		case "nmcli -t -f NAME connection show":
+			return []byte("Wired connection 1\n"), nil
+		case "systemctl is-active firewalld":
+			return nil, errors.New("Failed to connect to bus: No such file or directory")
+		}
+		return nil, fmt.Errorf("unexpected %v", argv)
+	})}
+	if s, err := h.inspectNM(context.Background()); err == nil {
+		t.Fatalf("inspectNM = %+v, nil; want an error", s)
+	}
+	h.Runner = runnerFunc(func(argv []string) ([]byte, error) {
+		if argv[0] == "systemctl" {
+			return []byte("inactive\n"), errors.New("exit status 3")
+		}
+		if len(argv) > 3 && argv[3] == "general" {
+			return []byte("running\n"), nil
+		}
+		return []byte("Wired connection 1\n"), nil
+	})
+	if s, err := h.inspectNM(context.Background()); err != nil || s.Firewalld {
+		t.Fatalf("inactive firewalld: %+v, %v", s, err)
 	}
 }

@@ -2,11 +2,15 @@ package hostnet
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"barn.dev/lib/exitcode"
 )
 
 // Observed is everything a plan is computed from (step 1 of the
@@ -71,7 +75,9 @@ func (h *Host) Inspect(ctx context.Context) (Observed, error) {
 		return o, err
 	}
 	o.Statoverride = h.statoverride()
-	o.NM = h.inspectNM(ctx)
+	if o.NM, err = h.inspectNM(ctx); err != nil {
+		return o, err
+	}
 	o.Networkd, err = h.inspectNetworkd(ctx, o.Links)
 	if err != nil {
 		return o, err
@@ -92,25 +98,44 @@ func (h *Host) run(ctx context.Context, argv ...string) (string, error) {
 	return strings.TrimSpace(string(out)), err
 }
 
-func (h *Host) inspectNM(ctx context.Context) NMState {
+// unitState asks systemctl (verb is-active or is-enabled) about unit. Both
+// exit non-zero for a stopped or disabled unit but still print its state;
+// no state at all means systemctl itself failed, which is an error rather
+// than "inactive".
+func (h *Host) unitState(ctx context.Context, verb, unit string) (string, error) {
+	out, err := h.run(ctx, "systemctl", verb, unit)
+	if state := firstLine(out); state != "" {
+		return state, nil
+	}
+	if err == nil {
+		err = errors.New("no output")
+	}
+	return "", exitcode.Wrap(exitcode.Runtime, err, "systemctl %s %s", verb, unit).WithReason("host_inspection_failed")
+}
+
+func (h *Host) inspectNM(ctx context.Context) (NMState, error) {
 	s := NMState{Connections: []string{}}
 	out, err := h.run(ctx, "nmcli", "-t", "-f", "RUNNING", "general")
 	if err != nil || out != "running" {
-		return s
+		return s, nil // no NetworkManager answering: not the backend in charge
 	}
 	s.Running = true
-	if out, err := h.run(ctx, "nmcli", "-t", "-f", "NAME", "connection", "show"); err == nil {
-		for _, l := range strings.Split(out, "\n") {
-			if l = strings.TrimSpace(l); l != "" {
-				s.Connections = append(s.Connections, l)
-			}
+	out, err = h.run(ctx, "nmcli", "-t", "-f", "NAME", "connection", "show")
+	if err != nil {
+		return s, exitcode.Wrap(exitcode.Runtime, err, "listing NetworkManager connections").WithReason("host_inspection_failed")
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			s.Connections = append(s.Connections, l)
 		}
-		sort.Strings(s.Connections)
 	}
-	if out, _ := h.run(ctx, "systemctl", "is-active", "firewalld"); out == "active" {
-		s.Firewalld = true
+	sort.Strings(s.Connections)
+	fw, err := h.unitState(ctx, "is-active", "firewalld")
+	if err != nil {
+		return s, err
 	}
-	return s
+	s.Firewalld = fw == "active"
+	return s, nil
 }
 
 func (h *Host) inspectNetworkd(ctx context.Context, links []LinkInfo) (NetworkdState, error) {
@@ -129,9 +154,15 @@ func (h *Host) inspectNetworkd(ctx context.Context, links []LinkInfo) (NetworkdS
 		return s, nil
 	}
 	for _, u := range NetworkdUnits {
-		a, _ := h.run(ctx, "systemctl", "is-active", u)
-		e, _ := h.run(ctx, "systemctl", "is-enabled", u)
-		s.Units[u] = UnitState{Active: firstLine(a), Enabled: firstLine(e)}
+		a, err := h.unitState(ctx, "is-active", u)
+		if err != nil {
+			return s, err
+		}
+		e, err := h.unitState(ctx, "is-enabled", u)
+		if err != nil {
+			return s, err
+		}
+		s.Units[u] = UnitState{Active: a, Enabled: e}
 	}
 	s.Claims = h.activationScan(links)
 	return s, nil
@@ -163,7 +194,12 @@ func (h *Host) activationScan(links []LinkInfo) []string {
 		{filepath.Join(root, "usr", "lib", "systemd", "network"), true}}
 	claims := []string{}
 	for _, d := range dirs {
-		entries, _ := os.ReadDir(d.path)
+		entries, err := os.ReadDir(d.path)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			// Unknowable is not harmless: the scan fails closed.
+			claims = append(claims, d.path+": unreadable: "+err.Error())
+			continue
+		}
 		for _, e := range entries {
 			p := filepath.Join(d.path, e.Name())
 			if p == h.networkdFile(".netdev") || p == h.networkdFile(".network") {
@@ -217,7 +253,11 @@ func networkClaims(content string, links []LinkInfo, vendor bool) string {
 			if l.Name == "lo" {
 				continue
 			}
-			if ok, _ := filepath.Match(pat, l.Name); ok {
+			ok, err := filepath.Match(pat, l.Name)
+			if err != nil {
+				return "[Match] Name=" + pat + " is not a pattern Barn can evaluate; it could match a real link"
+			}
+			if ok {
 				return "[Match] Name=" + pat + " matches existing link " + l.Name
 			}
 		}

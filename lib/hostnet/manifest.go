@@ -1,19 +1,23 @@
 package hostnet
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"syscall"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/safefile"
 	"barn.dev/lib/wire"
 )
 
 // ManifestSchema is the schema of the root-owned manifest.
 const ManifestSchema = "barn.net.manifest/v1"
+
+// maxManifestBytes bounds the manifest a reader accepts (1 MiB).
+const maxManifestBytes = 1 << 20
 
 // Manifest status values.
 const (
@@ -60,28 +64,33 @@ type UnitState struct {
 // by a user other than root and the effective user.
 func (h *Host) ReadManifest() (*Manifest, error) {
 	path := h.ManifestPath()
-	fi, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	// Checked on the opened descriptor, so a file swapped in after a check
+	// (or a symlink planted at the path) is never what gets trusted.
+	b, _, err := safefile.ReadFile(path, maxManifestBytes, func(fi fs.FileInfo) error {
+		if fi.Mode().Perm() != 0o600 {
+			return exitcode.New(exitcode.Integrity, "manifest %s has mode %04o, want 0600", path, fi.Mode().Perm()).WithReason("manifest_damaged").
+				WithNext("chmod 0600 " + path)
+		}
+		// Uninstall acts as root on the paths and modes the manifest lists,
+		// so only a manifest written by root (or by this very user) is
+		// trusted.
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Geteuid() {
+			return exitcode.New(exitcode.Integrity, "manifest %s is owned by uid %d, not by root; Barn does not trust it", path, st.Uid).WithReason("manifest_damaged")
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, nil
+	case errors.Is(err, safefile.ErrNotRegular):
+		return nil, exitcode.New(exitcode.Integrity, "manifest %s is not a regular file (a symlink, directory or device)", path).WithReason("manifest_damaged")
+	case exitcode.ClassOf(err) == exitcode.Integrity:
+		return nil, err
+	case err != nil:
+		return nil, exitcode.Wrap(exitcode.Integrity, err, "manifest %s is unreadable", path).WithReason("manifest_damaged")
 	}
-	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Runtime, err, "reading manifest")
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, exitcode.New(exitcode.Integrity, "manifest %s is not a regular file", path).WithReason("manifest_damaged")
-	}
-	if fi.Mode().Perm() != 0o600 {
-		return nil, exitcode.New(exitcode.Integrity, "manifest %s has mode %04o, want 0600", path, fi.Mode().Perm()).WithReason("manifest_damaged").
-			WithNext("chmod 0600 " + path)
-	}
-	// Uninstall acts as root on the paths and modes the manifest lists, so
-	// only a manifest written by root (or by this very user) is trusted.
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Geteuid() {
-		return nil, exitcode.New(exitcode.Integrity, "manifest %s is owned by uid %d, not by root; Barn does not trust it", path, st.Uid).WithReason("manifest_damaged")
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Runtime, err, "reading manifest")
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, exitcode.New(exitcode.Integrity, "manifest %s is empty", path).WithReason("manifest_damaged")
 	}
 	var m Manifest
 	if err := wire.DecodeStrict(b, &m); err != nil {
@@ -108,33 +117,23 @@ func (h *Host) writeManifest(m *Manifest) error {
 	return writeAtomic(h.ManifestPath(), append(b, '\n'), 0o600)
 }
 
+// writeAtomic replaces path through safefile.Write (Barn's one atomic
+// write); mode may carry setuid, setgid and sticky bits, which are applied
+// to the new file before the rename makes it visible.
 func writeAtomic(path string, data []byte, mode uint32) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if mode&^0o777 == 0 {
+		return safefile.Write(path, data, os.FileMode(mode))
+	}
+	p, err := safefile.Create(path, os.FileMode(mode&0o777))
 	if err != nil {
 		return err
 	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if _, err := f.Write(data); err != nil {
-		f.Close()
+	defer p.Cleanup()
+	if _, err := p.Write(data); err != nil {
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
+	if err := chmodRaw(p.Name(), mode); err != nil {
 		return err
 	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := chmodRaw(tmp, mode); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
+	return p.Commit()
 }

@@ -107,10 +107,13 @@ func (h *Host) undoApplied(ctx context.Context, m *Manifest) error {
 	for j := m.Applied - 1; j >= 0; j-- {
 		if err := h.undoStep(ctx, m.Steps[j]); err != nil {
 			m.Applied = j + 1
+			err = fmt.Errorf("undoing step %d (%s): %w", j+1, m.Steps[j].ID, err)
 			if m.Steps[0].Kind == KindManifest {
-				_ = h.writeManifest(m)
+				if werr := h.writeManifest(m); werr != nil {
+					err = errors.Join(err, fmt.Errorf("recording %d step(s) still applied in the manifest: %w", m.Applied, werr))
+				}
 			}
-			return fmt.Errorf("undoing step %d (%s): %w", j+1, m.Steps[j].ID, err)
+			return err
 		}
 		m.Applied = j
 		if j > 0 && m.Steps[0].Kind == KindManifest {

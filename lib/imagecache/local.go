@@ -8,11 +8,10 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/google/renameio/v2"
-
 	"barn.dev/lib/catalog"
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/imageref"
+	"barn.dev/lib/safefile"
 	"barn.dev/lib/state"
 	"barn.dev/lib/wire"
 )
@@ -118,7 +117,7 @@ func Import(ctx context.Context, root *state.Root, file string, o ImportOptions)
 	if err != nil {
 		return li, exitcode.Wrap(exitcode.Runtime, err, "encoding local registry")
 	}
-	if err := renameio.WriteFile(filepath.Join(imagesDir, "local-images.json"), append(b, '\n'), 0o600); err != nil {
+	if err := safefile.Write(filepath.Join(imagesDir, "local-images.json"), append(b, '\n'), 0o600); err != nil {
 		return li, exitcode.Wrap(exitcode.Runtime, err, "writing local registry")
 	}
 	return li, nil

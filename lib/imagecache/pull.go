@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"barn.dev/lib/catalog"
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/imageref"
+	"barn.dev/lib/safefile"
 )
 
 // Defaults of a pull (reference: image stall 2 min, header 60 s).
@@ -89,7 +91,7 @@ func (p *Puller) Pull(ctx context.Context, src catalog.Source, id imageref.Ident
 		err = m.Check(id, from)
 	}
 	if err != nil {
-		_ = os.Remove(staging)
+		err = discardStaging(staging, err)
 		e := exitcode.As(err)
 		if e.Class != exitcode.Integrity {
 			return err
@@ -99,28 +101,24 @@ func (p *Puller) Pull(ctx context.Context, src catalog.Source, id imageref.Ident
 	return publish(staging, dest)
 }
 
-// publish makes staging read-only, fsyncs it and renames it to dest, then
-// fsyncs the directory.
+// discardStaging removes a download that failed verification. When it
+// cannot be removed, err (which keeps its class, reason and next step)
+// says so: a resume would otherwise start from the rejected bytes.
+func discardStaging(staging string, err error) error {
+	rerr := os.Remove(staging)
+	if rerr == nil || errors.Is(rerr, fs.ErrNotExist) {
+		return err
+	}
+	e := *exitcode.As(err)
+	e.Message += fmt.Sprintf(" (the rejected download %s could not be removed: %v)", staging, rerr)
+	return &e
+}
+
+// publish makes the verified staging file read-only and moves it to dest
+// durably (safefile.Publish: fsync, rename, directory fsync).
 func publish(staging, dest string) error {
-	f, err := os.Open(staging)
-	if err != nil {
+	if err := safefile.Publish(staging, dest, 0o444); err != nil {
 		return exitcode.Wrap(exitcode.Runtime, err, "publishing image")
-	}
-	if err := f.Chmod(0o444); err != nil {
-		f.Close()
-		return exitcode.Wrap(exitcode.Runtime, err, "publishing image")
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return exitcode.Wrap(exitcode.Runtime, err, "publishing image")
-	}
-	f.Close()
-	if err := os.Rename(staging, dest); err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "publishing image")
-	}
-	if d, err := os.Open(filepath.Dir(dest)); err == nil {
-		_ = d.Sync()
-		d.Close()
 	}
 	return nil
 }
@@ -288,8 +286,7 @@ func (q Puller) attempt(ctx context.Context, url, staging string, id imageref.Id
 		if n > 0 {
 			watchdog.Reset(q.Stall)
 			if int64(n) > remaining {
-				_ = os.Remove(staging)
-				return mismatch(id, url, "size", strconv.FormatInt(id.SizeBytes, 10), "more bytes than that")
+				return discardStaging(staging, mismatch(id, url, "size", strconv.FormatInt(id.SizeBytes, 10), "more bytes than that"))
 			}
 			if _, werr := f.Write(buf[:n]); werr != nil {
 				if strings.Contains(werr.Error(), "no space left") {
@@ -304,7 +301,9 @@ func (q Puller) attempt(ctx context.Context, url, staging string, id imageref.Id
 			break
 		}
 		if rerr != nil {
-			_ = f.Sync()
+			if serr := f.Sync(); serr != nil {
+				rerr = errors.Join(rerr, fmt.Errorf("saving the partial download for a resume: %w", serr))
+			}
 			if cause := context.Cause(rctx); cause != nil && ctx.Err() == nil {
 				return fmt.Errorf("download stalled: %w", cause)
 			}

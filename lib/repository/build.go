@@ -9,12 +9,11 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/google/renameio/v2"
-
 	"barn.dev/lib/catalog"
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/imagecache"
 	"barn.dev/lib/qcow2"
+	"barn.dev/lib/safefile"
 )
 
 // BuildSchema is the schema of Build's result document.
@@ -153,7 +152,7 @@ func Build(ctx context.Context, root string, o Options) (*BuildResult, error) {
 				WithReason("bump_revision").WithNext("set revision in repo.yaml to " + itoa(prev.Revision+1))
 		}
 	}
-	if err := renameio.WriteFile(path, data, 0o644); err != nil {
+	if err := safefile.Write(path, data, 0o644); err != nil {
 		return nil, exitcode.Wrap(exitcode.Runtime, err, "writing %s", path)
 	}
 	res.Changed = true

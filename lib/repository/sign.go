@@ -4,10 +4,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/google/renameio/v2"
-
 	"barn.dev/lib/catalog"
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/safefile"
 )
 
 // KeygenSchema and SignSchema are the result document schemas.
@@ -40,10 +39,10 @@ func Keygen(prefix, password string) (*KeygenResult, error) {
 	if err != nil {
 		return nil, exitcode.Wrap(exitcode.Runtime, err, "generating key")
 	}
-	if err := renameio.WriteFile(keyPath, secret, 0o600); err != nil {
+	if err := safefile.Write(keyPath, secret, 0o600); err != nil {
 		return nil, exitcode.Wrap(exitcode.Runtime, err, "writing %s", keyPath)
 	}
-	if err := renameio.WriteFile(pubPath, public, 0o644); err != nil {
+	if err := safefile.Write(pubPath, public, 0o644); err != nil {
 		return nil, exitcode.Wrap(exitcode.Runtime, err, "writing %s", pubPath)
 	}
 	return &KeygenResult{Schema: KeygenSchema, KeyID: id, SecretKey: abs(keyPath), PublicKey: abs(pubPath), Encrypted: password != ""}, nil
@@ -92,7 +91,7 @@ func Sign(root, keyPath, password string) (*SignResult, error) {
 	}
 	sig := catalog.Sign(key, data, c.Revision)
 	sigPath := filepath.Join(root, catalog.SignatureFile)
-	if err := renameio.WriteFile(sigPath, sig, 0o644); err != nil {
+	if err := safefile.Write(sigPath, sig, 0o644); err != nil {
 		return nil, exitcode.Wrap(exitcode.Runtime, err, "writing %s", sigPath)
 	}
 	return &SignResult{Schema: SignSchema, Path: sigPath, KeyID: catalog.KeyID(key.ID()), Revision: c.Revision, TrustedComment: catalog.TrustedComment(c.Revision, data)}, nil

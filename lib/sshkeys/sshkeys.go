@@ -27,10 +27,10 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/google/renameio/v2"
 	"golang.org/x/crypto/ssh"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/safefile"
 )
 
 // File names inside the keys directory.
@@ -116,7 +116,7 @@ func Ensure(keysDir string, haveVMs bool) (KeyPair, error) {
 	have, err := os.ReadFile(kp.PublicPath)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if err := renameio.WriteFile(kp.PublicPath, []byte(line+"\n"), 0o644); err != nil {
+		if err := safefile.Write(kp.PublicPath, []byte(line+"\n"), 0o644); err != nil {
 			return kp, exitcode.Wrap(exitcode.Runtime, err, "write %s: %v", kp.PublicPath, err)
 		}
 	case err != nil:
@@ -130,7 +130,7 @@ func Ensure(keysDir string, haveVMs bool) (KeyPair, error) {
 		}
 	}
 	if _, err := os.Lstat(kp.KnownHosts); errors.Is(err, fs.ErrNotExist) {
-		if err := renameio.WriteFile(kp.KnownHosts, nil, 0o600); err != nil {
+		if err := safefile.Write(kp.KnownHosts, nil, 0o600); err != nil {
 			return kp, exitcode.Wrap(exitcode.Runtime, err, "create %s: %v", kp.KnownHosts, err)
 		}
 	}
@@ -192,7 +192,7 @@ func generate(path string) (ed25519.PrivateKey, error) {
 	if err != nil {
 		return nil, exitcode.Wrap(exitcode.Runtime, err, "encode private key: %v", err)
 	}
-	if err := renameio.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+	if err := safefile.Write(path, pem.EncodeToMemory(block), 0o600); err != nil {
 		return nil, exitcode.Wrap(exitcode.Runtime, err, "write %s: %v", path, err)
 	}
 	return priv, nil

@@ -6,17 +6,15 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/google/renameio/v2"
-
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/safefile"
 )
 
-// WriteFileAtomic replaces path with data so that a crash at any point
-// leaves either the old file or the new one, never a torn file:
-// a temporary file with a random name in the same directory
-// (".<name><random>", created O_EXCL with mode) is written, fsynced and
-// renamed over path, then the parent directory is fsynced (renameio does
-// not). mode is applied exactly, ignoring the umask (state files use 0600).
+// WriteFileAtomic replaces path with data through safefile.Write (Barn's
+// one atomic write: a same-directory temporary file ".<name><random>",
+// fsync, rename, directory fsync), so a crash at any point leaves either
+// the old file or the new one, never a torn file. mode is applied exactly,
+// ignoring the umask (state files use 0600).
 //
 // It refuses (integrity, 7) a symlink or non-regular file at path and a
 // parent that is a symlink or not a directory; a missing parent is a
@@ -41,19 +39,8 @@ func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return exitcode.Wrap(exitcode.Runtime, err, "writing %s", path)
 	}
-	t, err := renameio.NewPendingFile(path, renameio.WithTempDir(parent), renameio.WithStaticPermissions(mode.Perm()))
-	if err != nil {
+	if err := safefile.Write(path, data, mode); err != nil {
 		return exitcode.Wrap(exitcode.Runtime, err, "writing %s", path)
-	}
-	defer func() { _ = t.Cleanup() }()
-	if _, err := t.Write(data); err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "writing %s", path)
-	}
-	if err := t.CloseAtomicallyReplace(); err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "writing %s", path)
-	}
-	if err := syncDir(parent); err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "syncing %s after writing %s", parent, filepath.Base(path))
 	}
 	return nil
 }
@@ -62,23 +49,8 @@ func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
 // removed itself) and fsyncs its parent directory. A missing file is not
 // an error.
 func RemoveFileDurable(path string) error {
-	if err := os.Remove(path); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
+	if err := safefile.Remove(path); err != nil {
 		return exitcode.Wrap(exitcode.Runtime, err, "removing %s", path)
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "syncing %s after removing %s", filepath.Dir(path), filepath.Base(path))
-	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -64,7 +64,7 @@ func ValidateEvent(e *Event) []string {
 // serialised by locks/events.lock; the file is opened with O_NOFOLLOW and
 // mode 0600; when it grows past 8 MiB it is atomically replaced by its last
 // ~4 MiB starting at a line boundary. An invalid event is a runtime error.
-func (r *Root) AppendEvent(e Event) error {
+func (r *Root) AppendEvent(e Event) (err error) {
 	e.Schema = EventSchema
 	if e.Time.IsZero() {
 		e.Time = r.now()
@@ -82,17 +82,25 @@ func (r *Root) AppendEvent(e Event) error {
 	if err != nil {
 		return err
 	}
-	locks, err := r.EnsureLocksDir()
+	if _, err := r.EnsureLocksDir(); err != nil {
+		return err
+	}
+	lockPath, err := r.lockFile(lockEventsName)
 	if err != nil {
 		return err
 	}
-	_ = locks
-	lockPath, _ := r.lockFile(lockEventsName)
 	fl := flock.New(lockPath, flock.SetFlag(os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_CLOEXEC), flock.SetPermissions(FileMode))
 	if err := fl.Lock(); err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return integrity(lockPath, "is a symlink; refusing to lock through it")
+		}
 		return exitcode.Wrap(exitcode.Runtime, err, "locking %s", lockPath)
 	}
-	defer fl.Close()
+	defer func() {
+		if cerr := fl.Close(); cerr != nil && err == nil {
+			err = exitcode.Wrap(exitcode.Runtime, cerr, "releasing %s", lockPath)
+		}
+	}()
 
 	path := r.EventsFile()
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, FileMode)
@@ -102,7 +110,11 @@ func (r *Root) AppendEvent(e Event) error {
 		}
 		return exitcode.Wrap(exitcode.Runtime, err, "opening %s", path)
 	}
-	defer f.Close()
+	defer func() {
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = exitcode.Wrap(exitcode.Runtime, cerr, "appending to %s", path)
+		}
+	}()
 	fi, err := f.Stat()
 	if err != nil {
 		return exitcode.Wrap(exitcode.Runtime, err, "opening %s", path)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -82,5 +83,25 @@ func TestStrictDocumentsRefuseDuplicateAndCaseVariantNames(t *testing.T) {
 			}
 		}
 		must(os.WriteFile(path, good, FileMode))
+	}
+}
+
+// TestEventLockSymlinkIsIntegrity: a symlink planted at locks/events.lock
+// is damaged state (7) naming it, not a runtime failure to lock.
+func TestEventLockSymlinkIsIntegrity(t *testing.T) {
+	r := testRoot(t)
+	if _, err := r.EnsureLocksDir(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := r.lockFile(lockEventsName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(t.TempDir(), "elsewhere"), p); err != nil {
+		t.Fatal(err)
+	}
+	err = r.AppendEvent(Event{Action: "apply", Message: "m"})
+	if exitcode.ClassOf(err) != exitcode.Integrity || !strings.Contains(err.Error(), p) {
+		t.Fatalf("AppendEvent = %v; want integrity naming %s", err, p)
 	}
 }

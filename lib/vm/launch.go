@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/procid"
 	"barn.dev/lib/qmp"
+	"barn.dev/lib/safefile"
 	"barn.dev/lib/state"
 )
 
@@ -305,18 +307,17 @@ func ensureRuntimeDir(dir string) error {
 }
 
 // ReadPidfile reads a QEMU pidfile: a regular file of at most 32 bytes
-// holding one positive decimal PID.
+// holding one positive decimal PID. It is opened once without following a
+// symlink and checked on the open descriptor (lib/safefile), so a pidfile
+// swapped for a symlink after a check is never read. A missing pidfile
+// wraps fs.ErrNotExist.
 func ReadPidfile(path string) (int, error) {
-	fi, err := os.Lstat(path)
+	b, _, err := safefile.ReadFile(path, 32, nil)
 	if err != nil {
-		return 0, err
-	}
-	if !fi.Mode().IsRegular() || fi.Size() > 32 {
-		return 0, fmt.Errorf("pidfile %s: not a regular file of ≤32 bytes", path)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, err
+		}
+		return 0, fmt.Errorf("pidfile %s: not a regular file of ≤32 bytes: %w", path, err)
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil || pid <= 0 {

@@ -1,0 +1,120 @@
+package safefile
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestWriteReplacesAtomicallyWithExactMode(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "doc.json")
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	for _, c := range []struct {
+		data string
+		mode os.FileMode
+	}{{"one\n", 0o600}, {"two\n", 0o644}} {
+		if err := Write(path, []byte(c.data), c.mode); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(path)
+		fi, _ := os.Stat(path)
+		if err != nil || string(got) != c.data || fi.Mode().Perm() != c.mode {
+			t.Fatalf("after Write(%q, %v): %q, %v, mode %v", c.data, c.mode, got, err, fi.Mode())
+		}
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		t.Fatalf("temporary files left behind: %v", ents)
+	}
+}
+
+// TestWriteReplacesASymlinkNeverWritesThroughIt: a symlink planted at the
+// target is replaced by the new file; what it pointed at is untouched.
+func TestWriteReplacesASymlinkNeverWritesThroughIt(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("precious"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "doc")
+	if err := os.Symlink(victim, path); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(path, []byte("new"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "precious" {
+		t.Fatalf("wrote through the symlink: victim is %q", b)
+	}
+	if fi, _ := os.Lstat(path); !fi.Mode().IsRegular() {
+		t.Fatalf("target is %v, want a regular file", fi.Mode())
+	}
+}
+
+func TestPendingCleanupLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	p, err := Create(filepath.Join(dir, "seed.iso"), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Write([]byte("partial")); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Cleanup(); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("left %v", ents)
+	}
+}
+
+// TestOpenChecksWhatItOpened: symlinks, FIFOs (without blocking) and
+// directories are refused; the FileInfo is the open descriptor's.
+func TestOpenChecksWhatItOpened(t *testing.T) {
+	dir := t.TempDir()
+	reg := filepath.Join(dir, "reg")
+	if err := os.WriteFile(reg, []byte("data"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(reg, link); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{link, fifo, dir} {
+		done := make(chan error, 1)
+		go func() { _, _, err := Open(p); done <- err }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrNotRegular) {
+				t.Errorf("Open(%s) = %v, want ErrNotRegular", filepath.Base(p), err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("Open(%s) blocked", filepath.Base(p))
+		}
+	}
+	if _, _, err := Open(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+	data, fi, err := ReadFile(reg, 4, func(fi fs.FileInfo) error { return nil })
+	if err != nil || string(data) != "data" || fi.Size() != 4 {
+		t.Fatalf("ReadFile = %q, %v", data, err)
+	}
+	if _, _, err := ReadFile(reg, 3, nil); err == nil || !strings.Contains(err.Error(), "larger than 3 bytes") {
+		t.Errorf("over the limit: %v", err)
+	}
+	refuse := errors.New("refused")
+	if _, _, err := ReadFile(reg, 4, func(fs.FileInfo) error { return refuse }); !errors.Is(err, refuse) {
+		t.Errorf("check not applied: %v", err)
+	}
+}
