@@ -64,13 +64,15 @@ func listLocks(r *state.Root) (LocksDoc, error) {
 	if err != nil {
 		return doc, err
 	}
-	// Always list images and deployment, then node locks: the lock order.
-	ordered := []string{state.LockImagesName, state.LockDeploymentName}
+	// Always list deployment and images, with the node locks between them:
+	// the lock order.
+	ordered := []string{state.LockDeploymentName, state.LockImagesName}
 	for _, n := range names {
 		if n != state.LockImagesName && n != state.LockDeploymentName {
 			ordered = append(ordered, n)
 		}
 	}
+	state.SortLockNames(ordered)
 	for _, n := range ordered {
 		info := LockInfo{Name: n}
 		h, err := r.Holder(n)

@@ -68,15 +68,23 @@ func namesOf(p *plan.Plan, o plan.Outcome) []string {
 }
 
 // lockForPlan checks that p is a well-formed plan, takes the deployment
-// lock (waiting, as every modifying command does), reads the applied
-// deployment (nil when none) and refuses a stale plan (conflict,
-// reason stale_plan). The caller must Unlock on success.
+// lock (waiting, as every modifying command does) and the locks of the
+// plan's nodes, reads the applied deployment (nil when none) and refuses a
+// stale plan (conflict, reason stale_plan). The caller must Unlock on
+// success.
 func (m *Manager) lockForPlan(ctx context.Context, p *plan.Plan) (state.Lock, *state.Deployment, error) {
 	if err := checkPlan(p); err != nil {
 		return nil, nil, err
 	}
 	lock, err := m.Root.LockDeployment(ctx, m.Command, true, m.Waiting)
 	if err != nil {
+		return nil, nil, err
+	}
+	names := make([]string, 0, len(p.Nodes))
+	for _, n := range p.Nodes {
+		names = append(names, n.Name)
+	}
+	if lock, err = m.Root.WithNodeLocks(ctx, lock, m.Command, true, names); err != nil {
 		return nil, nil, err
 	}
 	applied, err := m.Root.ReadDeployment()

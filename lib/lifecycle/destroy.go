@@ -42,7 +42,7 @@ func (m *Manager) Destroy(ctx context.Context, selectors []string, o DestroyOpti
 	if err != nil {
 		return nil, err
 	}
-	defer lock.Unlock()
+	defer func() { _ = lock.Unlock() }() // lock grows to include the node locks
 	d, err := m.Root.ReadDeployment()
 	if err != nil {
 		return nil, err
@@ -100,6 +100,11 @@ func (m *Manager) Destroy(ctx context.Context, selectors []string, o DestroyOpti
 		}
 	}
 	sort.Strings(names)
+	all, err := m.Root.WithNodeLocks(ctx, lock, m.Command, true, names)
+	if err != nil {
+		return nil, err // the deployment lock is released with them
+	}
+	lock = all
 	destroyed := map[string]bool{}
 	m.runBatch(len(names), func(i int) {
 		name := names[i]

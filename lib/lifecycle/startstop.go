@@ -35,8 +35,9 @@ func (m *Manager) selectNodes(d *state.Deployment, selectors []string) ([]string
 }
 
 // lockedSelection takes the deployment lock (waiting, as every modifying
-// command does), reads the applied deployment and resolves selectors (all
-// applied nodes when none). The caller must Unlock on success.
+// command does), reads the applied deployment, resolves selectors (all
+// applied nodes when none) and takes those nodes' locks. The caller must
+// Unlock on success.
 func (m *Manager) lockedSelection(ctx context.Context, selectors []string) (state.Lock, *state.Deployment, []string, error) {
 	lock, err := m.Root.LockDeployment(ctx, m.Command, true, m.Waiting)
 	if err != nil {
@@ -46,6 +47,9 @@ func (m *Manager) lockedSelection(ctx context.Context, selectors []string) (stat
 	if err == nil {
 		var names []string
 		if names, err = m.selectNodes(d, selectors); err == nil {
+			if lock, err = m.Root.WithNodeLocks(ctx, lock, m.Command, true, names); err != nil {
+				return nil, nil, nil, err // WithNodeLocks released the deployment lock
+			}
 			return lock, d, names, nil
 		}
 	}

@@ -67,8 +67,9 @@ func (m *Manager) Status(ctx context.Context, selectors []string) (*Status, erro
 		return st, nil
 	}
 	act := true
+	var lock state.Lock
 	if m.Root.Exists() {
-		lock, err := m.Root.LockDeployment(ctx, m.Command, false, nil)
+		lock, err = m.Root.LockDeployment(ctx, m.Command, false, nil)
 		if err != nil {
 			e := exitcode.As(err)
 			if e.Reason != "deployment_busy" {
@@ -82,7 +83,7 @@ func (m *Manager) Status(ctx context.Context, selectors []string) (*Status, erro
 				st.Note = fmt.Sprintf("%s (pid %d, since %s) is running; showing recorded state", h.Command, h.PID, h.Started.Format("15:04:05"))
 			}
 		} else {
-			defer lock.Unlock()
+			defer func() { _ = lock.Unlock() }() // lock grows to include the node locks
 		}
 	}
 	names := map[string]bool{}
@@ -109,6 +110,14 @@ func (m *Manager) Status(ctx context.Context, selectors []string) (*Status, erro
 		}
 	}
 	sort.Strings(selected)
+	if act && lock != nil {
+		// Status converges what it proves: it holds the nodes' locks too.
+		all, err := m.Root.WithNodeLocks(ctx, lock, m.Command, false, selected)
+		if err != nil {
+			return nil, err // the deployment lock is released with them
+		}
+		lock = all
+	}
 	for _, name := range selected {
 		ns, conv, err := m.statusOne(ctx, d, name, act)
 		if conv != "" {

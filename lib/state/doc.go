@@ -7,8 +7,8 @@
 //
 // Open (creates) and Inspect (read-only, creates nothing) resolve BARN_HOME:
 // absolute, not a symlink, not $HOME itself, a 0700 directory owned by the
-// user. A bad value is usage (2); a symlinked, foreign-owned or group/world
-// writable root is integrity (7). The runtime directory (QMP sockets,
+// user. A bad value is usage (2); a symlinked, foreign-owned or non-0700
+// root is integrity (7). The runtime directory (QMP sockets,
 // pidfiles) is BARN_RUNTIME_DIR, else $XDG_RUNTIME_DIR/barn when
 // XDG_RUNTIME_DIR is owned and 0700, else /tmp/barn-<uid>; every socket path
 // is checked against the 107-byte limit (NodeRuntime, CheckSocketPath).
@@ -36,10 +36,12 @@
 //
 // # Locks
 //
-// Advisory flock(2) locks on files under locks/ (gofrs/flock): images,
-// deployment, node-<node>. The fixed order is deployment → images → nodes
-// (sorted; LockNodes does this); the events lock is a leaf used only inside
-// AppendEvent. The order is documented, not enforced at run time. A holder
+// Advisory flock(2) locks on files under locks/ (gofrs/flock): deployment,
+// node-<node>, images. The fixed order is deployment → nodes (sorted;
+// LockNodes and WithNodeLocks do this) → images; the events lock is a leaf
+// used only inside AppendEvent. A Root enforces the order at run time: a
+// lock that sorts before one it holds is refused (runtime, reason
+// lock_order). A holder
 // writes {schema, pid, command, started} into its lock file and clears it
 // on Unlock; the kernel releases the lock when a holder dies, and a record
 // whose pid no longer exists is reported as free. A busy lock is conflict

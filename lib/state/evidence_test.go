@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -103,5 +104,58 @@ func TestEventLockSymlinkIsIntegrity(t *testing.T) {
 	err = r.AppendEvent(Event{Action: "apply", Message: "m"})
 	if exitcode.ClassOf(err) != exitcode.Integrity || !strings.Contains(err.Error(), p) {
 		t.Fatalf("AppendEvent = %v; want integrity naming %s", err, p)
+	}
+}
+
+// TestLockOrderIsEnforced: deployment, then node locks by name, then
+// images; a Root refuses a lock that sorts before one it holds, and lists
+// lock names in that order.
+func TestLockOrderIsEnforced(t *testing.T) {
+	r := testRoot(t)
+	ctx := context.Background()
+	all, err := r.LockNodes(ctx, "test", false, nil, []string{"b", "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := r.LockImages(ctx, "test", false)
+	if err != nil {
+		t.Fatalf("images after deployment and nodes: %v", err)
+	}
+	if err := errors.Join(img.Unlock(), all.Unlock()); err != nil {
+		t.Fatal(err)
+	}
+	names, err := r.LockNames()
+	if err != nil || strings.Join(names, " ") != "deployment node/a node/b images" {
+		t.Fatalf("LockNames = %v, %v", names, err)
+	}
+	for _, c := range []struct{ first, then string }{{"images", "deployment"}, {"images", "node/a"}, {"node/b", "node/a"}, {"node/a", "deployment"}} {
+		take := func(name string) (Lock, error) {
+			switch {
+			case name == LockImagesName:
+				return r.LockImages(ctx, "test", false)
+			case name == LockDeploymentName:
+				return r.LockDeployment(ctx, "test", false, nil)
+			default:
+				return r.LockNode(ctx, strings.TrimPrefix(name, "node/"), "test", false)
+			}
+		}
+		first, err := take(c.first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l, err := take(c.then); exitcode.As(err) == nil || exitcode.As(err).Reason != "lock_order" {
+			if l != nil {
+				_ = l.Unlock()
+			}
+			t.Errorf("taking %s while holding %s: %v, want a lock_order refusal", c.then, c.first, err)
+		}
+		if err := first.Unlock(); err != nil {
+			t.Fatal(err)
+		}
+		l, err := take(c.then)
+		if err != nil {
+			t.Fatalf("%s after releasing %s: %v", c.then, c.first, err)
+		}
+		_ = l.Unlock()
 	}
 }

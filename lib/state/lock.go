@@ -20,10 +20,14 @@ import (
 )
 
 // Lock names, as accepted by Holder and listed by LockNames. Locks are
-// taken in one fixed order — deployment, then images, then nodes (in
-// sorted order) — and released in reverse; the event log's lock is a leaf
-// taken only inside AppendEvent. (A command that needs only the images
-// lock, such as a pull, takes it alone.)
+// taken in one fixed order — deployment, then the node locks (sorted by
+// name), then images — and released in reverse; the event log's lock is a
+// leaf taken only inside AppendEvent. (A command that needs only the
+// images lock, such as a pull, takes it alone; a lifecycle command holds
+// the deployment and its nodes' locks and takes images while it prepares.)
+// A Root refuses, as a runtime error with reason "lock_order", to take a
+// lock that sorts before one it already holds: the order is checked at run
+// time, not only documented.
 const (
 	LockImagesName     = "images"
 	LockDeploymentName = "deployment"
@@ -76,6 +80,58 @@ type heldLock struct {
 	fl   *flock.Flock
 	path string
 	done bool
+	root *Root
+	key  lockKey
+}
+
+// lockKey orders locks: deployment, node locks by name, images.
+type lockKey struct {
+	rank int
+	name string
+}
+
+func keyOf(name string) lockKey {
+	switch {
+	case name == LockDeploymentName:
+		return lockKey{0, name}
+	case strings.HasPrefix(name, lockNodePrefix):
+		return lockKey{1, name}
+	default:
+		return lockKey{2, name}
+	}
+}
+
+func (k lockKey) less(o lockKey) bool {
+	return k.rank < o.rank || k.rank == o.rank && k.name < o.name
+}
+
+// held tracks the locks a Root holds, for the run-time order check.
+type held struct {
+	mu    sync.Mutex
+	locks map[lockKey]int
+}
+
+// checkOrder refuses a lock that sorts before one this Root holds.
+func (r *Root) checkOrder(name string) error {
+	k := keyOf(name)
+	r.held.mu.Lock()
+	defer r.held.mu.Unlock()
+	for h, n := range r.held.locks {
+		if n > 0 && k.less(h) {
+			return exitcode.New(exitcode.Runtime, "lock order violation: taking %s while holding %s (the order is deployment, nodes, images)", name, h.name).
+				WithReason("lock_order")
+		}
+	}
+	return nil
+}
+
+func (r *Root) noteHeld(k lockKey, delta int) {
+	r.held.mu.Lock()
+	defer r.held.mu.Unlock()
+	if r.held.locks == nil {
+		r.held.locks = map[lockKey]int{}
+	}
+	r.held.locks[k] += delta
 }
 
 func (l *heldLock) Unlock() error {
@@ -85,6 +141,9 @@ func (l *heldLock) Unlock() error {
 		return nil
 	}
 	l.done = true
+	if l.root != nil {
+		defer l.root.noteHeld(l.key, -1)
+	}
 	// Clear the holder record while still holding the lock, then release.
 	var errs []error
 	if f, err := os.OpenFile(l.path, os.O_WRONLY|syscall.O_NOFOLLOW, 0); err == nil {
@@ -137,26 +196,33 @@ func (r *Root) LockImages(ctx context.Context, command string, wait bool) (Lock,
 // order (the fixed lock order), returning one Lock that releases them in
 // reverse. waiting is called for the deployment lock only.
 func (r *Root) LockNodes(ctx context.Context, command string, wait bool, waiting func(LockHolder), nodes []string) (Lock, error) {
-	sorted := append([]string(nil), nodes...)
-	sort.Strings(sorted)
-	var held multiLock
 	dep, err := r.LockDeployment(ctx, command, wait, waiting)
 	if err != nil {
 		return nil, err
 	}
-	held = append(held, dep)
+	return r.WithNodeLocks(ctx, dep, command, wait, nodes)
+}
+
+// WithNodeLocks adds the locks of nodes (sorted, duplicates once) to held,
+// the deployment lock its caller already holds (having read which nodes it
+// acts on), and returns one Lock releasing all of them in reverse. On
+// failure it releases held too and returns the error.
+func (r *Root) WithNodeLocks(ctx context.Context, held Lock, command string, wait bool, nodes []string) (Lock, error) {
+	sorted := append([]string(nil), nodes...)
+	sort.Strings(sorted)
+	all := multiLock{held}
 	for i, n := range sorted {
 		if i > 0 && sorted[i-1] == n {
 			continue
 		}
 		l, err := r.LockNode(ctx, n, command, wait)
 		if err != nil {
-			_ = held.Unlock()
+			_ = all.Unlock()
 			return nil, err
 		}
-		held = append(held, l)
+		all = append(all, l)
 	}
-	return held, nil
+	return all, nil
 }
 
 type multiLock []Lock
@@ -170,6 +236,9 @@ func (m multiLock) Unlock() error {
 }
 
 func (r *Root) acquire(ctx context.Context, name, command string, wait bool, waiting func(LockHolder), bound time.Duration, reason, what string) (Lock, error) {
+	if err := r.checkOrder(name); err != nil {
+		return nil, err
+	}
 	if _, err := r.EnsureLocksDir(); err != nil {
 		return nil, err
 	}
@@ -232,7 +301,8 @@ func (r *Root) acquire(ctx context.Context, name, command string, wait bool, wai
 			return nil, busy()
 		}
 	}
-	l := &heldLock{fl: fl, path: path}
+	l := &heldLock{fl: fl, path: path, root: r, key: keyOf(name)}
+	r.noteHeld(l.key, 1)
 	if err := r.writeHolder(path, LockHolder{Schema: LockHolderSchema, PID: os.Getpid(), Command: CommandLine([]string{command}), Started: r.now()}); err != nil {
 		_ = l.Unlock()
 		return nil, err
@@ -311,8 +381,9 @@ func processExists(pid int) bool {
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
-// LockNames lists the locks that have a lock file: "deployment", "images"
-// and "node/<node>" for each node lock, sorted in lock order.
+// LockNames lists the locks that have a lock file: "deployment", then
+// "node/<node>" for each node lock (sorted), then "images": the lock
+// order.
 func (r *Root) LockNames() ([]string, error) {
 	entries, err := os.ReadDir(r.LocksDir())
 	if err != nil {
@@ -321,17 +392,23 @@ func (r *Root) LockNames() ([]string, error) {
 		}
 		return nil, exitcode.Wrap(exitcode.Integrity, err, "reading %s", r.LocksDir())
 	}
-	var head, nodes []string
+	names := []string{}
 	for _, e := range entries {
 		switch name := e.Name(); {
 		case name == ImagesLockName:
-			head = append([]string{LockImagesName}, head...)
+			names = append(names, LockImagesName)
 		case name == DeploymentLockName:
-			head = append(head, LockDeploymentName)
+			names = append(names, LockDeploymentName)
 		case strings.HasPrefix(name, nodeLockPrefix) && strings.HasSuffix(name, lockSuffix):
-			nodes = append(nodes, NodeLockName(strings.TrimSuffix(strings.TrimPrefix(name, nodeLockPrefix), lockSuffix)))
+			names = append(names, NodeLockName(strings.TrimSuffix(strings.TrimPrefix(name, nodeLockPrefix), lockSuffix)))
 		}
 	}
-	sort.Strings(nodes)
-	return append(append([]string{}, head...), nodes...), nil
+	SortLockNames(names)
+	return names, nil
+}
+
+// SortLockNames sorts lock names into the lock order: deployment, node
+// locks by name, images.
+func SortLockNames(names []string) {
+	sort.Slice(names, func(i, j int) bool { return keyOf(names[i]).less(keyOf(names[j])) })
 }

@@ -34,13 +34,14 @@ type Root struct {
 	// Now is the clock used for timestamps (time.Now).
 	Now func() time.Time
 
-	uid int
+	uid  int
+	held held // locks this Root holds, for the lock-order check
 }
 
 // Open resolves the state root from getenv and creates it (0700) when
 // missing. BARN_HOME must be absolute, not a symlink and not $HOME itself;
 // it defaults to $HOME/.barn. An existing root that is a symlink, not a
-// directory, group- or world-writable, or owned by another user is refused
+// directory, not mode 0700 (any group or world access), or owned by another user is refused
 // with an integrity error (7); a bad BARN_HOME value is a usage error (2).
 func Open(getenv func(string) string) (*Root, error) {
 	r, err := resolve(getenv)
@@ -143,8 +144,9 @@ func ownerOf(fi fs.FileInfo) int {
 	return -1
 }
 
-// checkDir verifies that path is a real directory owned by the user and not
-// group- or world-writable. root selects the wording. A missing directory
+// checkDir verifies that path is a real directory owned by the user with
+// mode 0700: no group or world permission at all, as the README's state
+// layout says. root selects the wording. A missing directory
 // returns an error wrapping fs.ErrNotExist.
 func (r *Root) checkDir(path string, root bool) error {
 	what := "state directory"
@@ -166,8 +168,10 @@ func (r *Root) checkDir(path string, root bool) error {
 		return rootHint(integrity(path, "%s is not a directory", what), root)
 	case ownerOf(fi) != r.uid:
 		return rootHint(integrity(path, "%s is owned by uid %d, not by this user (uid %d)", what, ownerOf(fi), r.uid), root)
-	case fi.Mode().Perm()&0o022 != 0:
-		return integrity(path, "%s has mode %04o; it must not be group- or world-writable", what, fi.Mode().Perm()).
+	case fi.Mode().Perm()&0o077 != 0:
+		// The state root is owner-scoped: keys, node documents, seeds and
+		// logs are nobody else's to list, read or change.
+		return integrity(path, "%s has mode %04o; it must be 0700 (no group or world access)", what, fi.Mode().Perm()).
 			WithNext("chmod 0700 " + path)
 	}
 	return nil
@@ -217,8 +221,8 @@ func (r *Root) ensureSubdir(rel ...string) (string, error) {
 
 // EnsureNodeDir creates <Dir>/nodes/<node> (0700) when missing and returns
 // its path. It refuses an invalid node name (usage) and a node directory or
-// nodes/ that is a symlink, not a directory, foreign-owned or group/world
-// writable (integrity).
+// nodes/ that is a symlink, not a directory, foreign-owned or not 0700
+// (integrity).
 func (r *Root) EnsureNodeDir(node string) (string, error) {
 	if err := checkNodeName(node); err != nil {
 		return "", err

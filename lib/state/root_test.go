@@ -66,6 +66,13 @@ func TestOpenRejections(t *testing.T) {
 	if err := os.Chmod(ww, 0o707); err != nil {
 		t.Fatal(err)
 	}
+	readable := filepath.Join(home, "readable")
+	if err := os.Mkdir(readable, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(readable, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	file := filepath.Join(home, "file")
 	writeRaw(t, file, "x", 0o600)
 
@@ -78,8 +85,9 @@ func TestOpenRejections(t *testing.T) {
 		{"home itself", home, exitcode.Usage, "home directory itself"},
 		{"home itself with slash", home + "/", exitcode.Usage, "home directory itself"},
 		{"symlinked root", link, exitcode.Integrity, "is a symlink"},
-		{"group-writable", gw, exitcode.Integrity, "group- or world-writable"},
-		{"world-writable", ww, exitcode.Integrity, "group- or world-writable"},
+		{"group-writable", gw, exitcode.Integrity, "must be 0700"},
+		{"world-writable", ww, exitcode.Integrity, "must be 0700"},
+		{"0755, which the README's 0700 does not allow", readable, exitcode.Integrity, "has mode 0755; it must be 0700"},
 		{"not a directory", file, exitcode.Integrity, "not a directory"},
 	}
 	for _, c := range cases {
@@ -288,6 +296,13 @@ func TestEnsureNodeRuntime(t *testing.T) {
 // no hint; a hint that exists must name another action.
 func TestRootProblemsDoNotPointAtVerify(t *testing.T) {
 	home := t.TempDir()
+	readable := filepath.Join(home, "readable")
+	if err := os.Mkdir(readable, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(readable, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	file := filepath.Join(home, "file")
 	writeRaw(t, file, "x", 0o600)
 	dirs := []string{file}

@@ -12,8 +12,8 @@ import (
 )
 
 // Verify checks everything under the state root without modifying
-// anything: the root and every directory (real directories, owned, not
-// group/world-writable), every document (mode 0600, owner, strict schema,
+// anything: the root and every directory (real directories, owned, mode
+// 0700), every document (mode 0600, owner, strict schema,
 // hashes, the journal allowlist), lock holder records, the event log, and
 // unexpected entries in node directories. It returns every problem found,
 // sorted by file; an empty list means the state root is sound (a missing
