@@ -133,16 +133,7 @@ func TestPreserveRefusesToReplaceRetained(t *testing.T) {
 // marker that authorises reattaching or deleting a retained disk is read
 // strictly.
 func TestReadRetainedRefusesDuplicateAndCaseVariantNames(t *testing.T) {
-	root, _, src := storeFixture(t)
-	dir := filepath.Join(root, "pg-1", "data")
-	if err := Preserve(src, dir, own()); err != nil {
-		t.Fatal(err)
-	}
-	marker := filepath.Join(dir, OwnershipFile)
-	good, err := os.ReadFile(marker)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, marker, good := retainedFixture(t)
 	variants, err := wiretest.Variants(bytes.TrimSpace(good))
 	if err != nil {
 		t.Fatal(err)
@@ -162,16 +153,7 @@ func TestReadRetainedRefusesDuplicateAndCaseVariantNames(t *testing.T) {
 // the descriptor it is read from, never through a symlink swapped in
 // after the check.
 func TestReadRetainedNeverReadsThroughASwappedSymlink(t *testing.T) {
-	root, _, src := storeFixture(t)
-	dir := filepath.Join(root, "pg-1", "data")
-	if err := Preserve(src, dir, own()); err != nil {
-		t.Fatal(err)
-	}
-	marker := filepath.Join(dir, OwnershipFile)
-	good, err := os.ReadFile(marker)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, marker, good := retainedFixture(t)
 	forged := filepath.Join(t.TempDir(), "forged.json")
 	if err := os.WriteFile(forged, bytes.Replace(good, []byte(`"serial":"`), []byte(`"serial":"FORGED`), 1), 0o600); err != nil {
 		t.Fatal(err)
@@ -185,4 +167,21 @@ func TestReadRetainedNeverReadsThroughASwappedSymlink(t *testing.T) {
 			return m.Serial, nil
 		},
 		func(serial string) bool { return strings.HasPrefix(serial, "FORGED") })
+}
+
+// retainedFixture preserves one disk and returns its store directory, its
+// ownership marker and the marker's bytes.
+func retainedFixture(t *testing.T) (dir, marker string, good []byte) {
+	t.Helper()
+	root, _, src := storeFixture(t)
+	dir = filepath.Join(root, "pg-1", "data")
+	if err := Preserve(src, dir, own()); err != nil {
+		t.Fatal(err)
+	}
+	marker = filepath.Join(dir, OwnershipFile)
+	good, err := os.ReadFile(marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, marker, good
 }
