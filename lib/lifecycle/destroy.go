@@ -117,6 +117,9 @@ func (m *Manager) Destroy(ctx context.Context, selectors []string, o DestroyOpti
 	})
 	for _, nr := range res.Nodes {
 		destroyed[nr.Name] = true
+		if err := m.Root.RemoveNodeLock(nr.Name); err != nil {
+			res.fail(nr.Name, "destroy", err)
+		}
 	}
 	if len(res.Failures) > 0 && (whole || len(destroyed) == 0) {
 		res.sort()

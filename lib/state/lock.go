@@ -148,7 +148,7 @@ func (l *heldLock) Unlock() error {
 	var errs []error
 	if f, err := os.OpenFile(l.path, os.O_WRONLY|syscall.O_NOFOLLOW, 0); err == nil {
 		errs = append(errs, f.Truncate(0), f.Close())
-	} else {
+	} else if !errors.Is(err, fs.ErrNotExist) { // a destroyed node's lock is removed while held
 		errs = append(errs, err)
 	}
 	errs = append(errs, l.fl.Close())
@@ -184,6 +184,21 @@ func (r *Root) LockNodeWaiting(ctx context.Context, node, command string, waitin
 		return nil, err
 	}
 	return r.acquire(ctx, NodeLockName(node), command, true, waiting, r.LockWait, "node_busy", "node "+node)
+}
+
+// RemoveNodeLock removes locks/node-<node>.lock of a destroyed node. The
+// caller holds the deployment lock and that node's lock: since every node
+// lock is taken only under the deployment lock, nobody can be waiting on
+// the file being unlinked, and a later holder creates a new one.
+func (r *Root) RemoveNodeLock(node string) error {
+	if err := checkNodeName(node); err != nil {
+		return err
+	}
+	path, err := r.lockFile(NodeLockName(node))
+	if err != nil {
+		return err
+	}
+	return RemoveFileDurable(path)
 }
 
 // LockImages takes the image cache lock (locks/images.lock); waiting is
