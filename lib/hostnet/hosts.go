@@ -357,24 +357,6 @@ func (h *Host) ReadHostsManifest() (*HostsManifest, error) {
 	return &m, nil
 }
 
-// readOwned reads a root-owned 0600 regular file; nil, nil when absent.
-func readOwned(path string) ([]byte, error) {
-	fi, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", path)
-	}
-	if !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
-		return nil, exitcode.New(exitcode.Integrity, "manifest %s is not a regular 0600 file", path).WithReason("manifest_damaged")
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Geteuid() {
-		return nil, exitcode.New(exitcode.Integrity, "manifest %s is owned by uid %d, not by root; Barn does not trust it", path, st.Uid).WithReason("manifest_damaged")
-	}
-	return os.ReadFile(path)
-}
-
 func (h *Host) writeHostsManifest(m *HostsManifest) error {
 	b, err := wire.MarshalIndent(m)
 	if err != nil {

@@ -64,16 +64,35 @@ type UnitState struct {
 // by a user other than root and the effective user.
 func (h *Host) ReadManifest() (*Manifest, error) {
 	path := h.ManifestPath()
-	// Checked on the opened descriptor, so a file swapped in after a check
-	// (or a symlink planted at the path) is never what gets trusted.
+	b, err := readOwned(path)
+	if b == nil || err != nil {
+		return nil, err
+	}
+	var m Manifest
+	if err := wire.DecodeStrict(b, &m); err != nil {
+		return nil, exitcode.Wrap(exitcode.Integrity, err, "manifest %s is damaged", path).WithReason("manifest_damaged")
+	}
+	if m.Schema != ManifestSchema {
+		return nil, exitcode.New(exitcode.Integrity, "manifest %s: schema %q, want %q", path, m.Schema, ManifestSchema).WithReason("manifest_damaged")
+	}
+	if m.Applied < 0 || m.Applied > len(m.Steps) {
+		return nil, exitcode.New(exitcode.Integrity, "manifest %s: applied=%d outside 0..%d", path, m.Applied, len(m.Steps)).WithReason("manifest_damaged")
+	}
+	return &m, nil
+}
+
+// readOwned reads a root-owned manifest: nil, nil when absent; otherwise a
+// regular 0600 file owned by root (or this very user), checked on the
+// descriptor it is read from (lib/safefile), so a file swapped in after a
+// check, or a symlink planted at the path, is never what gets trusted.
+// Uninstall acts as root on the paths and modes a manifest lists. An empty
+// or otherwise damaged manifest is integrity (7), never "not installed".
+func readOwned(path string) ([]byte, error) {
 	b, _, err := safefile.ReadFile(path, maxManifestBytes, func(fi fs.FileInfo) error {
 		if fi.Mode().Perm() != 0o600 {
 			return exitcode.New(exitcode.Integrity, "manifest %s has mode %04o, want 0600", path, fi.Mode().Perm()).WithReason("manifest_damaged").
 				WithNext("chmod 0600 " + path)
 		}
-		// Uninstall acts as root on the paths and modes the manifest lists,
-		// so only a manifest written by root (or by this very user) is
-		// trusted.
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Geteuid() {
 			return exitcode.New(exitcode.Integrity, "manifest %s is owned by uid %d, not by root; Barn does not trust it", path, st.Uid).WithReason("manifest_damaged")
 		}
@@ -88,21 +107,10 @@ func (h *Host) ReadManifest() (*Manifest, error) {
 		return nil, err
 	case err != nil:
 		return nil, exitcode.Wrap(exitcode.Integrity, err, "manifest %s is unreadable", path).WithReason("manifest_damaged")
-	}
-	if len(bytes.TrimSpace(b)) == 0 {
+	case len(bytes.TrimSpace(b)) == 0:
 		return nil, exitcode.New(exitcode.Integrity, "manifest %s is empty", path).WithReason("manifest_damaged")
 	}
-	var m Manifest
-	if err := wire.DecodeStrict(b, &m); err != nil {
-		return nil, exitcode.Wrap(exitcode.Integrity, err, "manifest %s is damaged", path).WithReason("manifest_damaged")
-	}
-	if m.Schema != ManifestSchema {
-		return nil, exitcode.New(exitcode.Integrity, "manifest %s: schema %q, want %q", path, m.Schema, ManifestSchema).WithReason("manifest_damaged")
-	}
-	if m.Applied < 0 || m.Applied > len(m.Steps) {
-		return nil, exitcode.New(exitcode.Integrity, "manifest %s: applied=%d outside 0..%d", path, m.Applied, len(m.Steps)).WithReason("manifest_damaged")
-	}
-	return &m, nil
+	return b, nil
 }
 
 // writeManifest writes m atomically (temp file, fsync, rename) with mode 0600.
