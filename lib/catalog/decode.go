@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -77,36 +78,17 @@ func invalid(class exitcode.Class, reason, source string, ps []Problem) error {
 	return exitcode.New(class, "%s", msg).WithReason(reason).WithDetail(ps)
 }
 
-// Encode returns the canonical bytes of c as written to catalog.json:
-// canonical JSON (sorted keys) indented by two spaces, with a final newline.
-// The same catalog always encodes to the same bytes, which is what
-// `barn-repo verify` compares.
+// Encode returns the bytes `barn-repo build` writes to catalog.json, in
+// Barn 0.9's layout: encoding/json's MarshalIndent with two-space
+// indentation (fields in declaration order, map keys sorted, empty optional
+// fields omitted, <, > and & escaped) and a final newline. The same catalog
+// always encodes to the same bytes.
 func Encode(c *Catalog) ([]byte, error) {
-	b, err := wire.MarshalIndent(normalized(c))
+	b, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
 		return nil, err
 	}
 	return append(b, '\n'), nil
-}
-
-// normalized replaces nil slices and maps by empty ones so that the
-// encoding never carries null.
-func normalized(c *Catalog) *Catalog {
-	out := *c
-	out.Images = map[string]Image{}
-	for n, im := range c.Images {
-		if im.Aliases == nil {
-			im.Aliases = []string{}
-		}
-		if im.Channels == nil {
-			im.Channels = map[string]string{}
-		}
-		if im.Versions == nil {
-			im.Versions = map[string]Version{}
-		}
-		out.Images[n] = im
-	}
-	return &out
 }
 
 var notFoundRE = regexp.MustCompile(`field (\S+) not found in type \S+`)

@@ -138,6 +138,7 @@ func (c *Catalog) Resolve(selector, arch string) (imageref.Identity, error) {
 	if !ok {
 		return imageref.Identity{}, unknown("image %s@%s has no %s variant (variants: %s)", fam, ver, arch, strings.Join(sortedKeys(v.Variants), ", "))
 	}
+	va = c.effectiveVariant(fam, v, va)
 	return imageref.Identity{
 		Selector: selector, Image: fam, Version: ver, Arch: arch,
 		File: va.File, SizeBytes: va.ArtifactSize, SHA256: va.SHA256, VirtualSize: va.VirtualSize,

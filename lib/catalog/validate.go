@@ -190,8 +190,9 @@ type familyView struct {
 	versions []string // sorted
 }
 
-func checkStatus(ps *problems, field, s string, allowEmpty bool) {
-	if s == "" && allowEmpty {
+// checkStatus accepts "" (inherited) or one of Statuses.
+func checkStatus(ps *problems, field, s string) {
+	if s == "" {
 		return
 	}
 	if !slices.Contains(Statuses, s) {
@@ -199,7 +200,7 @@ func checkStatus(ps *problems, field, s string, allowEmpty bool) {
 	}
 }
 
-func checkCommonVariant(ps *problems, field, arch, upstream, user, boot string, allowEmptyBoot bool) {
+func checkCommonVariant(ps *problems, field, arch, upstream, user, boot string) {
 	if !slices.Contains(Arches, arch) {
 		ps.add(field, arch, "variant must be amd64 or arm64")
 	}
@@ -208,10 +209,10 @@ func checkCommonVariant(ps *problems, field, arch, upstream, user, boot string, 
 			ps.add(field+".upstream", upstream, "%v", err)
 		}
 	}
-	if !userRE.MatchString(user) {
+	if user != "" && !userRE.MatchString(user) {
 		ps.add(field+".source_user", user, "must be a user name matching %s", userRE)
 	}
-	if !(boot == "" && allowEmptyBoot) && !slices.Contains(Boots, boot) {
+	if boot != "" && !slices.Contains(Boots, boot) {
 		ps.add(field+".boot", boot, "must be bios or uefi")
 	}
 }
@@ -230,15 +231,15 @@ func (r *Repo) Validate() []Problem {
 		for _, v := range sortedKeys(im.Versions) {
 			ver := im.Versions[v]
 			vf := "images." + name + ".versions." + v
-			checkStatus(&ps, vf+".status", ver.Status, true)
+			checkStatus(&ps, vf+".status", ver.Status)
 			if len(ver.Variants) == 0 {
 				ps.add(vf+".variants", "", "must name at least one variant")
 			}
 			for _, arch := range sortedKeys(ver.Variants) {
 				va := ver.Variants[arch]
 				f := vf + ".variants." + arch
-				checkCommonVariant(&ps, f, arch, va.Upstream, va.SourceUser, va.Boot, true)
-				checkStatus(&ps, f+".status", va.Status, true)
+				checkCommonVariant(&ps, f, arch, va.Upstream, va.SourceUser, va.Boot)
+				checkStatus(&ps, f+".status", va.Status)
 				if va.File != "" && !SafeBasename(va.File) {
 					ps.add(f+".file", va.File, "must be a safe basename ending in .qcow2 (the file lives in images/)")
 				}
@@ -249,6 +250,8 @@ func (r *Repo) Validate() []Problem {
 }
 
 // Validate checks catalog.json's rules and returns every problem found.
+// Inherited policy fields (family and variant boot, version and variant
+// status, source_user) may be absent, as in Barn 0.9's catalogs.
 func (c *Catalog) Validate() []Problem {
 	var ps problems
 	fams := map[string]familyView{}
@@ -259,21 +262,18 @@ func (c *Catalog) Validate() []Problem {
 	files := map[string]string{}
 	for _, name := range sortedKeys(c.Images) {
 		im := c.Images[name]
-		if !slices.Contains(Boots, im.Boot) {
-			ps.add("images."+name+".boot", im.Boot, "must be bios or uefi")
-		}
 		for _, v := range sortedKeys(im.Versions) {
 			ver := im.Versions[v]
 			vf := "images." + name + ".versions." + v
-			checkStatus(&ps, vf+".status", ver.Status, false)
+			checkStatus(&ps, vf+".status", ver.Status)
 			if len(ver.Variants) == 0 {
 				ps.add(vf+".variants", "", "must name at least one variant")
 			}
 			for _, arch := range sortedKeys(ver.Variants) {
 				va := ver.Variants[arch]
 				f := vf + ".variants." + arch
-				checkCommonVariant(&ps, f, arch, va.Upstream, va.SourceUser, va.Boot, false)
-				checkStatus(&ps, f+".status", va.Status, false)
+				checkCommonVariant(&ps, f, arch, va.Upstream, va.SourceUser, va.Boot)
+				checkStatus(&ps, f+".status", va.Status)
 				dir, base := path.Split(va.File)
 				if !SafeBasename(base) || (dir != ImagesDir+"/" && dir != name+"/") {
 					ps.add(f+".file", va.File, "must be images/<name>.qcow2 or %s/<name>.qcow2", name)

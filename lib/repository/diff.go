@@ -5,13 +5,18 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+
+	"barn.dev/lib/catalog"
 )
 
-// diffCatalogs lists the dotted JSON paths whose values differ between two
-// catalog encodings, sorted ("images.d12.channels.stable: \"1\" → \"2\"").
-func diffCatalogs(a, b []byte) []string {
+// diffCatalogs lists the dotted paths whose inherited-out values differ
+// between the published catalog a and the rebuild b, sorted
+// ("images.d12.channels.stable: catalog has \"1\", rebuild gives \"2\"").
+func diffCatalogs(a, b *catalog.Catalog) []string {
 	var x, y any
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+	ea, _ := catalog.Encode(a.Materialized())
+	eb, _ := catalog.Encode(b.Materialized())
+	if json.Unmarshal(ea, &x) != nil || json.Unmarshal(eb, &y) != nil {
 		return []string{"catalog.json is not valid JSON"}
 	}
 	out := []string{}
