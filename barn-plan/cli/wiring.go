@@ -2,12 +2,14 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	"barn.dev/lib/catalog"
+	"barn.dev/lib/exitcode"
 	"barn.dev/lib/imageref"
 	"barn.dev/lib/plan"
 	"barn.dev/lib/qemu"
@@ -59,17 +61,19 @@ func lockNote(root *state.Root) string {
 
 // imageResolver is the one place barn-plan reaches the image catalog: the
 // active catalog of the repository selected by --repo, BARN_REPO or the
-// configured default resolves each selector to an exact identity. With no
-// repository chosen and no active default catalog it returns nil, and the
-// plan carries the warning "images_unresolved"; an explicitly chosen
-// repository without an active catalog, or a damaged catalog, is the error
-// lib/catalog returns.
+// official repository (whose embedded catalog is active out of the box)
+// resolves each selector, including the empty one of a node without
+// vm_image, to an exact identity. A selected repository without an active
+// catalog, or a damaged catalog, is the error lib/catalog returns.
 func imageResolver(env *tool.Env, root *state.Root, repo string) (imageref.Resolver, error) {
-	chosen := repo != "" || env.Getenv("BARN_REPO") != ""
-	c, err := catalog.LoadSelected(root, repo, env.Getenv("BARN_REPO"))
-	if errors.Is(err, imageref.ErrNoCatalog) && !chosen {
-		return nil, nil
+	if repo != "" && !strings.Contains(repo, "://") && !filepath.IsAbs(repo) {
+		abs, err := filepath.Abs(repo)
+		if err != nil {
+			return nil, exitcode.Wrap(exitcode.Usage, err, "--repo %s", repo)
+		}
+		repo = abs
 	}
+	c, err := catalog.LoadSelected(root, repo, env.Getenv("BARN_REPO"))
 	if err != nil {
 		return nil, err
 	}

@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 
 	"barn.dev/lib/catalog"
+	"barn.dev/lib/imageref"
 	"barn.dev/lib/predict"
 	"barn.dev/lib/state"
 	"barn.dev/lib/tool"
@@ -11,15 +13,11 @@ import (
 
 // Predictors completes image selectors from the selected repository's
 // active catalog (--repo is not seen at completion time: BARN_REPO, then
-// the configured default).
+// the official repository).
 func (*grammar) Predictors(env *tool.Env) map[string]tool.Predictor {
 	return map[string]tool.Predictor{"image": func() []string {
-		return predict.Images(env.Getenv, func(s *catalog.Store) (catalog.Source, error) {
-			reg, err := s.Registry()
-			if err != nil {
-				return catalog.Source{}, err
-			}
-			return catalog.Select("", env.Getenv("BARN_REPO"), reg.DefaultRepo)
+		return predict.Images(env.Getenv, func(*catalog.Store) (catalog.Source, error) {
+			return catalog.Select("", false, env.Getenv("BARN_REPO"))
 		})
 	}}
 }
@@ -37,20 +35,21 @@ func (*grammar) Welcome(env *tool.Env) *tool.Welcome {
 		return w
 	}
 	store := &catalog.Store{Dir: root.ImagesDir(), Now: root.Now}
-	reg, err := store.Registry()
+	src, err := catalog.Select("", false, env.Getenv("BARN_REPO"))
 	if err != nil {
 		w.State = err.Error()
 		return w
 	}
-	src, err := catalog.Select("", env.Getenv("BARN_REPO"), reg.DefaultRepo)
-	if err != nil {
-		w.State = err.Error()
-		return w
-	}
-	if _, rec, err := store.Active(src); err == nil && rec != nil {
+	_, rec, err := store.Active(src)
+	switch {
+	case err == nil && rec.Active == catalog.EmbeddedActive:
+		w.State = fmt.Sprintf("%s: catalog revision %d active (embedded in this binary)", src.Root, rec.ActiveRevision)
+	case err == nil:
 		w.State = fmt.Sprintf("%s: catalog revision %d active", src.Root, rec.ActiveRevision)
-	} else {
+	case errors.Is(err, imageref.ErrNoCatalog):
 		w.State = src.Root + ": no catalog activated yet"
+	default:
+		w.State = err.Error()
 	}
 	return w
 }

@@ -26,7 +26,7 @@ type grammar struct {
 
 	// Client side: trust, catalogs and the image cache.
 	Trust   trustCmd   `cmd:"" help:"Manage the minisign keys trusted to sign catalogs."`
-	Update  updateCmd  `cmd:"" help:"Fetch, verify and activate the selected repository's catalog (never implicit)."`
+	Update  updateCmd  `cmd:"" help:"Fetch, verify and activate the selected repository's signed catalog (never implicit; default: the official repository)."`
 	Sync    syncCmd    `cmd:"" aliases:"sy" help:"Activate an exact catalog file (URL or path) for the selected repository."`
 	List    listCmd    `cmd:"" aliases:"ls" help:"List the images of the selected repository's active catalog."`
 	Info    infoCmd    `cmd:"" aliases:"in" help:"Show the exact image a selector resolves to and whether it is cached."`
@@ -34,7 +34,7 @@ type grammar struct {
 	Pull    pullCmd    `cmd:"" aliases:"p" help:"Download and verify an image into the cache."`
 	Import  importCmd  `cmd:"" aliases:"i" help:"Copy a local qcow2 into the cache (images/local), optionally under a local-NAME selector."`
 	Prune   pruneCmd   `cmd:"" aliases:"pr" help:"Remove cached images that no active catalog, applied node or import protects."`
-	Reset   resetCmd   `cmd:"" help:"Return the selected repository to the built-in catalog (none); keeps its anti-rollback record."`
+	Reset   resetCmd   `cmd:"" help:"Return the selected repository to its built-in catalog (the embedded one for the official repository, none otherwise); keeps its anti-rollback and signer record."`
 	tool.Globals
 }
 

@@ -12,10 +12,21 @@ import (
 	"barn.dev/lib/tool"
 )
 
-// repoFlag selects a repository: --repo > BARN_REPO > configured default.
+// repoFlag selects a repository: --repo > BARN_REPO > the official
+// repository compiled into Barn.
 type repoFlag struct {
-	Repo string `name:"repo" placeholder:"DIR|URL" help:"Repository: a directory, https:// or http:// URL (default: BARN_REPO, then the configured default)."`
+	Repo string `name:"repo" placeholder:"DIR|URL" help:"Repository: a directory, https:// or http:// URL (default: BARN_REPO, then the official https://repo.pigsty.io/barn)."`
 }
+
+// sourceFlags adds --mirror: the official mirror, below --repo and above
+// BARN_REPO (Barn 0.9's precedence). It shares the official repository's
+// catalog record; only where bytes are fetched from changes.
+type sourceFlags struct {
+	repoFlag
+	Mirror bool `name:"mirror" help:"Use the official mirror https://repo.pigsty.cc/barn."`
+}
+
+func (f repoFlag) sources() sourceFlags { return sourceFlags{repoFlag: f} }
 
 // client is what every client command needs.
 type client struct {
@@ -36,7 +47,7 @@ func openClient(env *tool.Env) (*client, error) {
 }
 
 // source applies the repository precedence.
-func (c *client) source(env *tool.Env, f repoFlag) (catalog.Source, error) {
+func (c *client) source(env *tool.Env, f sourceFlags) (catalog.Source, error) {
 	flag := f.Repo
 	if flag != "" && !strings.Contains(flag, "://") && !filepath.IsAbs(flag) {
 		abs, err := filepath.Abs(flag)
@@ -45,15 +56,11 @@ func (c *client) source(env *tool.Env, f repoFlag) (catalog.Source, error) {
 		}
 		flag = abs
 	}
-	reg, err := c.store.Registry()
-	if err != nil {
-		return catalog.Source{}, err
-	}
-	return catalog.Select(flag, env.Getenv("BARN_REPO"), reg.DefaultRepo)
+	return catalog.Select(flag, f.Mirror, env.Getenv("BARN_REPO"))
 }
 
 // active returns the selected repository's active catalog with imports attached.
-func (c *client) active(env *tool.Env, f repoFlag) (catalog.Source, *catalog.Catalog, *catalog.Record, error) {
+func (c *client) active(env *tool.Env, f sourceFlags) (catalog.Source, *catalog.Catalog, *catalog.Record, error) {
 	src, err := c.source(env, f)
 	if err != nil {
 		return src, nil, nil, err

@@ -12,7 +12,7 @@ import (
 )
 
 type infoCmd struct {
-	repoFlag
+	sourceFlags
 	Selector string `arg:"" predictor:"image" help:"Image selector: family, alias, family:channel, family@version or local-NAME."`
 	Arch     string `name:"arch" default:"native" enum:"native,amd64,arm64" help:"Architecture (native, amd64, arm64)."`
 }
@@ -41,7 +41,7 @@ func (c *infoCmd) Run(env *tool.Env) error {
 	if err != nil {
 		return err
 	}
-	src, cat, rec, err := cl.active(env, c.repoFlag)
+	src, cat, rec, err := cl.active(env, c.sourceFlags)
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 )
 
 type listCmd struct {
-	repoFlag
+	sourceFlags
 }
 
 type listEntry struct {
@@ -69,7 +69,7 @@ func (c *listCmd) Run(env *tool.Env) error {
 	if err != nil {
 		return err
 	}
-	src, cat, rec, err := cl.active(env, c.repoFlag)
+	src, cat, rec, err := cl.active(env, c.sourceFlags)
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 type pullCmd struct {
-	repoFlag
+	sourceFlags
 	Selector string `arg:"" predictor:"image" help:"Image selector."`
 	Arch     string `name:"arch" default:"native" enum:"native,amd64,arm64" help:"Architecture (native, amd64, arm64)."`
 }
@@ -31,7 +31,7 @@ func (c *pullCmd) Run(env *tool.Env) error {
 	if err != nil {
 		return err
 	}
-	src, cat, _, err := cl.active(env, c.repoFlag)
+	src, cat, _, err := cl.active(env, c.sourceFlags)
 	if err != nil {
 		return err
 	}

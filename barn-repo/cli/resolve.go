@@ -12,7 +12,7 @@ import (
 )
 
 type resolveCmd struct {
-	repoFlag
+	sourceFlags
 	Selector string `arg:"" optional:"" predictor:"image" help:"One selector to resolve; without it a barn.spec/v1 is read on stdin."`
 	Arch     string `name:"arch" default:"native" enum:"native,amd64,arm64" help:"Architecture for a single selector."`
 }
@@ -50,7 +50,7 @@ func (c *resolveCmd) Run(env *tool.Env) error {
 	if err != nil {
 		return err
 	}
-	_, cat, rec, err := cl.active(env, c.repoFlag)
+	_, cat, rec, err := cl.active(env, c.sourceFlags)
 	if err != nil {
 		return err
 	}

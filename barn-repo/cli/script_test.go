@@ -28,8 +28,9 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, scripttest.Configure(testscript.Params{
 		Dir: "testdata/script",
 		Cmds: map[string]func(*testscript.TestScript, bool, []string){
-			"serve-repo": cmdServeRepo,
-			"patch":      cmdPatch,
+			"serve-repo":     cmdServeRepo,
+			"serve-repo-tls": cmdServeRepoTLS,
+			"patch":          cmdPatch,
 		},
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("BARN_HOME", env.WorkDir+"/.barn")
@@ -57,6 +58,25 @@ func cmdServeRepo(ts *testscript.TestScript, neg bool, args []string) {
 	go func() { _ = srv.Serve(ln) }()
 	ts.Defer(func() { _ = srv.Close() })
 	ts.Setenv(args[0], "http://"+ln.Addr().String())
+}
+
+// cmdServeRepoTLS runs `serve-repo-tls VAR DIR CAFILE`: serves DIR over
+// HTTPS on 127.0.0.1 with a certificate from a fresh test CA, writes the
+// CA certificate (PEM) to CAFILE and sets $VAR to the URL. Clients trust
+// it only through SSL_CERT_FILE=CAFILE (Go's system-store override).
+func cmdServeRepoTLS(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: serve-repo-tls VAR DIR CAFILE")
+	}
+	ca, err := scripttest.NewTestCA()
+	ts.Check(err)
+	ts.Check(os.WriteFile(ts.MkAbs(args[2]), ca.CertPEM, 0o644))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ts.Check(err)
+	srv := &http.Server{Handler: http.FileServer(http.Dir(ts.MkAbs(args[1]))), ReadHeaderTimeout: 10 * time.Second, TLSConfig: ca.ServerConfig()}
+	go func() { _ = srv.ServeTLS(ln, "", "") }()
+	ts.Defer(func() { _ = srv.Close() })
+	ts.Setenv(args[0], "https://"+ln.Addr().String())
 }
 
 // cmdPatch runs `patch FILE OFFSET HEX`: overwrites bytes of FILE at

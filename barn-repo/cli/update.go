@@ -12,9 +12,8 @@ import (
 )
 
 type updateCmd struct {
-	repoFlag
+	sourceFlags
 	AllowDowngrade bool `name:"allow-downgrade" help:"Accept a revision below the high-water mark (recorded as a downgrade)."`
-	SetDefault     bool `name:"set-default" help:"Also make this repository the configured default (its catalogs then need a trusted signature)."`
 }
 
 type syncCmd struct {
@@ -38,11 +37,14 @@ type activationDoc struct {
 func (d activationDoc) RenderText(w io.Writer) error {
 	r := d.Record
 	if r.Active == "" {
-		_, err := fmt.Fprintf(w, "%s: no active catalog (built-in); high-water mark %d kept\n", d.Repository.Root, r.HighestRevision)
+		_, err := fmt.Fprintf(w, "%s: no active catalog; high-water mark %d kept\n", d.Repository.Root, r.HighestRevision)
 		return err
 	}
 	signer := "unsigned"
-	if r.KeyID != "" {
+	switch {
+	case r.Active == catalog.EmbeddedActive:
+		signer = "embedded in this binary"
+	case r.KeyID != "":
 		signer = "signed by " + r.KeyID
 	}
 	down := ""
@@ -58,14 +60,11 @@ func (c *updateCmd) Run(env *tool.Env) error {
 	if err != nil {
 		return err
 	}
-	src, err := cl.source(env, c.repoFlag)
+	src, err := cl.source(env, c.sourceFlags)
 	if err != nil {
 		return err
 	}
-	if c.SetDefault {
-		src.Explicit = false // the default repository always needs a trusted signature
-	}
-	return activate(env, cl, src, src.CatalogLocation(), c.AllowDowngrade, c.SetDefault, "barn.repo.update/v1")
+	return activate(env, cl, src, src.CatalogLocation(), c.AllowDowngrade, "barn.repo.update/v1")
 }
 
 func (c *syncCmd) Run(env *tool.Env) error {
@@ -73,7 +72,7 @@ func (c *syncCmd) Run(env *tool.Env) error {
 	if err != nil {
 		return err
 	}
-	src, err := cl.source(env, c.repoFlag)
+	src, err := cl.source(env, c.sources())
 	if err != nil {
 		return err
 	}
@@ -83,10 +82,10 @@ func (c *syncCmd) Run(env *tool.Env) error {
 			return exitcode.Wrap(exitcode.Usage, err, "%s", c.Location)
 		}
 	}
-	return activate(env, cl, src, loc, c.AllowDowngrade, false, "barn.repo.sync/v1")
+	return activate(env, cl, src, loc, c.AllowDowngrade, "barn.repo.sync/v1")
 }
 
-func activate(env *tool.Env, cl *client, src catalog.Source, loc string, allowDowngrade, setDefault bool, schema string) error {
+func activate(env *tool.Env, cl *client, src catalog.Source, loc string, allowDowngrade bool, schema string) error {
 	data, sig, err := catalog.Fetch(env.Ctx, loc)
 	if err != nil {
 		return err
@@ -99,11 +98,6 @@ func activate(env *tool.Env, cl *client, src catalog.Source, loc string, allowDo
 	act, err := cl.store.Activate(src, data, sig, catalog.ActivateOptions{AllowDowngrade: allowDowngrade, ExactLocation: loc})
 	if err != nil {
 		return err
-	}
-	if setDefault {
-		if err := cl.store.SetDefault(src.Root); err != nil {
-			return err
-		}
 	}
 	for _, w := range act.Warnings {
 		env.Stderrf("barn-repo: warning: %s", w)
@@ -119,7 +113,7 @@ func (c *resetCmd) Run(env *tool.Env) error {
 	if err != nil {
 		return err
 	}
-	src, err := cl.source(env, c.repoFlag)
+	src, err := cl.source(env, c.sources())
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package catalog
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -19,26 +18,32 @@ import (
 type Source struct {
 	Kind     string `json:"kind"`     // "dir", "https" or "http"
 	Root     string `json:"root"`     // absolute clean directory, or URL without a trailing slash
-	Key      string `json:"key"`      // record slot: "repo-" + hex sha256 of Root
-	Explicit bool   `json:"explicit"` // selected with --repo or BARN_REPO (not the configured default)
+	Key      string `json:"key"`      // record slot: OfficialSlot, or "repo-" + hex sha256 of Root
+	Explicit bool   `json:"explicit"` // selected with --repo or BARN_REPO
+	Official bool   `json:"official"` // one of the two official roots (OfficialRepository)
 }
 
-// ErrNoRepository is returned by Select when no repository is selected
-// and no default is configured.
-var ErrNoRepository = errors.New("no image repository is selected")
-
 // ParseSource normalizes a repository location: an https:// or http://
-// URL (no credentials, query or fragment) or an absolute directory path.
+// URL (no credentials, query or fragment; the scheme and host are
+// lower-cased) or an absolute directory path. Either official root, however
+// it was named, is the official repository.
 func ParseSource(loc string, explicit bool) (Source, error) {
-	if strings.HasPrefix(loc, "https://") || strings.HasPrefix(loc, "http://") {
+	if l := strings.ToLower(loc); strings.HasPrefix(l, "https://") || strings.HasPrefix(l, "http://") {
 		u, err := url.Parse(loc)
 		if err != nil {
-			return Source{}, exitcode.New(exitcode.Usage, "repository %q: %v", loc, err)
+			return Source{}, exitcode.New(exitcode.Usage, "repository %q: %v", loc, err).WithReason("bad_repository")
 		}
 		if u.Host == "" || u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(loc, "#") {
 			return Source{}, exitcode.New(exitcode.Usage, "repository %q: a repository URL has a host and no credentials, query or fragment", loc).WithReason("bad_repository")
 		}
+		u.Scheme, u.Host = strings.ToLower(u.Scheme), strings.ToLower(u.Host)
 		root := strings.TrimRight(u.String(), "/")
+		o := OfficialRepository()
+		if root == o.Root || root == o.Mirror {
+			s := officialSource(root)
+			s.Explicit = explicit
+			return s, nil
+		}
 		return Source{Kind: u.Scheme, Root: root, Key: slotKey(root), Explicit: explicit}, nil
 	}
 	if strings.Contains(loc, "://") {
@@ -56,11 +61,28 @@ func slotKey(root string) string {
 	return "repo-" + hex.EncodeToString(s[:])
 }
 
-// RequiresSignature reports whether catalogs from s must carry a valid
-// signature by a trusted key: plain HTTP and the configured default always
-// do; an explicitly selected directory or HTTPS repository may be unsigned
-// (choosing it is the trust decision).
-func (s Source) RequiresSignature() bool { return s.Kind == "http" || !s.Explicit }
+// RequiresSignature reports whether every catalog from s must carry a
+// valid signature by a trusted key: the official repository (however it
+// was selected) and plain HTTP always do. An explicitly selected directory
+// or HTTPS repository may be unsigned (choosing it is the trust decision)
+// until it has once been accepted under a trusted signature; from then on
+// Record.SignatureRequired keeps requiring one (see Store.Activate).
+func (s Source) RequiresSignature() bool { return s.Kind == "http" || !s.Explicit || s.Official }
+
+// Alternates lists the sources that may serve s's artifacts when s cannot:
+// for an official root the other official root (the same catalog, so the
+// same size and SHA-256 are verified); for any other repository none.
+// Catalog updates never use alternates.
+func (s Source) Alternates() []Source {
+	if !s.Official {
+		return nil
+	}
+	primary, mirror := OfficialRepository().Sources()
+	if s.Root == mirror.Root {
+		return []Source{primary}
+	}
+	return []Source{mirror}
+}
 
 // Join returns the location of a repository-relative file.
 func (s Source) Join(rel string) string {
@@ -70,31 +92,22 @@ func (s Source) Join(rel string) string {
 	return s.Root + "/" + rel
 }
 
-// Select applies the precedence --repo (flag) > BARN_REPO > configured
-// default (def, may be ""). The configured default is never "explicit",
-// even when named by --repo or BARN_REPO, so its catalogs always need a
-// trusted signature. It returns ErrNoRepository (wrapped in a usage error)
-// when all are empty.
-func Select(flag, env, def string) (Source, error) {
-	pick := func(loc string) (Source, error) {
-		s, err := ParseSource(loc, true)
-		if err == nil && def != "" {
-			if d, derr := ParseSource(def, false); derr == nil && d.Root == s.Root {
-				s.Explicit = false
-			}
-		}
-		return s, err
-	}
+// Select applies the repository precedence of Barn 0.9: --repo (flag) >
+// --mirror > BARN_REPO (env) > the official repository compiled into the
+// binary. The compiled default is never "explicit", so its catalogs always
+// need a signature by an official key.
+func Select(flag string, mirror bool, env string) (Source, error) {
+	primary, mir := OfficialRepository().Sources()
 	switch {
 	case flag != "":
-		return pick(flag)
+		return ParseSource(flag, true)
+	case mirror:
+		mir.Explicit = true
+		return mir, nil
 	case env != "":
-		return pick(env)
-	case def != "":
-		return ParseSource(def, false)
+		return ParseSource(env, true)
 	}
-	return Source{}, exitcode.Wrap(exitcode.Usage, ErrNoRepository, "give --repo DIR|URL, set BARN_REPO, or configure a default with barn-repo update --repo DIR|URL --set-default").
-		WithReason("no_repository")
+	return primary, nil
 }
 
 // NewHTTPClient returns the client used for catalogs and images: at most 5

@@ -3,12 +3,10 @@ package catalog
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -40,21 +38,35 @@ type Store struct {
 // Registry is manifests/state.json.
 type Registry struct {
 	Schema       string             `json:"schema"`
-	DefaultRepo  string             `json:"default_repo"` // configured default repository, "" when none
 	Repositories map[string]*Record `json:"repositories"` // by Source.Key
+	// DefaultRepo is only read: a configured default repository of earlier
+	// Barn versions (`update --set-default`, since replaced by the compiled
+	// official default and BARN_REPO). Registry refuses a non-empty one
+	// rather than silently changing which repository is used.
+	DefaultRepo string `json:"default_repo,omitempty"`
 }
 
-// Record is one repository's anti-rollback and activation record.
+// Record is one repository's anti-rollback, activation and signer record.
 type Record struct {
 	Source          string            `json:"source"`           // repository root
 	HighestRevision uint64            `json:"highest_revision"` // high-water mark; never lowered, not even by reset
-	Active          string            `json:"active"`           // "" (built-in: none) or versions/ file name
+	Active          string            `json:"active"`           // "" (none), EmbeddedActive, or a versions/ file name
 	ActiveRevision  uint64            `json:"active_revision"`
 	ActiveDigest    string            `json:"active_digest"` // sha256 of the active catalog bytes
-	KeyID           string            `json:"key_id"`        // signer of the active catalog, "" when unsigned
+	KeyID           string            `json:"key_id"`        // signer of the active catalog, "" when unsigned or embedded
 	AcceptedAt      time.Time         `json:"accepted_at"`
 	Downgrade       bool              `json:"downgrade"` // the active catalog is below the mark (--allow-downgrade)
 	Accepted        map[string]string `json:"accepted"`  // revision → digest of every catalog ever accepted
+	// SignatureRequired is set when a catalog is accepted under a trusted
+	// signature: from then on unsigned catalogs (and, as always, unknown
+	// signers) are refused for this repository until the user lifts it
+	// with `barn-repo trust allow-unsigned` (Store.AllowUnsigned).
+	SignatureRequired bool `json:"signature_required"`
+	// SignedBy is the last key that signed an accepted catalog, kept when a
+	// later catalog is unsigned or the record is reset.
+	SignedBy string `json:"signed_by,omitempty"`
+	// UnsignedAllowedAt is when the user last lifted SignatureRequired.
+	UnsignedAllowedAt *time.Time `json:"unsigned_allowed_at,omitempty"`
 }
 
 func (s *Store) manifests() string { return filepath.Join(s.Dir, "manifests") }
@@ -89,6 +101,10 @@ func (s *Store) Registry() (*Registry, error) {
 		}
 		return nil, exitcode.Wrap(exitcode.Integrity, err, "%s is damaged", p).WithReason("damaged_registry")
 	}
+	if reg.DefaultRepo != "" {
+		return nil, exitcode.New(exitcode.Usage, "%s configures %s as the default repository, which this Barn no longer supports: the default is the official repository", p, reg.DefaultRepo).
+			WithReason("configured_default_removed").WithNext(fmt.Sprintf("export BARN_REPO=%s, then delete the \"default_repo\" field from %s", reg.DefaultRepo, p))
+	}
 	if reg.Repositories == nil {
 		reg.Repositories = map[string]*Record{}
 	}
@@ -116,21 +132,29 @@ func mkdirs(dir string) error {
 	return nil
 }
 
-// SetDefault records (or clears, with "") the configured default repository.
-func (s *Store) SetDefault(root string) error {
-	reg, err := s.Registry()
-	if err != nil {
-		return err
-	}
-	reg.DefaultRepo = root
-	return s.writeRegistry(reg)
-}
-
 // TrustedKey is one key in trust/.
 type TrustedKey struct {
 	KeyID string             `json:"key_id"`
 	Path  string             `json:"path"`
 	Key   minisign.PublicKey `json:"-"`
+}
+
+// keysFor returns the keys allowed to sign src's catalogs: for the official
+// repository only its compiled keys; for any other repository those plus
+// every key in trust/.
+func (s *Store) keysFor(src Source) ([]minisign.PublicKey, error) {
+	keys := append([]minisign.PublicKey{}, OfficialRepository().Keys...)
+	if src.Official {
+		return keys, nil
+	}
+	added, err := s.TrustedKeys()
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range added {
+		keys = append(keys, k.Key)
+	}
+	return keys, nil
 }
 
 // TrustedKeys lists trust/*.pub sorted by key ID. A file that does not
@@ -190,147 +214,46 @@ func (s *Store) AddTrust(text []byte) (TrustedKey, error) {
 	return TrustedKey{KeyID: id, Path: p, Key: k}, nil
 }
 
-// ActivateOptions tune Activate.
-type ActivateOptions struct {
-	AllowDowngrade bool // accept a revision below the high-water mark (recorded)
-	// ExactLocation is where the bytes came from; for an unsigned catalog it
-	// must be the repository's own catalog.json.
-	ExactLocation string
-}
-
-// Activation is Activate's result.
-type Activation struct {
-	Record   *Record  `json:"record"`
-	Catalog  *Catalog `json:"-"`
-	Warnings []string `json:"warnings"`
-}
-
-// Activate verifies catalog bytes (and their detached signature, nil when
-// absent) for repository src and makes them its active catalog. Every
-// refusal is an integrity error (7): malformed or oversized catalog or
-// signature; a missing signature where src requires one ("unsigned_catalog");
-// an untrusted signer or bad signature; equivocation (an accepted revision
-// with different bytes, "catalog_equivocation"); a revision below the
-// high-water mark without AllowDowngrade ("catalog_rollback").
-func (s *Store) Activate(src Source, data, sig []byte, o ActivateOptions) (*Activation, error) {
-	c, err := DecodeCatalog(data, o.ExactLocation)
-	if err != nil {
-		return nil, err
-	}
-	act := &Activation{Catalog: c, Warnings: []string{}}
-	keys, err := s.TrustedKeys()
-	if err != nil {
-		return nil, err
-	}
-	trusted := make([]minisign.PublicKey, len(keys))
-	for i, k := range keys {
-		trusted[i] = k.Key
-	}
-	keyID := ""
-	switch {
-	case sig == nil && src.RequiresSignature():
-		return nil, exitcode.New(exitcode.Integrity, "%s: %s requires a catalog signed by a trusted key and %s has none", o.ExactLocation, src, SignatureFile).
-			WithReason("unsigned_catalog")
-	case sig == nil:
-		if o.ExactLocation != src.CatalogLocation() {
-			return nil, exitcode.New(exitcode.Integrity, "an unsigned catalog is accepted only from the repository's own %s, not %s", src.CatalogLocation(), o.ExactLocation).
-				WithReason("unsigned_catalog")
-		}
-		act.Warnings = append(act.Warnings, fmt.Sprintf("catalog revision %d from %s is unsigned; selecting this repository is the trust decision", c.Revision, src.Root))
-	default:
-		id, verr := VerifySignature(trusted, data, sig, c.Revision, o.ExactLocation+".minisig")
-		var ee *exitcode.Error
-		if verr != nil && errors.As(verr, &ee) && ee.Reason == "unknown_signer" && !src.RequiresSignature() && o.ExactLocation == src.CatalogLocation() {
-			act.Warnings = append(act.Warnings, fmt.Sprintf("catalog is signed by untrusted key %s; accepted unsigned because %s was selected explicitly", id, src.Root))
-		} else if verr != nil {
-			return nil, verr
-		} else {
-			keyID = id
-		}
-	}
-	sum := sha256.Sum256(data)
-	digest := hex.EncodeToString(sum[:])
-	reg, err := s.Registry()
-	if err != nil {
-		return nil, err
-	}
-	rec := reg.Repositories[src.Key]
-	if rec == nil {
-		rec = &Record{Source: src.Root, Accepted: map[string]string{}}
-	}
-	if rec.Accepted == nil {
-		rec.Accepted = map[string]string{}
-	}
-	rev := strconv.FormatUint(c.Revision, 10)
-	if prev, ok := rec.Accepted[rev]; ok && prev != digest {
-		return nil, exitcode.New(exitcode.Integrity, "%s: revision %d was accepted before with digest %s, now it has digest %s: the repository equivocates",
-			o.ExactLocation, c.Revision, prev, digest).WithReason("catalog_equivocation")
-	}
-	downgrade := c.Revision < rec.HighestRevision
-	if downgrade && !o.AllowDowngrade {
-		return nil, exitcode.New(exitcode.Integrity, "%s: revision %d is below the accepted high-water mark %d for %s (a rollback)",
-			o.ExactLocation, c.Revision, rec.HighestRevision, src.Root).WithReason("catalog_rollback").
-			WithNext("barn-repo sync " + o.ExactLocation + " --repo " + src.Root + " --allow-downgrade   # only if you mean to go back")
-	}
-	name := fmt.Sprintf("v%d-%s.json", c.Revision, digest)
-	if err := mkdirs(s.versions()); err != nil {
-		return nil, err
-	}
-	if err := safefile.Write(filepath.Join(s.versions(), name), data, 0o600); err != nil {
-		return nil, exitcode.Wrap(exitcode.Runtime, err, "storing catalog")
-	}
-	if sig != nil && keyID != "" {
-		if err := safefile.Write(filepath.Join(s.versions(), name+"."+strings.ToLower(keyID)+".minisig"), sig, 0o600); err != nil {
-			return nil, exitcode.Wrap(exitcode.Runtime, err, "storing signature")
-		}
-	}
-	rec.Source = src.Root
-	rec.Active, rec.ActiveRevision, rec.ActiveDigest, rec.KeyID = name, c.Revision, digest, keyID
-	rec.AcceptedAt, rec.Downgrade = s.now(), downgrade
-	rec.Accepted[rev] = digest
-	if c.Revision > rec.HighestRevision {
-		rec.HighestRevision = c.Revision
-	}
-	reg.Repositories[src.Key] = rec
-	if err := s.writeRegistry(reg); err != nil {
-		return nil, err
-	}
-	act.Record = rec
-	return act, nil
-}
-
-// Reset returns src to the built-in catalog (Barn has none, so nothing is
-// active afterwards) and keeps the high-water mark and accepted digests.
-func (s *Store) Reset(src Source) (*Record, error) {
-	reg, err := s.Registry()
-	if err != nil {
-		return nil, err
-	}
-	rec := reg.Repositories[src.Key]
-	if rec == nil {
-		rec = &Record{Source: src.Root, Accepted: map[string]string{}}
-	}
-	rec.Active, rec.ActiveRevision, rec.ActiveDigest, rec.KeyID, rec.Downgrade = "", 0, "", "", false
-	rec.AcceptedAt = s.now()
-	reg.Repositories[src.Key] = rec
-	return rec, s.writeRegistry(reg)
-}
-
-// Active returns src's active catalog and record. When nothing is active it
-// returns an error wrapping imageref.ErrNoCatalog (usage class, reason
-// "no_catalog"). The stored bytes are re-hashed and must match the record.
+// Active returns src's active catalog and record. For the official
+// repository that is the catalog embedded in the binary until a newer one
+// is activated, and again when the binary embeds a newer revision than the
+// activated one (unless that one is a recorded downgrade). For any other
+// repository with nothing active it returns an error wrapping
+// imageref.ErrNoCatalog (usage class, reason "no_catalog"). Stored bytes
+// are re-hashed and must match the record (integrity otherwise).
 func (s *Store) Active(src Source) (*Catalog, *Record, error) {
 	reg, err := s.Registry()
 	if err != nil {
 		return nil, nil, err
 	}
-	rec := reg.Repositories[src.Key]
-	if rec == nil || rec.Active == "" {
-		return nil, rec, exitcode.Wrap(exitcode.Usage, imageref.ErrNoCatalog, "%s", src.Root).WithReason("no_catalog").
-			WithNext("barn-repo update --repo " + src.Root)
+	rec, err := s.record(reg, src)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !src.Official {
+		if rec.Active == "" {
+			return nil, rec, exitcode.Wrap(exitcode.Usage, imageref.ErrNoCatalog, "%s has no active catalog", src.Root).WithReason("no_catalog").
+				WithNext("barn-repo update --repo " + src.Root)
+		}
+		c, err := s.load(rec)
+		return c, rec, err
+	}
+	emb, digest, err := OfficialRepository().Embedded()
+	if err != nil {
+		return nil, nil, err
+	}
+	if rec.Active == EmbeddedActive {
+		return emb, rec, nil
 	}
 	c, err := s.load(rec)
-	return c, rec, err
+	if err != nil {
+		return nil, rec, err
+	}
+	if c.Revision < emb.Revision && !rec.Downgrade {
+		rec.useEmbedded(emb.Revision, digest)
+		return emb, rec, nil
+	}
+	return c, rec, nil
 }
 
 func (s *Store) load(rec *Record) (*Catalog, error) {
@@ -348,16 +271,23 @@ func (s *Store) load(rec *Record) (*Catalog, error) {
 }
 
 // ActiveCatalogs returns every repository's active catalog, keyed by the
-// repository root (for the cache: pulling an artifact and pruning).
+// repository root, the official repository's (embedded or activated)
+// always included: for the cache, to find an artifact's source and to
+// protect artifacts from prune.
 func (s *Store) ActiveCatalogs() (map[string]*Catalog, error) {
 	reg, err := s.Registry()
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]*Catalog{}
+	primary, _ := OfficialRepository().Sources()
+	c, _, err := s.Active(primary)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*Catalog{primary.Root: c}
 	for _, key := range sortedKeys(reg.Repositories) {
 		rec := reg.Repositories[key]
-		if rec.Active == "" {
+		if key == OfficialSlot || rec.Active == "" {
 			continue
 		}
 		c, err := s.load(rec)
@@ -369,28 +299,22 @@ func (s *Store) ActiveCatalogs() (map[string]*Catalog, error) {
 	return out, nil
 }
 
-// LoadActive returns the active catalog of the configured default
-// repository under root's images directory. It returns an error wrapping
-// imageref.ErrNoCatalog when no default is configured or nothing is
-// active. Commands that see the environment use LoadSelected to honour
-// --repo and BARN_REPO.
+// LoadActive returns the active catalog of the official repository under
+// root's images directory (the compiled default). Commands that see the
+// environment use LoadSelected to honour --repo and BARN_REPO.
 func LoadActive(root *state.Root) (*Catalog, error) {
 	return LoadSelected(root, "", "")
 }
 
 // LoadSelected returns the active catalog of the repository selected by
-// flag (--repo) > env (BARN_REPO) > the configured default, wrapping
-// imageref.ErrNoCatalog when none is selected or active.
+// flag (--repo) > env (BARN_REPO) > the official repository, with the
+// import registry attached. A selected repository with nothing active is an
+// error wrapping imageref.ErrNoCatalog.
 func LoadSelected(root *state.Root, flag, env string) (*Catalog, error) {
 	s := &Store{Dir: root.ImagesDir()}
-	reg, err := s.Registry()
+	src, err := Select(flag, false, env)
 	if err != nil {
 		return nil, err
-	}
-	src, err := Select(flag, env, reg.DefaultRepo)
-	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Usage, imageref.ErrNoCatalog, "no repository selected").WithReason("no_catalog").
-			WithNext("barn-repo update --repo DIR|URL --set-default")
 	}
 	c, _, err := s.Active(src)
 	if err != nil {

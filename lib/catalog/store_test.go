@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,21 +32,22 @@ func testRoot(t *testing.T) *state.Root {
 	return root
 }
 
-func TestLoadActiveWithoutCatalogIsErrNoCatalog(t *testing.T) {
+func TestLoadSelectedWithoutCatalogIsErrNoCatalog(t *testing.T) {
 	root := testRoot(t)
-	_, err := LoadActive(root)
-	if !errors.Is(err, imageref.ErrNoCatalog) {
-		t.Fatalf("LoadActive on an empty root: %v, want ErrNoCatalog", err)
-	}
-	_, err = LoadSelected(root, "/nonexistent/repo", "")
+	_, err := LoadSelected(root, "/nonexistent/repo", "")
 	if !errors.Is(err, imageref.ErrNoCatalog) {
 		t.Fatalf("LoadSelected of a never-updated repo: %v, want ErrNoCatalog", err)
 	}
+	_, err = LoadSelected(root, "", "https://repo.example.test/barn")
+	if !errors.Is(err, imageref.ErrNoCatalog) {
+		t.Fatalf("LoadSelected of a never-updated BARN_REPO: %v, want ErrNoCatalog", err)
+	}
 }
 
-func TestActivateSignedDefaultAndLoadActive(t *testing.T) {
-	root := testRoot(t)
-	st := &Store{Dir: root.ImagesDir()}
+// testKey returns a fresh minisign key pair: the secret key and the public
+// key's text.
+func testKey(t *testing.T) (minisign.PrivateKey, []byte, string) {
+	t.Helper()
 	secret, public, id, err := GenerateKey("")
 	if err != nil {
 		t.Fatal(err)
@@ -54,14 +56,21 @@ func TestActivateSignedDefaultAndLoadActive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return key, public, id
+}
+
+func TestActivateSignedExplicitHTTPSAndLoadSelected(t *testing.T) {
+	root := testRoot(t)
+	st := &Store{Dir: root.ImagesDir()}
+	key, public, id := testKey(t)
 	if _, err := st.AddTrust(public); err != nil {
 		t.Fatal(err)
 	}
 	data, _ := Encode(elCatalog())
-	src, _ := ParseSource("https://repo.example.test/barn", false) // configured default: signature required
+	src, _ := ParseSource("http://repo.example.test/barn", true) // plain HTTP: signature required
 	loc := src.CatalogLocation()
 	if _, err := st.Activate(src, data, nil, ActivateOptions{ExactLocation: loc}); exitcode.As(err).Reason != "unsigned_catalog" {
-		t.Fatalf("unsigned default: %v", err)
+		t.Fatalf("unsigned over plain HTTP: %v", err)
 	}
 	big := make([]byte, MaxSignatureBytes+1)
 	if _, err := st.Activate(src, data, big, ActivateOptions{ExactLocation: loc}); exitcode.As(err).Reason != "signature_too_large" {
@@ -75,56 +84,77 @@ func TestActivateSignedDefaultAndLoadActive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if act.Record.KeyID != id || act.Record.ActiveRevision != 7 || act.Record.HighestRevision != 7 {
-		t.Fatalf("record %+v", act.Record)
+	if r := act.Record; r.KeyID != id || r.SignedBy != id || !r.SignatureRequired || r.ActiveRevision != 7 || r.HighestRevision != 7 {
+		t.Fatalf("record %+v", r)
 	}
-	if err := st.SetDefault(src.Root); err != nil {
-		t.Fatal(err)
-	}
-	c, err := LoadActive(root)
+	c, err := LoadSelected(root, "", src.Root)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, err := c.Resolve("rocky@9", "amd64")
 	if err != nil || got.Version != "9.10" {
-		t.Fatalf("resolve via LoadActive: %+v %v", got, err)
+		t.Fatalf("resolve via LoadSelected: %+v %v", got, err)
 	}
 	// A damaged stored catalog is an integrity error, never "no catalog".
 	reg, _ := st.Registry()
 	reg.Repositories[src.Key].ActiveDigest = strings.Repeat("0", 64)
 	_ = st.writeRegistry(reg)
-	if _, err := LoadActive(root); exitcode.ClassOf(err) != exitcode.Integrity || errors.Is(err, imageref.ErrNoCatalog) {
+	if _, err := LoadSelected(root, "", src.Root); exitcode.ClassOf(err) != exitcode.Integrity || errors.Is(err, imageref.ErrNoCatalog) {
 		t.Fatalf("damaged active catalog: %v", err)
 	}
 }
 
 func TestSelectPrecedence(t *testing.T) {
-	s, err := Select("/flag", "/env", "https://default.example.test")
-	if err != nil || s.Root != "/flag" || !s.Explicit {
-		t.Fatalf("flag: %+v %v", s, err)
+	s, err := Select("/flag", true, "/env")
+	if err != nil || s.Root != "/flag" || !s.Explicit || s.Official {
+		t.Fatalf("--repo: %+v %v", s, err)
 	}
-	s, _ = Select("", "/env", "https://default.example.test")
+	s, _ = Select("", true, "/env")
+	if s.Root != MirrorRoot || !s.Official || s.Key != OfficialSlot || !s.RequiresSignature() {
+		t.Fatalf("--mirror: %+v", s)
+	}
+	s, _ = Select("", false, "/env")
 	if s.Root != "/env" || !s.Explicit || s.RequiresSignature() {
-		t.Fatalf("env: %+v", s)
+		t.Fatalf("BARN_REPO: %+v", s)
 	}
-	s, _ = Select("", "", "https://default.example.test/")
-	if s.Root != "https://default.example.test" || s.Explicit || !s.RequiresSignature() {
-		t.Fatalf("default: %+v", s)
+	s, _ = Select("", false, "")
+	if s.Root != OfficialRoot || !s.Official || s.Key != OfficialSlot || s.Explicit || !s.RequiresSignature() {
+		t.Fatalf("compiled default: %+v", s)
 	}
-	s, _ = Select("https://default.example.test", "", "https://default.example.test/")
-	if s.Explicit || !s.RequiresSignature() {
-		t.Fatalf("the default named by --repo must still need a signature: %+v", s)
+	if alt := s.Alternates(); len(alt) != 1 || alt[0].Root != MirrorRoot || alt[0].Key != OfficialSlot {
+		t.Fatalf("official alternates: %+v", alt)
 	}
-	if _, err := Select("", "", ""); !errors.Is(err, ErrNoRepository) {
-		t.Fatalf("none: %v", err)
+	// The official repository named explicitly, in any spelling, is still
+	// the official repository: same slot, signature always required.
+	for _, loc := range []string{"https://repo.pigsty.io/barn/", "HTTPS://Repo.Pigsty.CC/barn"} {
+		s, err := ParseSource(loc, true)
+		if err != nil || !s.Official || s.Key != OfficialSlot || !s.RequiresSignature() {
+			t.Fatalf("ParseSource(%q) = %+v, %v", loc, s, err)
+		}
 	}
 	h, _ := ParseSource("http://127.0.0.1:1/repo", true)
-	if !h.RequiresSignature() {
-		t.Fatal("explicit plain HTTP must still require a signature")
+	if !h.RequiresSignature() || h.Alternates() != nil {
+		t.Fatal("explicit plain HTTP must still require a signature and has no alternates")
 	}
 	for _, bad := range []string{"relative/dir", "https://u:p@x/", "https://x/?q", "ftp://x/"} {
 		if _, err := ParseSource(bad, true); exitcode.ClassOf(err) != exitcode.Usage {
 			t.Errorf("ParseSource(%q): %v", bad, err)
 		}
+	}
+}
+
+func TestRegistryWithConfiguredDefaultIsRefusedNotIgnored(t *testing.T) {
+	root := testRoot(t)
+	st := &Store{Dir: root.ImagesDir()}
+	if err := mkdirs(st.versions()); err != nil {
+		t.Fatal(err)
+	}
+	old := `{"schema":"barn.catalog.registry/v1","default_repo":"/srv/lab-repo","repositories":{}}`
+	if err := os.WriteFile(st.registryPath(), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadSelected(root, "", "")
+	if e := exitcode.As(err); e.Reason != "configured_default_removed" || !strings.Contains(e.Next, "BARN_REPO=/srv/lab-repo") {
+		t.Fatalf("registry with a configured default: %v", err)
 	}
 }

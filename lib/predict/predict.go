@@ -40,10 +40,11 @@ func Nodes(getenv func(string) string) []string {
 // Images returns every selector the selected repository's active catalog
 // answers: each family, family:channel, family@version and alias, plus the
 // local-NAME of every named import. src is the selected repository (the
-// caller applies --repo > BARN_REPO > configured default).
+// caller applies --repo > BARN_REPO > the official repository, whose
+// embedded catalog answers even before the state root exists).
 func Images(getenv func(string) string, src func(*catalog.Store) (catalog.Source, error)) []string {
 	root, err := state.Inspect(getenv)
-	if err != nil || !root.Exists() {
+	if err != nil {
 		return nil
 	}
 	store := &catalog.Store{Dir: root.ImagesDir(), Now: root.Now}
