@@ -18,14 +18,26 @@ func NativeArch() string { return runtime.GOARCH }
 
 // Selector is a parsed image selector.
 type Selector struct {
-	Name    string // family or alias
+	Name    string // family or alias; "" for the catalog's defaults.image
 	Channel string // set for "name:channel"
 	Version string // set for "name@version-prefix"
 }
 
-// ParseSelector splits "name", "name:channel" or "name@version".
+// ParseSelector splits a selector, as Barn 0.9 reads user input:
+//
+//	name            the catalog's default channel of a family or alias
+//	name:channel    that channel
+//	name@version    that exact version key, else the newest version under
+//	                it on a dot-component boundary
+//
+// Surrounding white space is ignored; names are case-sensitive. An empty
+// name ("", ":channel", "@version") stands for the catalog's defaults.image:
+// barn-inventory writes "" for a node without vm_image and "@VERSION" for
+// vm_version without vm_image, so the catalog in force at plan time
+// decides the family (see the package doc of lib/plan).
 func ParseSelector(s string) (Selector, error) {
 	var sel Selector
+	s = strings.TrimSpace(s)
 	switch {
 	case strings.Contains(s, "@"):
 		sel.Name, sel.Version, _ = strings.Cut(s, "@")
@@ -40,7 +52,7 @@ func ParseSelector(s string) (Selector, error) {
 	default:
 		sel.Name = s
 	}
-	if !nameRE.MatchString(sel.Name) {
+	if sel.Name != "" && !nameRE.MatchString(sel.Name) {
 		return sel, fmt.Errorf("selector %q: image name %q must match %s", s, sel.Name, nameRE)
 	}
 	return sel, nil
@@ -61,8 +73,9 @@ func (c *Catalog) Family(name string) (string, bool) {
 	return "", false
 }
 
-// ResolveVersion returns the family and exact version key a selector names:
-// "name" → the catalog's default channel; "name:channel" → that channel;
+// ResolveVersion returns the family and exact version key a selector names
+// (see ParseSelector; an empty name is defaults.image): "name" → the
+// catalog's default channel; "name:channel" → that channel;
 // "name@v" → the exact key v when it exists, else the numerically newest
 // version matching v on a dot-component boundary ("@9" picks "9.10" over
 // "9.9" and never matches "90.1"). Failures are usage errors with reason
@@ -71,6 +84,9 @@ func (c *Catalog) ResolveVersion(selector string) (family, version string, err e
 	sel, perr := ParseSelector(selector)
 	if perr != nil {
 		return "", "", unknown("%v", perr)
+	}
+	if sel.Name == "" {
+		sel.Name = c.Defaults.Image
 	}
 	fam, ok := c.Family(sel.Name)
 	if !ok {
@@ -118,7 +134,7 @@ func (c *Catalog) Resolve(selector, arch string) (imageref.Identity, error) {
 	if arch == "" || arch == "native" {
 		arch = NativeArch()
 	}
-	if IsLocalName(selector) {
+	if selector = strings.TrimSpace(selector); IsLocalName(selector) {
 		if c.local != nil {
 			if li, ok := c.local.Lookup(selector); ok {
 				if li.Arch != arch {

@@ -59,6 +59,9 @@ func (e *Explanation) RenderText(w io.Writer) error {
 			val = "-"
 		}
 		resolved := fmt.Sprint(k.Resolved)
+		if (k.Key == "vm_image" || k.Key == "vm_version") && k.Resolved == DefaultImage {
+			resolved = "the active catalog's default image (barn-plan resolves it)"
+		}
 		switch k.Resolved.(type) {
 		case string, bool, int, int64:
 		default: // lists and structs read best as the JSON they are emitted as

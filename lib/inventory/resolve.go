@@ -13,7 +13,11 @@ import (
 
 // Defaults applied when the inventory does not set a value.
 const (
-	DefaultImage     = "d12:stable" // Barn's locally built Debian 12 repository
+	// DefaultImage is the request of a host without vm_image: the active
+	// catalog's defaults.image on its default channel, chosen by barn-plan
+	// when it resolves exact artifacts (so a catalog update never moves a
+	// spec hash). vm_version alone becomes "@VERSION" of that family.
+	DefaultImage     = ""
 	DefaultArch      = "native"
 	DefaultCPUs      = 2
 	DefaultMemoryMiB = 4096
@@ -290,7 +294,8 @@ func (a *analysis) sizeSetting(hr *hostResult, key string, def, unit int64, unit
 }
 
 // image canonicalises vm_image/vm_version: "d12" → "d12:stable",
-// "d12@12" stays, vm_image d12 + vm_version "12.1" → "d12@12.1".
+// "d12@12" stays, vm_image d12 + vm_version "12.1" → "d12@12.1"; no
+// vm_image → DefaultImage, vm_version "12.1" alone → "@12.1".
 func (a *analysis) image(hr *hostResult) string {
 	r, h := a.r, hr.h
 	img := ""

@@ -5,6 +5,20 @@
 //
 // The barn.plan/v1 document is the contract between barn-plan and
 // barn-node apply/recreate.
+//
+// Image requests live in the spec, artifacts in the plan. The resolved spec
+// carries selectors only: barn-inventory reads no catalog, and a node
+// without vm_image carries the empty selector, meaning the active catalog's
+// defaults.image on its default channel ("@VERSION" for vm_version alone).
+// Compute resolves selectors to exact artifacts through the Resolver the
+// caller wires in (barn-plan: the selected repository's active catalog).
+// That resolution belongs here, not in barn-inventory, because of the
+// design's drift rule: spec hashes cover the request, so neither a channel
+// move nor a new catalog default makes a node drift by itself. Nodes kept
+// (start, unchanged) keep their committed artifact; only a node created or
+// recreated takes what the catalog says at plan time. A lab whose
+// repository's defaults.image is d12 (the demo's local repository) gets
+// d12 without naming it; the official repository's default is u24.
 package plan
 
 import (
