@@ -6,6 +6,8 @@ import (
 	"os"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/imagecache"
+	"barn.dev/lib/imageref"
 	"barn.dev/lib/plan"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
@@ -15,7 +17,7 @@ import (
 // planCmd is `barn-plan [-f FILE] [NODE...]`.
 type planCmd struct {
 	File  string   `short:"f" name:"file" placeholder:"FILE" predictor:"file" help:"Read the barn.spec/v1 document from FILE instead of stdin (- is stdin)."`
-	Repo  string   `short:"r" name:"repo" placeholder:"NAME" help:"Resolve images with this repository's active catalog (default: BARN_REPO, then the configured default)."`
+	Repo  string   `short:"r" name:"repo" placeholder:"NAME" help:"Resolve images with this repository's active catalog (default: BARN_REPO, then the official repository)."`
 	Nodes []string `arg:"" optional:"" name:"node" predictor:"node" help:"Plan only these nodes (desired or committed names)."`
 }
 
@@ -51,6 +53,7 @@ func (c *planCmd) Run(env *tool.Env) error {
 		Nodes:    nodes,
 		Running:  liveness(env, nodes),
 		Resolver: resolver,
+		Cached:   func(id imageref.Identity) bool { return imagecache.Present(root.ImagesDir(), id) },
 		Selected: c.Nodes,
 		Runtime:  runtime,
 	}

@@ -203,3 +203,12 @@ func NodesUsing(root *state.Root, p string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// Present reports whether the cache under imagesDir already holds id: a
+// read-only regular file of exactly id's byte count at CachePath. It reads
+// no bytes, so it is cheap enough for every plan; the digest and qcow2
+// header are verified before any use (Ensure, VerifyCached).
+func Present(imagesDir string, id imageref.Identity) bool {
+	fi, err := os.Lstat(CachePath(imagesDir, id))
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o222 == 0 && fi.Size() == id.SizeBytes
+}

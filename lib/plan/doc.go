@@ -96,6 +96,17 @@ type NodePlan struct {
 	Summary  []string           `json:"summary"` // human lines, e.g. "meta memory: 4 GiB -> 8 GiB"
 	Image    *imageref.Identity `json:"image,omitempty"`
 	Selector string             `json:"selector,omitempty"`
+	// Download says whether the exact image of a node to create or
+	// recreate is already in the image cache or will be pulled; nil when
+	// the node keeps its image, its image is unresolved, or the cache was
+	// not consulted.
+	Download *Download `json:"download,omitempty"`
+}
+
+// Download is what apply will fetch for one node's image.
+type Download struct {
+	Cached bool  `json:"cached"` // the cache holds the exact artifact (verified again before use)
+	Bytes  int64 `json:"bytes"`  // bytes to fetch: the artifact size, 0 when cached
 }
 
 // Change is one field that differs between applied and desired.
@@ -111,6 +122,10 @@ type Totals struct {
 	MemoryBytes int64      `json:"memory_bytes"`
 	DiskBytes   int64      `json:"disk_bytes"` // root disks plus every data disk
 	Disks       []DiskSize `json:"disks"`
+	// DownloadImages and DownloadBytes count the distinct images apply will
+	// pull (an image several nodes share is fetched once) and their bytes.
+	DownloadImages int   `json:"download_images"`
+	DownloadBytes  int64 `json:"download_bytes"`
 }
 
 // DiskSize is one disk counted in Totals.

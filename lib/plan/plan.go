@@ -51,6 +51,9 @@ type Input struct {
 	// resolver returning imageref.ErrNoCatalog, yields the warning
 	// "images_unresolved" and plans with selectors only.
 	Resolver imageref.Resolver
+	// Cached reports whether the image cache holds the exact artifact id,
+	// for the plan's download fields; nil leaves them out.
+	Cached func(id imageref.Identity) bool
 	// Selected restricts the plan to these node names; empty means all.
 	Selected []string
 	// Runtime is the accelerator and host architecture selected now, for
@@ -162,6 +165,7 @@ func Compute(in Input) (*Plan, error) {
 		return nil, err
 	}
 	p.Totals = totals(p)
+	downloads(p, in.Cached)
 	p.Action, p.Destructive = summarize(p.Nodes, in.Applied == nil && len(committed) == 0, len(envChanges) > 0)
 	p.Blocked = blocked(all, sel, len(envChanges) > 0)
 	p.Next = nextCommands(p.Nodes)
@@ -438,6 +442,33 @@ func resolveImages(p *Plan, in Input) error {
 			cmp.Compare(a.Arch, b.Arch), cmp.Compare(a.SHA256, b.SHA256), cmp.Compare(a.Selector, b.Selector))
 	})
 	return nil
+}
+
+// downloads fills each created or recreated node's Download and the
+// download totals, counting an image several nodes share once.
+func downloads(p *Plan, cached func(imageref.Identity) bool) {
+	if cached == nil {
+		return
+	}
+	seen := map[imageref.Identity]bool{}
+	for i := range p.Nodes {
+		np := &p.Nodes[i]
+		if np.Image == nil || (np.Outcome != Create && np.Outcome != Recreate) {
+			continue
+		}
+		d := &Download{Cached: cached(*np.Image)}
+		if !d.Cached {
+			d.Bytes = np.Image.SizeBytes
+			id := *np.Image
+			id.Selector = ""
+			if !seen[id] {
+				seen[id] = true
+				p.Totals.DownloadImages++
+				p.Totals.DownloadBytes += d.Bytes
+			}
+		}
+		np.Download = d
+	}
 }
 
 // annotate prefixes an error's message with context, keeping its class.

@@ -3,6 +3,7 @@ package plan
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -659,4 +660,60 @@ func hasWarning(p *Plan, code string) bool {
 		}
 	}
 	return false
+}
+
+// The plan says what apply will download: per created or recreated node
+// whether its exact image is cached, and the distinct images and bytes to
+// fetch (an image two nodes share is counted once); kept nodes download
+// nothing.
+func TestDownloads(t *testing.T) {
+	s := testSpec(2)
+	dep, nodes := applied(s, state.Running)
+	want := testSpec(4)
+	want.Nodes[1].MemoryBytes = 8 * gib // recreate node-11
+	d13 := d12
+	d13.Selector, d13.Image, d13.Version, d13.File, d13.SHA256, d13.SizeBytes = "d13:stable", "d13", "13.1", "images/d13-13.1-amd64.qcow2", "bb22", 300<<20
+	want.Nodes[3].Image = "d13:stable"
+	want.Seal()
+	resolver := fakeResolver{"d12:stable/amd64": d12, "d13:stable/amd64": d13}
+	cached := map[string]bool{}
+	in := Input{Desired: want, Applied: dep, Nodes: nodes, Resolver: resolver,
+		Cached: func(id imageref.Identity) bool { return cached[id.SHA256] }}
+
+	p := mustCompute(t, in)
+	got := []string{}
+	for _, np := range p.Nodes {
+		got = append(got, fmt.Sprintf("%s %s %+v", np.Name, np.Outcome, np.Download))
+	}
+	wantLines := []string{
+		"node-10 unchanged <nil>",
+		"node-11 recreate &{Cached:false Bytes:419430400}",
+		"node-12 create &{Cached:false Bytes:419430400}",
+		"node-13 create &{Cached:false Bytes:314572800}",
+	}
+	if strings.Join(got, "\n") != strings.Join(wantLines, "\n") {
+		t.Fatalf("downloads:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantLines, "\n"))
+	}
+	if p.Totals.DownloadImages != 2 || p.Totals.DownloadBytes != (400+300)<<20 {
+		t.Fatalf("totals %+v", p.Totals)
+	}
+	var text strings.Builder
+	if err := p.RenderText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "    image d13@13.1/amd64 (download 300 MiB)\n") || !strings.Contains(text.String(), "download: 2 image(s), 700 MiB\n") {
+		t.Fatalf("text:\n%s", text.String())
+	}
+
+	cached[d12.SHA256] = true
+	p = mustCompute(t, in)
+	if d := p.Nodes[2].Download; d == nil || !d.Cached || d.Bytes != 0 || p.Totals.DownloadImages != 1 || p.Totals.DownloadBytes != 300<<20 {
+		t.Fatalf("with d12 cached: node-12 %+v totals %+v", d, p.Totals)
+	}
+
+	in.Cached = nil
+	p = mustCompute(t, in)
+	if p.Nodes[2].Download != nil || p.Totals.DownloadImages != 0 {
+		t.Fatalf("no cache consulted: %+v %+v", p.Nodes[2].Download, p.Totals)
+	}
 }

@@ -22,7 +22,8 @@ var outcomeMarks = map[Outcome]string{
 // RenderText writes the human view of the plan (barn-plan --text): one
 // header, then per node a marker line ("+ create", "~ recreate",
 // "! missing", "= unchanged", "> start") with its address and image, the
-// change lines, the node's resources and data disks, then totals, images,
+// change lines, the node's resources and data disks, then totals, what
+// will be downloaded, images,
 // warnings, blocked reasons, notes and the commands that apply the
 // required explicit transitions.
 func (p *Plan) RenderText(w io.Writer) error {
@@ -59,7 +60,7 @@ func (p *Plan) RenderText(w io.Writer) error {
 			}
 		}
 		n := p.Spec.Node(np.Name)
-		fmt.Fprintf(b, "    image %s\n", imageText(np))
+		fmt.Fprintf(b, "    image %s%s\n", imageText(np), downloadText(np.Download))
 		fmt.Fprintf(b, "    %d vCPU, %s memory, %s root disk\n", n.CPUs, human.Size(n.MemoryBytes), human.Size(n.RootDiskBytes))
 		if sharedDisks == "" {
 			fmt.Fprintf(b, "    data disks: %s\n", disksText(n.Disks))
@@ -69,6 +70,9 @@ func (p *Plan) RenderText(w io.Writer) error {
 		fmt.Fprintf(b, "data disks: %s on each node\n", sharedDisks)
 	}
 	fmt.Fprintf(b, "totals: %d vCPUs, %s memory, %s disk\n", p.Totals.CPUs, human.Size(p.Totals.MemoryBytes), human.Size(p.Totals.DiskBytes))
+	if p.Totals.DownloadImages > 0 {
+		fmt.Fprintf(b, "download: %d image(s), %s\n", p.Totals.DownloadImages, human.Size(p.Totals.DownloadBytes))
+	}
 	for _, id := range p.Images {
 		fmt.Fprintf(b, "image: %s  %s  %s  sha256:%s\n", IdentityLabel(id), id.File, human.Size(id.SizeBytes), id.SHA256)
 	}
@@ -94,7 +98,20 @@ func imageText(np NodePlan) string {
 	if np.Image != nil {
 		return IdentityLabel(*np.Image)
 	}
+	if np.Selector == "" {
+		return "catalog default (unresolved)"
+	}
 	return np.Selector + " (unresolved)"
+}
+
+func downloadText(d *Download) string {
+	switch {
+	case d == nil:
+		return ""
+	case d.Cached:
+		return " (cached)"
+	}
+	return " (download " + human.Size(d.Bytes) + ")"
 }
 
 func disksText(disks []spec.Disk) string {
