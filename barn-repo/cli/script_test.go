@@ -2,11 +2,14 @@ package cli
 
 import (
 	"encoding/hex"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +20,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// The official repository of the tools run below is the one the script
+	// describes with BARN_TEST_OFFICIAL_*, when it does.
+	scripttest.SubstituteOfficialFromEnv()
 	testscript.Main(m, map[string]func(){
 		"barn-repo": scripttest.Command(Main),
 	})
@@ -63,7 +69,10 @@ func cmdServeRepo(ts *testscript.TestScript, neg bool, args []string) {
 // cmdServeRepoTLS runs `serve-repo-tls VAR DIR CAFILE`: serves DIR over
 // HTTPS on 127.0.0.1 with a certificate from a fresh test CA, writes the
 // CA certificate (PEM) to CAFILE and sets $VAR to the URL. Clients trust
-// it only through SSL_CERT_FILE=CAFILE (Go's system-store override).
+// it only through SSL_CERT_FILE=CAFILE (Go's system-store override). The
+// server logs every request to $WORK/VAR.log and injects faults chosen by
+// a path prefix (see faultyRepo); /tohttp/ redirects to a plain-HTTP
+// server for the same DIR, which logs to $WORK/VAR.plain.log.
 func cmdServeRepoTLS(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 3 {
 		ts.Fatalf("usage: serve-repo-tls VAR DIR CAFILE")
@@ -71,12 +80,75 @@ func cmdServeRepoTLS(ts *testscript.TestScript, neg bool, args []string) {
 	ca, err := scripttest.NewTestCA()
 	ts.Check(err)
 	ts.Check(os.WriteFile(ts.MkAbs(args[2]), ca.CertPEM, 0o644))
+	dir, log := ts.MkAbs(args[1]), ts.MkAbs(args[0]+".log")
+	plainLn, err := net.Listen("tcp", "127.0.0.1:0")
+	ts.Check(err)
+	plain := &http.Server{Handler: faultyRepo(dir, "", ts.MkAbs(args[0]+".plain.log")), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = plain.Serve(plainLn) }()
+	ts.Defer(func() { _ = plain.Close() })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	ts.Check(err)
-	srv := &http.Server{Handler: http.FileServer(http.Dir(ts.MkAbs(args[1]))), ReadHeaderTimeout: 10 * time.Second, TLSConfig: ca.ServerConfig()}
+	srv := &http.Server{Handler: faultyRepo(dir, "http://"+plainLn.Addr().String(), log), ReadHeaderTimeout: 10 * time.Second, TLSConfig: ca.ServerConfig()}
 	go func() { _ = srv.ServeTLS(ln, "", "") }()
 	ts.Defer(func() { _ = srv.Close() })
 	ts.Setenv(args[0], "https://"+ln.Addr().String())
+}
+
+// faultyRepo serves dir, first applying the fault its path prefix names,
+// so a repository root can carry it:
+//
+//	/rN/REST      redirects to /r(N-1)/REST; /r0/REST serves REST
+//	/tohttp/REST  redirects to plain + "/REST" (a downgrade to http)
+//	/cut/REST     without a Range header sends half the file, then breaks
+//	              the connection; with one, serves the range
+//
+// Each request is appended to logFile as "GET PATH range=RANGE".
+func faultyRepo(dir, plain, logFile string) http.Handler {
+	var mu sync.Mutex
+	files := http.FileServer(http.Dir(dir))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if f, err := os.OpenFile(logFile, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+			fmt.Fprintf(f, "%s %s range=%s\n", r.Method, r.URL.Path, r.Header.Get("Range"))
+			f.Close()
+		}
+		mu.Unlock()
+		first, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+		switch {
+		case len(first) > 1 && first[0] == 'r' && strings.Trim(first[1:], "0123456789") == "":
+			n, _ := strconv.Atoi(first[1:])
+			to := "/" + rest
+			if n > 0 {
+				to = fmt.Sprintf("/r%d/%s", n-1, rest)
+			}
+			if n == 0 {
+				r.URL.Path = to
+				files.ServeHTTP(w, r)
+				return
+			}
+			http.Redirect(w, r, to, http.StatusFound)
+		case first == "tohttp" && plain != "":
+			http.Redirect(w, r, plain+"/"+rest, http.StatusFound)
+		case first == "cut" && r.Header.Get("Range") == "":
+			data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(rest)))
+			if err != nil {
+				http.NotFound(w, r)
+				return
+			}
+			w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+			w.WriteHeader(http.StatusOK)
+			_, _ = w.Write(data[:len(data)/2])
+			if fl, ok := w.(http.Flusher); ok {
+				fl.Flush()
+			}
+			panic(http.ErrAbortHandler) // drop the connection mid-body
+		case first == "cut":
+			r.URL.Path = "/" + rest
+			files.ServeHTTP(w, r)
+		default:
+			files.ServeHTTP(w, r)
+		}
+	})
 }
 
 // cmdPatch runs `patch FILE OFFSET HEX`: overwrites bytes of FILE at

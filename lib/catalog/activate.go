@@ -135,7 +135,10 @@ func (s *Store) checkSigner(src Source, rec *Record, c *Catalog, data, sig []byt
 	id, err := VerifySignature(keys, data, sig, c.Revision, loc+".minisig")
 	var ee *exitcode.Error
 	if err != nil && src.Official && errors.As(err, &ee) && ee.Reason == "unknown_signer" {
-		return "", ee.WithNext("none: the official repository is signed only by the keys compiled into Barn; keys added with barn-repo trust add do not count for it")
+		c := *ee
+		c.Message += "; the official repository is signed only by the keys compiled into Barn (keys added with barn-repo trust add do not count for it)"
+		c.Next = ""
+		return "", &c
 	}
 	return id, err
 }

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -48,7 +49,11 @@ func fetchOne(ctx context.Context, loc string, limit int64) ([]byte, bool, error
 		}
 		resp, err := NewHTTPClient(CatalogHTTPTimeout).Do(req)
 		if err != nil {
-			return nil, false, exitcode.Wrap(exitcode.Runtime, err, "fetching %s", loc).WithReason("fetch_failed")
+			reason := "fetch_failed"
+			if errors.Is(err, ErrRedirectRefused) {
+				reason = "redirect_refused"
+			}
+			return nil, false, exitcode.Wrap(exitcode.Runtime, err, "fetching %s", loc).WithReason(reason)
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode == http.StatusNotFound {

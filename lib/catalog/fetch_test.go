@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -51,17 +52,22 @@ func TestFetchLimitsAndMissingSignature(t *testing.T) {
 func TestRedirectPolicy(t *testing.T) {
 	c := NewHTTPClient(CatalogHTTPTimeout)
 	req := func(u string) *http.Request { p, _ := url.Parse(u); return &http.Request{URL: p} }
-	if err := c.CheckRedirect(req("http://mirror.test/c.json"), []*http.Request{req("https://repo.test/c.json")}); err == nil {
-		t.Fatal("https → http redirect allowed")
+	refused := func(err error) bool { return errors.Is(err, ErrRedirectRefused) }
+	if err := c.CheckRedirect(req("http://mirror.test/c.json"), []*http.Request{req("https://repo.test/c.json")}); !refused(err) {
+		t.Fatalf("https → http redirect: %v", err)
 	}
-	if err := c.CheckRedirect(req("https://u:p@mirror.test/c.json"), []*http.Request{req("https://repo.test/c.json")}); err == nil {
-		t.Fatal("redirect to credentials allowed")
+	if err := c.CheckRedirect(req("https://u:p@mirror.test/c.json"), []*http.Request{req("https://repo.test/c.json")}); !refused(err) {
+		t.Fatalf("redirect to credentials: %v", err)
 	}
-	five := []*http.Request{req("https://a"), req("https://b"), req("https://c"), req("https://d"), req("https://e")}
-	if err := c.CheckRedirect(req("https://f"), five); err == nil {
-		t.Fatal("a sixth redirect was followed")
+	// via holds the original request and the redirects followed so far.
+	six := []*http.Request{req("https://a"), req("https://b"), req("https://c"), req("https://d"), req("https://e"), req("https://f")}
+	if err := c.CheckRedirect(req("https://g"), six[:5]); err != nil {
+		t.Fatalf("the fifth redirect was refused: %v", err)
 	}
-	if err := c.CheckRedirect(req("https://mirror.test/c.json"), five[:1]); err != nil {
+	if err := c.CheckRedirect(req("https://g"), six); !refused(err) {
+		t.Fatalf("a sixth redirect: %v", err)
+	}
+	if err := c.CheckRedirect(req("https://mirror.test/c.json"), six[:1]); err != nil {
 		t.Fatalf("https → https redirect refused: %v", err)
 	}
 }

@@ -1,6 +1,9 @@
 package catalog
 
 import (
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -240,5 +243,15 @@ func TestSignerContinuity(t *testing.T) {
 		if _, _, err := st.AllowUnsigned(s); exitcode.As(err).Reason != "signature_always_required" {
 			t.Errorf("allow-unsigned for %s: %v", loc, err)
 		}
+	}
+}
+
+// The test seam cannot be used by a shipped program: an ordinary binary
+// that calls SubstituteOfficialForTest panics before anything is replaced.
+func TestSubstituteRefusedOutsideTests(t *testing.T) {
+	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	out, err := exec.Command(goTool, "run", "./testdata/substitute").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "SubstituteOfficialForTest called outside a test binary") {
+		t.Fatalf("a non-test program could substitute the official repository: %v\n%s", err, out)
 	}
 }

@@ -3,6 +3,7 @@ package catalog
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -110,9 +111,19 @@ func Select(flag string, mirror bool, env string) (Source, error) {
 	return primary, nil
 }
 
-// NewHTTPClient returns the client used for catalogs and images: at most 5
-// redirects, never from https to http, and the given response header
-// timeout (no total deadline: image downloads rely on a stall watchdog).
+// MaxRedirects is how many redirects one catalog or image request follows.
+const MaxRedirects = 5
+
+// ErrRedirectRefused wraps every redirect NewHTTPClient's clients refuse:
+// a sixth redirect, https to anything but https, or a URL with credentials.
+var ErrRedirectRefused = errors.New("redirect refused")
+
+// NewHTTPClient returns the client used for catalogs and images: at most
+// MaxRedirects redirects, never from https to http, never to a URL with
+// credentials (errors wrap ErrRedirectRefused), and the given response
+// header timeout (no total deadline: image downloads rely on a stall
+// watchdog). Server certificates are checked against the system trust
+// store, which SSL_CERT_FILE and SSL_CERT_DIR replace (Go's crypto/x509).
 func NewHTTPClient(headerTimeout time.Duration) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.ResponseHeaderTimeout = headerTimeout
@@ -120,14 +131,16 @@ func NewHTTPClient(headerTimeout time.Duration) *http.Client {
 	return &http.Client{
 		Transport: tr,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) >= 5 {
-				return fmt.Errorf("stopped after 5 redirects")
+			// via holds every request so far: the original one and each
+			// redirect already followed.
+			if len(via) > MaxRedirects {
+				return fmt.Errorf("%w: stopped after %d redirects", ErrRedirectRefused, MaxRedirects)
 			}
 			if via[0].URL.Scheme == "https" && req.URL.Scheme != "https" {
-				return fmt.Errorf("refusing a redirect from https to %s", req.URL.Scheme)
+				return fmt.Errorf("%w: from https to %s (%s)", ErrRedirectRefused, req.URL.Scheme, req.URL.Redacted())
 			}
 			if req.URL.User != nil {
-				return fmt.Errorf("refusing a redirect to a URL with credentials")
+				return fmt.Errorf("%w: to a URL with credentials", ErrRedirectRefused)
 			}
 			return nil
 		},

@@ -65,8 +65,10 @@ type Cache struct {
 // the repository whose active catalog holds exactly this artifact (same
 // file, size and digest) when it is missing. A damaged cached file that no
 // applied node uses is renamed "<name>.corrupt-<timestamp>" and replaced; a
-// damaged one in use is an integrity error. Mismatches never fall back to
-// another image or source. progress receives pull progress (see Terminal).
+// damaged one in use is an integrity error. A mismatch never falls back to
+// another image; only the official repository's two roots stand in for each
+// other, for the same bytes (Puller.Pull). progress receives pull progress
+// (see Terminal).
 func Ensure(ctx context.Context, root *state.Root, id imageref.Identity, progress io.Writer) (string, error) {
 	c := &Cache{Root: root, Puller: Puller{Progress: progress, Now: root.Now}}
 	return c.Ensure(ctx, id, nil)

@@ -66,14 +66,51 @@ func StagingPath(dest string, id imageref.Identity) string {
 // Pull downloads id from src into dest: staging file named after the
 // digest, HTTP Range resume (restart from zero when the server answers 200),
 // a stall watchdog, then byte count, SHA-256 and qcow2 header verification,
-// chmod 0444 and an atomic rename. Only verified bytes ever reach dest. A
-// verification failure removes the staging file and is an integrity error
-// (7); nothing else is tried in its place.
+// chmod 0444 and an atomic rename. Only verified bytes ever reach dest.
+//
+// When src cannot deliver — unreachable, the artifact missing, or bytes that
+// fail verification (the staging file is then discarded) — Pull tries
+// src.Alternates() in order: for an official repository the other official
+// root, against the same size and SHA-256; other repositories have none,
+// so their pulls are exclusive. Nothing ever falls back to another image.
+// The last error is returned, naming the earlier failures; a verification
+// failure is an integrity error (7). Cancellation and a full disk stop at
+// once.
 func (p *Puller) Pull(ctx context.Context, src catalog.Source, id imageref.Identity, dest string) error {
 	q := p.defaults()
 	if err := os.MkdirAll(filepath.Dir(dest), 0o700); err != nil {
 		return exitcode.Wrap(exitcode.Runtime, err, "creating the cache directory")
 	}
+	sources := append([]catalog.Source{src}, src.Alternates()...)
+	var failed []string
+	for i, s := range sources {
+		err := q.pullFrom(ctx, s, id, dest)
+		if err == nil {
+			return nil
+		}
+		e := exitcode.As(err)
+		last := i == len(sources)-1
+		if last || ctx.Err() != nil || (e.Class != exitcode.Runtime && e.Class != exitcode.Integrity) {
+			if len(failed) > 0 {
+				c := *e
+				c.Message += " (after " + strings.Join(failed, "; ") + ")"
+				if c.Err == nil {
+					c.Err = err
+				}
+				return &c
+			}
+			return err
+		}
+		failed = append(failed, s.Root+": "+e.Message)
+		if q.Progress != nil {
+			fmt.Fprintf(q.Progress, "%s: %s; trying %s\n", s.Root, e.Message, sources[i+1].Root)
+		}
+	}
+	return nil // unreachable: the loop returns on its last source
+}
+
+// pullFrom is one source's attempt of Pull.
+func (q Puller) pullFrom(ctx context.Context, src catalog.Source, id imageref.Identity, dest string) error {
 	staging := StagingPath(dest, id)
 	from := src.Join(id.File)
 	label := fmt.Sprintf("%s@%s %s", id.Image, id.Version, id.Arch)
@@ -244,6 +281,9 @@ func (q Puller) attempt(ctx context.Context, url, staging string, id imageref.Id
 		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", have))
 	}
 	resp, err := q.Client.Do(req)
+	if errors.Is(err, catalog.ErrRedirectRefused) {
+		return exitcode.Wrap(exitcode.Runtime, err, "downloading %s", url).WithReason("redirect_refused")
+	}
 	if err != nil {
 		return err
 	}
