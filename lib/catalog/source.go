@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -25,8 +26,10 @@ type Source struct {
 }
 
 // ParseSource normalizes a repository location: an https:// or http://
-// URL (no credentials, query or fragment; the scheme and host are
-// lower-cased) or an absolute directory path. Either official root, however
+// URL (no credentials, query or fragment; scheme and host lower-cased, the
+// default port dropped, the path cleaned) or an absolute directory path
+// (cleaned; symlinks are not resolved: a repository is what the user
+// named, so repointing a link cannot start a fresh trust record). Either official root, however
 // it was named, is the official repository.
 func ParseSource(loc string, explicit bool) (Source, error) {
 	if l := strings.ToLower(loc); strings.HasPrefix(l, "https://") || strings.HasPrefix(l, "http://") {
@@ -38,6 +41,10 @@ func ParseSource(loc string, explicit bool) (Source, error) {
 			return Source{}, exitcode.New(exitcode.Usage, "repository %q: a repository URL has a host and no credentials, query or fragment", loc).WithReason("bad_repository")
 		}
 		u.Scheme, u.Host = strings.ToLower(u.Scheme), strings.ToLower(u.Host)
+		if port := u.Port(); (u.Scheme == "https" && port == "443") || (u.Scheme == "http" && port == "80") {
+			u.Host = u.Hostname()
+		}
+		u.Path, u.RawPath = path.Clean("/"+u.Path), ""
 		root := strings.TrimRight(u.String(), "/")
 		o := OfficialRepository()
 		if root == o.Root || root == o.Mirror {

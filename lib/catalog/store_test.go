@@ -126,11 +126,16 @@ func TestSelectPrecedence(t *testing.T) {
 	}
 	// The official repository named explicitly, in any spelling, is still
 	// the official repository: same slot, signature always required.
-	for _, loc := range []string{"https://repo.pigsty.io/barn/", "HTTPS://Repo.Pigsty.CC/barn"} {
+	for _, loc := range []string{"https://repo.pigsty.io/barn/", "HTTPS://Repo.Pigsty.CC/barn", "https://repo.pigsty.io:443/barn", "https://repo.pigsty.io//barn/./"} {
 		s, err := ParseSource(loc, true)
 		if err != nil || !s.Official || s.Key != OfficialSlot || !s.RequiresSignature() {
 			t.Fatalf("ParseSource(%q) = %+v, %v", loc, s, err)
 		}
+	}
+	a, _ := ParseSource("http://Repo.Test:80/a/../lab/", true)
+	b, _ := ParseSource("http://repo.test/lab", true)
+	if a.Root != "http://repo.test/lab" || a.Key != b.Key {
+		t.Fatalf("one repository, two records: %+v %+v", a, b)
 	}
 	h, _ := ParseSource("http://127.0.0.1:1/repo", true)
 	if !h.RequiresSignature() || h.Alternates() != nil {
