@@ -208,6 +208,7 @@ func FuzzDecodeCatalog(f *testing.F) {
 	f.Add(b)
 	f.Add([]byte(`{"schema":3}`))
 	f.Add([]byte(`{"schema":3,"revision":1,"defaults":{"image":"x","channel":"stable","arch":"native","boot":"bios"},"images":{}}`))
+	f.Add(OfficialRepository().Catalog)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := DecodeCatalog(data, "catalog.json")
 		if err != nil {
@@ -215,6 +216,18 @@ func FuzzDecodeCatalog(f *testing.F) {
 				t.Fatalf("error of class %s, want integrity", exitcode.ClassOf(err))
 			}
 			return
+		}
+		// Whatever layout was accepted, Barn's encoding of it is stable.
+		enc, err := Encode(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := DecodeCatalog(enc, "re-encoded")
+		if err != nil {
+			t.Fatalf("re-encoded catalog refused: %v", err)
+		}
+		if enc2, _ := Encode(again); string(enc2) != string(enc) {
+			t.Fatal("encoding is not stable")
 		}
 		// Accepted catalogs resolve their defaults and every identity is complete.
 		if _, err := c.Resolve(c.Defaults.Image, "amd64"); err != nil && exitcode.As(err).Reason != "unknown_image" {

@@ -57,6 +57,22 @@ func TestEmbeddedCatalogIsBarn09s(t *testing.T) {
 	}
 }
 
+// Issue 14 case 1: Barn 0.9's catalog.json in a directory selected with
+// --repo is accepted (it was refused with 90 problems: boot and status are
+// inherited in 0.9, source_user optional).
+func TestBarn09CatalogInAnExplicitDirectory(t *testing.T) {
+	root := testRoot(t)
+	st := &Store{Dir: root.ImagesDir()}
+	src, _ := ParseSource(t.TempDir(), true)
+	act, err := st.Activate(src, OfficialRepository().Catalog, nil, ActivateOptions{ExactLocation: src.CatalogLocation()})
+	if err != nil || act.Record.ActiveRevision != 2026092901 {
+		t.Fatalf("0.9's catalog from a directory: %+v %v", act, err)
+	}
+	if id, err := act.Catalog.Resolve("", "amd64"); err != nil || id.Image != "u24" || id.Boot != "uefi" || id.Status != "supported" {
+		t.Fatalf("default image: %+v %v", id, err)
+	}
+}
+
 // testOfficial substitutes an official repository whose embedded catalog is
 // elCatalog at revision rev, signed by a fresh key, and returns that key.
 func testOfficial(t *testing.T, rev uint64) minisign.PrivateKey {
