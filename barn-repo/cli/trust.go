@@ -85,31 +85,20 @@ func (c *trustListCmd) Run(env *tool.Env) error {
 }
 
 func (c *trustAllowUnsignedCmd) Run(env *tool.Env) error {
-	cl, err := openClient(env)
-	if err != nil {
-		return err
-	}
-	src, err := cl.source(env, c.sources())
-	if err != nil {
-		return err
-	}
-	l, err := cl.lock(env, "barn-repo trust allow-unsigned")
-	if err != nil {
-		return err
-	}
-	defer l.Unlock()
-	rec, changed, err := cl.store.AllowUnsigned(src)
-	if err != nil {
-		return err
-	}
-	warnings := []string{}
-	if changed {
-		msg := fmt.Sprintf("signature requirement lifted for %s (last signed by %s): its next catalog may be unsigned", src.Root, rec.SignedBy)
-		if err := cl.root.AppendEvent(state.Event{Level: "warn", Action: "catalog.allow-unsigned", Message: msg}); err != nil {
-			return err
+	return withRecord(env, c.repoFlag, "barn-repo trust allow-unsigned", func(cl *client, src catalog.Source) (*activationDoc, error) {
+		rec, changed, err := cl.store.AllowUnsigned(src)
+		if err != nil {
+			return nil, err
 		}
-		warnings = append(warnings, msg)
-		env.Stderrf("barn-repo: warning: %s", msg)
-	}
-	return env.Emit(activationDoc{Schema: "barn.repo.allow-unsigned/v1", Repository: src, Record: rec, Warnings: warnings})
+		doc := &activationDoc{Schema: "barn.repo.allow-unsigned/v1", Repository: src, Record: rec, Warnings: []string{}}
+		if changed {
+			msg := fmt.Sprintf("signature requirement lifted for %s (last signed by %s): its next catalog may be unsigned", src.Root, rec.SignedBy)
+			if err := cl.root.AppendEvent(state.Event{Level: "warn", Action: "catalog.allow-unsigned", Message: msg}); err != nil {
+				return nil, err
+			}
+			doc.Warnings = append(doc.Warnings, msg)
+			env.Stderrf("barn-repo: warning: %s", msg)
+		}
+		return doc, nil
+	})
 }

@@ -109,22 +109,32 @@ func activate(env *tool.Env, cl *client, src catalog.Source, loc string, allowDo
 }
 
 func (c *resetCmd) Run(env *tool.Env) error {
+	return withRecord(env, c.repoFlag, "barn-repo reset", func(cl *client, src catalog.Source) (*activationDoc, error) {
+		rec, err := cl.store.Reset(src)
+		return &activationDoc{Schema: "barn.repo.reset/v1", Repository: src, Record: rec, Warnings: []string{}}, err
+	})
+}
+
+// withRecord runs fn on the repository f selects while holding the image
+// cache lock (which serialises every catalog record change), and emits the
+// document it returns.
+func withRecord(env *tool.Env, f repoFlag, command string, fn func(*client, catalog.Source) (*activationDoc, error)) error {
 	cl, err := openClient(env)
 	if err != nil {
 		return err
 	}
-	src, err := cl.source(env, c.sources())
+	src, err := cl.source(env, f.sources())
 	if err != nil {
 		return err
 	}
-	l, err := cl.lock(env, "barn-repo reset")
+	l, err := cl.lock(env, command)
 	if err != nil {
 		return err
 	}
 	defer l.Unlock()
-	rec, err := cl.store.Reset(src)
+	doc, err := fn(cl, src)
 	if err != nil {
 		return err
 	}
-	return env.Emit(activationDoc{Schema: "barn.repo.reset/v1", Repository: src, Record: rec, Warnings: []string{}})
+	return env.Emit(*doc)
 }

@@ -52,11 +52,7 @@ func (s *Store) Activate(src Source, data, sig []byte, o ActivateOptions) (*Acti
 	if err != nil {
 		return nil, err
 	}
-	reg, err := s.Registry()
-	if err != nil {
-		return nil, err
-	}
-	rec, err := s.record(reg, src)
+	reg, rec, err := s.recordOf(src)
 	if err != nil {
 		return nil, err
 	}
@@ -143,6 +139,16 @@ func (s *Store) checkSigner(src Source, rec *Record, c *Catalog, data, sig []byt
 	return id, err
 }
 
+// recordOf reads the registry and returns it with a copy of src's record.
+func (s *Store) recordOf(src Source) (*Registry, *Record, error) {
+	reg, err := s.Registry()
+	if err != nil {
+		return nil, nil, err
+	}
+	rec, err := s.record(reg, src)
+	return reg, rec, err
+}
+
 // record returns a copy of src's record (a new one when there is none).
 // For the official repository the embedded catalog counts as accepted: its
 // revision raises the high-water mark, its digest is the only one allowed at
@@ -190,11 +196,7 @@ func (r *Record) useEmbedded(revision uint64, digest string) {
 // the catalog embedded in the binary (a recorded downgrade when a newer
 // revision was accepted before), for any other repository none.
 func (s *Store) Reset(src Source) (*Record, error) {
-	reg, err := s.Registry()
-	if err != nil {
-		return nil, err
-	}
-	rec, err := s.record(reg, src)
+	reg, rec, err := s.recordOf(src)
 	if err != nil {
 		return nil, err
 	}
@@ -223,11 +225,7 @@ func (s *Store) AllowUnsigned(src Source) (*Record, bool, error) {
 		return nil, false, exitcode.New(exitcode.Usage, "%s always needs a trusted signature (the official repository, plain HTTP, or not chosen with --repo/BARN_REPO); there is nothing to allow", src).
 			WithReason("signature_always_required")
 	}
-	reg, err := s.Registry()
-	if err != nil {
-		return nil, false, err
-	}
-	rec, err := s.record(reg, src)
+	reg, rec, err := s.recordOf(src)
 	if err != nil {
 		return nil, false, err
 	}

@@ -222,11 +222,7 @@ func (s *Store) AddTrust(text []byte) (TrustedKey, error) {
 // imageref.ErrNoCatalog (usage class, reason "no_catalog"). Stored bytes
 // are re-hashed and must match the record (integrity otherwise).
 func (s *Store) Active(src Source) (*Catalog, *Record, error) {
-	reg, err := s.Registry()
-	if err != nil {
-		return nil, nil, err
-	}
-	rec, err := s.record(reg, src)
+	_, rec, err := s.recordOf(src)
 	if err != nil {
 		return nil, nil, err
 	}

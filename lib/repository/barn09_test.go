@@ -25,20 +25,11 @@ import (
 // images' — everything else, layout included, is 0.9's.
 func barn09Repository(t *testing.T) (string, []byte) {
 	t.Helper()
-	if _, err := exec.LookPath("qemu-img"); err != nil {
-		t.Skip("qemu-img is not installed: cannot create real qcow2 images")
-	}
-	root := filepath.Join(t.TempDir(), "repo")
-	if err := os.MkdirAll(filepath.Join(root, "images"), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	yaml, err := os.ReadFile("testdata/barn09/repo.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(root, "repo.yaml"), yaml, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	root := emptyRepo(t, yaml)
 	published, err := os.ReadFile("../catalog/official/catalog.json") // Barn 0.9's, byte for byte
 	if err != nil {
 		t.Fatal(err)

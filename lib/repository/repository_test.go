@@ -21,7 +21,9 @@ images:
       "1": {variants: {amd64: {source_user: debian, file: custom-name.qcow2}}}
 `
 
-func newRepo(t *testing.T) string {
+// emptyRepo returns a repository root holding repo.yaml and an empty
+// images/; tests that make real qcow2 images skip without qemu-img.
+func emptyRepo(t *testing.T, repoYAML []byte) string {
 	t.Helper()
 	if _, err := exec.LookPath("qemu-img"); err != nil {
 		t.Skip("qemu-img is not installed: cannot create real qcow2 images")
@@ -30,9 +32,15 @@ func newRepo(t *testing.T) string {
 	if err := os.MkdirAll(filepath.Join(root, "images"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(root, "repo.yaml"), []byte(repoYAML), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(root, "repo.yaml"), repoYAML, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return root
+}
+
+func newRepo(t *testing.T) string {
+	t.Helper()
+	root := emptyRepo(t, []byte(repoYAML))
 	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", filepath.Join(root, "images", "custom-name.qcow2"), "8M").CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
