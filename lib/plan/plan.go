@@ -17,7 +17,7 @@ import (
 )
 
 // MaxNodes is the most managed nodes one deployment may have.
-const MaxNodes = 20
+const MaxNodes = spec.MaxNodes
 
 // DefaultCIDR is Barn's default private network.
 const DefaultCIDR = "10.10.10.0/24"

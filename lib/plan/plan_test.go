@@ -204,9 +204,9 @@ func TestFieldChangesAndLines(t *testing.T) {
 	n.RootDiskBytes = 1536 * gib
 	n.Image = "u24:stable"
 	n.Aliases = []string{"pg"}
-	n.Disks = append(n.Disks, spec.Disk{Name: "logs", Mount: "/logs", SizeBytes: 10 * gib, FS: "xfs", Persistent: true, Serial: "x"})
+	n.Disks = append(n.Disks, spec.Disk{Name: "logs", Mount: "/logs", SizeBytes: 10 * gib, FS: "xfs", Persistent: true, Serial: "logsserialaaaaaaaaaa"})
 	n.Disks[0].SizeBytes = 256 * gib
-	n.Shares = []spec.Share{{Host: "/srv/a", Guest: "/mnt/a", Readonly: true, Tag: "barn-1"}}
+	n.Shares = []spec.Share{{Host: "/srv/a", Guest: "/mnt/a", Readonly: true, Tag: "barn-00000000000000000001"}}
 	want.Seal()
 	p := mustCompute(t, Input{Desired: want, Applied: dep, Nodes: nodes, Resolver: fakeResolver{"u24:stable/amd64": d12}})
 	got := p.Nodes[0].Summary
