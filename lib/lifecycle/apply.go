@@ -56,6 +56,23 @@ func checkBasedOn(p *plan.Plan, d *state.Deployment) error {
 	return nil
 }
 
+// refuseSmallRootDisks refuses, before anything is pulled or written, a
+// plan whose nodes to build ask for a root disk below their exact image's
+// virtual size (plan.RootDiskTooSmall; barn-plan blocks on the same rule).
+// Usage (2), reason root_disk_too_small.
+func refuseSmallRootDisks(p *plan.Plan, names []string) error {
+	var found []string
+	for _, name := range names {
+		if msg := plan.RootDiskTooSmall(p.Spec.Node(name), planNode(p, name).Image); msg != "" {
+			found = append(found, msg)
+		}
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	return exitcode.New(exitcode.Usage, "%s", strings.Join(found, "; ")).WithReason("root_disk_too_small").WithDetail(found)
+}
+
 func namesOf(p *plan.Plan, o plan.Outcome) []string {
 	var out []string
 	for _, n := range p.Nodes {
@@ -118,6 +135,9 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 	if rc := namesOf(p, plan.Recreate); len(rc) > 0 {
 		return nil, exitcode.New(exitcode.Conflict, "node definition changed for %s; apply never recreates a node", strings.Join(rc, ", ")).
 			WithReason("recreate_required").WithNext("barn-inventory resolve | barn-plan | barn-node recreate " + strings.Join(rc, " ")).WithDetail(rc)
+	}
+	if err := refuseSmallRootDisks(p, namesOf(p, plan.Create)); err != nil {
+		return nil, err
 	}
 	gen := int64(1)
 	if applied != nil {

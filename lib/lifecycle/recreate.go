@@ -65,6 +65,9 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 	sort.Strings(names)
 
 	// Prove every prerequisite before touching any node.
+	if err := refuseSmallRootDisks(p, names); err != nil {
+		return nil, err
+	}
 	if err := m.preflight(ctx, &p.Spec); err != nil {
 		return nil, err
 	}

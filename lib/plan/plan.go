@@ -169,6 +169,10 @@ func Compute(in Input) (*Plan, error) {
 	p.Action, p.Destructive = summarize(p.Nodes, in.Applied == nil && len(committed) == 0, len(envChanges) > 0)
 	p.Blocked = blocked(all, sel, len(envChanges) > 0)
 	p.Next = nextCommands(p.Nodes)
+	if disks := rootDiskBlockers(p); len(disks) > 0 {
+		// No command can build these nodes: the inventory must change.
+		p.Action, p.Blocked, p.Next = ActionBlocked, append(p.Blocked, disks...), []string{}
+	}
 	p.Warnings = append(p.Warnings, configWarnings(p, in)...)
 	sortWarnings(p.Warnings)
 	return p, nil
@@ -428,7 +432,7 @@ func resolveImages(p *Plan, in Input) error {
 	}
 	if len(unresolved) > 0 {
 		p.Warnings = append(p.Warnings, Warning{Code: "images_unresolved",
-			Message: "no image catalog is active; images are shown as selectors and resolved at apply (" + strings.Join(unresolved, ", ") + ")"})
+			Message: "no image catalog is active, so these nodes have no exact image and apply refuses to build them: run barn-repo update, then plan again (" + strings.Join(unresolved, ", ") + ")"})
 	}
 	seen := map[imageref.Identity]bool{}
 	for _, np := range p.Nodes {
