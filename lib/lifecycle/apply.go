@@ -120,8 +120,9 @@ func (m *Manager) lockForPlan(ctx context.Context, p *plan.Plan) (state.Lock, *s
 // interrupted creates, creates `create` nodes (prepared in parallel,
 // bounded), starts `start` nodes without touching running peers, and
 // records the plan's spec as the new applied spec (generation+1 when it
-// changed). Isolated node failures are listed in the result and make the
-// returned error partial (5); successful peers are kept.
+// changed). Node failures are listed in the result; the returned error's
+// class is exitcode.BatchClass over every node of the plan (partial (5)
+// when successful or kept peers remain).
 func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Result, error) {
 	lock, applied, err := m.lockForPlan(ctx, p)
 	if err != nil {
@@ -148,7 +149,10 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 	}
 	res := newResult("apply")
 	creates, starts := namesOf(p, plan.Create), namesOf(p, plan.Start)
-	total := len(creates) + len(starts)
+	// Every node of the plan counts: a kept node succeeded too, so one
+	// failed create beside kept peers is partial (5), never that create's
+	// class alone.
+	total := len(creates) + len(starts) + len(namesOf(p, plan.Unchanged))
 
 	if len(creates) > 0 {
 		if err := m.preflight(ctx, &p.Spec); err != nil {
@@ -228,7 +232,6 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 			n, err := m.Root.ReadNode(np.Name)
 			if err != nil {
 				res.fail(np.Name, "apply", err)
-				total++
 			} else if n != nil {
 				res.addNode(nodeResult(n, "kept"))
 			}
