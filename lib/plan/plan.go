@@ -193,7 +193,9 @@ func committedNodes(nodes map[string]*state.Node) map[string]*state.Node {
 // classify decides one desired node's outcome against its committed state c
 // (nil when none).
 func classify(want spec.Node, c *state.Node, in Input, envChanges []Change, envLines []string, running func(*state.Node) bool) NodePlan {
-	np := NodePlan{Name: want.Name, Address: want.Address, Changes: []Change{}, Summary: []string{}, Selector: want.Image}
+	// A node without its own image asks for the deployment's default
+	// (itself "" for the active catalog's default).
+	np := NodePlan{Name: want.Name, Address: want.Address, Changes: []Change{}, Summary: []string{}, Selector: cmp.Or(want.Image, in.Desired.Deployment.Image)}
 	if c == nil {
 		np.Outcome = Create
 		np.Summary = append(np.Summary, want.Name+" will be created")
