@@ -12,6 +12,7 @@ import (
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/imageref"
+	"barn.dev/lib/inventory"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
 )
@@ -167,8 +168,8 @@ func Compute(in Input) (*Plan, error) {
 	p.Totals = totals(p)
 	downloads(p, in.Cached)
 	p.Action, p.Destructive = summarize(p.Nodes, in.Applied == nil && len(committed) == 0, len(envChanges) > 0)
-	p.Blocked = blocked(all, sel, len(envChanges) > 0)
-	p.Next = nextCommands(p.Nodes)
+	p.Blocked = blocked(all, sel, len(envChanges) > 0, d.Source)
+	p.Next = nextCommands(p.Nodes, d.Source)
 	if disks := rootDiskBlockers(p); len(disks) > 0 {
 		// No command can build these nodes: the inventory must change.
 		p.Action, p.Blocked, p.Next = ActionBlocked, append(p.Blocked, disks...), []string{}
@@ -327,7 +328,7 @@ func summarize(nodes []NodePlan, fresh, envelope bool) (Action, bool) {
 // envelope changed (every node must be recreated together), or a selected
 // recreate leaves unselected peers drifting (recreate refuses that, so the
 // message names the combined selection). Empty without selectors.
-func blocked(all []NodePlan, sel map[string]bool, envelope bool) []string {
+func blocked(all []NodePlan, sel map[string]bool, envelope bool, source string) []string {
 	out := []string{}
 	if sel == nil {
 		return out
@@ -347,14 +348,16 @@ func blocked(all []NodePlan, sel map[string]bool, envelope bool) []string {
 		}
 	}
 	if len(selected) > 0 && len(peers) > 0 {
-		out = append(out, fmt.Sprintf("unselected nodes also drift (%s); select them together: barn-node recreate %s --force",
-			strings.Join(peers, ", "), strings.Join(append(selected, peers...), " ")))
+		out = append(out, fmt.Sprintf("unselected nodes also drift (%s); select them together: %s",
+			strings.Join(peers, ", "), inventory.Pipeline(source, "barn-node recreate "+strings.Join(append(selected, peers...), " ")+" --force")))
 	}
 	return out
 }
 
-// nextCommands lists the explicit transitions the plan requires.
-func nextCommands(nodes []NodePlan) []string {
+// nextCommands lists the explicit transitions the plan requires, each a
+// command line that works as printed: those that need a plan on stdin
+// plan source's inventory afresh (inventory.Pipeline).
+func nextCommands(nodes []NodePlan, source string) []string {
 	var missing, recreate []string
 	apply := false
 	for _, n := range nodes {
@@ -372,10 +375,10 @@ func nextCommands(nodes []NodePlan) []string {
 		out = append(out, "barn-node destroy "+strings.Join(missing, " ")+" --force")
 	}
 	if len(recreate) > 0 {
-		out = append(out, "barn-node recreate "+strings.Join(recreate, " ")+" --force")
+		out = append(out, inventory.Pipeline(source, "barn-node recreate "+strings.Join(recreate, " ")+" --force"))
 	}
 	if apply {
-		out = append(out, "barn-node apply")
+		out = append(out, inventory.Pipeline(source, "barn-node apply"))
 	}
 	return out
 }

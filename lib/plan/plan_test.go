@@ -80,7 +80,7 @@ func TestCreateWithoutDeployment(t *testing.T) {
 		p.Totals.Disks[1] != (DiskSize{Node: "node-10", Name: "data", SizeBytes: 128 * gib}) {
 		t.Fatalf("per-disk totals = %+v", p.Totals.Disks)
 	}
-	if !reflect.DeepEqual(p.Next, []string{"barn-node apply"}) {
+	if !reflect.DeepEqual(p.Next, []string{"barn-inventory resolve | barn-plan | barn-node apply"}) {
 		t.Fatalf("next = %q", p.Next)
 	}
 	if len(p.Warnings) != 0 {
@@ -108,7 +108,7 @@ func TestUnchangedAndStart(t *testing.T) {
 	if got, want := outcomes(p), "node-10=unchanged node-11=start node-12=unchanged"; got != want {
 		t.Fatalf("outcomes = %s, want %s", got, want)
 	}
-	if p.Action != ActionStart || p.Destructive || !reflect.DeepEqual(p.Next, []string{"barn-node apply"}) {
+	if p.Action != ActionStart || p.Destructive || !reflect.DeepEqual(p.Next, []string{"barn-inventory resolve | barn-plan | barn-node apply"}) {
 		t.Fatalf("action = %s destructive=%t next=%q", p.Action, p.Destructive, p.Next)
 	}
 	if p.Nodes[1].Phase != "running" {
@@ -186,7 +186,7 @@ func TestMemoryChangedRecreatesOnlyThatNode(t *testing.T) {
 	if p.Action != ActionRecreate || !p.Destructive {
 		t.Fatalf("action = %s destructive=%t", p.Action, p.Destructive)
 	}
-	if !reflect.DeepEqual(p.Next, []string{"barn-node recreate node-11 --force"}) {
+	if !reflect.DeepEqual(p.Next, []string{"barn-inventory resolve | barn-plan | barn-node recreate node-11 --force"}) {
 		t.Fatalf("next = %q", p.Next)
 	}
 	// The recreated node gets the newly resolved image; the kept ones their stored one.
@@ -316,7 +316,7 @@ func TestSubnetChangeRecreatesEveryNode(t *testing.T) {
 	if !hasWarning(p, "non_default_subnet") {
 		t.Fatalf("warnings = %+v, want non_default_subnet", p.Warnings)
 	}
-	if !reflect.DeepEqual(p.Next, []string{"barn-node recreate node-10 node-11 --force"}) {
+	if !reflect.DeepEqual(p.Next, []string{"barn-inventory resolve | barn-plan | barn-node recreate node-10 node-11 --force"}) {
 		t.Fatalf("next = %q", p.Next)
 	}
 }
@@ -745,5 +745,18 @@ func TestDownloads(t *testing.T) {
 	p = mustCompute(t, in)
 	if p.Nodes[2].Download != nil || p.Totals.DownloadImages != 0 {
 		t.Fatalf("no cache consulted: %+v %+v", p.Nodes[2].Download, p.Totals)
+	}
+}
+
+// The plan's next commands work as printed (issue 12): each plans the
+// spec's own inventory afresh and hands it to barn-node, never a bare
+// `barn-node apply` that would wait for a plan on stdin.
+func TestNextCommandsPlanTheSpecsInventory(t *testing.T) {
+	s := testSpec(2)
+	s.Source = "my lab.yml"
+	s.Seal()
+	p := mustCompute(t, Input{Desired: s, Resolver: catalog})
+	if want := []string{"barn-inventory resolve -f 'my lab.yml' | barn-plan | barn-node apply"}; !reflect.DeepEqual(p.Next, want) {
+		t.Fatalf("next = %q, want %q", p.Next, want)
 	}
 }
