@@ -2,6 +2,7 @@ package plan
 
 import (
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/inventory"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
 )
@@ -18,7 +19,7 @@ func checkDesired(d *spec.Spec) error {
 	}
 	bad := func(reason, format string, args ...any) error {
 		return exitcode.New(exitcode.Usage, format, args...).WithReason(reason).
-			WithNext("barn-inventory resolve -f INVENTORY | barn-plan")
+			WithNext(inventory.Pipeline(d.Source, ""))
 	}
 	if err := d.Validate(); err != nil {
 		return bad("invalid_spec", "desired spec: %v; %s", err, err.Hint)
