@@ -88,6 +88,7 @@ func params(dir string) testscript.Params {
 			"sshport":    cmdSSHPort,
 			"event":      cmdEvent,
 			"shipped":    cmdShipped,
+			"specreach":  cmdSpecReach,
 		},
 		Setup: func(env *testscript.Env) error {
 			rt, err := os.MkdirTemp("/tmp", "bn")

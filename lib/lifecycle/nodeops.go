@@ -37,12 +37,12 @@ type observation struct {
 func (m *Manager) observe(ctx context.Context, n *state.Node, act bool) observation {
 	if n.Phase == state.Destroying {
 		return observation{Runtime: RuntimeUnknown, Err: exitcode.New(exitcode.Conflict, "%s: an interrupted destroy is pending", n.Node).
-			WithReason("interrupted_transition").WithNext("barn-node destroy " + n.Node)}
+			WithReason("interrupted_transition").WithNext("barn-node destroy " + n.Node + " --force")}
 	}
 	l := m.VM.Audit(ctx, n.Node, n.VMUUID, n.Runtime, n.Process)
 	if mismatch(l) {
 		return observation{Runtime: RuntimeUnknown, Err: exitcode.New(exitcode.Integrity, "%s: QMP answers with another identity (%v); nothing was sent", n.Node, l.QMPErr).
-			WithReason("identity_mismatch").WithNext("barn-node recreate --force " + n.Node)}
+			WithReason("identity_mismatch").WithNext("stop the VM that answers on " + n.Runtime.QMP + " (it is not " + n.Node + "), then barn-node status " + n.Node)}
 	}
 	dead := l.Inactive
 	switch {
@@ -70,7 +70,7 @@ func (m *Manager) observe(ctx context.Context, n *state.Node, act bool) observat
 		}
 	case l.QMPOK:
 		return observation{Runtime: RuntimeUnknown, Err: exitcode.New(exitcode.Integrity, "%s: QMP proves the VM but the recorded process does not match (%s)", n.Node, l.Verdict).
-			WithReason("process_mismatch").WithNext("barn-node recreate --force " + n.Node)}
+			WithReason("process_mismatch").WithNext(processMismatchHint(n.Node, n.Runtime.QMP))}
 	case dead:
 		if n.Phase == state.Stopped || n.Phase == state.Prepared {
 			return observation{Runtime: RuntimeInactive}
@@ -97,6 +97,13 @@ func (m *Manager) observe(ctx context.Context, n *state.Node, act bool) observat
 	}
 	return observation{Runtime: RuntimeUnknown, Err: exitcode.New(exitcode.Conflict, "%s: cannot prove whether the VM runs (%s; %v)", n.Node, l.Detail, l.QMPErr).
 		WithReason("interrupted_transition").WithNext("barn-node stop " + n.Node)}
+}
+
+// processMismatchHint: QMP proves the VM but not as the recorded process,
+// so no Barn command may signal or delete it (stop and recreate refuse
+// the same way); the user must stop it.
+func processMismatchHint(node, qmpSocket string) string {
+	return "stop " + node + "'s QEMU yourself (QMP at " + qmpSocket + " proves it, its process is not the recorded one), then barn-node status " + node
 }
 
 func mismatch(l Liveness) bool {
@@ -157,7 +164,7 @@ func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocato
 	defer hostshare.CloseAll(files) // QEMU holds its own copies
 	if len(files) != len(n.Invocation.InheritedFiles) {
 		return repairs, exitcode.New(exitcode.Integrity, "%s: the recorded invocation inherits %d descriptors but the node has %d shares",
-			n.Node, len(n.Invocation.InheritedFiles), len(files)).WithReason("invocation_shares_mismatch").WithNext("barn-node recreate " + n.Node)
+			n.Node, len(n.Invocation.InheritedFiles), len(files)).WithReason("invocation_shares_mismatch").WithNext(recreateAgain(m.appliedSource(), []string{n.Node}))
 	}
 	n.Process = nil
 	if err := m.setPhase(n, state.Starting); err != nil {

@@ -25,7 +25,7 @@ const (
 const RootDiskSerial = "barn-root"
 
 // MaxShares is the most 9p shares one node may have.
-const MaxShares = 8
+const MaxShares = spec.MaxShares
 
 // MaxSocketPath is the longest unix socket path Linux accepts (sun_path
 // is 108 bytes including the terminating NUL).

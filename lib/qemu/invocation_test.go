@@ -183,8 +183,10 @@ func TestInvocationRejectsBadInput(t *testing.T) {
 		{"bios with vars", func(in *Input, _ *Profile) { in.NVRAM = "/n.fd" }, "nvram"},
 		{"share fd 2", func(in *Input, _ *Profile) { in.Shares = []ShareFD{{Tag: "barn-a", FD: 2}} }, "shares[0].fd"},
 		{"dup serial", func(in *Input, _ *Profile) {
-			in.DataDisks = []state.DataDisk{{Path: "/a.qcow2", Serial: "s1"}, {Path: "/b.qcow2", Serial: "s1"}}
+			in.DataDisks = []state.DataDisk{{Path: "/a.qcow2", Serial: "x4bq2mzk7dfa3wq5nrt2"}, {Path: "/b.qcow2", Serial: "x4bq2mzk7dfa3wq5nrt2"}}
 		}, "data_disks[1].serial"},
+		{"bad serial", func(in *Input, _ *Profile) { in.DataDisks = []state.DataDisk{{Path: "/a.qcow2", Serial: "s1"}} }, "data_disks[0].serial"},
+		{"bad tag", func(in *Input, _ *Profile) { in.Shares = []ShareFD{{Tag: "barn-a", FD: 3}} }, "shares[0].tag"},
 		{"9 shares", func(in *Input, _ *Profile) {
 			for i := 0; i < 9; i++ {
 				in.Shares = append(in.Shares, ShareFD{Tag: fmt.Sprintf("t%d", i), FD: 3 + i})

@@ -2,10 +2,10 @@ package state
 
 import (
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/spec"
 )
 
 // The state root layout: every file name Barn uses under BARN_HOME and the
@@ -80,19 +80,14 @@ var nodeFileNames = map[string]bool{
 	SerialLogName: true, QEMULogName: true,
 }
 
-var (
-	nodeNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
-	dnsLabelRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-)
+// ValidNodeName reports whether name can be a node directory name: the
+// spec's node name rule (spec.ValidNodeName: one DNS label, which is also
+// a single safe path component).
+func ValidNodeName(name string) bool { return spec.ValidNodeName(name) }
 
-// ValidNodeName reports whether name can be a node directory name: it must
-// match ^[a-z0-9][a-z0-9_.-]{0,63}$ (the event log's name rule), which
-// also keeps it a single safe path component.
-func ValidNodeName(name string) bool { return nodeNameRE.MatchString(name) }
-
-// ValidDiskName reports whether name can be a data disk name: a DNS label
-// other than "root".
-func ValidDiskName(name string) bool { return name != "root" && dnsLabelRE.MatchString(name) }
+// ValidDiskName reports whether name can be a data disk name: the spec's
+// disk name rule (spec.CheckDiskName).
+func ValidDiskName(name string) bool { return spec.CheckDiskName(name) == nil }
 
 // IsNodeFileName reports whether name is one of the node-directory file
 // names of the layout table, including <disk>.qcow2 for a valid disk name.

@@ -121,8 +121,10 @@ func Stop(ctx context.Context, node, vmUUID string, rt state.Runtime, proc *stat
 		return exitcode.Wrap(exitcode.Cancelled, ctx.Err(), "stopping %s", node)
 	}
 	if qerr := m.Verify(ctx, node, vmUUID); !errors.Is(qerr, qmp.ErrUnavailable) {
+		// Stopping again would end here again: the one action left is the
+		// user's.
 		return exitcode.New(exitcode.Runtime, "%s still runs %s after QMP quit and its QMP still answers; no signal sent", node, o.QuitWait).
-			WithReason("stop_failed").WithNext("barn-node stop " + node)
+			WithReason("stop_failed").WithNext(fmt.Sprintf("kill -9 %d once you have checked it is %s's QEMU (ps -o args= -p %d), then barn-node status %s", proc.PID, node, proc.PID, node))
 	}
 	o.Progress(fmt.Sprintf("%s: QMP gone but the process remains; verified signals", node))
 	return signalPath(ctx, node, rt, proc, o)
@@ -144,7 +146,8 @@ func checkOurs(node string, proc *state.Process) error {
 	if v := procid.Observe(*proc); v != procid.Ours {
 		return exitcode.New(exitcode.Conflict,
 			"QMP of %s proves the VM runs, but recorded pid %d is %s; refusing to act on a process that does not match",
-			node, proc.PID, v).WithReason("process_mismatch").WithNext("barn-node recreate --force " + node)
+			node, proc.PID, v).WithReason("process_mismatch").
+			WithNext(fmt.Sprintf("stop %s's QEMU yourself (QMP proves it; recorded pid %d is not it), then barn-node status %s", node, proc.PID, node))
 	}
 	return nil
 }
@@ -276,8 +279,10 @@ func CleanupRuntime(ctx context.Context, rt state.Runtime) error {
 			return exitcode.New(exitcode.Conflict, "%s exists and is not a socket; not removing it", rt.QMP).WithReason("runtime_busy")
 		}
 		if socketListening(rt.QMP) {
+			// status would come back here: the listener is the user's to
+			// identify.
 			return exitcode.New(exitcode.Conflict, "something listens on QMP socket %s; not removing it", rt.QMP).
-				WithReason("runtime_busy").WithNext("barn-node status")
+				WithReason("runtime_busy").WithNext("stop what listens on " + rt.QMP + " (ss -xlp | grep " + rt.QMP + ") if it is a leftover QEMU, then barn-node status")
 		}
 		if err := os.Remove(rt.QMP); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return exitcode.Wrap(exitcode.Runtime, err, "removing stale QMP socket")
@@ -290,7 +295,7 @@ func CleanupRuntime(ctx context.Context, rt state.Runtime) error {
 		}
 		if procid.Alive(pid) && !foreignToPidfile(pid, rt.Pidfile) {
 			return exitcode.New(exitcode.Conflict, "pidfile %s names live pid %d; not removing it", rt.Pidfile, pid).
-				WithReason("runtime_busy").WithNext("barn-node status")
+				WithReason("runtime_busy").WithNext(fmt.Sprintf("stop pid %d if it is a leftover QEMU (ps -o args= -p %d), then barn-node status", pid, pid))
 		}
 		if err := os.Remove(rt.Pidfile); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return exitcode.Wrap(exitcode.Runtime, err, "removing stale pidfile")
