@@ -196,6 +196,28 @@ func Alive(pid int) bool {
 	return err == nil && st.state != "Z" && st.state != "X"
 }
 
+// Frozen reports whether every thread of the live process pid is stopped
+// (state T, a job-control stop such as SIGSTOP, or t, a tracing stop): no
+// thread can run, so nothing in it can answer a socket until it is
+// continued. An unreadable or vanished process is not frozen.
+func Frozen(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("%s/%d/task", procRoot, pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("%s/%d/task/%s/stat", procRoot, pid, t.Name()))
+		if err != nil {
+			return false
+		}
+		st, err := parseStat(pid, b)
+		if err != nil || st.state != "T" && st.state != "t" {
+			return false
+		}
+	}
+	return true
+}
+
 type stat struct {
 	state string // field 3
 	start string // field 22, clock ticks since boot
@@ -208,6 +230,11 @@ func readStat(pid int) (stat, error) {
 	if err != nil {
 		return stat{}, procErr(pid, "stat", err)
 	}
+	return parseStat(pid, b)
+}
+
+// parseStat parses the contents b of a stat(5) file of pid.
+func parseStat(pid int, b []byte) (stat, error) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
 		return stat{}, fmt.Errorf("parsing /proc/%d/stat: no comm field", pid)

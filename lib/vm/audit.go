@@ -32,17 +32,21 @@ type Liveness struct {
 	Status  string         // QMP query-status ("running", "paused", …) when QMP answered
 }
 
-// Audit observes node's runtime without changing anything: QMP identity on
-// rt.QMP (2 s) and procid.Observe of proc (nil when no tuple is recorded).
+// Audit observes node's runtime without changing anything: QMP identity
+// and query-status on one session on rt.QMP (2 s), and procid.Observe of
+// proc (nil when no tuple is recorded).
 // errors.Is(l.QMP, qmp.ErrIdentityMismatch) means another VM answers there;
-// errors.Is(l.QMP, qmp.ErrUnavailable) means nothing answers.
+// errors.Is(l.QMP, qmp.ErrUnavailable) means nothing answers;
+// errors.Is(l.QMP, qmp.ErrBusy) means something holds the monitor without
+// answering, which is never read as inactive.
 func Audit(ctx context.Context, node, vmUUID string, rt state.Runtime, proc *state.Process) Liveness {
 	m := qmp.Monitor{Socket: rt.QMP, Timeout: AuditQMPTimeout}
 	l := Liveness{Verdict: procid.Unknown}
-	l.QMP = m.Verify(ctx, node, vmUUID)
-	if l.QMP == nil {
-		l.Status, _ = m.Status(ctx)
+	var st struct {
+		Status string `json:"status"`
 	}
+	l.QMP = m.Verified(ctx, node, vmUUID, "query-status", nil, &st)
+	l.Status = st.Status
 	if proc != nil {
 		l.Verdict = procid.Observe(*proc)
 	}

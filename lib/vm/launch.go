@@ -155,10 +155,10 @@ func prove(ctx context.Context, inv state.Invocation, node, vmUUID string, rt st
 		case errors.As(err, &qe):
 			return state.Process{}, exitcode.Wrap(exitcode.Runtime, err, "QMP of %s refused identity queries", node).
 				WithReason("qmp_error").WithDetail(map[string]string{"class": qe.Class})
-		case !errors.Is(err, qmp.ErrUnavailable):
+		case !errors.Is(err, qmp.ErrUnavailable) && !errors.Is(err, qmp.ErrBusy):
 			return state.Process{}, exitcode.Wrap(exitcode.Runtime, err, "QMP of %s", node).WithReason("qmp_error")
 		}
-		// Unavailable: still starting, or already dead?
+		// Unavailable or not greeting yet: still starting, or already dead?
 		if pid, perr := ReadPidfile(rt.Pidfile); perr == nil && !procid.Alive(pid) {
 			tail := ""
 			if errLog != "" {
@@ -198,8 +198,11 @@ func prove(ctx context.Context, inv state.Invocation, node, vmUUID string, rt st
 }
 
 // abort is launch compensation (30 s budget, detached from cancellation):
-// QMP quit when the identity matches; otherwise verified signals to the
-// pidfile's process when it is stable and runs inv; nothing on a mismatch.
+// QMP quit when the identity matches (proven and sent on one session);
+// otherwise verified signals to the pidfile's process when it is stable
+// and runs inv (this launch's own, never proven, process: a monitor that
+// stayed busy through the whole launch is no reason to leave it running);
+// nothing on a mismatch.
 // It returns nil when nothing of the launch remains running.
 func abort(ctx context.Context, inv state.Invocation, node, vmUUID string, rt state.Runtime) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), AbortBudget)
@@ -227,18 +230,18 @@ func stopLaunched(ctx context.Context, inv state.Invocation, node, vmUUID string
 			}
 		}
 	}
-	err := m.Verify(ctx, node, vmUUID)
+	err := m.Verified(ctx, node, vmUUID, "quit", nil, nil)
+	var qe *qmp.Error
 	switch {
 	case err == nil:
-		if err := m.Quit(ctx); err != nil && !errors.Is(err, qmp.ErrUnavailable) {
-			return fmt.Errorf("cleanup: QMP quit: %w", err)
-		}
 		if waitGone(ctx, proc, m, DefaultQuitWait, DefaultPoll) {
 			return nil
 		}
 		return fmt.Errorf("cleanup: QEMU still runs 10 s after QMP quit")
 	case errors.Is(err, qmp.ErrIdentityMismatch):
 		return fmt.Errorf("cleanup refused: %w", err)
+	case errors.As(err, &qe):
+		return fmt.Errorf("cleanup: QMP quit: %w", err)
 	}
 	if perr != nil {
 		if errors.Is(perr, os.ErrNotExist) {

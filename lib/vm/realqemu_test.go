@@ -1,12 +1,15 @@
 package vm_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -146,11 +149,12 @@ func TestRealQEMUEarlyExitReturnsStderr(t *testing.T) {
 	assertNoRuntimeFiles(t, f.rt)
 }
 
-// TestRealQEMUHungQMPEscalates freezes QEMU (SIGSTOP): the kernel accepts
-// QMP connections but nobody greets, so QMP is unavailable; a stopped
-// process ignores SIGTERM until continued, so the ladder must re-capture and
-// SIGKILL.
-func TestRealQEMUHungQMPEscalates(t *testing.T) {
+// TestRealQEMUFrozenEscalates freezes QEMU (SIGSTOP): the kernel accepts
+// QMP connections but nobody greets, so QMP is busy, and the process table
+// proves why: every thread is stopped, so no monitor can answer until it
+// is continued. A stopped process ignores SIGTERM until continued, so the
+// ladder must re-capture and SIGKILL.
+func TestRealQEMUFrozenEscalates(t *testing.T) {
 	f := realQEMU(t)
 	proc := launchReal(t, f)
 	if err := syscall.Kill(proc.PID, syscall.SIGSTOP); err != nil {
@@ -163,13 +167,73 @@ func TestRealQEMUHungQMPEscalates(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := strings.Join(*log, "\n")
-	if !strings.Contains(got, "QMP unavailable") || !strings.Contains(got, "SIGTERM") || !strings.Contains(got, "SIGKILL") {
+	if !strings.Contains(got, "is stopped") || !strings.Contains(got, "SIGTERM") || !strings.Contains(got, "SIGKILL") {
 		t.Errorf("ladder steps:\n%s", got)
 	}
 	if v := procid.Observe(proc); v != procid.Dead {
 		t.Errorf("after stop: %s", v)
 	}
 	assertNoRuntimeFiles(t, f.rt) // SIGKILL left them; Stop removed the stale ones
+}
+
+// TestRealQEMUHeldMonitorIsBusyNotAbsent: another client (an operator's
+// socat session) holds the QMP monitor Barn talks to. QEMU serves one
+// client per monitor, so Barn's connection is queued and never greeted:
+// that is a busy monitor, not an absent QEMU. Stop sends nothing, no
+// signal either, and says who to ask; once the other client leaves, stop
+// powers the VM down through QMP.
+func TestRealQEMUHeldMonitorIsBusyNotAbsent(t *testing.T) {
+	f := realQEMU(t)
+	proc := launchReal(t, f)
+	release := holdMonitor(t, f.rt.QMP)
+
+	o := quick()
+	o.Graceful = time.Second
+	log := steps(&o)
+	err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, o)
+	if e := exitcode.As(err); e == nil || e.Class != exitcode.Conflict || e.Reason != "qmp_busy" {
+		t.Fatalf("stop with the monitor held by another client: %v, want conflict qmp_busy", err)
+	}
+	if got := strings.Join(*log, "\n"); strings.Contains(got, "SIG") || strings.Contains(got, "unavailable") {
+		t.Errorf("ladder steps with a held monitor:\n%s", got)
+	}
+	if v := procid.Observe(proc); v != procid.Ours {
+		t.Fatalf("QEMU after a refused stop: %s", v)
+	}
+	if l := vm.Audit(context.Background(), f.node, f.uuid, f.rt, &proc); !errors.Is(l.QMP, qmp.ErrBusy) || !l.Running || l.Runtime == vm.RuntimeInactive {
+		t.Errorf("audit with a held monitor %+v", l)
+	}
+
+	release()
+	log = steps(&o)
+	if err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, o); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(*log, "\n"); !strings.Contains(got, "system_powerdown") || strings.Contains(got, "SIG") {
+		t.Errorf("ladder steps once released:\n%s", got)
+	}
+	if v := procid.Observe(proc); v != procid.Dead {
+		t.Errorf("after stop: %s", v)
+	}
+}
+
+// holdMonitor connects to a QMP socket as another client would, reads the
+// greeting and keeps the connection open until the returned release (or
+// the test's end).
+func holdMonitor(t *testing.T, sock string) (release func()) {
+	t.Helper()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := bufio.NewReader(c).ReadString('\n'); err != nil {
+		t.Fatalf("holding %s: no greeting: %v", sock, err)
+	}
+	var once sync.Once
+	release = func() { once.Do(func() { c.Close() }) }
+	t.Cleanup(release)
+	return release
 }
 
 func TestRealQEMUCrashIsInactive(t *testing.T) {

@@ -49,10 +49,13 @@ func (o StopOptions) withDefaults() StopOptions {
 }
 
 // Stop runs the stop ladder for the VM node/vmUUID whose recorded process
-// tuple is proc (nil when none was recorded, e.g. an interrupted start):
+// tuple is proc (nil when none was recorded, e.g. an interrupted start).
+// Every QMP step is one session (lib/qmp): the identity is proven on the
+// connection the command is then sent on.
 //
 //  1. QMP identity: a mismatch is an integrity error (reason
-//     "qmp_identity_mismatch") and nothing is sent; unavailable → step 5.
+//     "qmp_identity_mismatch") and nothing is sent; unavailable → step 5;
+//     busy → step 6.
 //  2. The recorded process must be Ours (QMP ok + other process → conflict
 //     "process_mismatch").
 //  3. system_powerdown, wait up to o.Graceful.
@@ -62,6 +65,11 @@ func (o StopOptions) withDefaults() StopOptions {
 //     "process_unverified"; Ours gets SIGTERM (through a pidfd opened before
 //     the check), wait o.TermWait, re-capture and match, SIGKILL, wait
 //     o.KillWait.
+//  6. QMP busy (something listens but stays silent: another client holds
+//     the monitor) is never read as absence: conflict "qmp_busy", nothing
+//     sent. The one exception is a recorded process proven Ours whose
+//     every thread is stopped (SIGSTOP, a debugger): it cannot answer any
+//     monitor until continued, so step 5's verified signals apply.
 //
 // It returns nil once the VM is proven stopped, and then removes the stale
 // runtime socket and pidfile. A still-answering, matching QMP after quit is
@@ -70,26 +78,15 @@ func Stop(ctx context.Context, node, vmUUID string, rt state.Runtime, proc *stat
 	o = o.withDefaults()
 	m := qmp.Monitor{Socket: rt.QMP, Timeout: o.QMPTimeout}
 
-	qerr := m.Verify(ctx, node, vmUUID)
-	switch {
-	case ctx.Err() != nil || errors.Is(qerr, context.DeadlineExceeded) || errors.Is(qerr, context.Canceled):
-		return exitcode.Wrap(exitcode.Cancelled, ctx.Err(), "stopping %s", node)
-	case errors.Is(qerr, qmp.ErrIdentityMismatch):
-		return mismatch(node, qerr)
-	case errors.Is(qerr, qmp.ErrUnavailable):
-		o.Progress(fmt.Sprintf("%s: QMP unavailable (%v); verifying the recorded process", node, qerr))
-		return signalPath(ctx, node, rt, proc, o)
-	case qerr != nil:
-		return exitcode.Wrap(exitcode.Runtime, qerr, "QMP of %s answers but failed; not bypassing it with signals", node).
-			WithReason("qmp_error").WithNext("barn-node status " + node)
+	s, err := verifiedSession(ctx, m, node, vmUUID, proc)
+	if err != nil {
+		return qmpFailed(ctx, node, rt, proc, o, err)
 	}
-	if err := checkOurs(node, proc); err != nil {
-		return err
-	}
-
 	o.Progress(fmt.Sprintf("%s: system_powerdown; waiting up to %s for the guest", node, o.Graceful))
-	if err := m.Powerdown(ctx); err != nil && !errors.Is(err, qmp.ErrUnavailable) {
-		return exitcode.Wrap(exitcode.ClassOf(ctxOr(ctx, err)), err, "stopping %s", node).WithReason("qmp_error")
+	err = s.Execute("system_powerdown", nil, nil)
+	s.Close()
+	if err != nil && !errors.Is(err, qmp.ErrUnavailable) {
+		return qmpFailed(ctx, node, rt, proc, o, err)
 	}
 	if waitGone(ctx, proc, m, o.Graceful, o.Poll) {
 		return finish(ctx, node, rt)
@@ -99,20 +96,13 @@ func Stop(ctx context.Context, node, vmUUID string, rt state.Runtime, proc *stat
 	}
 
 	o.Progress(fmt.Sprintf("%s: guest did not power off within %s; QMP quit", node, o.Graceful))
-	qerr = m.Verify(ctx, node, vmUUID)
-	switch {
-	case errors.Is(qerr, qmp.ErrIdentityMismatch):
-		return mismatch(node, qerr)
-	case errors.Is(qerr, qmp.ErrUnavailable):
-		return signalPath(ctx, node, rt, proc, o)
-	case qerr != nil:
-		return exitcode.Wrap(exitcode.ClassOf(ctxOr(ctx, qerr)), qerr, "re-verifying %s before quit", node).WithReason("qmp_error")
+	if s, err = verifiedSession(ctx, m, node, vmUUID, proc); err != nil {
+		return qmpFailed(ctx, node, rt, proc, o, err)
 	}
-	if err := checkOurs(node, proc); err != nil {
-		return err
-	}
-	if err := m.Quit(ctx); err != nil && !errors.Is(err, qmp.ErrUnavailable) {
-		return exitcode.Wrap(exitcode.ClassOf(ctxOr(ctx, err)), err, "QMP quit of %s", node).WithReason("qmp_error")
+	err = s.Execute("quit", nil, nil)
+	s.Close()
+	if err != nil && !errors.Is(err, qmp.ErrUnavailable) {
+		return qmpFailed(ctx, node, rt, proc, o, err)
 	}
 	if waitGone(ctx, proc, m, o.QuitWait, o.Poll) {
 		return finish(ctx, node, rt)
@@ -126,6 +116,72 @@ func Stop(ctx context.Context, node, vmUUID string, rt state.Runtime, proc *stat
 	}
 	o.Progress(fmt.Sprintf("%s: QMP gone but the process remains; verified signals", node))
 	return signalPath(ctx, node, rt, proc, o)
+}
+
+// verifiedSession opens one QMP session, proves on it that QEMU answers as
+// node/vmUUID and checks that the recorded process (if any) is Ours; the
+// caller sends its command on that same session and closes it.
+func verifiedSession(ctx context.Context, m qmp.Monitor, node, vmUUID string, proc *state.Process) (*qmp.Session, error) {
+	s, err := m.Open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Verify(node, vmUUID); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := checkOurs(node, proc); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// qmpFailed turns a failed QMP step of the ladder into the next step or
+// the error that ends it.
+func qmpFailed(ctx context.Context, node string, rt state.Runtime, proc *state.Process, o StopOptions, err error) error {
+	var ee *exitcode.Error
+	switch {
+	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		return exitcode.Wrap(exitcode.Cancelled, ctxOr(ctx, err), "stopping %s", node)
+	case errors.Is(err, qmp.ErrIdentityMismatch):
+		return mismatch(node, err)
+	case errors.As(err, &ee):
+		return err // the recorded process does not match
+	case errors.Is(err, qmp.ErrUnavailable):
+		o.Progress(fmt.Sprintf("%s: QMP unavailable (%v); verifying the recorded process", node, err))
+		return signalPath(ctx, node, rt, proc, o)
+	case errors.Is(err, qmp.ErrBusy):
+		return busyPath(ctx, node, rt, proc, o, err)
+	}
+	return exitcode.Wrap(exitcode.Runtime, err, "QMP of %s answers but failed; not bypassing it with signals", node).
+		WithReason("qmp_error").WithNext("barn-node status " + node)
+}
+
+// busyPath is step 6: something holds QMP open without answering.
+func busyPath(ctx context.Context, node string, rt state.Runtime, proc *state.Process, o StopOptions, qerr error) error {
+	if proc != nil && procid.Observe(*proc) == procid.Ours && procid.Frozen(proc.PID) {
+		o.Progress(fmt.Sprintf("%s: QMP is silent because pid %d is stopped (SIGSTOP or a debugger) and cannot answer; verified signals", node, proc.PID))
+		if err := signalLadder(ctx, *proc, o); err != nil {
+			return err
+		}
+		return finish(ctx, node, rt)
+	}
+	return QMPBusy(node, qerr)
+}
+
+// QMPBusy is the error of an operation refused because node's QMP monitor
+// is held by another client (conflict "qmp_busy"; nothing was sent).
+func QMPBusy(node string, qerr error) error {
+	sock := ""
+	var be *qmp.BusyError
+	if errors.As(qerr, &be) {
+		sock = be.Socket
+	}
+	return exitcode.Wrap(exitcode.Conflict, qerr,
+		"%s: its QMP monitor is held by another client or not answering; a busy monitor is not an absent QEMU, so nothing was sent", node).
+		WithReason("qmp_busy").
+		WithNext(fmt.Sprintf("close the other client of %s (find it: ss -xp | grep %s), then barn-node stop %s", sock, sock, node))
 }
 
 func ctxOr(ctx context.Context, err error) error {

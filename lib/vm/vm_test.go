@@ -197,12 +197,8 @@ func TestStopPowerdownIgnoredThenQuit(t *testing.T) {
 	assertNoRuntimeFiles(t, f.rt)
 }
 
-func TestStopQMPHungUsesVerifiedSIGTERM(t *testing.T) {
+func TestLaunchWithSilentQMPIsCompensated(t *testing.T) {
 	f := newFixture(t, fakeBin)
-	// With a hung QMP, Launch cannot prove identity: launch with a working
-	// QMP, then restart the same tuple? No: hang-qmp must be set at launch, so
-	// prove the launch failure first, then exercise Stop on a hung VM
-	// started directly.
 	_, err := vm.LaunchWith(context.Background(), f.inv, f.node, f.uuid, f.rt,
 		vm.LaunchOptions{Env: fakeEnv(fakeqemu.HangQMP), QMPWait: 1500 * time.Millisecond, QMPTimeout: 300 * time.Millisecond})
 	if e := exitcode.As(err); e == nil || e.Reason != "qmp_timeout" {
@@ -213,33 +209,79 @@ func TestStopQMPHungUsesVerifiedSIGTERM(t *testing.T) {
 	}
 	// Compensation signalled the verified pidfile process: nothing remains.
 	assertNoRuntimeProcess(t, f.rt)
+}
 
-	f2 := newFixture(t, fakeBin)
-	proc := startDirect(t, f2, fakeqemu.HangQMP)
+// TestStopBusyQMPSendsNothing: a monitor that accepts connections and
+// stays silent (another client holds it) is busy, not absent: stop sends
+// no signal and says so (conflict qmp_busy); the audit never calls it
+// inactive.
+func TestStopBusyQMPSendsNothing(t *testing.T) {
+	f := newFixture(t, fakeBin)
+	proc := startDirect(t, f, fakeqemu.HangQMP)
 	o := quick()
 	log := steps(&o)
-	if err := vm.Stop(context.Background(), f2.node, f2.uuid, f2.rt, &proc, o); err != nil {
-		t.Fatal(err)
+	err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, o)
+	if e := exitcode.As(err); e == nil || e.Class != exitcode.Conflict || e.Reason != "qmp_busy" || !errors.Is(err, qmp.ErrBusy) ||
+		!strings.Contains(e.Next, "barn-node stop "+f.node) || !strings.Contains(e.Next, f.rt.QMP) {
+		t.Fatalf("stop with a busy monitor: %v, want conflict qmp_busy naming the socket", err)
 	}
-	got := strings.Join(*log, "\n")
-	if !strings.Contains(got, "QMP unavailable") || !strings.Contains(got, "SIGTERM") || strings.Contains(got, "SIGKILL") {
+	if got := strings.Join(*log, "\n"); strings.Contains(got, "SIG") {
 		t.Errorf("ladder steps:\n%s", got)
 	}
-	if v := procid.Observe(proc); v != procid.Dead {
-		t.Errorf("after stop: %s", v)
+	if v := procid.Observe(proc); v != procid.Ours {
+		t.Fatalf("after a refused stop: %s, want still running", v)
+	}
+	l := vm.Audit(context.Background(), f.node, f.uuid, f.rt, &proc)
+	if !errors.Is(l.QMP, qmp.ErrBusy) || !l.Running || l.Runtime != vm.RuntimeUnknown {
+		t.Errorf("audit of a busy monitor %+v", l)
+	}
+	if l := vm.Audit(context.Background(), f.node, f.uuid, f.rt, nil); l.Runtime == vm.RuntimeInactive {
+		t.Errorf("audit of a busy monitor with no recorded process: %+v, never inactive", l)
 	}
 }
 
-func TestStopEscalatesToSIGKILL(t *testing.T) {
+// TestStopFrozenUsesVerifiedSignals: a QEMU whose every thread is stopped
+// (SIGSTOP) cannot answer any monitor; that, with its tuple Ours, is
+// provable, so the ladder's verified signals apply: SIGTERM stays pending
+// on a stopped process, and the re-captured SIGKILL ends it.
+func TestStopFrozenUsesVerifiedSignals(t *testing.T) {
 	f := newFixture(t, fakeBin)
-	proc := startDirect(t, f, fakeqemu.HangQMP+","+fakeqemu.IgnoreTerm)
+	proc := startDirect(t, f, "")
+	if err := syscall.Kill(proc.PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 200 && !procid.Frozen(proc.PID); i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
 	o := quick()
 	o.TermWait = 500 * time.Millisecond
 	log := steps(&o)
 	if err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, o); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(*log, "\n"); !strings.Contains(got, "SIGTERM") || !strings.Contains(got, "SIGKILL") {
+	got := strings.Join(*log, "\n")
+	if !strings.Contains(got, "is stopped") || !strings.Contains(got, "SIGTERM") || !strings.Contains(got, "SIGKILL") {
+		t.Errorf("ladder steps:\n%s", got)
+	}
+	if v := procid.Observe(proc); v != procid.Dead {
+		t.Errorf("after stop: %s", v)
+	}
+	assertNoRuntimeFiles(t, f.rt)
+}
+
+func TestStopEscalatesToSIGKILL(t *testing.T) {
+	f := newFixture(t, fakeBin)
+	proc := startDirect(t, f, fakeqemu.IgnoreTerm)
+	if err := os.Remove(f.rt.QMP); err != nil { // QMP provably gone: signals only
+		t.Fatal(err)
+	}
+	o := quick()
+	o.TermWait = 500 * time.Millisecond
+	log := steps(&o)
+	if err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, o); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(*log, "\n"); !strings.Contains(got, "QMP unavailable") || !strings.Contains(got, "SIGTERM") || !strings.Contains(got, "SIGKILL") {
 		t.Errorf("ladder steps:\n%s", got)
 	}
 	if v := procid.Observe(proc); v != procid.Dead {
@@ -278,8 +320,11 @@ func TestStopWrongUUIDSendsNothing(t *testing.T) {
 	if v := procid.Observe(proc); v != procid.Ours {
 		t.Errorf("wrong-uuid VM after refused stop: %s, want still running", v)
 	}
-	if status, err := qmp.Status(context.Background(), f.rt.QMP); err != nil || status != "running" {
-		t.Errorf("QMP after refused stop: %q %v", status, err)
+	var st struct {
+		Status string `json:"status"`
+	}
+	if err := (qmp.Monitor{Socket: f.rt.QMP}).Execute(context.Background(), "query-status", nil, &st); err != nil || st.Status != "running" {
+		t.Errorf("QMP after refused stop: %q %v", st.Status, err)
 	}
 	l := vm.Audit(context.Background(), f.node, f.uuid, f.rt, &proc)
 	if l.Runtime != vm.RuntimeUnknown || !errors.Is(l.QMP, qmp.ErrIdentityMismatch) {
