@@ -24,7 +24,7 @@ import (
 //	    root.qcow2 <disk>.qcow2 seed.iso nvram.fd serial.log qemu.log
 //	  disks/<node>/<disk>/            retained persistent disks
 //	  images/                         image cache (owned by the repo code)
-//	<runtime>/<node>/{qmp.sock,qemu.pid}
+//	<runtime>/<node>/{qmp.sock,barn-qmp.sock,qemu.pid}
 //	  runtime = BARN_RUNTIME_DIR, else $XDG_RUNTIME_DIR/barn when
 //	  XDG_RUNTIME_DIR is owned and 0700, else /tmp/barn-<uid>
 const (
@@ -64,8 +64,9 @@ const (
 	RetainedDiskName = "disk.qcow2"
 
 	// Inside <runtime>/<node>/.
-	QMPSocketName = "qmp.sock"
-	PidfileName   = "qemu.pid"
+	QMPSocketName     = "qmp.sock"      // the operators' QMP monitor
+	BarnQMPSocketName = "barn-qmp.sock" // Barn's own QMP monitor
+	PidfileName       = "qemu.pid"
 
 	// MaxSocketPath is the longest unix socket path Linux accepts (bytes;
 	// sun_path is 108 bytes including the terminating NUL).
@@ -170,18 +171,21 @@ func (r *Root) lockFile(lockName string) (string, error) {
 	return "", exitcode.New(exitcode.Usage, "unknown lock %q: want deployment, images or node/<node>", lockName)
 }
 
-// Runtime paths of node: <RuntimeDir>/<node>/{qmp.sock,qemu.pid}. Returns a
-// usage error (reason "socket_path_too_long") naming the path and its length
-// when the QMP socket path is longer than MaxSocketPath bytes; it is never
-// truncated.
+// Runtime paths of node: <RuntimeDir>/<node>/{qmp.sock,barn-qmp.sock,qemu.pid}.
+// Returns a usage error (reason "socket_path_too_long") naming the path and
+// its length when a socket path is longer than MaxSocketPath bytes; it is
+// never truncated.
 func (r *Root) NodeRuntime(node string) (Runtime, error) {
 	if err := checkNodeName(node); err != nil {
 		return Runtime{}, err
 	}
 	dir := filepath.Join(r.RuntimeDir, node)
-	rt := Runtime{Directory: dir, QMP: filepath.Join(dir, QMPSocketName), Pidfile: filepath.Join(dir, PidfileName)}
-	if err := CheckSocketPath(rt.QMP); err != nil {
-		return Runtime{}, err
+	rt := Runtime{Directory: dir, QMP: filepath.Join(dir, QMPSocketName),
+		BarnQMP: filepath.Join(dir, BarnQMPSocketName), Pidfile: filepath.Join(dir, PidfileName)}
+	for _, s := range rt.Sockets() {
+		if err := CheckSocketPath(s); err != nil {
+			return Runtime{}, err
+		}
 	}
 	return rt, nil
 }

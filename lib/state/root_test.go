@@ -181,23 +181,25 @@ func TestNodeRuntimeSocketLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Runtime{Directory: "/run/user/1000/barn/pg-meta-1", QMP: "/run/user/1000/barn/pg-meta-1/qmp.sock", Pidfile: "/run/user/1000/barn/pg-meta-1/qemu.pid"}
+	want := Runtime{Directory: "/run/user/1000/barn/pg-meta-1", QMP: "/run/user/1000/barn/pg-meta-1/qmp.sock",
+		BarnQMP: "/run/user/1000/barn/pg-meta-1/barn-qmp.sock", Pidfile: "/run/user/1000/barn/pg-meta-1/qemu.pid"}
 	if rt != want {
 		t.Fatalf("NodeRuntime = %+v, want %+v", rt, want)
 	}
-	// 107 bytes exactly is allowed; 108 is refused, naming path and length.
+	// 107 bytes exactly is allowed for the longest socket (Barn's own
+	// monitor); 108 is refused, naming path and length.
 	node := "n"
 	base := "/r/"
-	pad := MaxSocketPath - len(base) - len("/"+node+"/qmp.sock")
+	pad := MaxSocketPath - len(base) - len("/"+node+"/"+BarnQMPSocketName)
 	r.RuntimeDir = base + strings.Repeat("x", pad)
 	rt, err = r.NodeRuntime(node)
-	if err != nil || len(rt.QMP) != MaxSocketPath {
-		t.Fatalf("107-byte socket: %v, len %d", err, len(rt.QMP))
+	if err != nil || len(rt.BarnQMP) != MaxSocketPath {
+		t.Fatalf("107-byte socket: %v, len %d", err, len(rt.BarnQMP))
 	}
 	r.RuntimeDir += "y"
 	_, err = r.NodeRuntime(node)
 	wantClass(t, err, exitcode.Usage, "is 108 bytes")
-	if !strings.Contains(exitcode.As(err).Message, r.RuntimeDir+"/n/qmp.sock") {
+	if !strings.Contains(exitcode.As(err).Message, r.RuntimeDir+"/n/"+BarnQMPSocketName) {
 		t.Fatalf("error does not name the path: %v", err)
 	}
 }

@@ -33,14 +33,15 @@ type Liveness struct {
 }
 
 // Audit observes node's runtime without changing anything: QMP identity
-// and query-status on one session on rt.QMP (2 s), and procid.Observe of
+// and query-status on one session on Barn's own monitor (rt.BarnMonitor,
+// 2 s), and procid.Observe of
 // proc (nil when no tuple is recorded).
 // errors.Is(l.QMP, qmp.ErrIdentityMismatch) means another VM answers there;
 // errors.Is(l.QMP, qmp.ErrUnavailable) means nothing answers;
 // errors.Is(l.QMP, qmp.ErrBusy) means something holds the monitor without
 // answering, which is never read as inactive.
 func Audit(ctx context.Context, node, vmUUID string, rt state.Runtime, proc *state.Process) Liveness {
-	m := qmp.Monitor{Socket: rt.QMP, Timeout: AuditQMPTimeout}
+	m := qmp.Monitor{Socket: rt.BarnMonitor(), Timeout: AuditQMPTimeout}
 	l := Liveness{Verdict: procid.Unknown}
 	var st struct {
 		Status string `json:"status"`

@@ -61,7 +61,8 @@ func (o LaunchOptions) withDefaults() LaunchOptions {
 
 // Launch runs inv (QEMU with -daemonize), passing files as descriptors 3, 4,
 // … (they must match inv.InheritedFiles), then waits up to 15 s for QMP on
-// rt.QMP to answer with name node and UUID vmUUID, reads rt.Pidfile,
+// Barn's own monitor (rt.BarnMonitor) to answer with name node and UUID
+// vmUUID, reads rt.Pidfile,
 // captures the process tuple and checks that its argv hash is
 // procid.ArgvHash(inv). It returns the tuple to persist.
 //
@@ -137,10 +138,10 @@ func prove(ctx context.Context, inv state.Invocation, node, vmUUID string, rt st
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
 			return state.Process{}, exitcode.New(exitcode.Runtime,
-				"QMP on %s did not answer within %s: %v", rt.QMP, o.QMPWait, last).
+				"QMP on %s did not answer within %s: %v", rt.BarnMonitor(), o.QMPWait, last).
 				WithReason("qmp_timeout").WithNext("barn-node logs " + node)
 		}
-		m := qmp.Monitor{Socket: rt.QMP, Timeout: min(o.QMPTimeout, remaining)}
+		m := qmp.Monitor{Socket: rt.BarnMonitor(), Timeout: min(o.QMPTimeout, remaining)}
 		err := m.Verify(ctx, node, vmUUID)
 		if err == nil {
 			break
@@ -211,7 +212,7 @@ func abort(ctx context.Context, inv state.Invocation, node, vmUUID string, rt st
 	if err == nil {
 		// Nothing of the launch runs: remove the stale socket and pidfile
 		// QEMU may have left when it failed (CleanupRuntime refuses live ones).
-		if cerr := CleanupRuntime(ctx, rt); cerr != nil {
+		if cerr := cleanupSettled(ctx, rt); cerr != nil {
 			return fmt.Errorf("cleanup: %w", cerr)
 		}
 	}
@@ -219,7 +220,7 @@ func abort(ctx context.Context, inv state.Invocation, node, vmUUID string, rt st
 }
 
 func stopLaunched(ctx context.Context, inv state.Invocation, node, vmUUID string, rt state.Runtime) error {
-	m := qmp.Monitor{Socket: rt.QMP, Timeout: 2 * time.Second}
+	m := qmp.Monitor{Socket: rt.BarnMonitor(), Timeout: 2 * time.Second}
 	pid, perr := ReadPidfile(rt.Pidfile)
 	var proc *state.Process
 	if perr == nil {

@@ -71,9 +71,11 @@ func TestRealQEMULaunchIdentityPowerdownIgnoredQuit(t *testing.T) {
 	if pid, err := vm.ReadPidfile(f.rt.Pidfile); err != nil || pid != proc.PID {
 		t.Errorf("pidfile %d %v, want %d", pid, err, proc.PID)
 	}
-	name, uuid, err := qmp.Identity(context.Background(), f.rt.QMP)
-	if err != nil || name != f.node || uuid != f.uuid {
-		t.Errorf("QMP identity %q %q %v", name, uuid, err)
+	for _, sock := range f.rt.Sockets() { // QEMU reads both monitors from Barn's argv
+		name, uuid, err := qmp.Identity(context.Background(), sock)
+		if err != nil || name != f.node || uuid != f.uuid {
+			t.Errorf("QMP identity on %s: %q %q %v", sock, name, uuid, err)
+		}
 	}
 	var qe *qmp.Error
 	if err := (qmp.Monitor{Socket: f.rt.QMP}).Execute(context.Background(), "no-such-command", nil, nil); !errors.As(err, &qe) || qe.Class != "CommandNotFound" {
@@ -87,7 +89,7 @@ func TestRealQEMULaunchIdentityPowerdownIgnoredQuit(t *testing.T) {
 	// Wrong expected UUID: integrity, nothing sent, QEMU keeps running.
 	o := quick()
 	log := steps(&o)
-	err = vm.Stop(context.Background(), f.node, "00000000-0000-4000-8000-000000000001", f.rt, &proc, o)
+	err := vm.Stop(context.Background(), f.node, "00000000-0000-4000-8000-000000000001", f.rt, &proc, o)
 	if e := exitcode.As(err); e == nil || e.Class != exitcode.Integrity || len(*log) != 0 {
 		t.Fatalf("stop with another uuid: %v steps %q", err, *log)
 	}
@@ -115,10 +117,8 @@ func TestRealQEMULaunchIdentityPowerdownIgnoredQuit(t *testing.T) {
 func TestRealQEMUSIGTERMWhenQMPUnavailable(t *testing.T) {
 	f := realQEMU(t)
 	proc := launchReal(t, f)
-	// Make QMP unavailable: the socket path is gone (a damaged runtime dir).
-	if err := os.Remove(f.rt.QMP); err != nil {
-		t.Fatal(err)
-	}
+	// Make QMP unavailable: the socket paths are gone (a damaged runtime dir).
+	removeSockets(t, f.rt)
 	l := vm.Audit(context.Background(), f.node, f.uuid, f.rt, &proc)
 	if !errors.Is(l.QMP, qmp.ErrUnavailable) || l.Verdict != procid.Ours || l.Runtime != vm.RuntimeUnknown {
 		t.Errorf("audit with QMP gone %+v", l)
@@ -176,23 +176,53 @@ func TestRealQEMUFrozenEscalates(t *testing.T) {
 	assertNoRuntimeFiles(t, f.rt) // SIGKILL left them; Stop removed the stale ones
 }
 
-// TestRealQEMUHeldMonitorIsBusyNotAbsent: another client (an operator's
-// socat session) holds the QMP monitor Barn talks to. QEMU serves one
-// client per monitor, so Barn's connection is queued and never greeted:
-// that is a busy monitor, not an absent QEMU. Stop sends nothing, no
-// signal either, and says who to ask; once the other client leaves, stop
-// powers the VM down through QMP.
-func TestRealQEMUHeldMonitorIsBusyNotAbsent(t *testing.T) {
+// TestRealQEMUOperatorSessionDoesNotBlockBarn: an operator's session (socat,
+// a debugging client) holds the QMP socket Barn leaves to operators. QEMU
+// serves each monitor to one client, but Barn has a monitor of its own, so
+// stop still proves the identity and powers down cleanly over QMP: no
+// guest OS handles the power button here, so system_powerdown is ignored
+// and QMP quit ends it, with no signal.
+func TestRealQEMUOperatorSessionDoesNotBlockBarn(t *testing.T) {
 	f := realQEMU(t)
 	proc := launchReal(t, f)
-	release := holdMonitor(t, f.rt.QMP)
+	holdMonitor(t, f.rt.QMP)
+	if _, _, err := (qmp.Monitor{Socket: f.rt.QMP, Timeout: 300 * time.Millisecond}).Identity(context.Background()); !errors.Is(err, qmp.ErrBusy) {
+		t.Fatalf("a second client of the held operator socket: %v, want busy (QEMU serves one client per monitor)", err)
+	}
+	if l := vm.Audit(context.Background(), f.node, f.uuid, f.rt, &proc); l.Runtime != vm.RuntimeRunning || l.Status != "running" {
+		t.Errorf("audit with the operator socket held %+v", l)
+	}
+	o := quick()
+	o.Graceful = time.Second
+	log := steps(&o)
+	if err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, o); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(*log, "\n"); !strings.Contains(got, "system_powerdown") || !strings.Contains(got, "QMP quit") || strings.Contains(got, "SIG") {
+		t.Errorf("ladder steps with the operator socket held:\n%s", got)
+	}
+	if v := procid.Observe(proc); v != procid.Dead {
+		t.Errorf("after stop: %s", v)
+	}
+	assertNoRuntimeFiles(t, f.rt)
+}
+
+// TestRealQEMUHeldBarnMonitorIsBusyNotAbsent: something holds Barn's own
+// monitor. QEMU queues Barn's connection and never greets it: that is a
+// busy monitor, not an absent QEMU. Stop sends nothing, no signal either,
+// and says who to ask; once the other client leaves, stop powers the VM
+// down over QMP.
+func TestRealQEMUHeldBarnMonitorIsBusyNotAbsent(t *testing.T) {
+	f := realQEMU(t)
+	proc := launchReal(t, f)
+	release := holdMonitor(t, f.rt.BarnQMP)
 
 	o := quick()
 	o.Graceful = time.Second
 	log := steps(&o)
 	err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, o)
-	if e := exitcode.As(err); e == nil || e.Class != exitcode.Conflict || e.Reason != "qmp_busy" {
-		t.Fatalf("stop with the monitor held by another client: %v, want conflict qmp_busy", err)
+	if e := exitcode.As(err); e == nil || e.Class != exitcode.Conflict || e.Reason != "qmp_busy" || !strings.Contains(e.Next, f.rt.BarnQMP) {
+		t.Fatalf("stop with Barn's monitor held by another client: %v, want conflict qmp_busy naming the socket", err)
 	}
 	if got := strings.Join(*log, "\n"); strings.Contains(got, "SIG") || strings.Contains(got, "unavailable") {
 		t.Errorf("ladder steps with a held monitor:\n%s", got)

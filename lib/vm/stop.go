@@ -76,7 +76,7 @@ func (o StopOptions) withDefaults() StopOptions {
 // a runtime error "stop_failed": no signal bypasses a live control plane.
 func Stop(ctx context.Context, node, vmUUID string, rt state.Runtime, proc *state.Process, o StopOptions) error {
 	o = o.withDefaults()
-	m := qmp.Monitor{Socket: rt.QMP, Timeout: o.QMPTimeout}
+	m := qmp.Monitor{Socket: rt.BarnMonitor(), Timeout: o.QMPTimeout}
 
 	s, err := verifiedSession(ctx, m, node, vmUUID, proc)
 	if err != nil {
@@ -309,33 +309,43 @@ func waitGone(ctx context.Context, proc *state.Process, m qmp.Monitor, d, poll t
 }
 
 func finish(ctx context.Context, node string, rt state.Runtime) error {
-	// A killed multi-threaded QEMU can show as a zombie (Dead) a moment
-	// before its last thread exits and its sockets close: allow it a short,
-	// bounded grace before calling the socket busy.
-	err := CleanupRuntime(ctx, rt)
-	for i := 0; err != nil && i < 40 && sleep(ctx, 50*time.Millisecond); i++ {
-		err = CleanupRuntime(ctx, rt)
-	}
-	if err != nil {
+	if err := cleanupSettled(ctx, rt); err != nil {
 		return exitcode.Wrap(exitcode.ClassOf(err), err, "%s stopped, but its runtime files remain", node).
 			WithReason("runtime_cleanup")
 	}
 	return nil
 }
 
-// CleanupRuntime removes a stale QMP socket and pidfile of rt. It refuses
-// (conflict "runtime_busy") to unlink a socket something listens on (250 ms
-// dial) or a pidfile naming a live process; it never removes the directory.
+// cleanupSettled is CleanupRuntime with a short, bounded grace (2 s) for
+// a QEMU that is going away: a killed multi-threaded QEMU can show as a
+// zombie (Dead) a moment before its last thread exits, and a QEMU that
+// failed at startup closes its monitors one by one as it exits.
+func cleanupSettled(ctx context.Context, rt state.Runtime) error {
+	err := CleanupRuntime(ctx, rt)
+	for i := 0; err != nil && i < 40 && sleep(ctx, 50*time.Millisecond); i++ {
+		err = CleanupRuntime(ctx, rt)
+	}
+	return err
+}
+
+// CleanupRuntime removes the stale QMP sockets (the operators' and Barn's
+// own) and pidfile of rt. It refuses (conflict "runtime_busy") to unlink a
+// socket something listens on (250 ms dial) or a pidfile naming a live
+// process; it never removes the directory.
 func CleanupRuntime(ctx context.Context, rt state.Runtime) error {
-	if fi, err := os.Lstat(rt.QMP); err == nil {
-		if fi.Mode().Type() != os.ModeSocket {
-			return exitcode.New(exitcode.Conflict, "%s exists and is not a socket; not removing it", rt.QMP).WithReason("runtime_busy")
+	for _, sock := range rt.Sockets() {
+		fi, err := os.Lstat(sock)
+		if err != nil {
+			continue
 		}
-		if socketListening(rt.QMP) {
-			return exitcode.New(exitcode.Conflict, "something listens on QMP socket %s; not removing it", rt.QMP).
+		if fi.Mode().Type() != os.ModeSocket {
+			return exitcode.New(exitcode.Conflict, "%s exists and is not a socket; not removing it", sock).WithReason("runtime_busy")
+		}
+		if socketListening(sock) {
+			return exitcode.New(exitcode.Conflict, "something listens on QMP socket %s; not removing it", sock).
 				WithReason("runtime_busy").WithNext("barn-node status")
 		}
-		if err := os.Remove(rt.QMP); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return exitcode.Wrap(exitcode.Runtime, err, "removing stale QMP socket")
 		}
 	}

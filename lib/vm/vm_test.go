@@ -58,7 +58,8 @@ func newFixture(t testing.TB, binary string) *fixture {
 	dir := t.TempDir()
 	rtDir := filepath.Join(dir, "rt")
 	f := &fixture{node: "n1", uuid: testUUID, dir: dir, rt: state.Runtime{
-		Directory: rtDir, QMP: filepath.Join(rtDir, "qmp.sock"), Pidfile: filepath.Join(rtDir, "qemu.pid"),
+		Directory: rtDir, QMP: filepath.Join(rtDir, "qmp.sock"), BarnQMP: filepath.Join(rtDir, "barn-qmp.sock"),
+		Pidfile: filepath.Join(rtDir, "qemu.pid"),
 	}}
 	root := filepath.Join(dir, "root.qcow2")
 	seed := filepath.Join(dir, "seed.iso")
@@ -134,9 +135,11 @@ func TestLaunchProvesIdentityAndTuple(t *testing.T) {
 	if v := procid.Observe(proc); v != procid.Ours {
 		t.Errorf("Observe = %s, want ours", v)
 	}
-	name, uuid, err := qmp.Identity(context.Background(), f.rt.QMP)
-	if err != nil || name != f.node || uuid != f.uuid {
-		t.Errorf("QMP identity %q %q %v", name, uuid, err)
+	for _, sock := range f.rt.Sockets() { // the operators' monitor and Barn's own
+		name, uuid, err := qmp.Identity(context.Background(), sock)
+		if err != nil || name != f.node || uuid != f.uuid {
+			t.Errorf("QMP identity on %s: %q %q %v", sock, name, uuid, err)
+		}
 	}
 	serial, _ := os.ReadFile(filepath.Join(f.dir, "serial.log"))
 	if !strings.Contains(string(serial), "n1") {
@@ -147,7 +150,7 @@ func TestLaunchProvesIdentityAndTuple(t *testing.T) {
 		t.Errorf("audit %+v", l)
 	}
 	// A second launch on the same runtime is refused: something answers.
-	_, err = vm.LaunchWith(context.Background(), f.inv, f.node, f.uuid, f.rt, vm.LaunchOptions{Env: fakeEnv("")})
+	_, err := vm.LaunchWith(context.Background(), f.inv, f.node, f.uuid, f.rt, vm.LaunchOptions{Env: fakeEnv("")})
 	if e := exitcode.As(err); e == nil || e.Class != exitcode.Conflict || e.Reason != "runtime_busy" {
 		t.Errorf("second launch: %v, want conflict runtime_busy", err)
 	}
@@ -222,7 +225,7 @@ func TestStopBusyQMPSendsNothing(t *testing.T) {
 	log := steps(&o)
 	err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, o)
 	if e := exitcode.As(err); e == nil || e.Class != exitcode.Conflict || e.Reason != "qmp_busy" || !errors.Is(err, qmp.ErrBusy) ||
-		!strings.Contains(e.Next, "barn-node stop "+f.node) || !strings.Contains(e.Next, f.rt.QMP) {
+		!strings.Contains(e.Next, "barn-node stop "+f.node) || !strings.Contains(e.Next, f.rt.BarnQMP) {
 		t.Fatalf("stop with a busy monitor: %v, want conflict qmp_busy naming the socket", err)
 	}
 	if got := strings.Join(*log, "\n"); strings.Contains(got, "SIG") {
@@ -272,9 +275,7 @@ func TestStopFrozenUsesVerifiedSignals(t *testing.T) {
 func TestStopEscalatesToSIGKILL(t *testing.T) {
 	f := newFixture(t, fakeBin)
 	proc := startDirect(t, f, fakeqemu.IgnoreTerm)
-	if err := os.Remove(f.rt.QMP); err != nil { // QMP provably gone: signals only
-		t.Fatal(err)
-	}
+	removeSockets(t, f.rt) // QMP provably gone: signals only
 	o := quick()
 	o.TermWait = 500 * time.Millisecond
 	log := steps(&o)
@@ -536,9 +537,20 @@ func mustCapture(t testing.TB, pid int) state.Process {
 
 func assertNoRuntimeFiles(t *testing.T, rt state.Runtime) {
 	t.Helper()
-	for _, p := range []string{rt.QMP, rt.Pidfile} {
+	for _, p := range append(rt.Sockets(), rt.Pidfile) {
 		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s remains (%v)", p, err)
+		}
+	}
+}
+
+// removeSockets deletes rt's QMP sockets, as a damaged runtime directory
+// would: nothing can reach QEMU's monitors any more.
+func removeSockets(t *testing.T, rt state.Runtime) {
+	t.Helper()
+	for _, sock := range rt.Sockets() {
+		if err := os.Remove(sock); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
