@@ -1,6 +1,10 @@
 // Package procid captures and judges the identity tuple of a process (a
 // launched QEMU): PID, executable, start time, argv hash and host boot id.
-// All of it must match before Barn ever signals a recorded PID.
+// All of it must match before Barn ever signals a recorded PID. When no
+// tuple was recorded or the runtime files are gone, Find re-derives the
+// evidence from the process table: the processes whose argv claims a
+// node's VM UUID or runtime paths, and which of them runs the node's
+// invocation exactly. Frozen tells a stopped process (SIGSTOP) apart.
 //
 // Sources (Linux, proc(5)): /proc/<pid>/exe (executable), /proc/<pid>/stat
 // field 22 starttime in clock ticks since boot, /proc/<pid>/cmdline
@@ -219,9 +223,13 @@ func Frozen(pid int) bool {
 }
 
 type stat struct {
-	state string // field 3
-	start string // field 22, clock ticks since boot
+	state  string // field 3
+	start  string // field 22, clock ticks since boot
+	kernel bool   // field 9 (flags) has PF_KTHREAD: a kernel thread
 }
+
+// pfKthread is PF_KTHREAD in stat(5)'s flags field (include/linux/sched.h).
+const pfKthread = 0x00200000
 
 // readStat parses /proc/<pid>/stat. The comm field (2) may contain spaces
 // and parentheses, so fields are counted after the last ')'.
@@ -247,7 +255,8 @@ func parseStat(pid int, b []byte) (stat, error) {
 	if _, err := strconv.ParseUint(f[19], 10, 64); err != nil {
 		return stat{}, fmt.Errorf("parsing /proc/%d/stat starttime %q: %w", pid, f[19], err)
 	}
-	return stat{state: f[0], start: f[19]}, nil
+	flags, _ := strconv.ParseUint(f[6], 10, 64)
+	return stat{state: f[0], start: f[19], kernel: flags&pfKthread != 0}, nil
 }
 
 func readExe(pid int) (string, error) {
