@@ -39,7 +39,7 @@ func (m *Manager) observe(ctx context.Context, n *state.Node, act bool) observat
 		return observation{Runtime: RuntimeUnknown, Err: exitcode.New(exitcode.Conflict, "%s: an interrupted destroy is pending", n.Node).
 			WithReason("interrupted_transition").WithNext("barn-node destroy " + n.Node)}
 	}
-	l := m.VM.Audit(ctx, n.Node, n.VMUUID, n.Runtime, n.Process)
+	l := m.VM.Audit(ctx, n)
 	if mismatch(l) {
 		return observation{Runtime: RuntimeUnknown, Err: exitcode.New(exitcode.Integrity, "%s: QMP answers with another identity (%v); nothing was sent", n.Node, l.QMPErr).
 			WithReason("identity_mismatch").WithNext("barn-node recreate --force " + n.Node)}
@@ -171,7 +171,7 @@ func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocato
 		// never touched; a refused cleanup says so). Record stopped only
 		// when an audit proves nothing runs; otherwise the node stays
 		// starting for status to settle on proof.
-		if l := m.VM.Audit(ctx, n.Node, n.VMUUID, n.Runtime, nil); l.Inactive {
+		if l := m.VM.Audit(ctx, n); l.Inactive { // n.Process is nil: none was recorded
 			if werr := m.setPhase(n, state.Stopped); werr != nil {
 				m.logf("%s: recording stopped after a failed launch: %v", n.Node, werr)
 			}
@@ -208,7 +208,7 @@ func (m *Manager) stop(ctx context.Context, n *state.Node) error {
 	}
 	m.hook("stopping", n.Node)
 	m.logf("%s: stopping (QMP system_powerdown, then quit; verified signals only without QMP)", n.Node)
-	if err := m.VM.Stop(ctx, n.Node, n.VMUUID, n.Runtime, n.Process); err != nil {
+	if err := m.VM.Stop(ctx, n); err != nil {
 		if werr := m.setPhase(n, prev); werr != nil {
 			m.logf("%s: restoring phase %s: %v", n.Node, prev, werr)
 		}

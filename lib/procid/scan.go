@@ -46,6 +46,17 @@ type Table struct {
 // Absent reports whether the scan proves that no process claims the node.
 func (t Table) Absent() bool { return len(t.Matches) == 0 && len(t.Unreadable) == 0 }
 
+// PIDs lists every claimant and unreadable process of the table, sorted.
+func (t Table) PIDs() []int {
+	var out []int
+	for _, m := range t.Matches {
+		out = append(out, m.PID)
+	}
+	out = append(out, t.Unreadable...)
+	sort.Ints(out)
+	return out
+}
+
 // Sole returns the one process running the invocation exactly when it is
 // the only process making the claim, else nil.
 func (t Table) Sole() *state.Process {

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"barn.dev/lib/exitcode"
@@ -295,6 +296,10 @@ func checkLaunchInput(inv state.Invocation, rt state.Runtime, files []*os.File) 
 	return nil
 }
 
+// ensureRuntimeDir creates dir (0700) when missing and requires it to be a
+// real directory owned by this user with no group or world access, the
+// rule of the state root: the QMP sockets inside it control the VM and the
+// pidfile names what Barn may signal.
 func ensureRuntimeDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return exitcode.Wrap(exitcode.Resource, err, "creating runtime directory").WithReason("runtime_dir")
@@ -303,9 +308,21 @@ func ensureRuntimeDir(dir string) error {
 	if err != nil {
 		return exitcode.Wrap(exitcode.Resource, err, "runtime directory").WithReason("runtime_dir")
 	}
-	if !fi.IsDir() || fi.Mode().Perm()&0o022 != 0 {
-		return exitcode.New(exitcode.Integrity, "runtime directory %s is not a private directory (mode %s)", dir, fi.Mode()).
+	uid := os.Geteuid()
+	owner := -1
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		owner = int(st.Uid)
+	}
+	switch {
+	case !fi.IsDir():
+		return exitcode.New(exitcode.Integrity, "runtime directory %s is not a directory (%s)", dir, fi.Mode().Type()).
 			WithReason("runtime_dir")
+	case owner != uid:
+		return exitcode.New(exitcode.Integrity, "runtime directory %s is owned by uid %d, not by this user (uid %d)", dir, owner, uid).
+			WithReason("runtime_dir")
+	case fi.Mode().Perm()&0o077 != 0:
+		return exitcode.New(exitcode.Integrity, "runtime directory %s has mode %04o; it must be 0700 (no group or world access)", dir, fi.Mode().Perm()).
+			WithReason("runtime_dir").WithNext("chmod 0700 " + dir)
 	}
 	return nil
 }

@@ -81,7 +81,7 @@ func TestRealQEMULaunchIdentityPowerdownIgnoredQuit(t *testing.T) {
 	if err := (qmp.Monitor{Socket: f.rt.QMP}).Execute(context.Background(), "no-such-command", nil, nil); !errors.As(err, &qe) || qe.Class != "CommandNotFound" {
 		t.Errorf("unknown command: %v, want a QMP error keeping class CommandNotFound", err)
 	}
-	l := vm.Audit(context.Background(), f.node, f.uuid, f.rt, &proc)
+	l := vm.Audit(context.Background(), f.target(&proc))
 	if !l.Running || l.Runtime != vm.RuntimeRunning || l.Status != "running" {
 		t.Errorf("audit %+v", l)
 	}
@@ -89,7 +89,9 @@ func TestRealQEMULaunchIdentityPowerdownIgnoredQuit(t *testing.T) {
 	// Wrong expected UUID: integrity, nothing sent, QEMU keeps running.
 	o := quick()
 	log := steps(&o)
-	err := vm.Stop(context.Background(), f.node, "00000000-0000-4000-8000-000000000001", f.rt, &proc, o)
+	other := f.target(&proc)
+	other.UUID = "00000000-0000-4000-8000-000000000001"
+	err := vm.Stop(context.Background(), other, o)
 	if e := exitcode.As(err); e == nil || e.Class != exitcode.Integrity || len(*log) != 0 {
 		t.Fatalf("stop with another uuid: %v steps %q", err, *log)
 	}
@@ -101,7 +103,7 @@ func TestRealQEMULaunchIdentityPowerdownIgnoredQuit(t *testing.T) {
 	o = quick()
 	o.Graceful = time.Second
 	log = steps(&o)
-	if err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, o); err != nil {
+	if err := vm.Stop(context.Background(), f.target(&proc), o); err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Join(*log, "\n")
@@ -119,13 +121,13 @@ func TestRealQEMUSIGTERMWhenQMPUnavailable(t *testing.T) {
 	proc := launchReal(t, f)
 	// Make QMP unavailable: the socket paths are gone (a damaged runtime dir).
 	removeSockets(t, f.rt)
-	l := vm.Audit(context.Background(), f.node, f.uuid, f.rt, &proc)
+	l := vm.Audit(context.Background(), f.target(&proc))
 	if !errors.Is(l.QMP, qmp.ErrUnavailable) || l.Verdict != procid.Ours || l.Runtime != vm.RuntimeUnknown {
 		t.Errorf("audit with QMP gone %+v", l)
 	}
 	o := quick()
 	log := steps(&o)
-	if err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, o); err != nil {
+	if err := vm.Stop(context.Background(), f.target(&proc), o); err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Join(*log, "\n")
@@ -163,7 +165,7 @@ func TestRealQEMUFrozenEscalates(t *testing.T) {
 	o := quick()
 	o.TermWait = 500 * time.Millisecond
 	log := steps(&o)
-	if err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, o); err != nil {
+	if err := vm.Stop(context.Background(), f.target(&proc), o); err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Join(*log, "\n")
@@ -189,13 +191,13 @@ func TestRealQEMUOperatorSessionDoesNotBlockBarn(t *testing.T) {
 	if _, _, err := (qmp.Monitor{Socket: f.rt.QMP, Timeout: 300 * time.Millisecond}).Identity(context.Background()); !errors.Is(err, qmp.ErrBusy) {
 		t.Fatalf("a second client of the held operator socket: %v, want busy (QEMU serves one client per monitor)", err)
 	}
-	if l := vm.Audit(context.Background(), f.node, f.uuid, f.rt, &proc); l.Runtime != vm.RuntimeRunning || l.Status != "running" {
+	if l := vm.Audit(context.Background(), f.target(&proc)); l.Runtime != vm.RuntimeRunning || l.Status != "running" {
 		t.Errorf("audit with the operator socket held %+v", l)
 	}
 	o := quick()
 	o.Graceful = time.Second
 	log := steps(&o)
-	if err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, o); err != nil {
+	if err := vm.Stop(context.Background(), f.target(&proc), o); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(*log, "\n"); !strings.Contains(got, "system_powerdown") || !strings.Contains(got, "QMP quit") || strings.Contains(got, "SIG") {
@@ -220,7 +222,7 @@ func TestRealQEMUHeldBarnMonitorIsBusyNotAbsent(t *testing.T) {
 	o := quick()
 	o.Graceful = time.Second
 	log := steps(&o)
-	err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, o)
+	err := vm.Stop(context.Background(), f.target(&proc), o)
 	if e := exitcode.As(err); e == nil || e.Class != exitcode.Conflict || e.Reason != "qmp_busy" || !strings.Contains(e.Next, f.rt.BarnQMP) {
 		t.Fatalf("stop with Barn's monitor held by another client: %v, want conflict qmp_busy naming the socket", err)
 	}
@@ -230,13 +232,13 @@ func TestRealQEMUHeldBarnMonitorIsBusyNotAbsent(t *testing.T) {
 	if v := procid.Observe(proc); v != procid.Ours {
 		t.Fatalf("QEMU after a refused stop: %s", v)
 	}
-	if l := vm.Audit(context.Background(), f.node, f.uuid, f.rt, &proc); !errors.Is(l.QMP, qmp.ErrBusy) || !l.Running || l.Runtime == vm.RuntimeInactive {
+	if l := vm.Audit(context.Background(), f.target(&proc)); !errors.Is(l.QMP, qmp.ErrBusy) || !l.Running || l.Runtime == vm.RuntimeInactive {
 		t.Errorf("audit with a held monitor %+v", l)
 	}
 
 	release()
 	log = steps(&o)
-	if err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, o); err != nil {
+	if err := vm.Stop(context.Background(), f.target(&proc), o); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(*log, "\n"); !strings.Contains(got, "system_powerdown") || strings.Contains(got, "SIG") {
@@ -274,11 +276,11 @@ func TestRealQEMUCrashIsInactive(t *testing.T) {
 	for procid.Observe(proc) == procid.Ours && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	l := vm.Audit(context.Background(), f.node, f.uuid, f.rt, &proc)
+	l := vm.Audit(context.Background(), f.target(&proc))
 	if l.Running || l.Runtime != vm.RuntimeInactive || l.Verdict != procid.Dead {
 		t.Fatalf("audit after crash %+v", l)
 	}
-	if err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, quick()); err != nil {
+	if err := vm.Stop(context.Background(), f.target(&proc), quick()); err != nil {
 		t.Fatal(err)
 	}
 	assertNoRuntimeFiles(t, f.rt)
