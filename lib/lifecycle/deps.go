@@ -117,7 +117,8 @@ type Readiness interface {
 
 // Hook is called after each durable step ("journal", "root-overlay",
 // "data-disk", "seed", "nvram", "prepared", "committed", "starting",
-// "running", "destroying", "stopped", "preserved", "artifacts-removed").
+// "launched" (QEMU runs, its tuple not yet recorded), "running",
+// "destroying", "stopped", "preserved", "artifacts-removed").
 // Tests use it for crash injection; production leaves it nil.
 type Hook func(step, node string)
 

@@ -30,10 +30,15 @@ type observation struct {
 //   - running/stopping with QMP proof → running (an interrupted stop that
 //     left the VM running is resumed as running);
 //   - starting with QMP proof → adopted (process tuple captured);
-//   - a dead runtime, or a recorded PID proven foreign, → stopped, runtime
-//     files removed;
-//   - a QMP identity mismatch, an unreadable process, or a live process
-//     without QMP → an error naming the command that settles it.
+//   - a dead runtime, or a recorded PID proven foreign, with no process
+//     claiming the node in the process table → stopped, runtime files
+//     removed (a missing pidfile or socket alone proves nothing);
+//   - no live recorded tuple but the process table shows the node's exact
+//     invocation running → that process is adopted (its tuple recorded) and
+//     stop is the next step: QMP does not answer it;
+//   - a QMP identity mismatch, a busy monitor, ambiguous process evidence,
+//     or a live process without QMP → an error naming the command that
+//     settles it, never one that leads back here.
 func (m *Manager) observe(ctx context.Context, n *state.Node, act bool) observation {
 	if n.Phase == state.Destroying {
 		return observation{Runtime: RuntimeUnknown, Err: exitcode.New(exitcode.Conflict, "%s: an interrupted destroy is pending", n.Node).
@@ -91,12 +96,39 @@ func (m *Manager) observe(ctx context.Context, n *state.Node, act bool) observat
 			why = "the recorded PID now belongs to an unrelated process (never signalled)"
 		}
 		return observation{Runtime: RuntimeInactive, Converged: fmt.Sprintf("%s: was %s but %s; now stopped", n.Node, was, why)}
+	case l.Busy && (l.Verdict == "ours" || l.Found != nil):
+		return observation{Runtime: RuntimeRunning, Err: vm.QMPBusy(n.Node, l.QMPErr, "barn-node status "+n.Node)}
+	case l.Busy:
+		return observation{Runtime: RuntimeUnknown, Err: vm.QMPBusy(n.Node, l.QMPErr, "barn-node status "+n.Node)}
 	case l.Verdict == "ours":
-		return observation{Runtime: RuntimeRunning, Err: exitcode.New(exitcode.Conflict, "%s: the QEMU process runs but QMP does not answer (%v)", n.Node, l.QMPErr).
-			WithReason("qmp_unavailable").WithNext("barn-node stop " + n.Node)}
+		return observation{Runtime: RuntimeRunning, Err: qmpSilent(n, l)}
+	case l.Found != nil:
+		var converged string
+		if act {
+			was := n.Phase
+			n.Process = l.Found
+			if n.Phase == state.Stopped || n.Phase == state.Prepared {
+				n.Phase = state.Running // a recorded process needs a live phase
+			}
+			if err := m.setPhase(n, n.Phase); err != nil {
+				return observation{Runtime: RuntimeRunning, Err: err}
+			}
+			converged = fmt.Sprintf("%s: %s with no live recorded process, but the process table shows pid %d running its invocation; adopted", n.Node, was, l.Found.PID)
+		}
+		return observation{Runtime: RuntimeRunning, Converged: converged, Err: qmpSilent(n, l)}
+	case len(l.Unproven) > 0:
+		return observation{Runtime: RuntimeUnknown, Err: exitcode.New(exitcode.Conflict, "%s: cannot prove whether the VM runs (%s)", n.Node, l.Detail).
+			WithReason("process_unverified").WithNext(vm.UnprovenNext(n.Node, l.Unproven))}
 	}
 	return observation{Runtime: RuntimeUnknown, Err: exitcode.New(exitcode.Conflict, "%s: cannot prove whether the VM runs (%s; %v)", n.Node, l.Detail, l.QMPErr).
 		WithReason("interrupted_transition").WithNext("barn-node stop " + n.Node)}
+}
+
+// qmpSilent is the error of a node whose QEMU process is proven to run
+// while QMP does not answer: the stop ladder's verified signals settle it.
+func qmpSilent(n *state.Node, l Liveness) error {
+	return exitcode.New(exitcode.Conflict, "%s: the QEMU process runs but QMP does not answer (%v)", n.Node, l.QMPErr).
+		WithReason("qmp_unavailable").WithNext("barn-node stop " + n.Node)
 }
 
 func mismatch(l Liveness) bool {
@@ -180,6 +212,7 @@ func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocato
 		}
 		return repairs, err
 	}
+	m.hook("launched", n.Node) // QEMU runs; its tuple is not recorded yet
 	n.Process = &proc
 	if err := m.setPhase(n, state.Running); err != nil {
 		return repairs, err
