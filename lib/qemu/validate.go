@@ -94,7 +94,7 @@ func validate(in Input, p Profile) error {
 			return exitcode.New(exitcode.Usage, "QMP socket path %s is %d bytes; unix sockets allow at most %d",
 				sock, l, MaxSocketPath).
 				WithReason("socket_path_too_long").
-				WithNext("BARN_RUNTIME_DIR=/tmp/barn-rt barn-node start   # a shorter runtime directory")
+				WithNext("export BARN_RUNTIME_DIR=/var/tmp/barn-$(id -u)   # any short directory that survives logout (not under $XDG_RUNTIME_DIR)")
 		}
 	}
 	switch in.Image.Boot {
