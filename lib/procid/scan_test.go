@@ -2,6 +2,7 @@ package procid
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +17,20 @@ import (
 // it was given (TestMain), standing in for a QEMU with Barn's argv.
 const helperEnv = "PROCID_TEST_SLEEPER"
 
+// connectEnv makes it connect to the unix socket it names first, then
+// sleep holding the connection.
+const connectEnv = "PROCID_TEST_CONNECT"
+
 func TestMain(m *testing.M) {
+	if sock := os.Getenv(connectEnv); sock != "" {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			os.Exit(3)
+		}
+		defer c.Close()
+		time.Sleep(60 * time.Second)
+		os.Exit(0)
+	}
 	if os.Getenv(helperEnv) == "1" {
 		time.Sleep(60 * time.Second)
 		os.Exit(0)
@@ -146,5 +160,43 @@ func TestFindNeverProvesAbsenceItCannotSee(t *testing.T) {
 	tab, err := Find(claim, state.Invocation{})
 	if err != nil || tab.Absent() || len(tab.Unreadable) != 1 || tab.Unreadable[0] != 11 {
 		t.Fatalf("an unreadable process of ours: %+v %v, want not absent, pid 11 unreadable", tab, err)
+	}
+}
+
+// TestSocketClients names the process holding a connection to a socket
+// (an operator's session on a QMP monitor), and not the listener's owner.
+func TestSocketClients(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "mon.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if got, err := SocketClients(sock); err != nil || len(got) != 0 {
+		t.Fatalf("no client yet: %v %v", got, err)
+	}
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	self, _ := os.Executable()
+	c := exec.Command(self)
+	c.Env = append(os.Environ(), connectEnv+"="+sock)
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	select {
+	case conn := <-accepted:
+		defer conn.Close()
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client never connected")
+	}
+	got, err := SocketClients(sock)
+	if err != nil || len(got) != 1 || got[0] != c.Process.Pid {
+		t.Fatalf("SocketClients = %v %v, want [%d]", got, err, c.Process.Pid)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -147,8 +148,8 @@ func verifiedSession(ctx context.Context, m qmp.Monitor, t Target) (*qmp.Session
 func qmpFailed(ctx context.Context, t Target, o StopOptions, err error) error {
 	var ee *exitcode.Error
 	switch {
-	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
-		return exitcode.Wrap(exitcode.Cancelled, ctxOr(ctx, err), "stopping %s", t.Node)
+	case ctx.Err() != nil:
+		return exitcode.Wrap(exitcode.Cancelled, ctx.Err(), "stopping %s", t.Node)
 	case errors.Is(err, qmp.ErrIdentityMismatch):
 		return mismatch(t.Node, err)
 	case errors.As(err, &ee):
@@ -156,8 +157,10 @@ func qmpFailed(ctx context.Context, t Target, o StopOptions, err error) error {
 	case errors.Is(err, qmp.ErrUnavailable):
 		o.Progress(fmt.Sprintf("%s: QMP unavailable (%v); verifying the process", t.Node, err))
 		return signalPath(ctx, t, o)
-	case errors.Is(err, qmp.ErrBusy):
+	case errors.Is(err, qmp.ErrBusy): // before deadlines: a busy monitor's silence is a timeout
 		return busyPath(ctx, t, o, err)
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		return exitcode.Wrap(exitcode.Cancelled, err, "stopping %s", t.Node) // the caller's deadline (lib/qmp)
 	}
 	return exitcode.Wrap(exitcode.Runtime, err, "QMP of %s answers but failed; not bypassing it with signals", t.Node).
 		WithReason("qmp_error").WithNext("barn-node status " + t.Node)
@@ -176,25 +179,31 @@ func busyPath(ctx context.Context, t Target, o StopOptions, qerr error) error {
 }
 
 // QMPBusy is the error of an operation refused because node's QMP monitor
-// is held by another client (conflict "qmp_busy"; nothing was sent); its
-// next step is to close that client, then run then.
+// is held by another client (conflict "qmp_busy"; nothing was sent). It
+// names the holding processes when sock_diag shows them
+// (procid.SocketClients); its next step is to end that session, then run
+// then.
 func QMPBusy(node string, qerr error, then string) error {
 	sock := ""
 	var be *qmp.BusyError
 	if errors.As(qerr, &be) {
 		sock = be.Socket
 	}
-	return exitcode.Wrap(exitcode.Conflict, qerr,
-		"%s: its QMP monitor is held by another client or not answering; a busy monitor is not an absent QEMU, so nothing was sent", node).
-		WithReason("qmp_busy").
-		WithNext(fmt.Sprintf("close the other client of %s (find it: ss -xp | grep %s), then %s", sock, sock, then))
-}
-
-func ctxOr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
+	holders, _ := procid.SocketClients(sock)
+	held, next := "held by another client or not answering",
+		fmt.Sprintf("close the other client of %s (find it: ss -xp | grep %s), then %s", sock, sock, then)
+	if len(holders) > 0 {
+		pids := make([]string, len(holders))
+		for i, p := range holders {
+			pids[i] = strconv.Itoa(p)
+		}
+		list := strings.Join(pids, ",")
+		held = "held by pid " + list
+		next = fmt.Sprintf("end the QMP session of pid %s on %s (ps -o pid,user,args -p %s), then %s", list, sock, list, then)
 	}
-	return err
+	return exitcode.Wrap(exitcode.Conflict, qerr,
+		"%s: its QMP monitor is %s; a busy monitor is not an absent QEMU, so nothing was sent", node, held).
+		WithReason("qmp_busy").WithNext(next)
 }
 
 // checkOurs requires the recorded process (when there is one) to be Ours
