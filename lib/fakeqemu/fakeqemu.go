@@ -2,9 +2,13 @@
 // subset of QEMU's argv that package qemu generates, daemonizes like
 // -daemonize (the parent exits 0 only after the daemon wrote its pidfile
 // and listens on QMP), writes -pidfile and the -serial file, and serves QMP
-// on the -qmp unix socket: greeting, qmp_capabilities, query-name,
-// query-uuid, query-status, system_powerdown (exits) and quit (exits). On a
-// clean exit it removes its socket and pidfile, as QEMU does.
+// on every monitor: the -qmp unix socket and each -chardev socket that a
+// -mon mode=control names. Like QEMU it serves one client per monitor at a
+// time and leaves the others queued in a listen backlog of 1 (a third
+// client gets EAGAIN). QMP commands: greeting, qmp_capabilities,
+// query-name, query-uuid, query-status, system_powerdown (exits) and quit
+// (exits). On a clean exit it removes its sockets and pidfile, as QEMU
+// does.
 //
 // Behaviour switches, comma-separated in FAKEQEMU_MODE:
 //
@@ -12,7 +16,7 @@
 //	die-at-start       print an error and exit 1 before daemonizing
 //	die-after-pidfile  the daemon writes its pidfile, then exits before QMP listens
 //	wrong-uuid         query-uuid answers another UUID
-//	hang-qmp           QMP accepts connections and never says anything
+//	hang-qmp           every monitor accepts connections and never says anything
 //	exit-late          quit/powerdown/SIGTERM exit only after FAKEQEMU_EXIT_DELAY (default 3s)
 //	crash-after        the daemon dies by itself FAKEQEMU_EXIT_DELAY after it is ready,
 //	                   leaving pidfile and socket behind
@@ -62,16 +66,17 @@ const childEnv = "FAKEQEMU_DAEMON_CHILD"
 
 // config is the parsed argv.
 type config struct {
-	name, uuid   string
-	qmp, pidfile string
-	serial       string
-	daemonize    bool
-	paused       bool // -S
-	memMiB       int
-	files        []string // disk images that must exist
-	shareFDs     []int
-	modes        map[string]bool
-	exitDelay    time.Duration
+	name, uuid string
+	monitors   []string // unix socket paths of the QMP monitors, in argv order
+	pidfile    string
+	serial     string
+	daemonize  bool
+	paused     bool // -S
+	memMiB     int
+	files      []string // disk images that must exist
+	shareFDs   []int
+	modes      map[string]bool
+	exitDelay  time.Duration
 }
 
 // valueFlags take one argument; boolFlags take none.
@@ -120,6 +125,7 @@ func fail(err error) int {
 
 func parse(args []string, getenv func(string) string) (*config, error) {
 	cfg := &config{modes: map[string]bool{}, exitDelay: 3 * time.Second}
+	chardevs := map[string]string{} // socket chardev id → path
 	for _, m := range strings.Split(getenv("FAKEQEMU_MODE"), ",") {
 		if m = strings.TrimSpace(m); m != "" {
 			cfg.modes[m] = true
@@ -177,7 +183,21 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 			if !ok {
 				return nil, fmt.Errorf("-qmp %s: the fake serves unix sockets only", v)
 			}
-			cfg.qmp = p
+			cfg.monitors = append(cfg.monitors, p)
+		case "-chardev":
+			if opts[0] == "socket" {
+				id, path := optValue(opts, "id"), optValue(opts, "path")
+				if id == "" || path == "" {
+					return nil, fmt.Errorf("-chardev %s: the fake wants socket chardevs with id= and path=", v)
+				}
+				chardevs[id] = path
+			}
+		case "-mon":
+			path, ok := chardevs[optValue(opts, "chardev")]
+			if !ok || optValue(opts, "mode") != "control" {
+				return nil, fmt.Errorf("-mon %s: the fake serves mode=control monitors on an earlier socket -chardev", v)
+			}
+			cfg.monitors = append(cfg.monitors, path)
 		case "-pidfile":
 			cfg.pidfile = v
 		case "-serial":
@@ -215,8 +235,8 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 			}
 		}
 	}
-	if cfg.qmp == "" {
-		return nil, errors.New("fake: -qmp unix:<path>,server=on,wait=off is required")
+	if len(cfg.monitors) == 0 {
+		return nil, errors.New("fake: a QMP monitor is required (-qmp unix:<path>,server=on,wait=off, or -chardev socket + -mon mode=control)")
 	}
 	return cfg, nil
 }
@@ -241,6 +261,16 @@ func (c *config) check() error {
 		return fmt.Errorf("-serial file:%s: the fake wants absolute paths", c.serial)
 	}
 	return nil
+}
+
+// optValue returns the value of key=value among opts ("" when absent).
+func optValue(opts []string, key string) string {
+	for _, o := range opts {
+		if v, ok := strings.CutPrefix(o, key+"="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // splitOpts splits a QEMU option string at single commas; ",," is a

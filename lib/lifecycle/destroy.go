@@ -284,7 +284,7 @@ func (m *Manager) destroyNode(ctx context.Context, name string, deletePersistent
 		m.logf("%s: resuming an interrupted destroy (%d step(s) done)", name, len(t.Completed))
 	}
 	if !hasStep(t, "stopped") {
-		l := m.VM.Audit(ctx, n.Node, n.VMUUID, n.Runtime, n.Process)
+		l := m.VM.Audit(ctx, n)
 		if mismatch(l) {
 			return nil, exitcode.New(exitcode.Integrity, "%s: QMP answers with another identity (%v); not stopping or deleting anything", name, l.QMPErr).WithReason("identity_mismatch")
 		}

@@ -93,7 +93,7 @@ func (m *Manager) rollback(name string, j *state.Journal) ([]string, error) {
 		return nil, exitcode.Wrap(exitcode.ClassOf(err), err, "%s: cannot tell whether a VM runs from this unfinished create", name).
 			WithReason("runtime_unknown").WithNext(exitcode.As(err).Next)
 	}
-	paths := []string{rt.QMP, rt.Pidfile}
+	paths := append(rt.Sockets(), rt.Pidfile)
 	if j.Invocation != nil {
 		paths = append(paths, invocationRuntimePaths(j.Invocation.Args)...)
 	}
@@ -176,8 +176,9 @@ func isOurTemp(name string) bool {
 	return base != name[1:] && state.IsNodeFileName(base)
 }
 
-// invocationRuntimePaths returns the QMP socket (-qmp unix:PATH,...) and
-// pidfile (-pidfile PATH) named by a typed QEMU invocation.
+// invocationRuntimePaths returns the QMP sockets (-qmp unix:PATH,... and
+// -chardev socket,...,path=PATH,...) and pidfile (-pidfile PATH) named by
+// a typed QEMU invocation.
 func invocationRuntimePaths(args []string) []string {
 	var out []string
 	for i := 0; i+1 < len(args); i++ {
@@ -188,6 +189,14 @@ func invocationRuntimePaths(args []string) []string {
 			if v, ok := strings.CutPrefix(args[i+1], "unix:"); ok {
 				path, _, _ := strings.Cut(v, ",")
 				out = append(out, path)
+			}
+		case "-chardev":
+			if v, ok := strings.CutPrefix(args[i+1], "socket,"); ok {
+				for _, opt := range strings.Split(v, ",") {
+					if path, ok := strings.CutPrefix(opt, "path="); ok {
+						out = append(out, path)
+					}
+				}
 			}
 		}
 	}

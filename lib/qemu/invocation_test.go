@@ -28,7 +28,7 @@ func baseInput() Input {
 		RootDisk:  dir + "/root.qcow2",
 		Seed:      dir + "/seed.iso",
 		SSHPort:   2222,
-		Runtime:   state.Runtime{Directory: rt, QMP: rt + "/qmp.sock", Pidfile: rt + "/qemu.pid"},
+		Runtime:   state.Runtime{Directory: rt, QMP: rt + "/qmp.sock", BarnQMP: rt + "/barn-qmp.sock", Pidfile: rt + "/qemu.pid"},
 		SerialLog: dir + "/serial.log",
 	}
 }
@@ -142,6 +142,8 @@ func TestInvocationInvariants(t *testing.T) {
 	for _, want := range []string{
 		"-name pg-meta-1", "-uuid " + uuid1, "-machine q35", "-accel kvm", "-cpu host", "-smp 2", "-m 2048",
 		"-nodefaults", "-no-user-config", "-display none", "-qmp unix:/run/user/1000/barn/pg-meta-1/qmp.sock,server=on,wait=off",
+		"-chardev socket,id=barn-qmp,path=/run/user/1000/barn/pg-meta-1/barn-qmp.sock,server=on,wait=off",
+		"-mon chardev=barn-qmp,mode=control",
 		"-pidfile /run/user/1000/barn/pg-meta-1/qemu.pid", "-serial file:/home/u/.barn/nodes/pg-meta-1/serial.log", "-daemonize",
 		"hostfwd=tcp:127.0.0.1:2222-:22", "mac=52:54:00:0a:0a:0a,bus=pcie.0,addr=0x2", "mac=52:54:00:8a:0a:0a,bus=pcie.0,addr=0x3",
 		"bridge,id=private,br=barn0,helper=/usr/lib/qemu/qemu-bridge-helper", "serial=barn-root,bootindex=1",
@@ -194,6 +196,9 @@ func TestInvocationRejectsBadInput(t *testing.T) {
 		}, "shares"},
 		{"comma in serial", func(in *Input, _ *Profile) { in.SerialLog = "/tmp/a,b/serial.log" }, "serial_log"},
 		{"comma in qmp", func(in *Input, _ *Profile) { in.Runtime.QMP = "/tmp/a,b/qmp.sock" }, "runtime.qmp"},
+		{"no barn monitor", func(in *Input, _ *Profile) { in.Runtime.BarnQMP = "" }, "runtime.barn_qmp"},
+		{"comma in barn monitor", func(in *Input, _ *Profile) { in.Runtime.BarnQMP = "/tmp/a,b/barn-qmp.sock" }, "runtime.barn_qmp"},
+		{"barn socket too long", func(in *Input, _ *Profile) { in.Runtime.BarnQMP = "/" + strings.Repeat("s", 107) }, "socket path"},
 		{"tcg host cpu", func(_ *Input, p *Profile) { p.Accel = AccelTCG }, "profile.cpu"},
 		{"relative binary", func(_ *Input, p *Profile) { p.Binary = "qemu" }, "profile.binary"},
 		{"bridge without helper", func(_ *Input, p *Profile) { p.BridgeHelper = "" }, "profile.bridge_helper"},

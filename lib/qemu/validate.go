@@ -81,7 +81,7 @@ func validate(in Input, p Profile) error {
 	}
 	for field, path := range map[string]string{
 		"root_disk": in.RootDisk, "seed": in.Seed, "serial_log": in.SerialLog,
-		"runtime.qmp": in.Runtime.QMP, "runtime.pidfile": in.Runtime.Pidfile,
+		"runtime.qmp": in.Runtime.QMP, "runtime.barn_qmp": in.Runtime.BarnQMP, "runtime.pidfile": in.Runtime.Pidfile,
 	} {
 		if !filepath.IsAbs(path) || filepath.Clean(path) != path {
 			return invalid(field, path, "must be a clean absolute path")
@@ -91,18 +91,20 @@ func validate(in Input, p Profile) error {
 	// literally while -qmp/-drive split at commas, so no single escaping is
 	// right for both; refuse commas there (-blockdev JSON paths may have them).
 	for field, path := range map[string]string{
-		"serial_log": in.SerialLog, "runtime.qmp": in.Runtime.QMP, "firmware": in.Firmware,
+		"serial_log": in.SerialLog, "runtime.qmp": in.Runtime.QMP, "runtime.barn_qmp": in.Runtime.BarnQMP, "firmware": in.Firmware,
 		"nvram": in.NVRAM, "profile.bridge_helper": p.BridgeHelper,
 	} {
 		if strings.ContainsRune(path, ',') {
 			return invalid(field, path, "QEMU option paths must not contain a comma")
 		}
 	}
-	if l := len(in.Runtime.QMP); l > MaxSocketPath {
-		return exitcode.New(exitcode.Usage, "QMP socket path %s is %d bytes; unix sockets allow at most %d",
-			in.Runtime.QMP, l, MaxSocketPath).
-			WithReason("socket_path_too_long").
-			WithNext("BARN_RUNTIME_DIR=/tmp/barn-rt barn-node start   # a shorter runtime directory")
+	for _, sock := range []string{in.Runtime.QMP, in.Runtime.BarnQMP} {
+		if l := len(sock); l > MaxSocketPath {
+			return exitcode.New(exitcode.Usage, "QMP socket path %s is %d bytes; unix sockets allow at most %d",
+				sock, l, MaxSocketPath).
+				WithReason("socket_path_too_long").
+				WithNext("export BARN_RUNTIME_DIR=/var/tmp/barn-$(id -u)   # any short directory that survives logout (not under $XDG_RUNTIME_DIR)")
+		}
 	}
 	switch in.Image.Boot {
 	case "uefi":
