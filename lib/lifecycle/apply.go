@@ -205,7 +205,7 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 	m.startBatch(ctx, starts, alloc, !o.NoWait, res)
 	for _, np := range p.Nodes {
 		if np.Outcome == plan.Unchanged {
-			n, err := m.Root.ReadNode(np.Name)
+			n, err := m.readCommitted(np.Name)
 			if err != nil {
 				res.fail(np.Name, "apply", err)
 				total++
@@ -254,7 +254,7 @@ func (m *Manager) startBatch(ctx context.Context, names []string, alloc *portAll
 // startOne converges and starts one committed node. Running nodes are left
 // alone (reported "already-running").
 func (m *Manager) startOne(ctx context.Context, name string, alloc *portAllocator, wait bool) (*NodeResult, string, error) {
-	n, err := m.Root.ReadNode(name)
+	n, err := m.readCommitted(name)
 	if err != nil {
 		return nil, "start", err
 	}

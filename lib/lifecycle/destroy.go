@@ -254,12 +254,13 @@ func (m *Manager) step(t *state.Transaction, name, resource, node string) error 
 // file blocks the directory removal and is reported.
 func (m *Manager) destroyNode(ctx context.Context, name string, deletePersistent bool, res *Result) (*NodeResult, error) {
 	absent := &NodeResult{Name: name, Phase: string(state.Absent), Action: "destroyed", Warnings: []Warning{}, Repairs: []string{}}
-	n, err := m.Root.ReadNode(name)
+	docs, err := m.Root.ReadNodeDocuments(name)
 	if err != nil {
 		return nil, err
 	}
+	n := docs.State
 	if n == nil {
-		rec, err := m.settleForDestroy(name)
+		rec, err := m.settleForDestroy(name, docs)
 		if err != nil {
 			return nil, err
 		}
@@ -270,10 +271,7 @@ func (m *Manager) destroyNode(ctx context.Context, name string, deletePersistent
 		return absent, nil
 	}
 	absent.Address, absent.Image, absent.Accel = n.Spec.Address, ImageLabel(n.Image), n.Accel
-	t, err := m.Root.ReadTransaction(name)
-	if err != nil {
-		return nil, err
-	}
+	t := docs.Transaction
 	if t == nil || t.To != state.Destroying {
 		t = &state.Transaction{Schema: state.TransactionSchema, OperationID: uuid.NewString(), Node: name, From: n.Phase,
 			To: state.Destroying, Completed: []state.TxnStep{}, StartedAt: m.now(), UpdatedAt: m.now()}
@@ -376,17 +374,11 @@ func (m *Manager) destroyNode(ctx context.Context, name string, deletePersistent
 // settleForDestroy handles a node directory without committed state: an
 // uncommitted journal is rolled back; a finished destroy's leftover
 // transaction is removed; an empty directory is removed.
-func (m *Manager) settleForDestroy(name string) ([]string, error) {
-	j, err := m.Root.ReadJournal(name)
-	if err != nil {
-		return nil, err
+func (m *Manager) settleForDestroy(name string, docs state.NodeDocuments) ([]string, error) {
+	if docs.Journal != nil {
+		return m.rollback(name, docs.Journal)
 	}
-	if j != nil {
-		return m.rollback(name, j)
-	}
-	if t, err := m.Root.ReadTransaction(name); err != nil {
-		return nil, err
-	} else if t != nil {
+	if docs.Transaction != nil {
 		if err := m.Root.RemoveTransaction(name); err != nil {
 			return nil, err
 		}

@@ -26,14 +26,11 @@ type recovery struct {
 //     artifacts and their in-flight temporary files;
 //   - anything else is left alone and reported.
 func (m *Manager) settle(name string) (*recovery, error) {
-	n, err := m.Root.ReadNode(name)
+	docs, err := m.Root.ReadNodeDocuments(name)
 	if err != nil {
 		return nil, err
 	}
-	j, err := m.Root.ReadJournal(name)
-	if err != nil {
-		return nil, exitcode.As(err).WithNext("move " + m.Root.NodeFile(name, state.JournalName) + " away after checking the node directory, then retry")
-	}
+	n, j := docs.State, docs.Journal
 	if n != nil {
 		if j != nil {
 			m.logf("%s: removing a stale prepare journal beside committed state", name)
