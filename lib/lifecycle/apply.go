@@ -156,7 +156,7 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 			res.fail(name, "prepare", err)
 			continue
 		}
-		res.rolledBack(rec.RolledBack...)
+		res.recovered(rec)
 		if rec.Committed != nil {
 			res.fail(name, "prepare", exitcode.New(exitcode.Conflict, "%s already has committed state (phase %s)", name, rec.Committed.Phase).WithReason("stale_plan").WithNext(RePlan))
 			continue
@@ -230,8 +230,8 @@ func (m *Manager) rollbackNow(name string, res *Result) {
 	case docs.Journal == nil || docs.State != nil:
 		return // nothing journaled, or committed after all: never rolled back
 	}
-	removed, err := m.rollback(name, docs.Journal)
-	res.rolledBack(removed...)
+	rec, err := m.rollback(name, docs.Journal)
+	res.recovered(rec)
 	if err != nil {
 		m.logf("%s: rollback: %v", name, err)
 	}

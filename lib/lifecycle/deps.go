@@ -105,8 +105,13 @@ type Readiness interface {
 
 // Hook is called after each durable step ("journal", "root-overlay",
 // "data-disk", "seed", "nvram", "prepared", "committed", "starting",
-// "running", "destroying", "stopped", "preserved", "artifacts-removed").
-// Tests use it for crash injection; production leaves it nil.
+// "running", "destroying", "stopped", "preserved", "artifacts-removed")
+// and at the gaps of a write-ahead create: "create-<kind>" once an
+// artifact's intent is journaled and before it exists, "created-<kind>"
+// once it exists and before the journal records it, "reattach-data-disk"
+// and "reattached-data-disk" likewise around a retained disk's move, and
+// "released" between releasing reattached disks' markers and removing the
+// journal. Tests use it for crash injection; production leaves it nil.
 type Hook func(step, node string)
 
 // Manager runs lifecycle operations. Root, Emu, VM, Images and Seeds are
@@ -167,6 +172,14 @@ func (m *Manager) now() time.Time {
 // lifecycle step that already happened.
 func (m *Manager) hook(step, node string) {
 	m.event("info", node, step, "")
+	if m.Hook != nil {
+		m.Hook(step, node)
+	}
+}
+
+// gap calls the test hook at a crash window that is not itself a durable
+// step (nothing is logged).
+func (m *Manager) gap(step, node string) {
 	if m.Hook != nil {
 		m.Hook(step, node)
 	}

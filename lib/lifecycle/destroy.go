@@ -264,11 +264,17 @@ func (m *Manager) destroyNode(ctx context.Context, name string, deletePersistent
 		if err != nil {
 			return nil, err
 		}
-		res.rolledBack(rec...)
-		if len(rec) == 0 {
+		res.recovered(rec)
+		if rec == nil || len(rec.RolledBack)+len(rec.Returned) == 0 {
 			absent.Action = "already-absent"
 		}
 		return absent, nil
+	}
+	if docs.Journal != nil {
+		// a create committed this state but crashed before settling its journal
+		if err := m.finishCommitted(n, docs.Journal); err != nil {
+			return nil, err
+		}
 	}
 	absent.Address, absent.Image, absent.Accel = n.Spec.Address, ImageLabel(n.Image), n.Accel
 	t := docs.Transaction
@@ -374,7 +380,7 @@ func (m *Manager) destroyNode(ctx context.Context, name string, deletePersistent
 // settleForDestroy handles a node directory without committed state: an
 // uncommitted journal is rolled back; a finished destroy's leftover
 // transaction is removed; an empty directory is removed.
-func (m *Manager) settleForDestroy(name string, docs state.NodeDocuments) ([]string, error) {
+func (m *Manager) settleForDestroy(name string, docs state.NodeDocuments) (*recovery, error) {
 	if docs.Journal != nil {
 		return m.rollback(name, docs.Journal)
 	}

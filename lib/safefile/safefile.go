@@ -201,3 +201,61 @@ func Move(src, dst string) error {
 	}
 	return nil
 }
+
+// PublishNew is Publish that never replaces: it applies mode, fsyncs
+// staging and renames it to dest only when dest does not exist
+// (renameat2(RENAME_NOREPLACE): no window between a check and the
+// rename), then fsyncs the directory. A dest that exists wraps ErrExists
+// and staging stays where it was.
+func PublishNew(staging, dest string, mode os.FileMode) error {
+	if err := syncWithMode(staging, mode); err != nil {
+		return fmt.Errorf("publishing %s: %w", dest, err)
+	}
+	if err := Move(staging, dest); err != nil {
+		return fmt.Errorf("publishing %s: %w", dest, err)
+	}
+	return nil
+}
+
+// LinkNew gives the fully written file src (in dest's directory) a second
+// name, dest, without ever replacing an existing dest (a dest that exists
+// wraps ErrExists), after applying mode and fsyncing src; then it fsyncs
+// the directory. src keeps its name: as long as both names exist they are
+// provably the same file, which is how a write-ahead journal tells a file
+// it published from one that appeared at dest by other means. The caller
+// removes src (Remove) once the publication is recorded.
+func LinkNew(src, dest string, mode os.FileMode) error {
+	if err := syncWithMode(src, mode); err != nil {
+		return fmt.Errorf("publishing %s: %w", dest, err)
+	}
+	if err := os.Link(src, dest); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("publishing %s: %w", dest, ErrExists)
+		}
+		return fmt.Errorf("publishing %s: %w", dest, err)
+	}
+	return SyncDir(filepath.Dir(dest))
+}
+
+// SameFile reports whether a and b (neither followed if a symlink) are one
+// file: both exist and share device and inode.
+func SameFile(a, b string) bool {
+	fa, err := os.Lstat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Lstat(b)
+	return err == nil && os.SameFile(fa, fb)
+}
+
+func syncWithMode(path string, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	err = errors.Join(f.Chmod(mode.Perm()), f.Sync())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,6 +1,8 @@
 package state
 
 import (
+	"path/filepath"
+	"strings"
 	"time"
 
 	"barn.dev/lib/imageref"
@@ -115,16 +117,26 @@ type Process struct {
 	Boot       string `json:"boot"`       // host boot id (/proc/sys/kernel/random/boot_id)
 }
 
-// Journal is <BARN_HOME>/nodes/<node>/prepare.json: written before the first
-// artifact of a create and rewritten after each, so a crash before commit
-// leaves a bounded list of what to roll back.
+// Journal is <BARN_HOME>/nodes/<node>/prepare.json, a write-ahead record
+// of one create: written before the first artifact, rewritten with Intent
+// before each artifact exists and again, the artifact moved to Completed,
+// once it does. A crash at any point leaves a bounded list of what to roll
+// back, and nothing in the node directory that no journal entry names.
+//
+// A file a create publishes is first written under its staging name,
+// StagingName(path, OperationID) — a name only this operation uses — and
+// then given its real name as a second link: while Intent names it, the
+// artifact is provably Barn's only when both names are the same file.
 type Journal struct {
-	Schema         string      `json:"schema"`
-	OperationID    string      `json:"operation_id"` // UUID
-	Node           string      `json:"node"`
-	VMUUID         string      `json:"vm_uuid"`   // UUID
-	SpecHash       string      `json:"spec_hash"` // node hash
-	Completed      []Artifact  `json:"completed"`
+	Schema      string     `json:"schema"`
+	OperationID string     `json:"operation_id"` // UUID
+	Node        string     `json:"node"`
+	VMUUID      string     `json:"vm_uuid"`   // UUID
+	SpecHash    string     `json:"spec_hash"` // node hash
+	Completed   []Artifact `json:"completed"`
+	// Intent is the artifact being created (or reattached) now, recorded
+	// before it exists; nil between artifacts and once prepared.
+	Intent         *Artifact   `json:"intent,omitempty"`
 	Invocation     *Invocation `json:"invocation,omitempty"` // set once prepared
 	Prepared       bool        `json:"prepared"`
 	StateCommitted bool        `json:"state_committed"`
@@ -145,10 +157,36 @@ const (
 	DataDiskArt ArtifactKind = "data-disk"    // <name>.qcow2, name a DNS label other than "root"
 )
 
-// Artifact is one completed journal entry.
+// Artifact is one journal entry.
 type Artifact struct {
 	Kind ArtifactKind `json:"kind"`
 	Path string       `json:"path"` // absolute, directly inside the node directory
+	// Retained is set for a data disk reattached from the retained store:
+	// its directory there (RetainedDiskDir of this node and disk), which
+	// keeps the ownership marker until the node's state is committed, so
+	// a rollback can move the disk back and nothing is ever unowned.
+	Retained string `json:"retained,omitempty"`
+}
+
+// StagingName is where a create writes the artifact at path before
+// publishing it there: "<dir>/.<name>.barn-<operation id>". The operation
+// id is a fresh UUID recorded in the journal before anything is written,
+// so a file carrying it in its name was created by that operation.
+func StagingName(path, operationID string) string {
+	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+stagingInfix+operationID)
+}
+
+const stagingInfix = ".barn-"
+
+// IsOperationFile reports whether name (a file name in a node directory)
+// carries operationID the way StagingName and the temporary files written
+// beside a staging file do: ".<name>.barn-<operation id>[…]".
+func IsOperationFile(name, operationID string) bool {
+	if !strings.HasPrefix(name, ".") || operationID == "" {
+		return false
+	}
+	_, after, ok := strings.Cut(name, stagingInfix+operationID)
+	return ok && (after == "" || strings.HasPrefix(after, ".") || strings.Trim(after, "0123456789") == "")
 }
 
 // Transaction is <BARN_HOME>/nodes/<node>/transaction.json: an in-flight

@@ -151,11 +151,14 @@ func sortProblems(p []Problem) []Problem {
 
 // isTempName reports whether name looks like WriteFileAtomic's temporary
 // file for a node document (".<name><digits>").
-func isTempName(name string) bool {
+func isTempName(name string) bool { return tempBase(name) != "" }
+
+// tempBase is the node document whose temporary file name is, or "".
+func tempBase(name string) string {
 	for _, base := range []string{NodeStateName, JournalName, TransactionName} {
 		if rest, ok := strings.CutPrefix(name, "."+base); ok && rest != "" && strings.Trim(rest, "0123456789") == "" {
-			return true
+			return base
 		}
 	}
-	return false
+	return ""
 }
