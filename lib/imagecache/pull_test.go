@@ -385,3 +385,47 @@ func TestPullFromLocalDirectoryAndBadHeader(t *testing.T) {
 		t.Fatal("refused image reached the cache")
 	}
 }
+
+// TestDiscardStagingSaysWhenItCannot: a rejected download or import whose
+// staging file cannot be removed keeps the original error's class and
+// says so (pull and import both discard through it), rather than silently
+// leaving bytes a resume would start from.
+func TestDiscardStagingSaysWhenItCannot(t *testing.T) {
+	dir := t.TempDir()
+	reject := exitcode.New(exitcode.Integrity, "sha256 mismatch").WithReason("image_mismatch")
+	gone := filepath.Join(dir, ".staging-gone.partial")
+	if err := discardStaging(gone, reject); err != reject {
+		t.Fatalf("missing staging: %v", err)
+	}
+	stuck := filepath.Join(dir, ".staging-stuck.partial")
+	if err := os.MkdirAll(filepath.Join(stuck, "x"), 0o700); err != nil { // a non-empty directory: unremovable even as root
+		t.Fatal(err)
+	}
+	err := discardStaging(stuck, reject)
+	e := exitcode.As(err)
+	if e.Class != exitcode.Integrity || e.Reason != "image_mismatch" || !strings.Contains(e.Message, "could not be removed") || !strings.Contains(e.Message, stuck) {
+		t.Fatalf("unremovable staging: %+v", e)
+	}
+}
+
+// TestPullCreatesPrivateFamilyDirs: the cache directory of a family is
+// created 0700, and an existing one open to others is refused (integrity)
+// before anything is downloaded into it.
+func TestPullCreatesPrivateFamilyDirs(t *testing.T) {
+	home := t.TempDir()
+	fam := filepath.Join(home, "images", "d12")
+	if err := state.EnsurePrivateDir(filepath.Join(home, "images"), fam); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(fam); fi.Mode().Perm() != 0o700 {
+		t.Fatalf("family dir %v", fi.Mode())
+	}
+	if err := os.Chmod(fam, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := &Puller{}
+	err := p.Pull(context.Background(), catalog.Source{Kind: "dir", Root: t.TempDir()}, imageref.Identity{Image: "d12", File: "images/x.qcow2", SHA256: strings.Repeat("a", 64), SizeBytes: 1}, filepath.Join(fam, "x.qcow2"))
+	if exitcode.ClassOf(err) != exitcode.Integrity || !strings.Contains(err.Error(), "0755") {
+		t.Fatalf("pull into a 0755 family dir: %v", err)
+	}
+}

@@ -259,3 +259,40 @@ func syncWithMode(path string, mode os.FileMode) error {
 	}
 	return err
 }
+
+// ErrUnsafeDir is returned (wrapped) by PrivateDir for a path that is a
+// symlink or not a directory, is owned by another user, or grants any
+// group or world permission.
+var ErrUnsafeDir = errors.New("not a private directory")
+
+// PrivateDir makes dir a private directory of the effective user: missing
+// components are created with mode 0700, and dir itself, created or found,
+// must then be a real directory (never a symlink) owned by the euid with
+// no group or world permission — an existing 0755 directory is refused,
+// never quietly accepted or changed. The refusal wraps ErrUnsafeDir.
+func PrivateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("checking %s: %w", dir, err)
+	}
+	return CheckPrivateDir(dir, fi)
+}
+
+// CheckPrivateDir applies PrivateDir's rule to the FileInfo of dir.
+func CheckPrivateDir(dir string, fi fs.FileInfo) error {
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("%s is a symlink: %w", dir, ErrUnsafeDir)
+	case !fi.IsDir():
+		return fmt.Errorf("%s is not a directory: %w", dir, ErrUnsafeDir)
+	case st != nil && int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("%s is owned by uid %d, not %d: %w", dir, st.Uid, os.Geteuid(), ErrUnsafeDir)
+	case fi.Mode().Perm()&0o077 != 0:
+		return fmt.Errorf("%s has mode %04o; it must be 0700: %w", dir, fi.Mode().Perm(), ErrUnsafeDir)
+	}
+	return nil
+}

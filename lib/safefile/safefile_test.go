@@ -181,3 +181,45 @@ func TestLinkNewKeepsTheProof(t *testing.T) {
 		t.Fatalf("foreign file replaced: %q", b)
 	}
 }
+
+// TestPrivateDirRefusesWhatItDidNotMake: missing components are created
+// 0700; an existing group- or world-readable directory, a symlink or a
+// file are refused, never changed.
+func TestPrivateDirRefusesWhatItDidNotMake(t *testing.T) {
+	old := syscall.Umask(0)
+	defer syscall.Umask(old)
+	base := t.TempDir()
+	dir := filepath.Join(base, "a", "b")
+	if err := PrivateDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{filepath.Join(base, "a"), dir} {
+		if fi, _ := os.Stat(d); fi.Mode().Perm() != 0o700 {
+			t.Fatalf("%s created %v", d, fi.Mode())
+		}
+	}
+	open := filepath.Join(base, "open")
+	if err := os.Mkdir(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := PrivateDir(open); !errors.Is(err, ErrUnsafeDir) || !strings.Contains(err.Error(), "0755") {
+		t.Fatalf("0755 dir: %v", err)
+	}
+	if fi, _ := os.Stat(open); fi.Mode().Perm() != 0o755 {
+		t.Fatal("PrivateDir changed an existing directory's mode")
+	}
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := PrivateDir(link); !errors.Is(err, ErrUnsafeDir) {
+		t.Fatalf("symlink: %v", err)
+	}
+	file := filepath.Join(base, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := PrivateDir(file); err == nil {
+		t.Fatal("a file accepted as a directory")
+	}
+}
