@@ -429,3 +429,78 @@ func TestPullCreatesPrivateFamilyDirs(t *testing.T) {
 		t.Fatalf("pull into a 0755 family dir: %v", err)
 	}
 }
+
+// TestDamagedCacheWithoutASourceIsIntegrity: a flipped byte in the cached
+// base when no repository can deliver a fresh copy is the integrity error
+// (7) naming the file, field, expected and actual digest — with the pull
+// failure attached — never the pull's "not in catalog" (2) or "artifact
+// unavailable" (1).
+func TestDamagedCacheWithoutASourceIsIntegrity(t *testing.T) {
+	img := realQcow2(t, "64M", 7)
+	id := identity(img, "images/d12-1-amd64.qcow2")
+	repoDir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(repoDir, "images"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repoDir, id.File), img, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := catalog.Source{Kind: "dir", Root: repoDir}
+	root := testRoot(t)
+	c := newCache(root)
+	c.InUse = func(string) ([]string, error) { return nil, nil }
+	p, err := c.Ensure(context.Background(), id, &src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flip := func() {
+		if err := os.Chmod(p, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, _ := os.OpenFile(p, os.O_WRONLY, 0)
+		_, _ = f.WriteAt([]byte{0xee}, int64(len(img)-1))
+		f.Close()
+		_ = os.Chmod(p, 0o444)
+	}
+	check := func(err error, pullReason string) {
+		t.Helper()
+		e := exitcode.As(err)
+		d, _ := e.Detail.(map[string]string)
+		if e.Class != exitcode.Integrity || e.Reason != "image_mismatch" || d["field"] != "sha256" || d["expected"] != id.SHA256 || d["actual"] == "" || d["actual"] == id.SHA256 {
+			t.Fatalf("err = %+v, want integrity image_mismatch naming the digests", e)
+		}
+		if !strings.Contains(e.Message, p) || !strings.Contains(e.Message, "no fresh copy") && !strings.Contains(e.Message, "could not be pulled") {
+			t.Fatalf("message %q does not name the file and the pull failure", e.Message)
+		}
+		found := false
+		if joined, ok := errors.Unwrap(err).(interface{ Unwrap() []error }); ok {
+			for _, y := range joined.Unwrap() {
+				found = found || exitcode.As(y).Reason == pullReason
+			}
+		}
+		if !found {
+			t.Fatalf("the pull failure (%s) is not attached: %v", pullReason, err)
+		}
+	}
+	// the repository lost the file
+	flip()
+	if err := os.Remove(filepath.Join(repoDir, id.File)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Ensure(context.Background(), id, &src)
+	check(err, "artifact_unavailable")
+	if _, err := os.Lstat(p); !os.IsNotExist(err) {
+		t.Fatal("the damaged file was not set aside")
+	}
+	// no active catalog names it at all: nothing could replace it, so the
+	// damaged file stays where it is
+	if err := os.WriteFile(p, img, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	flip()
+	_, err = c.Ensure(context.Background(), id, nil)
+	check(err, "image_not_in_catalog")
+	if _, err := os.Lstat(p); err != nil {
+		t.Fatal("a damaged file nothing can replace was moved")
+	}
+}

@@ -76,7 +76,13 @@ type Machine interface {
 
 // Images turns an exact identity into a verified local file.
 type Images interface {
+	// Ensure returns the verified cached file of id, pulling it when it is
+	// missing (a create's base).
 	Ensure(ctx context.Context, id imageref.Identity) (path string, err error)
+	// Verify re-verifies the cached file of id without pulling anything (a
+	// start's base): a damaged or missing file is the integrity error (7)
+	// naming it, with the expected and actual size or digest.
+	Verify(ctx context.Context, id imageref.Identity) (path string, err error)
 }
 
 // SeedInput is what a node's NoCloud seed is rendered from.
@@ -144,6 +150,9 @@ type Manager struct {
 	opOnce    sync.Once
 	opID      string // operation id of this Manager's events
 	eventsOff bool   // set once purge removed the event log
+
+	basesMu sync.Mutex
+	bases   map[string]*baseCheck // base images verified by this command (verifyBase)
 }
 
 func (m *Manager) shareOptions() hostshare.Options {

@@ -126,8 +126,9 @@ func (m *Manager) cleanRuntime(ctx context.Context, n *state.Node) error {
 }
 
 // launch runs a prepared or stopped node: a port taken by another process
-// is replaced (a repair), phase starting is recorded before QEMU runs and
-// running with the process tuple after QMP proved the identity.
+// is replaced (a repair), the base image is re-verified (verifyBase),
+// phase starting is recorded before QEMU runs and running with the
+// process tuple after QMP proved the identity.
 func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocator) ([]string, error) {
 	var repairs []string
 	if n.SSHPort == 0 || !m.portFree(n.SSHPort) {
@@ -158,6 +159,11 @@ func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocato
 	if len(files) != len(n.Invocation.InheritedFiles) {
 		return repairs, exitcode.New(exitcode.Integrity, "%s: the recorded invocation inherits %d descriptors but the node has %d shares",
 			n.Node, len(n.Invocation.InheritedFiles), len(files)).WithReason("invocation_shares_mismatch").WithNext("barn-node recreate " + n.Node)
+	}
+	// Every start re-verifies the bytes it boots from (once per command
+	// for a base several nodes share), before anything is recorded.
+	if err := m.verifyBase(ctx, n.Image); err != nil {
+		return repairs, err
 	}
 	n.Process = nil
 	if err := m.setPhase(n, state.Starting); err != nil {

@@ -71,6 +71,7 @@ func (m *Manager) prepare(ctx context.Context, job createJob) (*prepared, error)
 	if err != nil {
 		return nil, err
 	}
+	m.verifiedBase(job.Image)
 	vmUUID := job.VMUUID
 	if vmUUID == "" {
 		vmUUID = uuid.NewString()

@@ -33,6 +33,7 @@ type writeAheadFixture struct {
 type fakeImages struct{ base string }
 
 func (f fakeImages) Ensure(context.Context, imageref.Identity) (string, error) { return f.base, nil }
+func (f fakeImages) Verify(context.Context, imageref.Identity) (string, error) { return f.base, nil }
 
 type fakeSeeder struct{}
 
