@@ -166,6 +166,9 @@ func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocato
 		return repairs, err
 	}
 	n.Process = nil
+	// QEMU creates the serial console file: recorded first, so destroy
+	// deletes it by this record, never by its name.
+	n.SerialLog = m.Root.NodeFile(n.Node, state.SerialLogName)
 	if err := m.setPhase(n, state.Starting); err != nil {
 		return repairs, err
 	}

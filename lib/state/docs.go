@@ -48,8 +48,8 @@ type Deployment struct {
 // Node is <BARN_HOME>/nodes/<node>/state.json: one node's committed state.
 // Validation (Root.ValidateNode): node equals its directory; vm_uuid is a
 // UUID; phase is one of the phases; generation ≥1; spec_hash is 64 hex;
-// root_disk, seed and nvram (when set) are the layout's paths in the node
-// directory; data disk paths are <node dir>/<name>.qcow2 (or, persistent,
+// root_disk, seed, nvram and serial_log (when set) are the layout's paths
+// in the node directory; data disk paths are <node dir>/<name>.qcow2 (or, persistent,
 // the retained disk path); runtime.qmp ≤107 bytes.
 type Node struct {
 	Schema     string            `json:"schema"`
@@ -69,8 +69,13 @@ type Node struct {
 	Runtime    Runtime           `json:"runtime"`
 	Invocation Invocation        `json:"invocation"`
 	Process    *Process          `json:"process,omitempty"` // required when running; allowed only when starting, running or stopping
-	CreatedAt  time.Time         `json:"created_at"`
-	UpdatedAt  time.Time         `json:"updated_at"`
+	// SerialLog is the serial console file QEMU creates (-serial file:),
+	// recorded before QEMU is first launched: the record destroy deletes
+	// it by. Empty for a node never started (a serial.log there is not
+	// Barn's).
+	SerialLog string    `json:"serial_log,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // DataDisk is one attached data disk.

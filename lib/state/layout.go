@@ -18,10 +18,11 @@ import (
 //	  locks/images.lock               image cache lock + holder record
 //	  locks/events.lock               serialises event appends and trims
 //	  locks/node-<node>.lock          per-node lock + holder record
-//	  keys/{id_ed25519,id_ed25519.pub,known_hosts}
+//	  keys/{id_ed25519,id_ed25519.pub,known_hosts,keys.json}  (lib/sshkeys; keys.json records what Barn created)
 //	  nodes/<node>/                   0700
 //	    state.json transaction.json prepare.json
-//	    root.qcow2 <disk>.qcow2 seed.iso nvram.fd serial.log qemu.log
+//	    root.qcow2 <disk>.qcow2 seed.iso nvram.fd serial.log (QEMU's, once recorded)
+//	    qemu.log (read by barn-node logs --source qemu; Barn never writes or deletes it)
 //	  disks/<node>/<disk>/            retained persistent disks
 //	  images/                         image cache (owned by the repo code)
 //	<runtime>/<node>/{qmp.sock,qemu.pid}

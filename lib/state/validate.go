@@ -103,6 +103,7 @@ func (r *Root) ValidateNode(node string, n *Node) []string {
 	r.checkNodePath(&p, node, "root_disk", n.RootDisk, RootDiskName)
 	r.checkNodePath(&p, node, "seed", n.Seed, SeedName)
 	r.checkNodePath(&p, node, "nvram", n.NVRAM, NVRAMName)
+	r.checkNodePath(&p, node, "serial_log", n.SerialLog, SerialLogName)
 	seen := map[string]bool{}
 	for i, d := range n.DataDisks {
 		if !ValidDiskName(d.Name) {
