@@ -1,8 +1,6 @@
 package state
 
 import (
-	"path/filepath"
-	"strings"
 	"time"
 
 	"barn.dev/lib/imageref"
@@ -171,27 +169,6 @@ type Artifact struct {
 	// keeps the ownership marker until the node's state is committed, so
 	// a rollback can move the disk back and nothing is ever unowned.
 	Retained string `json:"retained,omitempty"`
-}
-
-// StagingName is where a create writes the artifact at path before
-// publishing it there: "<dir>/.<name>.barn-<operation id>". The operation
-// id is a fresh UUID recorded in the journal before anything is written,
-// so a file carrying it in its name was created by that operation.
-func StagingName(path, operationID string) string {
-	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+stagingInfix+operationID)
-}
-
-const stagingInfix = ".barn-"
-
-// IsOperationFile reports whether name (a file name in a node directory)
-// carries operationID the way StagingName and the temporary files written
-// beside a staging file do: ".<name>.barn-<operation id>[…]".
-func IsOperationFile(name, operationID string) bool {
-	if !strings.HasPrefix(name, ".") || operationID == "" {
-		return false
-	}
-	_, after, ok := strings.Cut(name, stagingInfix+operationID)
-	return ok && (after == "" || strings.HasPrefix(after, ".") || strings.Trim(after, "0123456789") == "")
 }
 
 // Transaction is <BARN_HOME>/nodes/<node>/transaction.json: an in-flight

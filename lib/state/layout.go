@@ -107,6 +107,27 @@ func IsNodeFileName(name string) bool {
 	return false
 }
 
+// StagingName is where a create writes the artifact at path before
+// publishing it there: "<dir>/.<name>.barn-<operation id>". The operation
+// id is a fresh UUID recorded in the journal before anything is written,
+// so a file carrying it in its name was created by that operation.
+func StagingName(path, operationID string) string {
+	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+stagingInfix+operationID)
+}
+
+const stagingInfix = ".barn-"
+
+// IsOperationFile reports whether name (a file name in a node directory)
+// carries operationID the way StagingName and the temporary files written
+// beside a staging file do: ".<name>.barn-<operation id>[…]".
+func IsOperationFile(name, operationID string) bool {
+	if !strings.HasPrefix(name, ".") || operationID == "" {
+		return false
+	}
+	_, after, ok := strings.Cut(name, stagingInfix+operationID)
+	return ok && (after == "" || strings.HasPrefix(after, ".") || strings.Trim(after, "0123456789") == "")
+}
+
 // DataDiskFileName is the node-directory file name of data disk disk.
 func DataDiskFileName(disk string) string { return disk + DataDiskSuffix }
 

@@ -129,7 +129,7 @@ func (r *Root) verifyNode(node string) []Problem {
 	}
 	_, err := r.ReadNode(node)
 	add(err)
-	_, err = r.ReadJournal(node)
+	j, err := r.ReadJournal(node)
 	add(err)
 	_, err = r.ReadTransaction(node)
 	add(err)
@@ -141,7 +141,9 @@ func (r *Root) verifyNode(node string) []Problem {
 	for _, e := range entries {
 		p := filepath.Join(dir, e.Name())
 		if !IsNodeFileName(e.Name()) {
-			if isTempName(e.Name()) {
+			if j != nil && IsOperationFile(e.Name(), j.OperationID) {
+				add(integrity(p, "staging file of the unfinished create journaled in %s; the next apply or destroy of the node rolls it back", JournalName))
+			} else if isTempName(e.Name()) {
 				add(integrity(p, "temporary file left by an interrupted atomic write; the document beside it is intact"))
 			} else {
 				add(integrity(p, "unexpected entry in a node directory (not in the state layout)"))

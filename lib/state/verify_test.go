@@ -141,3 +141,18 @@ func TestVerifyRefusesOpenDirectoriesUnderTheImageCache(t *testing.T) {
 	err = EnsurePrivateDir(images + "/trust")
 	wantClass(t, err, exitcode.Integrity, "0755")
 }
+
+// TestVerifyNamesAnUnfinishedCreatesStagingFile: a staging file carrying
+// the journal's operation id is reported as what it is, not as a stray.
+func TestVerifyNamesAnUnfinishedCreatesStagingFile(t *testing.T) {
+	r := testRoot(t)
+	j := testJournal(r, "pg-1")
+	if err := r.WriteJournal(j); err != nil {
+		t.Fatal(err)
+	}
+	writeRaw(t, StagingName(r.NodeFile("pg-1", RootDiskName), j.OperationID), "x", 0o600)
+	p := r.Verify()
+	if len(p) != 1 || !strings.Contains(p[0].Message, "staging file of the unfinished create") {
+		t.Fatalf("problems = %v", p)
+	}
+}
