@@ -12,6 +12,7 @@ import (
 	"barn.dev/lib/catalog"
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/imageref"
+	"barn.dev/lib/safefile"
 	"barn.dev/lib/state"
 )
 
@@ -117,6 +118,12 @@ func Prune(ctx context.Context, root *state.Root, dryRun bool) (*PruneResult, er
 				res.Protected = append(res.Protected, rel)
 				continue
 			}
+			// A published image is deleted only with the catalog's bytes:
+			// name and size alone do not prove whose file it is.
+			if why := owned.proveBytes(p); why != "" {
+				return nil, exitcode.New(exitcode.Integrity, "%s: %s; prune deletes only files Barn's records prove it wrote, and nothing was removed", p, why).
+					WithReason("unsafe_cache_entry").WithNext("move " + p + " out of the image cache")
+			}
 			res.Bytes += fi.Size()
 			res.Candidates = append(res.Candidates, rel)
 			remove = append(remove, p)
@@ -173,7 +180,8 @@ var corruptSuffixRE = regexp.MustCompile(`^\.corrupt-[0-9]{8}T[0-9]{6}Z$`)
 // prove returns "" when the file at p (fi from the directory listing, not
 // followed) is one Barn wrote by its records, else why not:
 //   - a published image: an accepted catalog names exactly this cache
-//     path, and the file is read-only with the catalog's byte count;
+//     path, and the file is read-only with the catalog's byte count (and,
+//     before it is deleted, its SHA-256: proveBytes);
 //   - a staging file ".staging-<sha256>.partial": a catalog names an
 //     artifact with that digest in this directory, and the partial file is
 //     no longer than it;
@@ -207,4 +215,26 @@ func (r *cacheRecord) prove(p string, fi os.FileInfo) string {
 		}
 	}
 	return "no catalog Barn accepted names this file"
+}
+
+// proveBytes returns "" unless p is a recorded published image whose
+// SHA-256 differs from the catalog's (read without following a symlink).
+func (r *cacheRecord) proveBytes(p string) string {
+	id, ok := r.artifacts[p]
+	if !ok {
+		return "" // staging and set-aside files: proven by prove
+	}
+	f, _, err := safefile.Open(p)
+	if err != nil {
+		return fmt.Sprintf("unreadable: %v", err)
+	}
+	defer f.Close()
+	sum, _, err := Digest(f)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("unreadable: %v", err)
+	case sum != id.SHA256:
+		return fmt.Sprintf("its SHA-256 %s is not the catalog's %s", sum, id.SHA256)
+	}
+	return ""
 }

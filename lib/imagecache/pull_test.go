@@ -504,3 +504,38 @@ func TestDamagedCacheWithoutASourceIsIntegrity(t *testing.T) {
 		t.Fatal("a damaged file nothing can replace was moved")
 	}
 }
+
+// TestPruneProvesAnImageByItsBytes: a file at a recorded cache path with
+// the catalog's byte count but other bytes is not the artifact Barn
+// pulled, so prune would not delete it; the artifact's own bytes are.
+func TestPruneProvesAnImageByItsBytes(t *testing.T) {
+	img := realQcow2(t, "16M", 3)
+	id := identity(img, "images/d12-1-amd64.qcow2")
+	dir := t.TempDir()
+	p := CachePath(dir, id)
+	r := &cacheRecord{artifacts: map[string]imageref.Identity{p: id}}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	other := append([]byte(nil), img...)
+	other[len(other)-1] ^= 0xff
+	if err := os.WriteFile(p, other, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Lstat(p)
+	if why := r.prove(p, fi); why != "" {
+		t.Fatalf("name, size and mode match: %s", why)
+	}
+	if why := r.proveBytes(p); !strings.Contains(why, "is not the catalog's") {
+		t.Fatalf("other bytes: %q", why)
+	}
+	if err := os.Chmod(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, img, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if why := r.proveBytes(p); why != "" {
+		t.Fatalf("the artifact's bytes: %q", why)
+	}
+}
