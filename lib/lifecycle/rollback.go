@@ -34,8 +34,8 @@ func (r *Result) recovered(rec *recovery) {
 
 // settle brings a node directory to a known state before a create:
 //   - committed state wins: a journal beside it is stale; the markers of
-//     disks it reattached and the state records are released and the
-//     journal removed (a committed node is never rolled back);
+//     the disks it reattached (which the state now records) are released
+//     and the journal removed (a committed node is never rolled back);
 //   - an uncommitted journal is rolled back whatever the node's desired
 //     definition is now (see rollback);
 //   - anything else is left alone and reported.
