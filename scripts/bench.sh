@@ -10,6 +10,8 @@
 #   apply overhead per node          BenchmarkApplyPerNode (barn-node/cli), fake
 #                                    QEMU (target < 150 ms) and real QEMU (TCG)
 #   launch to QMP identity           BenchmarkLaunchFake (lib/vm)
+#   start per node, base re-verified BenchmarkStartPerNode (barn-node/cli),
+#                                    fake QEMU, tiny vs 1 GiB base
 #   image verification               BenchmarkSHA256 (lib/imagecache) vs
 #                                    sha256sum, 1 GiB, target >= 0.9x
 #   header inspection                BenchmarkHeader (lib/qcow2) vs qemu-img
@@ -157,6 +159,9 @@ log "readiness detection latency (count $count)"
 	-count "$count" ./guest) >"$work/ready.txt"
 log "apply overhead per node, fake QEMU (count $count)"
 (cd "$root/barn-node" && $GO test -run '^$' -bench '^BenchmarkApplyPerNode$' -count "$count" ./cli) >"$work/apply-fake.txt"
+log "start per node with the base re-verified, fake QEMU, $hash_label base (count $count)"
+(cd "$root/barn-node" && TMPDIR=$work BARN_BENCH_BYTES=$hash_bytes $GO test -run '^$' -bench '^BenchmarkStartPerNode$' -benchtime 3x \
+	-count "$count" ./cli) >"$work/start.txt"
 real_count=$(( count < 3 ? count : 3 ))
 qemu_bin=$(command -v qemu-system-x86_64 || true)
 if [ -n "$qemu_bin" ]; then
@@ -181,6 +186,10 @@ ready_ms=$(calc "$(bench_median "$work/ready.txt" BenchmarkReadinessDetection ms
 declare -A fake real
 for n in 1 4 8; do fake[$n]=$(calc "$(bench_median "$work/apply-fake.txt" "BenchmarkApplyPerNode/nodes=$n" ms/node)" %.0f); done
 for n in 1 4; do real[$n]=$(calc "$(bench_median "$work/apply-real.txt" "BenchmarkApplyPerNode/nodes=$n" ms/node)" %.0f); done
+start_tiny=$(calc "$(bench_median "$work/start.txt" "BenchmarkStartPerNode/base=tiny/nodes=1" ms/start)" %.0f)
+start_large=$(calc "$(bench_median "$work/start.txt" "BenchmarkStartPerNode/base=large/nodes=1" ms/start)" %.0f)
+start_large4=$(calc "$(bench_median "$work/start.txt" "BenchmarkStartPerNode/base=large/nodes=4" ms/start)" %.0f)
+start_cost=$(calc "$start_large - $start_tiny" %.0f)
 fake_worst=$(printf '%s\n' "${fake[1]}" "${fake[4]}" "${fake[8]}" | grep -v n/a | sort -g | tail -1)
 
 # --- 2. inventory resolve as processes: barn-inventory vs ansible-inventory,
@@ -351,6 +360,7 @@ real lab).
 | apply host-side overhead per node, fake QEMU | ${fake[1]} / ${fake[4]} / ${fake[8]} ms/node (1 / 4 / 8 nodes) | — | — | < 150 ms/node | $(verdict "$fake_worst" "<" 150) |
 | apply host-side overhead per node, real QEMU (TCG) | ${real[1]} / ${real[4]} ms/node (1 / 4 nodes; median of $real_count) | — | — | reported | report (TCG) |
 | launch to QMP identity, fake QEMU | $launch_ms ms/op (BenchmarkLaunchFake) | — | — | — | report |
+| start per node, base re-verified, fake QEMU | $start_large ms/start with a $hash_label base ($start_large4 ms/start for 4 nodes sharing it) | $start_tiny ms/start with a 16 MiB sparse base | +$start_cost ms per start for re-verification | reported | report |
 | image verification, SHA-256 of $hash_label | $sha_go MB/s (in process) | $sha_sum MB/s (\`sha256sum\`) | ${sha_x}× | ≥ 0.9× | $(verdict "$sha_x" ">=" 0.9) |
 | qcow2 header inspection | $inspect_us µs/op | $qemuimg_ms ms/op (\`qemu-img info --output=json\`) | ${header_x}× faster | ≥ 10× | $(verdict "$header_x" ">=" 10) |
 | readiness detection latency | $ready_ms ms | — | — | < 1000 ms | $(verdict "$ready_ms" "<" 1000) |
@@ -380,6 +390,14 @@ real lab).
 - **Launch.** \`BenchmarkLaunchFake\` (\`lib/vm\`): run the fake QEMU
   daemonized, wait for QMP identity, read the pidfile, capture and check the
   process tuple.
+- **Start per node.** \`BenchmarkStartPerNode\` (\`barn-node/cli\`): the whole
+  \`barn-node start --no-wait\` of stopped nodes in process on the fake QEMU
+  (3 starts per repetition; the stop between them is not timed). Every start
+  re-verifies the base image it boots from — size, SHA-256 and qcow2 header
+  — once per command for a base several nodes share. With a fully allocated
+  $hash_label qcow2 base the difference to the 16 MiB sparse base is the
+  cost of that re-verification per start: hashing at about the verification
+  rate above (hot page cache), so it scales with the base's size.
 - **Image verification.** \`BenchmarkSHA256\` (\`lib/imagecache\`): one file of
   $hash_label of random bytes, hashed by Barn's in-process verifier and by
   coreutils \`sha256sum\` (which must agree), one pass each per repetition.

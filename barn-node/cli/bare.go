@@ -23,11 +23,12 @@ func (*grammar) Welcome(env *tool.Env) *tool.Welcome {
 		return w
 	}
 	d, err := root.ReadDeployment()
-	if err != nil || d == nil {
+	if err != nil {
+		w.Err = err
+		return w
+	}
+	if d == nil {
 		w.State = "no deployment under " + root.Dir
-		if err != nil {
-			w.State = err.Error()
-		}
 		w.Actions = []tool.Action{
 			{Command: "barn-inventory init trio -o pigsty.yml", Why: "write a 3-node inventory (or bring your own Pigsty inventory)"},
 			{Command: "barn-net status", Why: "check the host's private network"},
@@ -38,9 +39,17 @@ func (*grammar) Welcome(env *tool.Env) *tool.Welcome {
 	}
 	phases := map[string]int{}
 	for _, n := range d.Spec.Nodes {
+		docs, err := root.ReadNodeDocuments(n.Name)
+		if err != nil {
+			w.Err = err // damaged evidence is never "not created"
+			return w
+		}
 		phase := "not created"
-		if st, err := root.ReadNode(n.Name); err == nil && st != nil {
-			phase = string(st.Phase)
+		switch {
+		case docs.State != nil:
+			phase = string(docs.State.Phase)
+		case docs.Journal != nil:
+			phase = string(state.Preparing)
 		}
 		phases[phase]++
 	}

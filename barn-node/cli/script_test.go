@@ -84,6 +84,7 @@ func params(dir string) testscript.Params {
 			"unlisten":   cmdUnlisten,
 			"fdlink":     cmdFDLink,
 			"argvhash":   cmdArgvHash,
+			"flipbyte":   cmdFlipByte,
 			"sshd":       cmdSSHD,
 			"sshport":    cmdSSHPort,
 			"event":      cmdEvent,
@@ -612,6 +613,34 @@ func cmdReleaseQMP(ts *testscript.TestScript, neg bool, args []string) {
 		c.Close()
 		delete(held, ts)
 	}
+}
+
+// flipbyte FILE OFFSET: invert the byte at OFFSET (negative: from the
+// end) of FILE in place, keeping its size and mode — a bit rot or a
+// tampered cache file the size check alone cannot see.
+func cmdFlipByte(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: flipbyte FILE OFFSET")
+	}
+	p := ts.MkAbs(args[0])
+	off, err := strconv.ParseInt(args[1], 10, 64)
+	ts.Check(err)
+	fi, err := os.Stat(p)
+	ts.Check(err)
+	if off < 0 {
+		off += fi.Size()
+	}
+	ts.Check(os.Chmod(p, 0o600))
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	ts.Check(err)
+	b := make([]byte, 1)
+	_, err = f.ReadAt(b, off)
+	ts.Check(err)
+	b[0] ^= 0xff
+	_, err = f.WriteAt(b, off)
+	ts.Check(err)
+	ts.Check(f.Close())
+	ts.Check(os.Chmod(p, fi.Mode().Perm()))
 }
 
 var shippedOnce struct {

@@ -75,7 +75,7 @@ func (s *Store) Activate(src Source, data, sig []byte, o ActivateOptions) (*Acti
 			WithNext("barn-repo sync " + o.ExactLocation + " --repo " + src.Root + " --allow-downgrade   # only if you mean to go back")
 	}
 	name := fmt.Sprintf("v%d-%s.json", c.Revision, digest)
-	if err := mkdirs(s.versions()); err != nil {
+	if err := mkdirs(s.manifests(), s.versions()); err != nil {
 		return nil, err
 	}
 	if err := safefile.Write(filepath.Join(s.versions(), name), data, 0o600); err != nil {

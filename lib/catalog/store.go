@@ -112,7 +112,7 @@ func (s *Store) Registry() (*Registry, error) {
 }
 
 func (s *Store) writeRegistry(reg *Registry) error {
-	if err := mkdirs(s.versions()); err != nil {
+	if err := mkdirs(s.manifests(), s.versions()); err != nil {
 		return err
 	}
 	b, err := wire.MarshalIndent(reg)
@@ -125,12 +125,9 @@ func (s *Store) writeRegistry(reg *Registry) error {
 	return nil
 }
 
-func mkdirs(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "creating %s", dir)
-	}
-	return nil
-}
+// mkdirs creates dirs in order, each 0700 and checked (an existing
+// directory open to others is refused, integrity).
+func mkdirs(dirs ...string) error { return state.EnsurePrivateDir(dirs...) }
 
 // TrustedKey is one key in trust/.
 type TrustedKey struct {
@@ -160,10 +157,15 @@ func (s *Store) keysFor(src Source) ([]minisign.PublicKey, error) {
 // TrustedKeys lists trust/*.pub sorted by key ID. A file that does not
 // parse is an integrity error (never silently skipped).
 func (s *Store) TrustedKeys() ([]TrustedKey, error) {
-	entries, err := os.ReadDir(s.trustDir())
-	if os.IsNotExist(err) {
+	if fi, err := os.Lstat(s.trustDir()); os.IsNotExist(err) {
 		return []TrustedKey{}, nil
+	} else if err == nil {
+		// a trust directory others can write is no evidence of whom the user trusts
+		if err := safefile.CheckPrivateDir(s.trustDir(), fi); err != nil {
+			return nil, exitcode.Wrap(exitcode.Integrity, err, "trusted keys").WithReason("damaged_trust").WithNext("chmod 0700 " + s.trustDir())
+		}
 	}
+	entries, err := os.ReadDir(s.trustDir())
 	if err != nil {
 		return nil, exitcode.Wrap(exitcode.Runtime, err, "reading trusted keys")
 	}

@@ -163,3 +163,31 @@ func TestRegistryWithConfiguredDefaultIsRefusedNotIgnored(t *testing.T) {
 		t.Fatalf("registry with a configured default: %v", err)
 	}
 }
+
+// TestTrustDirectoryMustBePrivate: trust/ is created 0700; one another
+// user could write (0755 here) is no evidence of whom the user trusts, so
+// listing and adding keys refuse it (integrity) and change nothing.
+func TestTrustDirectoryMustBePrivate(t *testing.T) {
+	root := testRoot(t)
+	st := &Store{Dir: root.ImagesDir()}
+	_, public, _ := testKey(t)
+	if _, err := st.AddTrust(public); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(st.trustDir()); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("trust dir created %v, %v", fi.Mode(), err)
+	}
+	if err := os.Chmod(st.trustDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.TrustedKeys(); exitcode.ClassOf(err) != exitcode.Integrity || !strings.Contains(err.Error(), "0755") {
+		t.Fatalf("TrustedKeys with an open trust dir: %v", err)
+	}
+	_, other, _ := testKey(t)
+	if _, err := st.AddTrust(other); exitcode.ClassOf(err) != exitcode.Integrity {
+		t.Fatalf("AddTrust into an open trust dir: %v", err)
+	}
+	if fi, _ := os.Stat(st.trustDir()); fi.Mode().Perm() != 0o755 {
+		t.Fatal("the trust dir's mode was changed")
+	}
+}

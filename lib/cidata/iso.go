@@ -46,7 +46,8 @@ func writeISO(path string, f Files) error {
 		}
 	}
 	// The image is built in place in the pending file of Barn's one atomic
-	// write (".seed.iso<digits>", which lifecycle rollback recognises).
+	// write ("."+base(path)+"<digits>"; a create writes to its staging
+	// name, so this temporary carries the operation id too).
 	tmp, err := safefile.Create(path, 0o600)
 	if err != nil {
 		return fmt.Errorf("write seed: %w", err)

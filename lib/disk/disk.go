@@ -4,8 +4,8 @@
 // the retained persistent-disk store (store.go).
 //
 // Every file it creates is written under a temporary name in the target
-// directory, checked, chmod 0600 and renamed into place; an existing target
-// is never overwritten. Sizes are bytes.
+// directory, checked and published with safefile.PublishNew (0600, fsynced,
+// renamed into place); an existing target is never overwritten. Sizes are bytes.
 package disk
 
 import (
@@ -23,6 +23,7 @@ import (
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/spec"
+	"barn.dev/lib/safefile"
 )
 
 // Tool runs qemu-img. The zero value runs "qemu-img" from PATH.
@@ -211,36 +212,14 @@ func tempName(dst string) (string, error) {
 	return filepath.Join(filepath.Dir(dst), fmt.Sprintf(".%s.tmp-%d-%d", filepath.Base(dst), os.Getpid(), time.Now().UnixNano())), nil
 }
 
-// publish narrows tmp to 0600, fsyncs it, hard-links it to dst (failing if
-// dst appeared meanwhile: never overwrite), removes tmp and fsyncs the
-// directory.
+// publish narrows tmp to 0600 and moves it to dst durably without ever
+// replacing an existing dst (safefile.PublishNew).
 func publish(tmp, dst string) error {
-	if err := os.Chmod(tmp, 0o600); err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "chmod %s", tmp)
-	}
-	if err := syncFile(tmp); err != nil {
-		return err
-	}
-	if err := os.Link(tmp, dst); err != nil {
-		if os.IsExist(err) {
+	if err := safefile.PublishNew(tmp, dst, 0o600); err != nil {
+		if errors.Is(err, safefile.ErrExists) {
 			return exitcode.New(exitcode.Conflict, "%s already exists; not overwriting it", dst).WithReason("disk_exists")
 		}
 		return exitcode.Wrap(exitcode.Runtime, err, "publishing %s", dst)
-	}
-	if err := os.Remove(tmp); err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "removing %s", tmp)
-	}
-	return syncFile(filepath.Dir(dst))
-}
-
-func syncFile(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "opening %s", path)
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "fsync %s", path)
 	}
 	return nil
 }

@@ -110,26 +110,49 @@ func Preserve(src, dir string, m Ownership) error {
 // exactly disk.qcow2 and ownership.json, 0600 regular files with one link,
 // owned by the euid, and the marker must name dir's disk. Anything else is
 // an integrity error (7) naming the path: the store is then unusable and
-// nothing in it is touched.
+// nothing in it is touched. A marker whose disk is lent to an unfinished
+// create (Reattach, before Release or Return) is a conflict (4), reason
+// "retained_disk_lent".
 func ReadRetained(dir string) (*Ownership, error) {
+	m, lent, err := readMarker(dir)
+	if err != nil || m == nil {
+		return nil, err
+	}
+	if lent {
+		return nil, exitcode.New(exitcode.Conflict, "retained disk %s/%s is reattached by an unfinished create; its marker %s is kept until that node's state is committed", m.Node, m.Name, filepath.Join(dir, OwnershipFile)).
+			WithReason("retained_disk_lent").WithNext("barn-node status " + m.Node)
+	}
+	return m, nil
+}
+
+// readMarker validates dir like ReadRetained but accepts a missing
+// disk.qcow2 (lent is then true): the state between Reattach and Release.
+func readMarker(dir string) (m *Ownership, lent bool, err error) {
 	if _, err := os.Lstat(dir); os.IsNotExist(err) {
-		return nil, nil
+		return nil, false, nil
 	}
 	if err := checkDir(dir); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", dir)
+		return nil, false, exitcode.Wrap(exitcode.Runtime, err, "reading %s", dir)
 	}
+	hasDisk := false
 	for _, e := range entries {
-		if e.Name() != RetainedDiskFile && e.Name() != OwnershipFile {
-			return nil, exitcode.New(exitcode.Integrity, "retained disk store %s holds an unexpected entry %q", dir, e.Name()).
+		switch e.Name() {
+		case RetainedDiskFile:
+			hasDisk = true
+		case OwnershipFile:
+		default:
+			return nil, false, exitcode.New(exitcode.Integrity, "retained disk store %s holds an unexpected entry %q", dir, e.Name()).
 				WithReason("retained_store_unexpected")
 		}
 	}
-	if err := checkFile(filepath.Join(dir, RetainedDiskFile)); err != nil {
-		return nil, err
+	if hasDisk {
+		if err := checkFile(filepath.Join(dir, RetainedDiskFile)); err != nil {
+			return nil, false, err
+		}
 	}
 	// The marker is checked on the descriptor it is read from: a marker
 	// swapped for a symlink or another file after a check is never trusted.
@@ -137,28 +160,30 @@ func ReadRetained(dir string) (*Ownership, error) {
 	data, _, err := safefile.ReadFile(marker, maxMarkerBytes, func(fi os.FileInfo) error { return checkFileInfo(marker, fi) })
 	if err != nil {
 		if exitcode.ClassOf(err) == exitcode.Integrity {
-			return nil, err
+			return nil, false, err
 		}
-		return nil, exitcode.Wrap(exitcode.Integrity, err, "reading marker %s", marker).WithReason("retained_store_unexpected")
+		return nil, false, exitcode.Wrap(exitcode.Integrity, err, "reading marker %s", marker).WithReason("retained_store_unexpected")
 	}
-	var m Ownership
-	if err := wire.DecodeStrict(data, &m); err != nil {
-		return nil, exitcode.Wrap(exitcode.Integrity, err, "%s", filepath.Join(dir, OwnershipFile))
+	var o Ownership
+	if err := wire.DecodeStrict(data, &o); err != nil {
+		return nil, false, exitcode.Wrap(exitcode.Integrity, err, "%s", marker)
 	}
 	switch {
-	case m.Schema != OwnershipSchema:
-		return nil, exitcode.New(exitcode.Integrity, "%s: schema %q, expected %s", filepath.Join(dir, OwnershipFile), m.Schema, OwnershipSchema)
-	case m.Path != filepath.Join(dir, RetainedDiskFile) || m.Name != filepath.Base(dir) || m.Node != filepath.Base(filepath.Dir(dir)):
-		return nil, exitcode.New(exitcode.Integrity, "%s names %s/%s at %s, not this directory", filepath.Join(dir, OwnershipFile), m.Node, m.Name, m.Path)
-	case m.OwnerUID != os.Geteuid():
-		return nil, exitcode.New(exitcode.Integrity, "%s: owner uid %d is not ours (%d)", filepath.Join(dir, OwnershipFile), m.OwnerUID, os.Geteuid())
+	case o.Schema != OwnershipSchema:
+		return nil, false, exitcode.New(exitcode.Integrity, "%s: schema %q, expected %s", marker, o.Schema, OwnershipSchema)
+	case o.Path != filepath.Join(dir, RetainedDiskFile) || o.Name != filepath.Base(dir) || o.Node != filepath.Base(filepath.Dir(dir)):
+		return nil, false, exitcode.New(exitcode.Integrity, "%s names %s/%s at %s, not this directory", marker, o.Node, o.Name, o.Path)
+	case o.OwnerUID != os.Geteuid():
+		return nil, false, exitcode.New(exitcode.Integrity, "%s: owner uid %d is not ours (%d)", marker, o.OwnerUID, os.Geteuid())
 	}
-	return &m, nil
+	return &o, !hasDisk, nil
 }
 
-// Reattach moves a validated retained disk from dir back to dst (a node's
-// <disk>.qcow2) and removes the marker and the emptied directory. dst must
-// not exist.
+// Reattach lends a validated retained disk from dir back to dst (a node's
+// <disk>.qcow2) by an atomic rename that never replaces dst. The ownership
+// marker stays in dir, so the disk always has an owner on record: Release
+// removes it once the node's state is committed, Return moves the disk
+// back when the create is rolled back.
 func Reattach(dir, dst string) error {
 	if _, err := ReadRetained(dir); err != nil {
 		return err
@@ -170,7 +195,55 @@ func Reattach(dir, dst string) error {
 		}
 		return exitcode.Wrap(exitcode.Runtime, err, "reattaching %s", dir)
 	}
-	if err := os.Remove(filepath.Join(dir, OwnershipFile)); err != nil {
+	return nil
+}
+
+// Lent reports whether dir holds a valid marker whose disk is lent out
+// (Reattach happened, neither Release nor Return yet).
+func Lent(dir string) (bool, error) {
+	m, lent, err := readMarker(dir)
+	return m != nil && lent, err
+}
+
+// Return moves a lent disk at src back into dir, beside the marker that
+// stayed there, never replacing a disk already in dir (conflict, reason
+// "retained_disk_exists"). src must be a regular file with one link.
+func Return(src, dir string) error {
+	m, lent, err := readMarker(dir)
+	if err != nil {
+		return err
+	}
+	if m == nil || !lent {
+		return exitcode.New(exitcode.Conflict, "%s holds no marker of a lent disk; not moving %s there", dir, src).WithReason("retained_disk_exists")
+	}
+	if err := checkFile(src); err != nil {
+		return err
+	}
+	if err := safefile.Move(src, filepath.Join(dir, RetainedDiskFile)); err != nil {
+		if errors.Is(err, safefile.ErrExists) {
+			return exitcode.New(exitcode.Conflict, "retained disk %s already exists; not replacing it with %s", filepath.Join(dir, RetainedDiskFile), src).
+				WithReason("retained_disk_exists")
+		}
+		return exitcode.Wrap(exitcode.Runtime, err, "returning %s to %s", src, dir)
+	}
+	return nil
+}
+
+// Release removes the marker of a lent disk once the node that took it
+// committed its state (the node state is then the disk's record), and the
+// emptied store directories. It is idempotent: a dir already gone is not
+// an error. A dir that still holds its disk is refused (conflict): that
+// disk was never lent.
+func Release(dir string) error {
+	m, lent, err := readMarker(dir)
+	if err != nil || m == nil {
+		return err
+	}
+	if !lent {
+		return exitcode.New(exitcode.Conflict, "retained disk %s is still in the store; its marker is not released", filepath.Join(dir, RetainedDiskFile)).
+			WithReason("retained_disk_exists")
+	}
+	if err := safefile.Remove(filepath.Join(dir, OwnershipFile)); err != nil {
 		return exitcode.Wrap(exitcode.Runtime, err, "removing marker in %s", dir)
 	}
 	if err := removeEmpty(dir); err != nil {

@@ -64,8 +64,63 @@ func TestPreserveListReattach(t *testing.T) {
 	if b, _ := os.ReadFile(src); string(b) != "precious" {
 		t.Fatal("reattached disk lost its bytes")
 	}
+	// lent: the marker stays until Release, so the disk is never unowned
+	if lent, err := Lent(dir); err != nil || !lent {
+		t.Fatalf("Lent after Reattach = %v, %v", lent, err)
+	}
+	if _, err := ReadRetained(dir); exitcode.As(err).Reason != "retained_disk_lent" {
+		t.Fatalf("ReadRetained of a lent disk: %v", err)
+	}
+	if _, err := List(root); exitcode.As(err).Reason != "retained_disk_lent" {
+		t.Fatalf("List with a lent disk: %v", err)
+	}
+	// a rolled-back create returns it beside its marker
+	if err := Return(src, dir); err != nil {
+		t.Fatal(err)
+	}
+	if all, err := List(root); err != nil || len(all) != 1 {
+		t.Fatalf("after Return: %+v, %v", all, err)
+	}
+	if err := Release(dir); exitcode.ClassOf(err) != exitcode.Conflict {
+		t.Fatalf("Release of a disk still in the store: %v", err)
+	}
+	// a committed create releases the marker
+	if err := Reattach(dir, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := Release(dir); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Fatal("store dir kept after reattach")
+		t.Fatal("store dir kept after release")
+	}
+	if err := Release(dir); err != nil {
+		t.Fatalf("Release is idempotent: %v", err)
+	}
+	if b, _ := os.ReadFile(src); string(b) != "precious" {
+		t.Fatal("released disk lost its bytes")
+	}
+}
+
+// TestReturnNeverReplacesAStoredDisk: a disk back in the store is never
+// overwritten by the node's copy, and a foreign marker-less dir is refused.
+func TestReturnNeverReplacesAStoredDisk(t *testing.T) {
+	root, _, src := storeFixture(t)
+	dir := filepath.Join(root, "pg-1", "data")
+	if err := Preserve(src, dir, own()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(src, []byte("other"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := Return(src, dir); exitcode.ClassOf(err) != exitcode.Conflict {
+		t.Fatalf("Return over a stored disk: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, RetainedDiskFile)); string(b) != "precious" {
+		t.Fatalf("stored disk replaced: %q", b)
+	}
+	if err := Return(src, filepath.Join(root, "pg-1", "nothing")); exitcode.ClassOf(err) != exitcode.Conflict {
+		t.Fatalf("Return into a dir without a marker: %v", err)
 	}
 }
 

@@ -2,6 +2,7 @@ package imagecache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -95,23 +96,24 @@ func (c *Cache) Ensure(ctx context.Context, id imageref.Identity, src *catalog.S
 		return "", err
 	}
 	defer lock.Unlock()
-	switch err := VerifyCached(dest, id); {
-	case err == nil:
+	// A damaged cached copy's verification failure is what the user learns
+	// when no fresh copy can be had, with the lookup or pull failure
+	// attached — never "not in catalog" or "artifact unavailable" alone.
+	damaged := VerifyCached(dest, id)
+	switch {
+	case damaged == nil:
 		return dest, nil
-	case os.IsNotExist(err):
+	case os.IsNotExist(damaged):
+		damaged = nil
 	case catalog.IsLocalName(id.Image):
-		return "", err // imported images cannot be pulled again
+		return "", damaged // imported images cannot be pulled again
 	default:
 		users, uerr := c.users(dest)
 		if uerr != nil {
 			return "", uerr
 		}
 		if len(users) > 0 {
-			return "", exitcode.As(err).WithNext(fmt.Sprintf("the base is used by %v; it is left in place — destroy those nodes before replacing it", users))
-		}
-		now := c.Puller.defaults().Now().UTC().Format("20060102T150405Z")
-		if rerr := os.Rename(dest, dest+".corrupt-"+now); rerr != nil {
-			return "", exitcode.Wrap(exitcode.Runtime, rerr, "setting aside damaged %s", dest)
+			return "", exitcode.As(damaged).WithNext(fmt.Sprintf("the base is used by %v; it is left in place — destroy those nodes before replacing it", users))
 		}
 	}
 	if catalog.IsLocalName(id.Image) {
@@ -120,14 +122,48 @@ func (c *Cache) Ensure(ctx context.Context, id imageref.Identity, src *catalog.S
 	if src == nil {
 		s, err := c.sourceOf(id)
 		if err != nil {
+			if damaged != nil {
+				// nothing can replace it: the file stays where it is
+				return "", keepDamage(damaged, "the file is left in place; no fresh copy can be found", err)
+			}
 			return "", err
 		}
 		src = &s
+	}
+	if damaged != nil {
+		now := c.Puller.defaults().Now().UTC().Format("20060102T150405Z")
+		aside := dest + ".corrupt-" + now
+		if rerr := os.Rename(dest, aside); rerr != nil {
+			return "", exitcode.Wrap(exitcode.Runtime, rerr, "setting aside damaged %s", dest)
+		}
+		if err := c.Puller.Pull(ctx, *src, id, dest); err != nil {
+			return "", keepDamage(damaged, "the damaged file was set aside as "+aside+"; a fresh copy could not be pulled", err)
+		}
+		return dest, nil
 	}
 	if err := c.Puller.Pull(ctx, *src, id, dest); err != nil {
 		return "", err
 	}
 	return dest, nil
+}
+
+// keepDamage is the error of a damaged cached copy that could not be
+// replaced: the verification failure (integrity, its reason and detail
+// naming file, expected and actual values), with what happened to the
+// file (what) and the lookup or pull failure attached in the message, the
+// chain and the next step.
+func keepDamage(verifyErr error, what string, pullErr error) error {
+	e := *exitcode.As(verifyErr)
+	p := exitcode.As(pullErr)
+	e.Message += fmt.Sprintf(" (%s: %s)", what, p.Message)
+	e.Err = errors.Join(verifyErr, pullErr)
+	if p.Next != "" {
+		e.Next = p.Next
+	}
+	if e.Class == exitcode.Cancelled || p.Class == exitcode.Cancelled {
+		e.Class = exitcode.Cancelled
+	}
+	return &e
 }
 
 // MaxPullWait bounds how long Ensure waits for another process's pull

@@ -55,11 +55,23 @@ func TestEnsureFindsTheActiveRepository(t *testing.T) {
 	if !strings.Contains(progress.String(), "d12@1 amd64: 100%") {
 		t.Fatalf("progress lines: %q", progress.String())
 	}
-	// An identity no active catalog names is refused, not guessed.
+	// An identity no active catalog names is refused, not guessed: the
+	// cached file does not hold it (integrity, naming both digests), no
+	// catalog can supply it (attached), and the cached file — a good copy
+	// of what the catalog does name — is left in place.
 	other := resolved
 	other.SHA256 = strings.Repeat("1", 64)
+	_, err = Ensure(context.Background(), root, other, nil)
+	if e := exitcode.As(err); e.Reason != "image_mismatch" || !strings.Contains(e.Message, "no active catalog names") || e.Next != "barn-repo update" {
+		t.Fatalf("unknown identity: %+v", e)
+	}
+	if again, err := Ensure(context.Background(), root, resolved, nil); err != nil || again != p {
+		t.Fatalf("the good cached copy was disturbed: %v", err)
+	}
+	// Nothing cached and nothing names it: the lookup error itself.
+	other.File = "images/d12-9-amd64.qcow2"
 	if _, err := Ensure(context.Background(), root, other, nil); exitcode.As(err).Reason != "image_not_in_catalog" {
-		t.Fatalf("unknown identity: %v", err)
+		t.Fatalf("unknown identity, nothing cached: %v", err)
 	}
 }
 

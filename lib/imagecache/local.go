@@ -93,8 +93,8 @@ func Import(ctx context.Context, root *state.Root, file string, o ImportOptions)
 		if !os.IsNotExist(err) {
 			return li, err
 		}
-		if err := os.MkdirAll(filepath.Dir(dest), 0o700); err != nil {
-			return li, exitcode.Wrap(exitcode.Runtime, err, "creating %s", filepath.Dir(dest))
+		if err := state.EnsurePrivateDir(filepath.Dir(dest)); err != nil {
+			return li, err
 		}
 		staging := StagingPath(dest, li.Identity(""))
 		if err := copyFile(file, staging); err != nil {
@@ -105,8 +105,7 @@ func Import(ctx context.Context, root *state.Root, file string, o ImportOptions)
 			err = m2.Check(li.Identity(""), file)
 		}
 		if err != nil {
-			_ = os.Remove(staging)
-			return li, err
+			return li, discardStaging(staging, err)
 		}
 		if err := publish(staging, dest); err != nil {
 			return li, err

@@ -2,13 +2,17 @@ package imagecache
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
 	"barn.dev/lib/catalog"
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/imageref"
+	"barn.dev/lib/safefile"
 	"barn.dev/lib/state"
 )
 
@@ -30,10 +34,11 @@ const PruneSchema = "barn.repo.prune/v1"
 // repository's active catalog, the base of every applied node, and every
 // imported local image (images/local is never touched). It fails with
 // conflict (deployment_busy) while a lifecycle command holds the
-// deployment lock, so a base being prepared is never removed. An unexpected
-// entry (a symlink, a directory inside a family directory, an unknown
-// name) is an integrity error: prune deletes only what it can prove it
-// owns.
+// deployment lock, so a base being prepared is never removed. It deletes
+// only what Barn's records prove it wrote (ownedFiles): any other entry in
+// a family directory — a symlink, a directory, a file no accepted catalog
+// names, one whose size differs from the catalog's — is an integrity error
+// and nothing is removed.
 func Prune(ctx context.Context, root *state.Root, dryRun bool) (*PruneResult, error) {
 	res := &PruneResult{Schema: PruneSchema, DryRun: dryRun, Candidates: []string{}, Protected: []string{}}
 	dir := root.ImagesDir()
@@ -76,6 +81,10 @@ func Prune(ctx context.Context, root *state.Root, dryRun bool) (*PruneResult, er
 			protected[CachePath(dir, nd.Image)] = true
 		}
 	}
+	owned, err := ownedFiles(dir)
+	if err != nil {
+		return nil, err
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", dir)
@@ -97,17 +106,25 @@ func Prune(ctx context.Context, root *state.Root, dryRun bool) (*PruneResult, er
 		for _, f := range files {
 			p := filepath.Join(famDir, f.Name())
 			rel := name + "/" + f.Name()
-			owned := strings.HasSuffix(f.Name(), ".qcow2") || (strings.HasPrefix(f.Name(), ".staging-") && strings.HasSuffix(f.Name(), ".partial")) || strings.Contains(f.Name(), ".qcow2.corrupt-")
-			if !f.Type().IsRegular() || !owned {
-				return nil, exitcode.New(exitcode.Integrity, "%s: unexpected entry in the image cache; prune touches only what it owns", p).WithReason("unsafe_cache_entry")
+			fi, err := f.Info()
+			if err != nil {
+				return nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", p)
+			}
+			if why := owned.prove(p, fi); why != "" {
+				return nil, exitcode.New(exitcode.Integrity, "%s: %s; prune deletes only files Barn's records prove it wrote, and nothing was removed", p, why).
+					WithReason("unsafe_cache_entry").WithNext("move " + p + " out of the image cache")
 			}
 			if protected[p] {
 				res.Protected = append(res.Protected, rel)
 				continue
 			}
-			if fi, err := f.Info(); err == nil {
-				res.Bytes += fi.Size()
+			// A published image is deleted only with the catalog's bytes:
+			// name and size alone do not prove whose file it is.
+			if why := owned.proveBytes(p); why != "" {
+				return nil, exitcode.New(exitcode.Integrity, "%s: %s; prune deletes only files Barn's records prove it wrote, and nothing was removed", p, why).
+					WithReason("unsafe_cache_entry").WithNext("move " + p + " out of the image cache")
 			}
+			res.Bytes += fi.Size()
 			res.Candidates = append(res.Candidates, rel)
 			remove = append(remove, p)
 		}
@@ -128,4 +145,96 @@ func Prune(ctx context.Context, root *state.Root, dryRun bool) (*PruneResult, er
 		}
 	}
 	return res, nil
+}
+
+// cacheRecord is what Barn's records say about the files it may have
+// written in the family directories: every artifact of every catalog it
+// accepted (catalog.Store.AcceptedCatalogs), by cache path.
+type cacheRecord struct {
+	artifacts map[string]imageref.Identity // CachePath → identity
+	digests   map[string]map[string]int64  // family dir → sha256 → size, for staging files
+}
+
+func ownedFiles(imagesDir string) (*cacheRecord, error) {
+	cats, err := (&catalog.Store{Dir: imagesDir}).AcceptedCatalogs()
+	if err != nil {
+		return nil, err
+	}
+	r := &cacheRecord{artifacts: map[string]imageref.Identity{}, digests: map[string]map[string]int64{}}
+	for _, c := range cats {
+		for _, id := range c.Identities() {
+			p := CachePath(imagesDir, id)
+			r.artifacts[p] = id
+			d := filepath.Dir(p)
+			if r.digests[d] == nil {
+				r.digests[d] = map[string]int64{}
+			}
+			r.digests[d][id.SHA256] = id.SizeBytes
+		}
+	}
+	return r, nil
+}
+
+var corruptSuffixRE = regexp.MustCompile(`^\.corrupt-[0-9]{8}T[0-9]{6}Z$`)
+
+// prove returns "" when the file at p (fi from the directory listing, not
+// followed) is one Barn wrote by its records, else why not:
+//   - a published image: an accepted catalog names exactly this cache
+//     path, and the file is read-only with the catalog's byte count (and,
+//     before it is deleted, its SHA-256: proveBytes);
+//   - a staging file ".staging-<sha256>.partial": a catalog names an
+//     artifact with that digest in this directory, and the partial file is
+//     no longer than it;
+//   - a set-aside "<image>.corrupt-<UTC time>": <image> is a recorded
+//     artifact's cache path (Ensure renames only those).
+func (r *cacheRecord) prove(p string, fi os.FileInfo) string {
+	if !fi.Mode().IsRegular() {
+		return "not a regular file"
+	}
+	name := filepath.Base(p)
+	if id, ok := r.artifacts[p]; ok {
+		switch {
+		case fi.Size() != id.SizeBytes:
+			return fmt.Sprintf("%d bytes where the catalog records %d", fi.Size(), id.SizeBytes)
+		case fi.Mode().Perm()&0o222 != 0:
+			return fmt.Sprintf("mode %04o; Barn publishes images read-only", fi.Mode().Perm())
+		}
+		return ""
+	}
+	if sha, ok := strings.CutPrefix(name, ".staging-"); ok {
+		sha, ok = strings.CutSuffix(sha, ".partial")
+		size, known := r.digests[filepath.Dir(p)][sha]
+		if ok && known && fi.Size() <= size {
+			return ""
+		}
+		return "a staging file of no artifact a catalog Barn accepted names here"
+	}
+	if i := strings.LastIndex(name, ".corrupt-"); i > 0 && corruptSuffixRE.MatchString(name[i:]) {
+		if _, ok := r.artifacts[filepath.Join(filepath.Dir(p), name[:i])]; ok {
+			return ""
+		}
+	}
+	return "no catalog Barn accepted names this file"
+}
+
+// proveBytes returns "" unless p is a recorded published image whose
+// SHA-256 differs from the catalog's (read without following a symlink).
+func (r *cacheRecord) proveBytes(p string) string {
+	id, ok := r.artifacts[p]
+	if !ok {
+		return "" // staging and set-aside files: proven by prove
+	}
+	f, _, err := safefile.Open(p)
+	if err != nil {
+		return fmt.Sprintf("unreadable: %v", err)
+	}
+	defer f.Close()
+	sum, _, err := Digest(f)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("unreadable: %v", err)
+	case sum != id.SHA256:
+		return fmt.Sprintf("its SHA-256 %s is not the catalog's %s", sum, id.SHA256)
+	}
+	return ""
 }

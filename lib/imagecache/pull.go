@@ -17,6 +17,7 @@ import (
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/imageref"
 	"barn.dev/lib/safefile"
+	"barn.dev/lib/state"
 )
 
 // Defaults of a pull (reference: image stall 2 min, header 60 s).
@@ -78,8 +79,8 @@ func StagingPath(dest string, id imageref.Identity) string {
 // once.
 func (p *Puller) Pull(ctx context.Context, src catalog.Source, id imageref.Identity, dest string) error {
 	q := p.defaults()
-	if err := os.MkdirAll(filepath.Dir(dest), 0o700); err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "creating the cache directory")
+	if err := state.EnsurePrivateDir(filepath.Dir(dest)); err != nil {
+		return err
 	}
 	sources := append([]catalog.Source{src}, src.Alternates()...)
 	var failed []string

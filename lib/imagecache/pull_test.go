@@ -385,3 +385,157 @@ func TestPullFromLocalDirectoryAndBadHeader(t *testing.T) {
 		t.Fatal("refused image reached the cache")
 	}
 }
+
+// TestDiscardStagingSaysWhenItCannot: a rejected download or import whose
+// staging file cannot be removed keeps the original error's class and
+// says so (pull and import both discard through it), rather than silently
+// leaving bytes a resume would start from.
+func TestDiscardStagingSaysWhenItCannot(t *testing.T) {
+	dir := t.TempDir()
+	reject := exitcode.New(exitcode.Integrity, "sha256 mismatch").WithReason("image_mismatch")
+	gone := filepath.Join(dir, ".staging-gone.partial")
+	if err := discardStaging(gone, reject); err != reject {
+		t.Fatalf("missing staging: %v", err)
+	}
+	stuck := filepath.Join(dir, ".staging-stuck.partial")
+	if err := os.MkdirAll(filepath.Join(stuck, "x"), 0o700); err != nil { // a non-empty directory: unremovable even as root
+		t.Fatal(err)
+	}
+	err := discardStaging(stuck, reject)
+	e := exitcode.As(err)
+	if e.Class != exitcode.Integrity || e.Reason != "image_mismatch" || !strings.Contains(e.Message, "could not be removed") || !strings.Contains(e.Message, stuck) {
+		t.Fatalf("unremovable staging: %+v", e)
+	}
+}
+
+// TestPullCreatesPrivateFamilyDirs: the cache directory of a family is
+// created 0700, and an existing one open to others is refused (integrity)
+// before anything is downloaded into it.
+func TestPullCreatesPrivateFamilyDirs(t *testing.T) {
+	home := t.TempDir()
+	fam := filepath.Join(home, "images", "d12")
+	if err := state.EnsurePrivateDir(filepath.Join(home, "images"), fam); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(fam); fi.Mode().Perm() != 0o700 {
+		t.Fatalf("family dir %v", fi.Mode())
+	}
+	if err := os.Chmod(fam, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := &Puller{}
+	err := p.Pull(context.Background(), catalog.Source{Kind: "dir", Root: t.TempDir()}, imageref.Identity{Image: "d12", File: "images/x.qcow2", SHA256: strings.Repeat("a", 64), SizeBytes: 1}, filepath.Join(fam, "x.qcow2"))
+	if exitcode.ClassOf(err) != exitcode.Integrity || !strings.Contains(err.Error(), "0755") {
+		t.Fatalf("pull into a 0755 family dir: %v", err)
+	}
+}
+
+// TestDamagedCacheWithoutASourceIsIntegrity: a flipped byte in the cached
+// base when no repository can deliver a fresh copy is the integrity error
+// (7) naming the file, field, expected and actual digest — with the pull
+// failure attached — never the pull's "not in catalog" (2) or "artifact
+// unavailable" (1).
+func TestDamagedCacheWithoutASourceIsIntegrity(t *testing.T) {
+	img := realQcow2(t, "64M", 7)
+	id := identity(img, "images/d12-1-amd64.qcow2")
+	repoDir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(repoDir, "images"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repoDir, id.File), img, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := catalog.Source{Kind: "dir", Root: repoDir}
+	root := testRoot(t)
+	c := newCache(root)
+	c.InUse = func(string) ([]string, error) { return nil, nil }
+	p, err := c.Ensure(context.Background(), id, &src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flip := func() {
+		if err := os.Chmod(p, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, _ := os.OpenFile(p, os.O_WRONLY, 0)
+		_, _ = f.WriteAt([]byte{0xee}, int64(len(img)-1))
+		f.Close()
+		_ = os.Chmod(p, 0o444)
+	}
+	check := func(err error, pullReason string) {
+		t.Helper()
+		e := exitcode.As(err)
+		d, _ := e.Detail.(map[string]string)
+		if e.Class != exitcode.Integrity || e.Reason != "image_mismatch" || d["field"] != "sha256" || d["expected"] != id.SHA256 || d["actual"] == "" || d["actual"] == id.SHA256 {
+			t.Fatalf("err = %+v, want integrity image_mismatch naming the digests", e)
+		}
+		if !strings.Contains(e.Message, p) || !strings.Contains(e.Message, "no fresh copy") && !strings.Contains(e.Message, "could not be pulled") {
+			t.Fatalf("message %q does not name the file and the pull failure", e.Message)
+		}
+		found := false
+		if joined, ok := errors.Unwrap(err).(interface{ Unwrap() []error }); ok {
+			for _, y := range joined.Unwrap() {
+				found = found || exitcode.As(y).Reason == pullReason
+			}
+		}
+		if !found {
+			t.Fatalf("the pull failure (%s) is not attached: %v", pullReason, err)
+		}
+	}
+	// the repository lost the file
+	flip()
+	if err := os.Remove(filepath.Join(repoDir, id.File)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Ensure(context.Background(), id, &src)
+	check(err, "artifact_unavailable")
+	if _, err := os.Lstat(p); !os.IsNotExist(err) {
+		t.Fatal("the damaged file was not set aside")
+	}
+	// no active catalog names it at all: nothing could replace it, so the
+	// damaged file stays where it is
+	if err := os.WriteFile(p, img, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	flip()
+	_, err = c.Ensure(context.Background(), id, nil)
+	check(err, "image_not_in_catalog")
+	if _, err := os.Lstat(p); err != nil {
+		t.Fatal("a damaged file nothing can replace was moved")
+	}
+}
+
+// TestPruneProvesAnImageByItsBytes: a file at a recorded cache path with
+// the catalog's byte count but other bytes is not the artifact Barn
+// pulled, so prune would not delete it; the artifact's own bytes are.
+func TestPruneProvesAnImageByItsBytes(t *testing.T) {
+	img := realQcow2(t, "16M", 3)
+	id := identity(img, "images/d12-1-amd64.qcow2")
+	dir := t.TempDir()
+	p := CachePath(dir, id)
+	r := &cacheRecord{artifacts: map[string]imageref.Identity{p: id}}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	other := append([]byte(nil), img...)
+	other[len(other)-1] ^= 0xff
+	if err := os.WriteFile(p, other, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Lstat(p)
+	if why := r.prove(p, fi); why != "" {
+		t.Fatalf("name, size and mode match: %s", why)
+	}
+	if why := r.proveBytes(p); !strings.Contains(why, "is not the catalog's") {
+		t.Fatalf("other bytes: %q", why)
+	}
+	if err := os.Chmod(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, img, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if why := r.proveBytes(p); why != "" {
+		t.Fatalf("the artifact's bytes: %q", why)
+	}
+}

@@ -204,7 +204,7 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 			res.fail(name, "prepare", err)
 			continue
 		}
-		res.rolledBack(rec.RolledBack...)
+		res.recovered(rec)
 		if rec.Committed != nil {
 			res.fail(name, "prepare", exitcode.New(exitcode.Conflict, "%s already has committed state (phase %s)", name, rec.Committed.Phase).WithReason("stale_plan").WithNext(again))
 			continue
@@ -253,7 +253,7 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 	m.startBatch(ctx, starts, alloc, !o.NoWait, res)
 	for _, np := range p.Nodes {
 		if np.Outcome == plan.Unchanged {
-			n, err := m.Root.ReadNode(np.Name)
+			n, err := m.readCommitted(np.Name)
 			if err != nil {
 				res.fail(np.Name, "apply", err)
 			} else if n != nil {
@@ -277,8 +277,8 @@ func (m *Manager) rollbackNow(name string, res *Result) {
 	case docs.Journal == nil || docs.State != nil:
 		return // nothing journaled, or committed after all: never rolled back
 	}
-	removed, err := m.rollback(name, docs.Journal)
-	res.rolledBack(removed...)
+	rec, err := m.rollback(name, docs.Journal)
+	res.recovered(rec)
 	if err != nil {
 		m.logf("%s: rollback: %v", name, err)
 	}
@@ -301,7 +301,7 @@ func (m *Manager) startBatch(ctx context.Context, names []string, alloc *portAll
 // startOne converges and starts one committed node. Running nodes are left
 // alone (reported "already-running").
 func (m *Manager) startOne(ctx context.Context, name string, alloc *portAllocator, wait bool) (*NodeResult, string, error) {
-	n, err := m.Root.ReadNode(name)
+	n, err := m.readCommitted(name)
 	if err != nil {
 		return nil, "start", err
 	}

@@ -88,7 +88,13 @@ type Machine interface {
 
 // Images turns an exact identity into a verified local file.
 type Images interface {
+	// Ensure returns the verified cached file of id, pulling it when it is
+	// missing (a create's base).
 	Ensure(ctx context.Context, id imageref.Identity) (path string, err error)
+	// Verify re-verifies the cached file of id without pulling anything (a
+	// start's base): a damaged or missing file is the integrity error (7)
+	// naming it, with the expected and actual size or digest.
+	Verify(ctx context.Context, id imageref.Identity) (path string, err error)
 }
 
 // SeedInput is what a node's NoCloud seed is rendered from.
@@ -118,8 +124,13 @@ type Readiness interface {
 // Hook is called after each durable step ("journal", "root-overlay",
 // "data-disk", "seed", "nvram", "prepared", "committed", "starting",
 // "launched" (QEMU runs, its tuple not yet recorded), "running",
-// "destroying", "stopped", "preserved", "artifacts-removed").
-// Tests use it for crash injection; production leaves it nil.
+// "destroying", "stopped", "preserved", "artifacts-removed") and at the
+// gaps of a write-ahead create: "create-<kind>" once an artifact's intent
+// is journaled and before it exists, "created-<kind>" once it exists and
+// before the journal records it, "reattach-data-disk" and
+// "reattached-data-disk" likewise around a retained disk's move, and
+// "released" between releasing reattached disks' markers and removing the
+// journal. Tests use it for crash injection; production leaves it nil.
 type Hook func(step, node string)
 
 // Manager runs lifecycle operations. Root, Emu, VM, Images and Seeds are
@@ -152,6 +163,9 @@ type Manager struct {
 	opOnce    sync.Once
 	opID      string // operation id of this Manager's events
 	eventsOff bool   // set once purge removed the event log
+
+	basesMu sync.Mutex
+	bases   map[string]*baseCheck // base images verified by this command (verifyBase)
 }
 
 func (m *Manager) shareOptions() hostshare.Options {
@@ -180,6 +194,14 @@ func (m *Manager) now() time.Time {
 // lifecycle step that already happened.
 func (m *Manager) hook(step, node string) {
 	m.event("info", node, step, "")
+	if m.Hook != nil {
+		m.Hook(step, node)
+	}
+}
+
+// gap calls the test hook at a crash window that is not itself a durable
+// step (nothing is logged).
+func (m *Manager) gap(step, node string) {
 	if m.Hook != nil {
 		m.Hook(step, node)
 	}

@@ -13,6 +13,7 @@ import (
 	"barn.dev/lib/disk"
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/spec"
+	"barn.dev/lib/sshkeys"
 	"barn.dev/lib/state"
 )
 
@@ -140,14 +141,13 @@ func (m *Manager) Destroy(ctx context.Context, selectors []string, o DestroyOpti
 			}
 		}
 		if o.Purge {
-			if err := m.purgeKeys(); err != nil {
+			if err := m.purgeKeys(res); err != nil {
 				return nil, err
 			}
-			res.Notes = append(res.Notes, "deleted deployment keys")
 			// The event log is the deployment's history: purge removes it
 			// last and writes nothing after it.
 			m.eventsOff = true
-			if err := state.RemoveFileDurable(m.Root.EventsFile()); err != nil {
+			if err := m.Root.RemoveEvents(); err != nil {
 				return nil, err
 			}
 		}
@@ -202,24 +202,19 @@ func (m *Manager) removeDeployment() error {
 	return state.RemoveFileDurable(m.Root.DeploymentFile())
 }
 
-// purgeKeys removes only Barn's own key files, then the emptied keys dir.
-func (m *Manager) purgeKeys() error {
-	dir := m.Root.KeysDir()
-	for _, name := range []string{state.PrivateKeyName, state.PublicKeyName, state.KnownHostsName} {
-		p := filepath.Join(dir, name)
-		fi, err := os.Lstat(p)
-		if os.IsNotExist(err) {
-			continue
-		}
-		if err != nil || !fi.Mode().IsRegular() {
-			return exitcode.New(exitcode.Integrity, "%s is not a regular file; not deleting it", p)
-		}
-		if err := os.Remove(p); err != nil {
-			return exitcode.Wrap(exitcode.Runtime, err, "removing %s", p)
-		}
+// purgeKeys removes the key files the keys record proves Barn created
+// (sshkeys.Purge), then the emptied keys dir; any other file at those
+// names is kept and named in the result's notes.
+func (m *Manager) purgeKeys(res *Result) error {
+	removed, kept, err := sshkeys.Purge(m.Root.KeysDir())
+	if err != nil {
+		return err
 	}
-	if err := syscall.Rmdir(dir); err != nil && !os.IsNotExist(err) {
-		return exitcode.Wrap(exitcode.Runtime, err, "removing %s (unexpected entries are kept)", dir)
+	if len(removed) > 0 {
+		res.Notes = append(res.Notes, "deleted deployment keys")
+	}
+	for _, k := range kept {
+		res.Notes = append(res.Notes, "kept "+k+": not a file Barn recorded creating")
 	}
 	return nil
 }
@@ -250,30 +245,35 @@ func (m *Manager) step(t *state.Transaction, name, resource, node string) error 
 //	preserve each persistent disk → remove the node's own files →
 //	remove state, transaction and the emptied node directory.
 //
-// Only files the node state names (plus logs) are removed; an unexpected
-// file blocks the directory removal and is reported.
+// Only files the node state records are removed; an unexpected file
+// (an operator's qemu.log, a serial.log of a node never started) blocks
+// the directory removal and is reported, and is kept.
 func (m *Manager) destroyNode(ctx context.Context, name string, deletePersistent bool, res *Result) (*NodeResult, error) {
 	absent := &NodeResult{Name: name, Phase: string(state.Absent), Action: "destroyed", Warnings: []Warning{}, Repairs: []string{}}
-	n, err := m.Root.ReadNode(name)
+	docs, err := m.Root.ReadNodeDocuments(name)
 	if err != nil {
 		return nil, err
 	}
+	n := docs.State
 	if n == nil {
-		rec, err := m.settleForDestroy(name)
+		rec, err := m.settleForDestroy(name, docs)
 		if err != nil {
 			return nil, err
 		}
-		res.rolledBack(rec...)
-		if len(rec) == 0 {
+		res.recovered(rec)
+		if rec == nil || len(rec.RolledBack)+len(rec.Returned) == 0 {
 			absent.Action = "already-absent"
 		}
 		return absent, nil
 	}
-	absent.Address, absent.Image, absent.Accel = n.Spec.Address, ImageLabel(n.Image), n.Accel
-	t, err := m.Root.ReadTransaction(name)
-	if err != nil {
-		return nil, err
+	if docs.Journal != nil {
+		// a create committed this state but crashed before settling its journal
+		if err := m.finishCommitted(n, docs.Journal); err != nil {
+			return nil, err
+		}
 	}
+	absent.Address, absent.Image, absent.Accel = n.Spec.Address, ImageLabel(n.Image), n.Accel
+	t := docs.Transaction
 	if t == nil || t.To != state.Destroying {
 		t = &state.Transaction{Schema: state.TransactionSchema, OperationID: uuid.NewString(), Node: name, From: n.Phase,
 			To: state.Destroying, Completed: []state.TxnStep{}, StartedAt: m.now(), UpdatedAt: m.now()}
@@ -345,7 +345,9 @@ func (m *Manager) destroyNode(ctx context.Context, name string, deletePersistent
 		}
 	}
 	if !hasStep(t, "artifacts-removed") {
-		files := []string{n.RootDisk, n.Seed, n.NVRAM, m.Root.NodeFile(name, state.SerialLogName), m.Root.NodeFile(name, state.QEMULogName)}
+		// Only files the node state records: Barn never creates qemu.log,
+		// and serial.log is QEMU's only once a launch recorded it.
+		files := []string{n.RootDisk, n.Seed, n.NVRAM, n.SerialLog}
 		for _, dd := range n.DataDisks {
 			if !dd.Persistent || deletePersistent {
 				files = append(files, dd.Path)
@@ -376,17 +378,11 @@ func (m *Manager) destroyNode(ctx context.Context, name string, deletePersistent
 // settleForDestroy handles a node directory without committed state: an
 // uncommitted journal is rolled back; a finished destroy's leftover
 // transaction is removed; an empty directory is removed.
-func (m *Manager) settleForDestroy(name string) ([]string, error) {
-	j, err := m.Root.ReadJournal(name)
-	if err != nil {
-		return nil, err
+func (m *Manager) settleForDestroy(name string, docs state.NodeDocuments) (*recovery, error) {
+	if docs.Journal != nil {
+		return m.rollback(name, docs.Journal)
 	}
-	if j != nil {
-		return m.rollback(name, j)
-	}
-	if t, err := m.Root.ReadTransaction(name); err != nil {
-		return nil, err
-	} else if t != nil {
+	if docs.Transaction != nil {
 		if err := m.Root.RemoveTransaction(name); err != nil {
 			return nil, err
 		}

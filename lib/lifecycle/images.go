@@ -2,8 +2,12 @@ package lifecycle
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"os"
+	"sync"
 
+	"barn.dev/lib/exitcode"
 	"barn.dev/lib/imagecache"
 	"barn.dev/lib/imageref"
 	"barn.dev/lib/state"
@@ -14,4 +18,64 @@ import (
 // catalog's repository; integrity error on any mismatch, no fallback).
 func ensureImage(ctx context.Context, root *state.Root, id imageref.Identity, progress io.Writer) (string, error) {
 	return imagecache.Ensure(ctx, root, id, progress)
+}
+
+// baseCheck is one base image's verification within a command.
+type baseCheck struct {
+	once sync.Once
+	err  error
+}
+
+func baseKey(id imageref.Identity) string { return id.Image + "\x00" + id.File + "\x00" + id.SHA256 }
+
+// verifyBase re-verifies the base image id before a node is started from
+// it, once per command: nodes sharing a base wait for the one check, and
+// a base this command already verified (a create's Ensure) is not hashed
+// again. The result, failure included, holds for the rest of the command.
+func (m *Manager) verifyBase(ctx context.Context, id imageref.Identity) error {
+	c := m.baseCheck(id)
+	c.once.Do(func() { _, c.err = m.Images.Verify(ctx, id) })
+	return c.err
+}
+
+// verifiedBase records that this command verified id (Ensure succeeded).
+func (m *Manager) verifiedBase(id imageref.Identity) {
+	m.baseCheck(id).once.Do(func() {})
+}
+
+func (m *Manager) baseCheck(id imageref.Identity) *baseCheck {
+	m.basesMu.Lock()
+	defer m.basesMu.Unlock()
+	if m.bases == nil {
+		m.bases = map[string]*baseCheck{}
+	}
+	c := m.bases[baseKey(id)]
+	if c == nil {
+		c = &baseCheck{}
+		m.bases[baseKey(id)] = c
+	}
+	return c
+}
+
+// verifyCachedBase is Images.Verify for the real cache: VerifyCached at
+// id's cache path; a missing file is an integrity error too, since a
+// committed node's overlay backs onto it.
+func verifyCachedBase(root *state.Root, id imageref.Identity) (string, error) {
+	p := imagecache.CachePath(root.ImagesDir(), id)
+	err := imagecache.VerifyCached(p, id)
+	switch {
+	case err == nil:
+		return p, nil
+	case os.IsNotExist(err):
+		return "", exitcode.New(exitcode.Integrity, "base image %s@%s %s is missing at %s; not starting a node whose disk backs onto it", id.Image, id.Version, id.Arch, p).
+			WithReason("image_missing").WithNext(fmt.Sprintf("barn-repo pull %s@%s", id.Image, id.Version))
+	default:
+		e := exitcode.As(err)
+		c := *e
+		c.Message += "; not starting a node from it"
+		if c.Err == nil {
+			c.Err = err
+		}
+		return "", &c
+	}
 }

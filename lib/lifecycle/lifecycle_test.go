@@ -71,22 +71,6 @@ func TestStalePlanIsConflict(t *testing.T) {
 	}
 }
 
-func TestOurTempNames(t *testing.T) {
-	for name, want := range map[string]bool{
-		".root.qcow2.tmp-1-2":  true,
-		".state.json.tmp123":   true,
-		".data.qcow2.tmp-x":    true,
-		".evil.tmp-1":          false,
-		"root.qcow2":           false,
-		".root.qcow2":          false,
-		".../root.qcow2.tmp-1": false,
-	} {
-		if got := isOurTemp(name); got != want {
-			t.Errorf("isOurTemp(%q) = %v, want %v", name, got, want)
-		}
-	}
-}
-
 func TestResultErrIsPartialNamingEachNode(t *testing.T) {
 	r := newResult("apply")
 	if r.Err(2) != nil {

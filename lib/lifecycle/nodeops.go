@@ -165,8 +165,9 @@ func (m *Manager) cleanRuntime(ctx context.Context, n *state.Node) error {
 }
 
 // launch runs a prepared or stopped node: a port taken by another process
-// is replaced (a repair), phase starting is recorded before QEMU runs and
-// running with the process tuple after QMP proved the identity.
+// is replaced (a repair), the base image is re-verified (verifyBase),
+// phase starting is recorded before QEMU runs and running with the
+// process tuple after QMP proved the identity.
 func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocator) ([]string, error) {
 	var repairs []string
 	if n.SSHPort == 0 || !m.portFree(n.SSHPort) {
@@ -198,7 +199,15 @@ func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocato
 		return repairs, exitcode.New(exitcode.Integrity, "%s: the recorded invocation inherits %d descriptors but the node has %d shares",
 			n.Node, len(n.Invocation.InheritedFiles), len(files)).WithReason("invocation_shares_mismatch").WithNext(recreateAgain(m.appliedSource(), []string{n.Node}))
 	}
+	// Every start re-verifies the bytes it boots from (once per command
+	// for a base several nodes share), before anything is recorded.
+	if err := m.verifyBase(ctx, n.Image); err != nil {
+		return repairs, err
+	}
 	n.Process = nil
+	// QEMU creates the serial console file: recorded first, so destroy
+	// deletes it by this record, never by its name.
+	n.SerialLog = m.Root.NodeFile(n.Node, state.SerialLogName)
 	if err := m.setPhase(n, state.Starting); err != nil {
 		return repairs, err
 	}

@@ -2,15 +2,16 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/google/uuid"
 
 	"barn.dev/lib/disk"
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/imageref"
+	"barn.dev/lib/safefile"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
 )
@@ -34,20 +35,24 @@ type prepared struct {
 	Warnings []Warning
 }
 
-// prepare creates one node's artifacts under a journal and commits its
-// state in phase "prepared":
+// prepare creates one node's artifacts under a write-ahead journal and
+// commits its state in phase "prepared":
 //
 //  1. write the journal with an empty completed list;
 //  2. the root overlay over the verified base;
-//  3. each data disk (a reattached retained disk is not journaled);
+//  3. each data disk, created or reattached from the retained store;
 //  4. the seed ISO;
 //  5. the UEFI vars copy for uefi images;
 //  6. the invocation, prepared=true;
 //  7. node state (phase prepared), then state_committed in the journal,
-//     then the journal is removed.
+//     then the markers of reattached disks are released and the journal
+//     is removed.
 //
-// On failure the artifacts stay journaled for rollback (automatic on the
-// next apply, or at once with --rollback).
+// Every artifact is recorded as the journal's intent before it exists and
+// moved to its completed list once it does (createArtifact, reattach), so
+// a crash at any point leaves only files a journal entry names. On failure
+// the artifacts stay journaled for rollback (automatic on the next apply,
+// or at once with --rollback).
 func (m *Manager) prepare(ctx context.Context, job createJob) (*prepared, error) {
 	name := job.Node.Name
 	// Share sources first: a missing or unsafe one fails this node before
@@ -66,6 +71,7 @@ func (m *Manager) prepare(ctx context.Context, job createJob) (*prepared, error)
 	if err != nil {
 		return nil, err
 	}
+	m.verifiedBase(job.Image)
 	vmUUID := job.VMUUID
 	if vmUUID == "" {
 		vmUUID = uuid.NewString()
@@ -84,102 +90,72 @@ func (m *Manager) prepare(ctx context.Context, job createJob) (*prepared, error)
 	// Exactly the size the spec records: a disk below the image's virtual
 	// size was refused before anything was pulled (refuseSmallRootDisks),
 	// and CreateOverlay refuses it again rather than grow it.
-	if _, err := m.Disk.CreateOverlay(ctx, basePath, "qcow2", root, job.Node.RootDiskBytes); err != nil {
+	if err := m.createArtifact(j, state.RootOverlay, root, func(stage string) error {
+		_, err := m.Disk.CreateOverlay(ctx, basePath, "qcow2", stage, job.Node.RootDiskBytes)
+		return err
+	}); err != nil {
 		return nil, err
 	}
-	if err := m.complete(j, state.RootOverlay, root); err != nil {
-		return nil, err
-	}
-	m.hook("root-overlay", name)
 
 	dataDisks := make([]state.DataDisk, 0, len(job.Node.Disks))
-	var reattached []reattachedDisk
-	undo := func() {
-		for _, r := range reattached {
-			if err := disk.Preserve(r.path, r.dir, r.marker); err != nil {
-				m.logf("%s: could not return retained disk %s to the store: %v", name, r.path, err)
-			}
-		}
-	}
 	for _, d := range job.Node.Disks {
 		p := m.Root.NodeFile(name, state.DataDiskFileName(d.Name))
 		dd := state.DataDisk{Name: d.Name, Path: p, Serial: d.Serial, SizeBytes: d.SizeBytes, Mount: d.Mount,
 			Persistent: d.Persistent, RequestedFilesystem: d.FS}
-		reused, err := m.reattach(name, d, p)
+		reused, err := m.reattach(j, d, p)
 		if err != nil {
-			undo()
 			return nil, err
 		}
 		if reused != nil {
-			reattached = append(reattached, *reused)
-			if fs := reused.marker.Filesystem; fs == "xfs" || fs == "ext4" {
+			if fs := reused.Filesystem; fs == "xfs" || fs == "ext4" {
 				dd.ActualFilesystem = fs
 			}
+			warnings = append(warnings, Warning{Stage: "data-disks", Detail: "reattached retained persistent disk " + reused.Name})
 			dataDisks = append(dataDisks, dd)
 			continue
 		}
-		if _, err := m.Disk.CreateData(ctx, p, d.SizeBytes); err != nil {
-			undo()
+		if err := m.createArtifact(j, state.DataDiskArt, p, func(stage string) error {
+			_, err := m.Disk.CreateData(ctx, stage, d.SizeBytes)
+			return err
+		}); err != nil {
 			return nil, err
 		}
-		if err := m.complete(j, state.DataDiskArt, p); err != nil {
-			undo()
-			return nil, err
-		}
-		m.hook("data-disk", name)
 		dataDisks = append(dataDisks, dd)
-	}
-	for _, r := range reattached {
-		warnings = append(warnings, Warning{Stage: "data-disks", Detail: "reattached retained persistent disk " + r.marker.Name})
 	}
 
 	seed := m.Root.NodeFile(name, state.SeedName)
-	if err := m.Seeds.WriteSeed(ctx, seed, SeedInput{Deployment: job.Deployment, Node: job.Node, Peers: job.Peers,
-		Generation: job.Generation, VMUUID: vmUUID}); err != nil {
-		undo()
+	if err := m.createArtifact(j, state.Seed, seed, func(stage string) error {
+		return m.Seeds.WriteSeed(ctx, stage, SeedInput{Deployment: job.Deployment, Node: job.Node, Peers: job.Peers,
+			Generation: job.Generation, VMUUID: vmUUID})
+	}); err != nil {
 		return nil, err
 	}
-	if err := m.complete(j, state.Seed, seed); err != nil {
-		undo()
-		return nil, err
-	}
-	m.hook("seed", name)
 
 	nvram := ""
 	if job.Image.Boot == "uefi" {
 		_, vars, err := m.Emu.Firmware("uefi")
 		if err != nil {
-			undo()
 			return nil, err
 		}
 		nvram = m.Root.NodeFile(name, state.NVRAMName)
-		if err := copyNew(vars, nvram); err != nil {
-			undo()
+		if err := m.createArtifact(j, state.NVRAM, nvram, func(stage string) error { return copyFile(vars, stage) }); err != nil {
 			return nil, err
 		}
-		if err := m.complete(j, state.NVRAM, nvram); err != nil {
-			undo()
-			return nil, err
-		}
-		m.hook("nvram", name)
 	}
 
 	rt, err := m.Root.EnsureNodeRuntime(name)
 	if err != nil {
-		undo()
 		return nil, err
 	}
 	in := LaunchInput{Node: job.Node, VMUUID: vmUUID, Image: job.Image, RootDisk: root, DataDisks: dataDisks,
 		Seed: seed, NVRAM: nvram, SSHPort: job.SSHPort, Runtime: rt, SerialLog: m.Root.NodeFile(name, state.SerialLogName)}
 	inv, err := m.Emu.Invocation(in)
 	if err != nil {
-		undo()
 		return nil, err
 	}
 	j.Invocation = &inv
 	j.Prepared = true
 	if err := m.writeJournal(j); err != nil {
-		undo()
 		return nil, err
 	}
 	m.hook("prepared", name)
@@ -192,7 +168,6 @@ func (m *Manager) prepare(ctx context.Context, job createJob) (*prepared, error)
 		CreatedAt: now, UpdatedAt: now,
 	}
 	if err := m.Root.WriteNode(n); err != nil {
-		undo()
 		return nil, err
 	}
 	m.hook("committed", name)
@@ -202,21 +177,20 @@ func (m *Manager) prepare(ctx context.Context, job createJob) (*prepared, error)
 		return nil, err
 	}
 	m.hook("journal-committed", name)
-	if err := m.Root.RemoveJournal(name); err != nil {
+	if err := m.finishCommitted(n, j); err != nil {
 		return nil, err
 	}
 	return &prepared{Node: n, Warnings: warnings}, nil
 }
 
-type reattachedDisk struct {
-	path, dir string
-	marker    disk.Ownership
-}
-
-// reattach moves a retained persistent disk back for d when one exists.
-// A retained disk whose identity differs from d, or one kept for a disk no
+// reattach lends a retained persistent disk back for d when one exists,
+// write-ahead: the journal's intent names the disk and its store
+// directory before the move, and the completed entry keeps that directory,
+// whose ownership marker stays until the node's state is committed. A
+// retained disk whose identity differs from d, or one kept for a disk no
 // longer declared persistent, is a conflict: nothing is touched.
-func (m *Manager) reattach(node string, d spec.Disk, dst string) (*reattachedDisk, error) {
+func (m *Manager) reattach(j *state.Journal, d spec.Disk, dst string) (*disk.Ownership, error) {
+	node := j.Node
 	dir := m.Root.RetainedDiskDir(node, d.Name)
 	own, err := disk.ReadRetained(dir)
 	if err != nil || own == nil {
@@ -230,10 +204,83 @@ func (m *Manager) reattach(node string, d spec.Disk, dst string) (*reattachedDis
 		return nil, exitcode.New(exitcode.Conflict, "%s: retained disk %q at %s does not match the desired disk (size %d bytes, mount %s, serial %s)", node, d.Name, dir, own.SizeBytes, own.Mount, own.Serial).
 			WithReason("retained_disk_mismatch").WithNext("restore the disk's size and mount in the inventory, or move " + dir + " away")
 	}
+	a := state.Artifact{Kind: state.DataDiskArt, Path: dst, Retained: dir}
+	j.Intent = &a
+	if err := m.writeJournal(j); err != nil {
+		return nil, err
+	}
+	m.gap("reattach-"+string(a.Kind), node)
 	if err := disk.Reattach(dir, dst); err != nil {
 		return nil, err
 	}
-	return &reattachedDisk{path: dst, dir: dir, marker: *own}, nil
+	m.gap("reattached-"+string(a.Kind), node)
+	if err := m.complete(j, a); err != nil {
+		return nil, err
+	}
+	m.hook(string(a.Kind), node)
+	return own, nil
+}
+
+// createArtifact creates the artifact of kind at path, write-ahead:
+//
+//	journal intent → create under state.StagingName (a name only this
+//	operation uses) → link it to path (never replacing) → journal
+//	completed → remove the staging name.
+//
+// While the intent stands, path is provably Barn's only when it is the
+// same file as the staging name (see rollback). Hooks: "create-<kind>"
+// after the intent is durable, "created-<kind>" after path exists and
+// before the journal records it, "<kind>" once recorded.
+func (m *Manager) createArtifact(j *state.Journal, kind state.ArtifactKind, path string, create func(stage string) error) error {
+	a := state.Artifact{Kind: kind, Path: path}
+	j.Intent = &a
+	if err := m.writeJournal(j); err != nil {
+		return err
+	}
+	m.gap("create-"+string(kind), j.Node)
+	stage := state.StagingName(path, j.OperationID)
+	if err := create(stage); err != nil {
+		return err
+	}
+	if err := safefile.LinkNew(stage, path, 0o600); err != nil {
+		if errors.Is(err, safefile.ErrExists) {
+			return exitcode.New(exitcode.Conflict, "%s already exists; not replacing it", path).WithReason("unexpected_files")
+		}
+		return exitcode.Wrap(exitcode.Runtime, err, "publishing %s", path)
+	}
+	m.gap("created-"+string(kind), j.Node)
+	if err := m.complete(j, a); err != nil {
+		return err
+	}
+	if err := safefile.Remove(stage); err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "removing %s", stage)
+	}
+	m.hook(string(kind), j.Node)
+	return nil
+}
+
+// finishCommitted settles the journal of a create whose node state n is
+// committed: the markers of the disks it reattached (and n records) are
+// released — the node state is their record now — and then the journal
+// is removed. Idempotent, so a crash anywhere in it is resumed by the
+// next settle.
+func (m *Manager) finishCommitted(n *state.Node, j *state.Journal) error {
+	recorded := map[string]bool{}
+	for _, dd := range n.DataDisks {
+		if dd.Persistent {
+			recorded[dd.Path] = true
+		}
+	}
+	for _, a := range j.Completed {
+		if a.Retained == "" || !recorded[a.Path] {
+			continue
+		}
+		if err := disk.Release(a.Retained); err != nil {
+			return err
+		}
+	}
+	m.gap("released", n.Node)
+	return m.Root.RemoveJournal(n.Node)
 }
 
 func (m *Manager) writeJournal(j *state.Journal) error {
@@ -241,8 +288,10 @@ func (m *Manager) writeJournal(j *state.Journal) error {
 	return m.Root.WriteJournal(j)
 }
 
-func (m *Manager) complete(j *state.Journal, kind state.ArtifactKind, path string) error {
-	j.Completed = append(j.Completed, state.Artifact{Kind: kind, Path: path})
+// complete moves the intent a to the journal's completed list.
+func (m *Manager) complete(j *state.Journal, a state.Artifact) error {
+	j.Intent = nil
+	j.Completed = append(j.Completed, a)
 	return m.writeJournal(j)
 }
 
@@ -264,32 +313,24 @@ func expectEmptyNodeDir(dir string) error {
 	return nil
 }
 
-// copyNew copies src to a new 0600 file dst (never overwriting).
-func copyNew(src, dst string) error {
+// copyFile writes a copy of the UEFI vars template src to dst, 0600,
+// through Barn's one atomic write.
+func copyFile(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return exitcode.Wrap(exitcode.Capability, err, "opening UEFI vars template")
 	}
 	defer in.Close()
-	tmp := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-"+uuid.NewString()[:8])
-	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	out, err := safefile.Create(dst, 0o600)
 	if err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "creating %s", tmp)
+		return exitcode.Wrap(exitcode.Runtime, err, "creating %s", dst)
 	}
-	defer os.Remove(tmp)
+	defer out.Cleanup()
 	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
 		return exitcode.Wrap(exitcode.Runtime, err, "copying %s", src)
 	}
-	if err := out.Sync(); err != nil {
-		out.Close()
-		return exitcode.Wrap(exitcode.Runtime, err, "fsync %s", tmp)
-	}
-	if err := out.Close(); err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "closing %s", tmp)
-	}
-	if err := os.Link(tmp, dst); err != nil {
-		return exitcode.Wrap(exitcode.Conflict, err, "publishing %s", dst)
+	if err := out.Commit(); err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "writing %s", dst)
 	}
 	return nil
 }

@@ -156,6 +156,10 @@ func (r *realImages) Ensure(ctx context.Context, id imageref.Identity) (string, 
 	return ensureImage(ctx, r.root, id, r.progress)
 }
 
+func (r *realImages) Verify(_ context.Context, id imageref.Identity) (string, error) {
+	return verifyCachedBase(r.root, id)
+}
+
 type realSeeder struct {
 	root *state.Root
 	mu   sync.Mutex

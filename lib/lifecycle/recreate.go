@@ -102,7 +102,7 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 	kept := map[string]bool{} // nodes whose destroy failed: they still run the old definition
 	m.runBatch(len(names), func(i int) {
 		name := names[i]
-		old, err := m.Root.ReadNode(name)
+		old, err := m.readCommitted(name)
 		if err != nil {
 			res.fail(name, "destroy", err)
 			keptMu.Lock()
@@ -180,7 +180,7 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 // are compatible with the desired definition (exact identity), before
 // anything is stopped.
 func (m *Manager) checkPersistent(name string, want *spec.Node) error {
-	cur, err := m.Root.ReadNode(name)
+	cur, err := m.readCommitted(name)
 	if err != nil {
 		return err
 	}

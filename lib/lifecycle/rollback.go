@@ -7,37 +7,51 @@ import (
 	"strings"
 	"syscall"
 
+	"barn.dev/lib/disk"
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/safefile"
 	"barn.dev/lib/state"
 )
 
 // recovery is what settling a node directory found.
 type recovery struct {
-	Committed  *state.Node // committed state (a stale journal beside it was dropped)
+	Committed  *state.Node // committed state (a stale journal beside it was settled)
 	RolledBack []string    // artifacts removed, in removal order
+	Returned   []string    // reattached disks moved back to the retained store ("<node>/<disk>")
+}
+
+// recovered reports what a settle or rollback did in the result: removed
+// artifacts as rolled back, returned disks as retained.
+func (r *Result) recovered(rec *recovery) {
+	if rec == nil {
+		return
+	}
+	r.rolledBack(rec.RolledBack...)
+	for _, d := range rec.Returned {
+		r.retained(d)
+	}
 }
 
 // settle brings a node directory to a known state before a create:
-//   - committed state wins: a journal beside it is stale and only the
-//     journal is removed (a committed node is never rolled back);
+//   - committed state wins: a journal beside it is stale; the markers of
+//     the disks it reattached (which the state now records) are released
+//     and the journal removed (a committed node is never rolled back);
 //   - an uncommitted journal is rolled back whatever the node's desired
-//     definition is now, but only when no runtime socket or pidfile exists
-//     and the directory holds nothing but the journal, its completed
-//     artifacts and their in-flight temporary files;
+//     definition is now (see rollback);
 //   - anything else is left alone and reported.
 func (m *Manager) settle(name string) (*recovery, error) {
-	n, err := m.Root.ReadNode(name)
+	docs, err := m.Root.ReadNodeDocuments(name)
 	if err != nil {
+		if _, jerr := m.Root.ReadJournal(name); jerr != nil {
+			return nil, exitcode.As(jerr).WithNext("move " + m.Root.NodeFile(name, state.JournalName) + " away after checking the node directory, then " + m.applyAgain())
+		}
 		return nil, err
 	}
-	j, err := m.Root.ReadJournal(name)
-	if err != nil {
-		return nil, exitcode.As(err).WithNext("move " + m.Root.NodeFile(name, state.JournalName) + " away after checking the node directory, then " + m.applyAgain())
-	}
+	n, j := docs.State, docs.Journal
 	if n != nil {
 		if j != nil {
-			m.logf("%s: removing a stale prepare journal beside committed state", name)
-			if err := m.Root.RemoveJournal(name); err != nil {
+			m.logf("%s: settling a stale prepare journal beside committed state", name)
+			if err := m.finishCommitted(n, j); err != nil {
 				return nil, err
 			}
 		}
@@ -59,11 +73,11 @@ func (m *Manager) settle(name string) (*recovery, error) {
 		}
 		return nil, expectEmptyNodeDir(dir)
 	}
-	removed, err := m.rollback(name, j)
+	rec, err := m.rollback(name, j)
 	if err != nil {
 		return nil, err
 	}
-	return &recovery{RolledBack: removed}, nil
+	return rec, nil
 }
 
 // committedStateMissing is the error for a node whose prepare journal says
@@ -75,11 +89,26 @@ func (m *Manager) committedStateMissing(name string) error {
 		WithReason("journal_committed").WithNext(state.RestoreHint(path))
 }
 
-// rollback removes only the journal's completed artifacts, in reverse
-// order, then the journal and the emptied node directory. It refuses when
-// state is committed, when the runtime QMP socket or pidfile exists, or
-// when the directory holds an unexpected file.
-func (m *Manager) rollback(name string, j *state.Journal) ([]string, error) {
+// rollback undoes an uncommitted create from its write-ahead journal, in
+// reverse order: a reattached disk is moved back beside the ownership
+// marker that stayed in the retained store; every other artifact is
+// removed; then the operation's staging and temporary files, the journal
+// and the emptied node directory. Only what the journal proves is Barn's
+// is touched:
+//   - a completed artifact (recorded after Barn published it);
+//   - the intent's file only when it is the same file as its staging name
+//     (created under a name carrying this operation's id, then linked);
+//     absent, it was never created and nothing is done;
+//   - files whose names carry the operation id (staging and the
+//     temporary files written beside them);
+//   - a document temporary left by an interrupted atomic write only when
+//     it decodes as this operation's journal or this VM's state.
+//
+// It refuses, removing nothing, when state is committed, when the runtime
+// QMP socket or pidfile exists, when the directory holds anything else, or
+// when a reattached disk can be found neither in the node directory nor in
+// the store.
+func (m *Manager) rollback(name string, j *state.Journal) (*recovery, error) {
 	dir := m.Root.NodeDir(name)
 	if j.StateCommitted {
 		return nil, m.committedStateMissing(name)
@@ -103,77 +132,132 @@ func (m *Manager) rollback(name string, j *state.Journal) ([]string, error) {
 				WithReason("runtime_present").WithNext("remove " + p + " once no QEMU uses it (fuser " + p + "), then " + m.applyAgain())
 		}
 	}
-	allowed := map[string]bool{state.JournalName: true}
-	for _, a := range j.Completed {
+	// Newest first: the intent, then the completed artifacts in reverse.
+	var undo []state.Artifact
+	if j.Intent != nil {
+		undo = append(undo, *j.Intent)
+	}
+	for i := len(j.Completed) - 1; i >= 0; i-- {
+		undo = append(undo, j.Completed[i])
+	}
+	named := map[string]bool{state.JournalName: true}
+	for _, a := range undo {
 		if filepath.Dir(a.Path) != dir {
 			return nil, exitcode.New(exitcode.Integrity, "%s: journaled artifact %s is outside %s", name, a.Path, dir).WithReason("journal_path_outside")
 		}
-		allowed[filepath.Base(a.Path)] = true
+		named[filepath.Base(a.Path)] = true
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", dir)
 	}
-	var temps, unexpected []string
+	var leftovers, unexpected []string
 	for _, e := range entries {
 		switch {
-		case allowed[e.Name()]:
-		case isOurTemp(e.Name()):
-			temps = append(temps, filepath.Join(dir, e.Name()))
+		case named[e.Name()]:
+		case state.IsOperationFile(e.Name(), j.OperationID) || m.ownDocumentTemp(name, e.Name(), j):
+			leftovers = append(leftovers, filepath.Join(dir, e.Name()))
 		default:
 			unexpected = append(unexpected, e.Name())
 		}
 	}
+	if in := j.Intent; in != nil && in.Retained == "" {
+		if _, err := os.Lstat(in.Path); err == nil && !safefile.SameFile(state.StagingName(in.Path, j.OperationID), in.Path) {
+			unexpected = append(unexpected, filepath.Base(in.Path)+" (not the file this create published)")
+		}
+	}
 	if len(unexpected) > 0 {
 		sort.Strings(unexpected)
-		return nil, exitcode.New(exitcode.Conflict, "%s: %s holds files the prepare journal does not list (%s); nothing was removed", name, dir, strings.Join(unexpected, ", ")).
+		return nil, exitcode.New(exitcode.Conflict, "%s: %s holds files the prepare journal does not prove are Barn's (%s); nothing was removed", name, dir, strings.Join(unexpected, ", ")).
 			WithReason("unexpected_files").WithNext("move them out of " + dir + ", then " + m.applyAgain())
 	}
-	removed := []string{}
-	for i := len(j.Completed) - 1; i >= 0; i-- {
-		p := j.Completed[i].Path
-		fi, err := os.Lstat(p)
-		if os.IsNotExist(err) {
+	// Every reattached disk must be found, lent from its store or already
+	// back in it, before anything moves.
+	for _, a := range undo {
+		if a.Retained == "" {
 			continue
+		}
+		if err := checkReturnable(a); err != nil {
+			return nil, err
+		}
+	}
+	rec := &recovery{RolledBack: []string{}}
+	for _, a := range undo {
+		fi, err := os.Lstat(a.Path)
+		if os.IsNotExist(err) {
+			continue // never created, never moved, or already undone
 		} else if err != nil {
-			return removed, exitcode.Wrap(exitcode.Runtime, err, "checking %s", p)
+			return rec, exitcode.Wrap(exitcode.Runtime, err, "checking %s", a.Path)
 		}
 		if !fi.Mode().IsRegular() {
-			return removed, exitcode.New(exitcode.Integrity, "%s is not a regular file (%s); not removing it", p, fi.Mode()).WithReason("unexpected_files")
+			return rec, exitcode.New(exitcode.Integrity, "%s is not a regular file (%s); not removing it", a.Path, fi.Mode()).WithReason("unexpected_files")
 		}
-		if err := os.Remove(p); err != nil {
-			return removed, exitcode.Wrap(exitcode.Runtime, err, "removing %s", p)
+		if a.Retained != "" {
+			if err := disk.Return(a.Path, a.Retained); err != nil {
+				return rec, err
+			}
+			rec.Returned = append(rec.Returned, name+"/"+filepath.Base(a.Retained))
+			m.logf("%s: returned reattached disk %s to %s", name, a.Path, a.Retained)
+			continue
 		}
-		removed = append(removed, p)
+		if err := safefile.Remove(a.Path); err != nil {
+			return rec, exitcode.Wrap(exitcode.Runtime, err, "removing %s", a.Path)
+		}
+		rec.RolledBack = append(rec.RolledBack, a.Path)
 	}
-	for _, t := range temps {
-		if err := os.Remove(t); err != nil && !os.IsNotExist(err) {
-			return removed, exitcode.Wrap(exitcode.Runtime, err, "removing %s", t)
+	for _, t := range leftovers {
+		if err := safefile.Remove(t); err != nil {
+			return rec, exitcode.Wrap(exitcode.Runtime, err, "removing %s", t)
 		}
 	}
 	if err := m.Root.RemoveJournal(name); err != nil {
-		return removed, err
+		return rec, err
 	}
 	if err := syscall.Rmdir(dir); err != nil && !os.IsNotExist(err) {
-		return removed, exitcode.Wrap(exitcode.Runtime, err, "removing %s", dir)
+		return rec, exitcode.Wrap(exitcode.Runtime, err, "removing %s", dir)
 	}
-	m.logf("%s: rolled back an unfinished create (%d artifact(s))", name, len(removed))
-	return removed, nil
+	m.logf("%s: rolled back an unfinished create (%d artifact(s) removed, %d disk(s) returned)", name, len(rec.RolledBack), len(rec.Returned))
+	return rec, nil
 }
 
-// isOurTemp reports whether name is an in-flight temporary file Barn writes
-// next to an allowlisted node file: ".<name>.tmp-…" (disk and seed
-// writes) or ".<name><digits>" (renameio, used by lib/state's atomic
-// writes).
-func isOurTemp(name string) bool {
-	if !strings.HasPrefix(name, ".") {
+// checkReturnable proves a reattached disk a is accounted for: either at
+// its node path with its store directory holding the marker it was lent
+// under, or (never moved, or already returned) back in the store.
+func checkReturnable(a state.Artifact) error {
+	lent, err := disk.Lent(a.Retained)
+	if err != nil && exitcode.As(err).Reason != "retained_disk_lent" {
+		return err
+	}
+	_, perr := os.Lstat(a.Path)
+	here := perr == nil
+	switch {
+	case here && lent:
+		return nil
+	case !here && !lent:
+		if m, err := disk.ReadRetained(a.Retained); err != nil || m == nil {
+			return exitcode.New(exitcode.Integrity, "reattached disk %s is neither in the node directory nor in %s; nothing was removed", a.Path, a.Retained).
+				WithReason("persistent_disk_missing")
+		}
+		return nil
+	case here:
+		return exitcode.New(exitcode.Conflict, "%s exists but %s holds no lent disk's marker; not moving it", a.Path, a.Retained).
+			WithReason("unexpected_files").WithNext("move " + a.Path + " away after checking it, then retry")
+	default:
+		return exitcode.New(exitcode.Integrity, "reattached disk %s is missing; its marker stays in %s; nothing was removed", a.Path, a.Retained).
+			WithReason("persistent_disk_missing")
+	}
+}
+
+// ownDocumentTemp reports whether name is a temporary file an interrupted
+// atomic write of this create left: it must decode as this operation's
+// journal or as the state of this create's VM. An empty or cut-short one
+// proves nothing and is not Barn's to remove.
+func (m *Manager) ownDocumentTemp(node, name string, j *state.Journal) bool {
+	d, err := m.Root.ReadInterruptedWrite(node, name)
+	if err != nil {
 		return false
 	}
-	if base, _, ok := strings.Cut(name[1:], ".tmp"); ok && state.IsNodeFileName(base) {
-		return true
-	}
-	base := strings.TrimRight(name[1:], "0123456789")
-	return base != name[1:] && state.IsNodeFileName(base)
+	return d.Journal != nil && d.Journal.OperationID == j.OperationID || d.State != nil && d.State.VMUUID == j.VMUUID
 }
 
 // invocationRuntimePaths returns the QMP sockets (-qmp unix:PATH,... and

@@ -20,24 +20,3 @@ func TestInvocationRuntimePaths(t *testing.T) {
 		t.Errorf("non-unix QMP and a dangling flag: %q, want none", got)
 	}
 }
-
-// TestIsOurTemp: Barn's own in-flight temporaries next to allowlisted node
-// files are recognised (so a crash mid-write does not block recovery);
-// anything else is unexpected.
-func TestIsOurTemp(t *testing.T) {
-	for name, want := range map[string]bool{
-		".seed.iso.tmp-123456":  true,  // cidata.WriteISO
-		".root.qcow2.tmp-abc":   true,  // disk creation
-		".state.json2718281828": true,  // renameio (lib/state)
-		".prepare.json31415":    true,  // renameio (journal)
-		".state.json":           false, // no suffix
-		".notes.txt.tmp-1":      false, // not a node file
-		"seed.iso.tmp-1":        false, // not hidden
-		".passwd123":            false,
-		".state.jsonx1":         false,
-	} {
-		if got := isOurTemp(name); got != want {
-			t.Errorf("isOurTemp(%q) = %v, want %v", name, got, want)
-		}
-	}
-}

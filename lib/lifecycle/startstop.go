@@ -57,6 +57,18 @@ func (m *Manager) lockedSelection(ctx context.Context, selectors []string) (stat
 	return nil, nil, nil, err
 }
 
+// readCommitted returns node's committed state (nil when never created)
+// after reading all of its documents: a damaged journal or transaction
+// record beside the state is the integrity error (7) naming it, so no
+// command acts on a node whose evidence it cannot read.
+func (m *Manager) readCommitted(name string) (*state.Node, error) {
+	docs, err := m.Root.ReadNodeDocuments(name)
+	if err != nil {
+		return nil, err
+	}
+	return docs.State, nil
+}
+
 // Start starts the selected stopped nodes from applied state (all when
 // none are named) and leaves running ones running. It reads no plan and
 // creates nothing; a node without committed state fails.
@@ -95,7 +107,7 @@ func (m *Manager) Stop(ctx context.Context, selectors []string) (*Result, error)
 func (m *Manager) stopBatch(ctx context.Context, names []string, res *Result) {
 	m.runBatch(len(names), func(i int) {
 		name := names[i]
-		n, err := m.Root.ReadNode(name)
+		n, err := m.readCommitted(name)
 		if err != nil {
 			res.fail(name, "stop", err)
 			return
@@ -144,7 +156,7 @@ func (m *Manager) Restart(ctx context.Context, selectors []string, wait bool) (*
 	res.Generation = d.Generation
 	var stoppable []string
 	for _, name := range names {
-		n, err := m.Root.ReadNode(name)
+		n, err := m.readCommitted(name)
 		if err != nil {
 			res.fail(name, "stop", err)
 			continue

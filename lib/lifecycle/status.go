@@ -184,10 +184,10 @@ func (m *Manager) statusOne(ctx context.Context, d *state.Deployment, name strin
 	conv := ""
 	if act {
 		if docs.Journal != nil {
-			if err := m.Root.RemoveJournal(name); err != nil {
+			if err := m.finishCommitted(n, docs.Journal); err != nil {
 				return ns, "", err
 			}
-			conv = name + ": removed a stale prepare journal beside committed state"
+			conv = name + ": settled a stale prepare journal beside committed state"
 		}
 	}
 	obs := m.observe(ctx, n, act)

@@ -201,3 +201,98 @@ func Move(src, dst string) error {
 	}
 	return nil
 }
+
+// PublishNew is Publish that never replaces: it applies mode, fsyncs
+// staging and renames it to dest only when dest does not exist
+// (renameat2(RENAME_NOREPLACE): no window between a check and the
+// rename), then fsyncs the directory. A dest that exists wraps ErrExists
+// and staging stays where it was.
+func PublishNew(staging, dest string, mode os.FileMode) error {
+	if err := syncWithMode(staging, mode); err != nil {
+		return fmt.Errorf("publishing %s: %w", dest, err)
+	}
+	if err := Move(staging, dest); err != nil {
+		return fmt.Errorf("publishing %s: %w", dest, err)
+	}
+	return nil
+}
+
+// LinkNew gives the fully written file src (in dest's directory) a second
+// name, dest, without ever replacing an existing dest (a dest that exists
+// wraps ErrExists), after applying mode and fsyncing src; then it fsyncs
+// the directory. src keeps its name: as long as both names exist they are
+// provably the same file, which is how a write-ahead journal tells a file
+// it published from one that appeared at dest by other means. The caller
+// removes src (Remove) once the publication is recorded.
+func LinkNew(src, dest string, mode os.FileMode) error {
+	if err := syncWithMode(src, mode); err != nil {
+		return fmt.Errorf("publishing %s: %w", dest, err)
+	}
+	if err := os.Link(src, dest); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("publishing %s: %w", dest, ErrExists)
+		}
+		return fmt.Errorf("publishing %s: %w", dest, err)
+	}
+	return SyncDir(filepath.Dir(dest))
+}
+
+// SameFile reports whether a and b (neither followed if a symlink) are one
+// file: both exist and share device and inode.
+func SameFile(a, b string) bool {
+	fa, err := os.Lstat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Lstat(b)
+	return err == nil && os.SameFile(fa, fb)
+}
+
+func syncWithMode(path string, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	err = errors.Join(f.Chmod(mode.Perm()), f.Sync())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// ErrUnsafeDir is returned (wrapped) by PrivateDir for a path that is a
+// symlink or not a directory, is owned by another user, or grants any
+// group or world permission.
+var ErrUnsafeDir = errors.New("not a private directory")
+
+// PrivateDir makes dir a private directory of the effective user: missing
+// components are created with mode 0700, and dir itself, created or found,
+// must then be a real directory (never a symlink) owned by the euid with
+// no group or world permission — an existing 0755 directory is refused,
+// never quietly accepted or changed. The refusal wraps ErrUnsafeDir.
+func PrivateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("checking %s: %w", dir, err)
+	}
+	return CheckPrivateDir(dir, fi)
+}
+
+// CheckPrivateDir applies PrivateDir's rule to the FileInfo of dir.
+func CheckPrivateDir(dir string, fi fs.FileInfo) error {
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("%s is a symlink: %w", dir, ErrUnsafeDir)
+	case !fi.IsDir():
+		return fmt.Errorf("%s is not a directory: %w", dir, ErrUnsafeDir)
+	case st != nil && int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("%s is owned by uid %d, not %d: %w", dir, st.Uid, os.Geteuid(), ErrUnsafeDir)
+	case fi.Mode().Perm()&0o077 != 0:
+		return fmt.Errorf("%s has mode %04o; it must be 0700: %w", dir, fi.Mode().Perm(), ErrUnsafeDir)
+	}
+	return nil
+}

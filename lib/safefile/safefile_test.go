@@ -118,3 +118,108 @@ func TestOpenChecksWhatItOpened(t *testing.T) {
 		t.Errorf("check not applied: %v", err)
 	}
 }
+
+// TestPublishNewNeverReplaces: the staging file becomes dest with the
+// exact mode; an existing dest is kept and the staging file stays.
+func TestPublishNewNeverReplaces(t *testing.T) {
+	dir := t.TempDir()
+	staging, dest := filepath.Join(dir, ".d.tmp"), filepath.Join(dir, "d")
+	if err := os.WriteFile(staging, []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dest, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := PublishNew(staging, dest, 0o600); !errors.Is(err, ErrExists) {
+		t.Fatalf("PublishNew over an existing file: %v", err)
+	}
+	if b, _ := os.ReadFile(dest); string(b) != "old" {
+		t.Fatalf("dest replaced: %q", b)
+	}
+	os.Remove(dest)
+	if err := PublishNew(staging, dest, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(dest)
+	if b, _ := os.ReadFile(dest); string(b) != "new" || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("dest = %q mode %v", b, fi.Mode())
+	}
+	if _, err := os.Lstat(staging); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal("staging file kept after publish")
+	}
+}
+
+// TestLinkNewKeepsTheProof: after LinkNew both names are one file (the
+// proof a write-ahead rollback relies on); a foreign dest is never
+// replaced and is not the same file.
+func TestLinkNewKeepsTheProof(t *testing.T) {
+	dir := t.TempDir()
+	src, dest := filepath.Join(dir, ".x.barn-op"), filepath.Join(dir, "x")
+	if err := os.WriteFile(src, []byte("ours"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := LinkNew(src, dest, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !SameFile(src, dest) {
+		t.Fatal("LinkNew: names are not the same file")
+	}
+	if fi, _ := os.Stat(dest); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v", fi.Mode())
+	}
+	other := filepath.Join(dir, "y")
+	if err := os.WriteFile(other, []byte("operator's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := LinkNew(src, other, 0o600); !errors.Is(err, ErrExists) {
+		t.Fatalf("LinkNew over a foreign file: %v", err)
+	}
+	if SameFile(src, other) || SameFile(src, filepath.Join(dir, "missing")) {
+		t.Fatal("SameFile true for different or missing files")
+	}
+	if b, _ := os.ReadFile(other); string(b) != "operator's" {
+		t.Fatalf("foreign file replaced: %q", b)
+	}
+}
+
+// TestPrivateDirRefusesWhatItDidNotMake: missing components are created
+// 0700; an existing group- or world-readable directory, a symlink or a
+// file are refused, never changed.
+func TestPrivateDirRefusesWhatItDidNotMake(t *testing.T) {
+	old := syscall.Umask(0)
+	defer syscall.Umask(old)
+	base := t.TempDir()
+	dir := filepath.Join(base, "a", "b")
+	if err := PrivateDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{filepath.Join(base, "a"), dir} {
+		if fi, _ := os.Stat(d); fi.Mode().Perm() != 0o700 {
+			t.Fatalf("%s created %v", d, fi.Mode())
+		}
+	}
+	open := filepath.Join(base, "open")
+	if err := os.Mkdir(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := PrivateDir(open); !errors.Is(err, ErrUnsafeDir) || !strings.Contains(err.Error(), "0755") {
+		t.Fatalf("0755 dir: %v", err)
+	}
+	if fi, _ := os.Stat(open); fi.Mode().Perm() != 0o755 {
+		t.Fatal("PrivateDir changed an existing directory's mode")
+	}
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := PrivateDir(link); !errors.Is(err, ErrUnsafeDir) {
+		t.Fatalf("symlink: %v", err)
+	}
+	file := filepath.Join(base, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := PrivateDir(file); err == nil {
+		t.Fatal("a file accepted as a directory")
+	}
+}

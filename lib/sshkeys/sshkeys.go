@@ -6,6 +6,7 @@
 //	id_ed25519      private key, OpenSSH format, 0600
 //	id_ed25519.pub  authorized_keys line "ssh-ed25519 AAAA… barn", 0644
 //	known_hosts     host keys recorded under HostKeyAlias names, 0600
+//	keys.json       the record of each file above Barn created (Purge)
 //
 // Host keys are trusted per VM instance UUID, never per 127.0.0.1:port, so a
 // recreated VM on a reused port does not inherit its predecessor's key while
@@ -98,12 +99,18 @@ func Ensure(keysDir string, haveVMs bool) (KeyPair, error) {
 				WithReason("deployment_key_missing").
 				WithNext("restore " + kp.PrivatePath + " from backup")
 		}
+		// A public key left from a vanished pair is replaced only when the
+		// record proves Barn wrote it; anyone else's is never deleted.
+		if err := dropStalePublic(keysDir, kp.PublicPath); err != nil {
+			return kp, err
+		}
 		priv, err = generate(kp.PrivatePath)
 		if err != nil {
 			return kp, err
 		}
-		// A stale public key of a vanished pair is replaced below.
-		_ = os.Remove(kp.PublicPath)
+		if err := note(keysDir, PrivateName, true); err != nil {
+			return kp, err
+		}
 	case err != nil:
 		return kp, err
 	}
@@ -119,6 +126,9 @@ func Ensure(keysDir string, haveVMs bool) (KeyPair, error) {
 		if err := safefile.Write(kp.PublicPath, []byte(line+"\n"), 0o644); err != nil {
 			return kp, exitcode.Wrap(exitcode.Runtime, err, "write %s: %v", kp.PublicPath, err)
 		}
+		if err := note(keysDir, PublicName, true); err != nil {
+			return kp, err
+		}
 	case err != nil:
 		return kp, exitcode.Wrap(exitcode.Runtime, err, "read %s: %v", kp.PublicPath, err)
 	default:
@@ -133,8 +143,32 @@ func Ensure(keysDir string, haveVMs bool) (KeyPair, error) {
 		if err := safefile.Write(kp.KnownHosts, nil, 0o600); err != nil {
 			return kp, exitcode.Wrap(exitcode.Runtime, err, "create %s: %v", kp.KnownHosts, err)
 		}
+		if err := note(keysDir, KnownHostsName, false); err != nil {
+			return kp, err
+		}
 	}
 	return kp, nil
+}
+
+// dropStalePublic removes the public key at pub, left without its private
+// key, when keys.json proves Barn wrote it; a public key the record does
+// not prove is an integrity error (nothing is generated over it).
+func dropStalePublic(dir, pub string) error {
+	if _, err := os.Lstat(pub); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	rec, err := readRecord(dir)
+	if err != nil {
+		return err
+	}
+	if !rec.recorded(dir, PublicName) {
+		return exitcode.New(exitcode.Integrity, "%s exists without its private key and is not the public key Barn wrote; not replacing it", pub).
+			WithReason("deployment_key_mismatch").WithNext("move " + pub + " away, then retry")
+	}
+	if err := safefile.Remove(pub); err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "removing %s", pub)
+	}
+	return nil
 }
 
 // PrivateKeyPEM returns the OpenSSH private key bytes of kp (for the control

@@ -138,3 +138,78 @@ func TestHostKeyAlias(t *testing.T) {
 		t.Errorf("alias = %s", a)
 	}
 }
+
+// TestPurgeDeletesOnlyRecordedFiles: Purge deletes the key pair and
+// known_hosts Barn created (by keys.json), and keeps a same-named file it
+// did not: a replaced private key, a known_hosts swapped for another file.
+func TestPurgeDeletesOnlyRecordedFiles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "keys")
+	kp, err := Ensure(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ssh appends to known_hosts in place: still the recorded file
+	if err := os.WriteFile(kp.KnownHosts, []byte("barn-00 ssh-ed25519 AAAA\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	removed, kept, err := Purge(dir)
+	if err != nil || len(removed) != 3 || len(kept) != 0 {
+		t.Fatalf("Purge = %v, %v, %v", removed, kept, err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatal("keys dir kept after a full purge")
+	}
+
+	kp, err = Ensure(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := Ensure(filepath.Join(t.TempDir(), "other"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, _ := os.ReadFile(other.PrivatePath)
+	if err := os.WriteFile(kp.PrivatePath, theirs, 0o600); err != nil { // same inode, other bytes
+		t.Fatal(err)
+	}
+	swapped := kp.KnownHosts + ".new"
+	if err := os.WriteFile(swapped, []byte("host.example ssh-ed25519 AAAA\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(swapped, kp.KnownHosts); err != nil { // same bytes would not matter: another file
+		t.Fatal(err)
+	}
+	removed, kept, err = Purge(dir)
+	if err != nil || len(removed) != 1 || removed[0] != kp.PublicPath || len(kept) != 2 {
+		t.Fatalf("Purge = %v, %v, %v", removed, kept, err)
+	}
+	if b, _ := os.ReadFile(kp.PrivatePath); string(b) != string(theirs) {
+		t.Fatal("a private key Barn did not write was deleted")
+	}
+	if b, _ := os.ReadFile(kp.KnownHosts); string(b) != "host.example ssh-ed25519 AAAA\n" {
+		t.Fatal("a replaced known_hosts was deleted")
+	}
+}
+
+// TestEnsureNeverDeletesAForeignPublicKey: a public key without its
+// private key is replaced only when keys.json proves Barn wrote it.
+func TestEnsureNeverDeletesAForeignPublicKey(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "keys")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	pub := filepath.Join(dir, PublicName)
+	if err := os.WriteFile(pub, []byte("ssh-ed25519 AAAAtheirs someone\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Ensure(dir, false)
+	if e := exitcode.As(err); e == nil || e.Class != exitcode.Integrity || !strings.Contains(e.Message, "not the public key Barn wrote") {
+		t.Fatalf("Ensure over a foreign public key: %v", err)
+	}
+	if b, _ := os.ReadFile(pub); string(b) != "ssh-ed25519 AAAAtheirs someone\n" {
+		t.Fatal("the foreign public key was changed")
+	}
+	if _, err := os.Stat(filepath.Join(dir, PrivateName)); !os.IsNotExist(err) {
+		t.Fatal("a private key was generated beside a foreign public key")
+	}
+}

@@ -54,3 +54,20 @@ func RemoveFileDurable(path string) error {
 	}
 	return nil
 }
+
+// EnsurePrivateDir creates each of dirs in turn (0700, through
+// safefile.PrivateDir) and checks it, created or found: a directory under
+// the state root that is a symlink, owned by another user or open to group
+// or world is the integrity error (7) naming it — never quietly accepted
+// or changed. Other failures are runtime errors.
+func EnsurePrivateDir(dirs ...string) error {
+	for _, d := range dirs {
+		if err := safefile.PrivateDir(d); err != nil {
+			if errors.Is(err, safefile.ErrUnsafeDir) {
+				return integrity(d, "%v", err).WithNext("chmod 0700 " + d)
+			}
+			return exitcode.Wrap(exitcode.Runtime, err, "creating %s", d)
+		}
+	}
+	return nil
+}

@@ -46,8 +46,8 @@ type Deployment struct {
 // Node is <BARN_HOME>/nodes/<node>/state.json: one node's committed state.
 // Validation (Root.ValidateNode): node equals its directory; vm_uuid is a
 // UUID; phase is one of the phases; generation ≥1; spec_hash is 64 hex;
-// root_disk, seed and nvram (when set) are the layout's paths in the node
-// directory; data disk paths are <node dir>/<name>.qcow2 (or, persistent,
+// root_disk, seed, nvram and serial_log (when set) are the layout's paths
+// in the node directory; data disk paths are <node dir>/<name>.qcow2 (or, persistent,
 // the retained disk path); runtime.qmp ≤107 bytes.
 type Node struct {
 	Schema     string            `json:"schema"`
@@ -67,8 +67,13 @@ type Node struct {
 	Runtime    Runtime           `json:"runtime"`
 	Invocation Invocation        `json:"invocation"`
 	Process    *Process          `json:"process,omitempty"` // required when running; allowed only when starting, running or stopping
-	CreatedAt  time.Time         `json:"created_at"`
-	UpdatedAt  time.Time         `json:"updated_at"`
+	// SerialLog is the serial console file QEMU creates (-serial file:),
+	// recorded before QEMU is first launched: the record destroy deletes
+	// it by. Empty for a node never started (a serial.log there is not
+	// Barn's).
+	SerialLog string    `json:"serial_log,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // DataDisk is one attached data disk.
@@ -140,16 +145,26 @@ type Process struct {
 	Boot       string `json:"boot"`       // host boot id (/proc/sys/kernel/random/boot_id)
 }
 
-// Journal is <BARN_HOME>/nodes/<node>/prepare.json: written before the first
-// artifact of a create and rewritten after each, so a crash before commit
-// leaves a bounded list of what to roll back.
+// Journal is <BARN_HOME>/nodes/<node>/prepare.json, a write-ahead record
+// of one create: written before the first artifact, rewritten with Intent
+// before each artifact exists and again, the artifact moved to Completed,
+// once it does. A crash at any point leaves a bounded list of what to roll
+// back, and nothing in the node directory that no journal entry names.
+//
+// A file a create publishes is first written under its staging name,
+// StagingName(path, OperationID) — a name only this operation uses — and
+// then given its real name as a second link: while Intent names it, the
+// artifact is provably Barn's only when both names are the same file.
 type Journal struct {
-	Schema         string      `json:"schema"`
-	OperationID    string      `json:"operation_id"` // UUID
-	Node           string      `json:"node"`
-	VMUUID         string      `json:"vm_uuid"`   // UUID
-	SpecHash       string      `json:"spec_hash"` // node hash
-	Completed      []Artifact  `json:"completed"`
+	Schema      string     `json:"schema"`
+	OperationID string     `json:"operation_id"` // UUID
+	Node        string     `json:"node"`
+	VMUUID      string     `json:"vm_uuid"`   // UUID
+	SpecHash    string     `json:"spec_hash"` // node hash
+	Completed   []Artifact `json:"completed"`
+	// Intent is the artifact being created (or reattached) now, recorded
+	// before it exists; nil between artifacts and once prepared.
+	Intent         *Artifact   `json:"intent,omitempty"`
 	Invocation     *Invocation `json:"invocation,omitempty"` // set once prepared
 	Prepared       bool        `json:"prepared"`
 	StateCommitted bool        `json:"state_committed"`
@@ -170,10 +185,15 @@ const (
 	DataDiskArt ArtifactKind = "data-disk"    // <name>.qcow2, name a DNS label other than "root"
 )
 
-// Artifact is one completed journal entry.
+// Artifact is one journal entry.
 type Artifact struct {
 	Kind ArtifactKind `json:"kind"`
 	Path string       `json:"path"` // absolute, directly inside the node directory
+	// Retained is set for a data disk reattached from the retained store:
+	// its directory there (RetainedDiskDir of this node and disk), which
+	// keeps the ownership marker until the node's state is committed, so
+	// a rollback can move the disk back and nothing is ever unowned.
+	Retained string `json:"retained,omitempty"`
 }
 
 // Transaction is <BARN_HOME>/nodes/<node>/transaction.json: an in-flight

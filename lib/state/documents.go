@@ -85,6 +85,10 @@ func (r *Root) ReadNode(node string) (*Node, error) {
 	if err != nil || data == nil {
 		return nil, err
 	}
+	return r.decodeNode(node, path, data)
+}
+
+func (r *Root) decodeNode(node, path string, data []byte) (*Node, error) {
 	var n Node
 	if err := decodeDocument(path, data, NodeSchema, &n); err != nil {
 		return nil, err
@@ -169,6 +173,10 @@ func (r *Root) ReadJournal(node string) (*Journal, error) {
 	if err != nil || data == nil {
 		return nil, err
 	}
+	return r.decodeJournal(node, path, data)
+}
+
+func (r *Root) decodeJournal(node, path string, data []byte) (*Journal, error) {
 	var j Journal
 	if err := decodeDocument(path, data, JournalSchema, &j); err != nil {
 		return nil, err
@@ -232,6 +240,10 @@ func (r *Root) ReadTransaction(node string) (*Transaction, error) {
 	if err != nil || data == nil {
 		return nil, err
 	}
+	return decodeTransaction(node, path, data)
+}
+
+func decodeTransaction(node, path string, data []byte) (*Transaction, error) {
 	var t Transaction
 	if err := decodeDocument(path, data, TransactionSchema, &t); err != nil {
 		return nil, err
@@ -301,6 +313,50 @@ func (r *Root) ReadNodeDocuments(node string) (NodeDocuments, error) {
 		return NodeDocuments{}, err
 	}
 	if d.Transaction, err = r.ReadTransaction(node); err != nil {
+		return NodeDocuments{}, err
+	}
+	return d, nil
+}
+
+// ReadInterruptedWrite reads name, a file in node's directory that an
+// interrupted atomic write of one of its documents left behind
+// (".state.json<digits>", ".prepare.json<digits>" or
+// ".transaction.json<digits>"), as the document it was about to become,
+// with the real document's checks (mode, owner, strict schema,
+// validation). The result has exactly one field set. Any other name is a
+// usage error; content that does not decode and validate — a write cut
+// short by a power loss — is the integrity error naming the file: such a
+// leftover proves nothing about who wrote it.
+func (r *Root) ReadInterruptedWrite(node, name string) (NodeDocuments, error) {
+	if err := checkNodeName(node); err != nil {
+		return NodeDocuments{}, err
+	}
+	base := tempBase(name)
+	if base == "" {
+		return NodeDocuments{}, exitcode.New(exitcode.Usage, "%s is not a temporary file of a node document", name)
+	}
+	path := r.NodeFile(node, name)
+	max := int64(MaxJournalBytes)
+	if base == NodeStateName {
+		max = MaxDocumentBytes
+	}
+	data, err := r.readNodeFile(node, path, max)
+	if err == nil && data == nil {
+		err = integrity(path, "does not exist")
+	}
+	if err != nil {
+		return NodeDocuments{}, err
+	}
+	var d NodeDocuments
+	switch base {
+	case NodeStateName:
+		d.State, err = r.decodeNode(node, path, data)
+	case JournalName:
+		d.Journal, err = r.decodeJournal(node, path, data)
+	default:
+		d.Transaction, err = decodeTransaction(node, path, data)
+	}
+	if err != nil {
 		return NodeDocuments{}, err
 	}
 	return d, nil

@@ -273,6 +273,29 @@ func TestJournalRejections(t *testing.T) {
 			m["state_path"] = "/tmp/state.json"
 		}, "state_path"},
 		{"state_path before commit", func(m map[string]any) { m["state_path"] = dir + "/state.json" }, "must be empty until state_committed"},
+		{"intent outside the allowlist", func(m map[string]any) { m["intent"] = art("state", dir+"/state.json") }, "intent.kind"},
+		{"intent outside the node dir", func(m map[string]any) { m["intent"] = art("seed", "/etc/seed.iso") }, "intent.path"},
+		{"intent duplicates a completed artifact", func(m map[string]any) { m["intent"] = art("root-overlay", dir+"/root.qcow2") }, "is a duplicate"},
+		{"intent once prepared", func(m map[string]any) {
+			m["prepared"] = true
+			m["invocation"] = map[string]any{"binary": "q", "args": []any{}, "inherited_files": []any{}}
+			m["intent"] = art("seed", dir+"/seed.iso")
+		}, "intent must be empty once prepared"},
+		{"retained dir of another disk", func(m map[string]any) {
+			a := art("data-disk", dir+"/data.qcow2")
+			a["retained"] = r.RetainedDiskDir(node, "other")
+			m["intent"] = a
+		}, "intent.retained"},
+		{"retained dir of another node", func(m map[string]any) {
+			a := art("data-disk", dir+"/data.qcow2")
+			a["retained"] = r.RetainedDiskDir("pg-2", "data")
+			m["completed"] = []any{a}
+		}, "completed[0].retained"},
+		{"retained on a seed", func(m map[string]any) {
+			a := art("seed", dir+"/seed.iso")
+			a["retained"] = r.RetainedDiskDir(node, "seed")
+			m["intent"] = a
+		}, "only for data disks"},
 		{"unknown field", func(m map[string]any) { m["rollback"] = true }, `unknown field "rollback"`},
 		{"newer schema", func(m map[string]any) { m["schema"] = "barn.state.journal/v7" }, "newer Barn"},
 	}
@@ -288,6 +311,15 @@ func TestJournalRejections(t *testing.T) {
 				t.Fatalf("error does not name the file: %v", err)
 			}
 		})
+	}
+	// A write-ahead intent and a reattached disk round-trip.
+	j = testJournal(r, node)
+	j.Intent = &Artifact{Kind: DataDiskArt, Path: r.ArtifactPath(node, DataDiskArt, "data"), Retained: r.RetainedDiskDir(node, "data")}
+	if err := r.WriteJournal(j); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.ReadJournal(node); err != nil || got.Intent == nil || *got.Intent != *j.Intent {
+		t.Fatalf("journal with intent = %+v, %v", got, err)
 	}
 	// A valid committed journal round-trips, and RemoveJournal removes it.
 	j = testJournal(r, node)
@@ -383,4 +415,63 @@ func TestWriteFileAtomicRefusals(t *testing.T) {
 			t.Fatalf("temporary file left behind: %s", e.Name())
 		}
 	}
+}
+
+// TestOperationFileNames: the staging name of an artifact, and the
+// temporary files written beside it, carry the operation id; nothing else
+// (another operation's, a plain node file, a look-alike) does.
+func TestOperationFileNames(t *testing.T) {
+	op := "6f1c1c8e-1d0b-4b55-9a57-4d0c4d8f3a11"
+	stage := StagingName("/h/nodes/n1/root.qcow2", op)
+	if stage != "/h/nodes/n1/.root.qcow2.barn-"+op {
+		t.Fatalf("StagingName = %s", stage)
+	}
+	for name, want := range map[string]bool{
+		".root.qcow2.barn-" + op:                 true, // the staging file
+		"..root.qcow2.barn-" + op + ".tmp-12-34": true, // lib/disk's temporary beside it
+		"..seed.iso.barn-" + op + "2718281828":   true, // safefile's pending file beside it
+		".root.qcow2.barn-6f1c1c8e-0000":         false,
+		".root.qcow2.barn-" + op + "x":           false,
+		"root.qcow2.barn-" + op:                  false, // not hidden
+		".root.qcow2":                            false,
+		".root.qcow2.tmp-1-2":                    false, // a pre-write-ahead temporary: no proof
+		".seed.iso.barn-" + strings.ToUpper(op):  false,
+		".state.json12345":                       false, // a document temporary: proven by content
+	} {
+		if got := IsOperationFile(name, op); got != want {
+			t.Errorf("IsOperationFile(%q) = %v, want %v", name, got, want)
+		}
+	}
+	if IsOperationFile(".root.qcow2.barn-", "") {
+		t.Error("an empty operation id matches")
+	}
+}
+
+// TestReadInterruptedWrite: a document's leftover temporary reads as the
+// document it was about to be, with the same checks; an empty one (a
+// power loss) or another name is refused.
+func TestReadInterruptedWrite(t *testing.T) {
+	r := testRoot(t)
+	node := "pg-1"
+	j := testJournal(r, node)
+	if err := r.WriteJournal(j); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(r.NodeFile(node, JournalName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeRaw(t, r.NodeFile(node, ".prepare.json123"), string(data), 0o600)
+	d, err := r.ReadInterruptedWrite(node, ".prepare.json123")
+	if err != nil || d.Journal == nil || d.Journal.OperationID != j.OperationID || d.State != nil || d.Transaction != nil {
+		t.Fatalf("journal temp = %+v, %v", d, err)
+	}
+	writeRaw(t, r.NodeFile(node, ".state.json9"), "", 0o600)
+	_, err = r.ReadInterruptedWrite(node, ".state.json9")
+	wantClass(t, err, exitcode.Integrity, "is empty")
+	writeRaw(t, r.NodeFile(node, ".prepare.json77"), string(data), 0o644)
+	_, err = r.ReadInterruptedWrite(node, ".prepare.json77")
+	wantClass(t, err, exitcode.Integrity, "has mode 0644")
+	_, err = r.ReadInterruptedWrite(node, "notes.txt")
+	wantClass(t, err, exitcode.Usage, "not a temporary file")
 }

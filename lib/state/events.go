@@ -82,23 +82,13 @@ func (r *Root) AppendEvent(e Event) (err error) {
 	if err != nil {
 		return err
 	}
-	if _, err := r.EnsureLocksDir(); err != nil {
-		return err
-	}
-	lockPath, err := r.lockFile(lockEventsName)
+	unlock, err := r.lockEvents()
 	if err != nil {
 		return err
 	}
-	fl := flock.New(lockPath, flock.SetFlag(os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_CLOEXEC), flock.SetPermissions(FileMode))
-	if err := fl.Lock(); err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return integrity(lockPath, "is a symlink; refusing to lock through it")
-		}
-		return exitcode.Wrap(exitcode.Runtime, err, "locking %s", lockPath)
-	}
 	defer func() {
-		if cerr := fl.Close(); cerr != nil && err == nil {
-			err = exitcode.Wrap(exitcode.Runtime, cerr, "releasing %s", lockPath)
+		if cerr := unlock(); cerr != nil && err == nil {
+			err = cerr
 		}
 	}()
 
@@ -129,6 +119,61 @@ func (r *Root) AppendEvent(e Event) (err error) {
 		return r.trimEvents(path)
 	}
 	return nil
+}
+
+// lockEvents takes locks/events.lock (waiting); the returned function
+// releases it.
+func (r *Root) lockEvents() (func() error, error) {
+	if _, err := r.EnsureLocksDir(); err != nil {
+		return nil, err
+	}
+	lockPath, err := r.lockFile(lockEventsName)
+	if err != nil {
+		return nil, err
+	}
+	fl := flock.New(lockPath, flock.SetFlag(os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_CLOEXEC), flock.SetPermissions(FileMode))
+	if err := fl.Lock(); err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, integrity(lockPath, "is a symlink; refusing to lock through it")
+		}
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "locking %s", lockPath)
+	}
+	return func() error {
+		if err := fl.Close(); err != nil {
+			return exitcode.Wrap(exitcode.Runtime, err, "releasing %s", lockPath)
+		}
+		return nil
+	}, nil
+}
+
+// RemoveEvents removes <Dir>/events.jsonl (durably) under the events
+// lock, only after reading it through as Barn's event log: every line a
+// complete, valid barn.event/v1 record. A file that is not — another
+// tool's file at that name, or a damaged log — is the integrity error
+// naming it and is kept. A missing log is not an error.
+func (r *Root) RemoveEvents() (err error) {
+	unlock, err := r.lockEvents()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := unlock(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	path := r.EventsFile()
+	end, err := r.scanEvents(0, EventFilter{}, func(Event) error { return nil })
+	if err != nil {
+		return exitcode.As(err).WithNext("move " + path + " away after checking it")
+	}
+	if end < 0 {
+		return nil
+	}
+	if fi, err := os.Lstat(path); err == nil && fi.Size() != end {
+		return integrity(path, "ends in %d bytes that are not a complete event record; not removing it", fi.Size()-end).
+			WithNext("move " + path + " away after checking it")
+	}
+	return RemoveFileDurable(path)
 }
 
 // encodeEvent returns the record's line, cutting the message to fit

@@ -20,10 +20,11 @@ import (
 //	  locks/images.lock               image cache lock + holder record
 //	  locks/events.lock               serialises event appends and trims
 //	  locks/node-<node>.lock          per-node lock + holder record
-//	  keys/{id_ed25519,id_ed25519.pub,known_hosts}
+//	  keys/{id_ed25519,id_ed25519.pub,known_hosts,keys.json}  (lib/sshkeys; keys.json records what Barn created)
 //	  nodes/<node>/                   0700
 //	    state.json transaction.json prepare.json
-//	    root.qcow2 <disk>.qcow2 seed.iso nvram.fd serial.log qemu.log
+//	    root.qcow2 <disk>.qcow2 seed.iso nvram.fd serial.log (QEMU's, once recorded)
+//	    qemu.log (read by barn-node logs --source qemu; Barn never writes or deletes it)
 //	  disks/<node>/<disk>/            retained persistent disks
 //	  images/                         image cache (owned by the repo code)
 //	  run/                            default runtime directory (below)
@@ -106,6 +107,27 @@ func IsNodeFileName(name string) bool {
 		return ValidDiskName(d)
 	}
 	return false
+}
+
+// StagingName is where a create writes the artifact at path before
+// publishing it there: "<dir>/.<name>.barn-<operation id>". The operation
+// id is a fresh UUID recorded in the journal before anything is written,
+// so a file carrying it in its name was created by that operation.
+func StagingName(path, operationID string) string {
+	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+stagingInfix+operationID)
+}
+
+const stagingInfix = ".barn-"
+
+// IsOperationFile reports whether name (a file name in a node directory)
+// carries operationID the way StagingName and the temporary files written
+// beside a staging file do: ".<name>.barn-<operation id>[…]".
+func IsOperationFile(name, operationID string) bool {
+	if !strings.HasPrefix(name, ".") || operationID == "" {
+		return false
+	}
+	_, after, ok := strings.Cut(name, stagingInfix+operationID)
+	return ok && (after == "" || strings.HasPrefix(after, ".") || strings.Trim(after, "0123456789") == "")
 }
 
 // DataDiskFileName is the node-directory file name of data disk disk.

@@ -105,10 +105,12 @@ func (k lockKey) less(o lockKey) bool {
 	return k.rank < o.rank || k.rank == o.rank && k.name < o.name
 }
 
-// held tracks the locks a Root holds, for the run-time order check.
+// held tracks the locks a Root holds, for the run-time order check and
+// for RemoveNodeLock's proof that the file it removes is the one held.
 type held struct {
 	mu    sync.Mutex
 	locks map[lockKey]int
+	files map[lockKey]*heldLock // the latest holder of each key
 }
 
 // checkOrder refuses a lock that sorts before one this Root holds.
@@ -125,13 +127,20 @@ func (r *Root) checkOrder(name string) error {
 	return nil
 }
 
-func (r *Root) noteHeld(k lockKey, delta int) {
+func (r *Root) noteHeld(l *heldLock, delta int) {
 	r.held.mu.Lock()
 	defer r.held.mu.Unlock()
 	if r.held.locks == nil {
 		r.held.locks = map[lockKey]int{}
+		r.held.files = map[lockKey]*heldLock{}
 	}
-	r.held.locks[k] += delta
+	r.held.locks[l.key] += delta
+	switch {
+	case delta > 0:
+		r.held.files[l.key] = l
+	case r.held.files[l.key] == l:
+		delete(r.held.files, l.key)
+	}
 }
 
 func (l *heldLock) Unlock() error {
@@ -142,7 +151,7 @@ func (l *heldLock) Unlock() error {
 	}
 	l.done = true
 	if l.root != nil {
-		defer l.root.noteHeld(l.key, -1)
+		defer l.root.noteHeld(l, -1)
 	}
 	// Clear the holder record while still holding the lock, then release.
 	var errs []error
@@ -187,9 +196,13 @@ func (r *Root) LockNodeWaiting(ctx context.Context, node, command string, waitin
 }
 
 // RemoveNodeLock removes locks/node-<node>.lock of a destroyed node. The
-// caller holds the deployment lock and that node's lock: since every node
-// lock is taken only under the deployment lock, nobody can be waiting on
-// the file being unlinked, and a later holder creates a new one.
+// caller holds the deployment lock and that node's lock through this Root:
+// since every node lock is taken only under the deployment lock, nobody can
+// be waiting on the file being unlinked, and a later holder creates a new
+// one. The file is removed only when it is the very file whose lock is
+// held (same device and inode as the held descriptor): a file put at that
+// name by anything else is kept (integrity). Not holding the lock is a
+// runtime error.
 func (r *Root) RemoveNodeLock(node string) error {
 	if err := checkNodeName(node); err != nil {
 		return err
@@ -197,6 +210,25 @@ func (r *Root) RemoveNodeLock(node string) error {
 	path, err := r.lockFile(NodeLockName(node))
 	if err != nil {
 		return err
+	}
+	r.held.mu.Lock()
+	l := r.held.files[keyOf(NodeLockName(node))]
+	r.held.mu.Unlock()
+	if l == nil {
+		return exitcode.New(exitcode.Runtime, "removing %s: the node lock is not held by this command", path).WithReason("lock_not_held")
+	}
+	heldFI, err := l.fl.Stat()
+	if err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "checking held lock %s", path)
+	}
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "checking %s", path)
+	}
+	if !os.SameFile(heldFI, fi) {
+		return integrity(path, "is not the lock file this command holds; not removing it")
 	}
 	return RemoveFileDurable(path)
 }
@@ -317,7 +349,7 @@ func (r *Root) acquire(ctx context.Context, name, command string, wait bool, wai
 		}
 	}
 	l := &heldLock{fl: fl, path: path, root: r, key: keyOf(name)}
-	r.noteHeld(l.key, 1)
+	r.noteHeld(l, 1)
 	if err := r.writeHolder(path, LockHolder{Schema: LockHolderSchema, PID: os.Getpid(), Command: CommandLine([]string{command}), Started: r.now()}); err != nil {
 		_ = l.Unlock()
 		return nil, err

@@ -103,6 +103,7 @@ func (r *Root) ValidateNode(node string, n *Node) []string {
 	r.checkNodePath(&p, node, "root_disk", n.RootDisk, RootDiskName)
 	r.checkNodePath(&p, node, "seed", n.Seed, SeedName)
 	r.checkNodePath(&p, node, "nvram", n.NVRAM, NVRAMName)
+	r.checkNodePath(&p, node, "serial_log", n.SerialLog, SerialLogName)
 	seen := map[string]bool{}
 	for i, d := range n.DataDisks {
 		if !ValidDiskName(d.Name) {
@@ -232,36 +233,15 @@ func (r *Root) ValidateJournal(node string, j *Journal) []string {
 	if !hex64RE.MatchString(j.SpecHash) {
 		p.addf("spec_hash %q is not a 64-hex node hash", j.SpecHash)
 	}
-	dir := r.NodeDir(node)
 	seen := map[string]bool{}
 	for i, a := range j.Completed {
-		if !filepath.IsAbs(a.Path) || filepath.Clean(a.Path) != a.Path {
-			p.addf("completed[%d].path %q is not a clean absolute path", i, a.Path)
-			continue
+		r.validateArtifact(&p, node, fmt.Sprintf("completed[%d]", i), a, seen)
+	}
+	if j.Intent != nil {
+		r.validateArtifact(&p, node, "intent", *j.Intent, seen)
+		if j.Prepared {
+			p.addf("intent must be empty once prepared")
 		}
-		if filepath.Dir(a.Path) != dir {
-			p.addf("completed[%d].path %q is outside the node directory %s", i, a.Path, dir)
-			continue
-		}
-		base := filepath.Base(a.Path)
-		switch a.Kind {
-		case DataDiskArt:
-			d, ok := strings.CutSuffix(base, DataDiskSuffix)
-			if !ok || !ValidDiskName(d) {
-				p.addf("completed[%d]: a data-disk artifact must be <name>.qcow2 with a DNS-label name other than root, got %q", i, base)
-			}
-		default:
-			want, ok := artifactFile[a.Kind]
-			if !ok {
-				p.addf("completed[%d].kind %q is not in the allowlist (root-overlay, seed, nvram, data-disk)", i, a.Kind)
-			} else if base != want {
-				p.addf("completed[%d]: a %s artifact must be %s, got %q", i, a.Kind, want, base)
-			}
-		}
-		if seen[a.Path] {
-			p.addf("completed[%d].path %q is a duplicate", i, a.Path)
-		}
-		seen[a.Path] = true
 	}
 	if j.Prepared != (j.Invocation != nil) {
 		p.addf("invocation must be present exactly when prepared (prepared=%t)", j.Prepared)
@@ -283,6 +263,46 @@ func (r *Root) ValidateJournal(node string, j *Journal) []string {
 		p.addf("updated_at is before started_at")
 	}
 	return p
+}
+
+// validateArtifact adds the problems of one journal entry: the allowlist
+// (kind/path pairs directly inside the node directory, no duplicates) and,
+// for a reattached data disk, the retained store directory of exactly this
+// node and disk.
+func (r *Root) validateArtifact(p *problems, node, field string, a Artifact, seen map[string]bool) {
+	if !filepath.IsAbs(a.Path) || filepath.Clean(a.Path) != a.Path {
+		p.addf("%s.path %q is not a clean absolute path", field, a.Path)
+		return
+	}
+	dir := r.NodeDir(node)
+	if filepath.Dir(a.Path) != dir {
+		p.addf("%s.path %q is outside the node directory %s", field, a.Path, dir)
+		return
+	}
+	base := filepath.Base(a.Path)
+	switch a.Kind {
+	case DataDiskArt:
+		d, ok := strings.CutSuffix(base, DataDiskSuffix)
+		if !ok || !ValidDiskName(d) {
+			p.addf("%s: a data-disk artifact must be <name>.qcow2 with a DNS-label name other than root, got %q", field, base)
+		} else if a.Retained != "" && a.Retained != r.RetainedDiskDir(node, d) {
+			p.addf("%s.retained %q must be %s", field, a.Retained, r.RetainedDiskDir(node, d))
+		}
+	default:
+		want, ok := artifactFile[a.Kind]
+		if !ok {
+			p.addf("%s.kind %q is not in the allowlist (root-overlay, seed, nvram, data-disk)", field, a.Kind)
+		} else if base != want {
+			p.addf("%s: a %s artifact must be %s, got %q", field, a.Kind, want, base)
+		}
+		if a.Retained != "" {
+			p.addf("%s.retained is only for data disks", field)
+		}
+	}
+	if seen[a.Path] {
+		p.addf("%s.path %q is a duplicate", field, a.Path)
+	}
+	seen[a.Path] = true
 }
 
 // ValidateTransaction returns every problem of a decoded transaction record

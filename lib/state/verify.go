@@ -12,8 +12,8 @@ import (
 )
 
 // Verify checks everything under the state root without modifying
-// anything: the root and every directory (real directories, owned, mode
-// 0700), every document (mode 0600, owner, strict schema,
+// anything: the root and every directory, including those of the image
+// cache and the retained-disk store (real directories, owned, mode 0700), every document (mode 0600, owner, strict schema,
 // hashes, the journal allowlist), lock holder records, the event log, and
 // unexpected entries in node directories. It returns every problem found,
 // sorted by file; an empty list means the state root is sound (a missing
@@ -47,6 +47,13 @@ func (r *Root) Verify() []Problem {
 			add(err)
 		}
 	}
+	// Every directory below the image cache and the retained-disk store
+	// too (<family>, trust, manifests, local; disks/<node>/<disk>).
+	for _, d := range []string{DisksDirName, ImagesDirName} {
+		for _, err := range r.checkSubdirs(filepath.Join(r.Dir, d)) {
+			add(err)
+		}
+	}
 	names, err := r.LockNames()
 	add(err)
 	for _, n := range names {
@@ -66,6 +73,29 @@ func (r *Root) Verify() []Problem {
 		out = append(out, r.verifyNode(node)...)
 	}
 	return sortProblems(out)
+}
+
+// checkSubdirs checks every directory strictly below top (0700, owned,
+// real), without following symlinks.
+func (r *Root) checkSubdirs(top string) []error {
+	var errs []error
+	_ = filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p != top {
+				errs = append(errs, integrity(p, "unreadable: %v", unwrapPath(err)))
+			}
+			return nil
+		}
+		if p == top || !d.IsDir() {
+			return nil
+		}
+		if err := r.checkDir(p, false); err != nil {
+			errs = append(errs, err)
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	return errs
 }
 
 func (r *Root) plausibleNodes() []string {
@@ -99,7 +129,7 @@ func (r *Root) verifyNode(node string) []Problem {
 	}
 	_, err := r.ReadNode(node)
 	add(err)
-	_, err = r.ReadJournal(node)
+	j, err := r.ReadJournal(node)
 	add(err)
 	_, err = r.ReadTransaction(node)
 	add(err)
@@ -111,7 +141,9 @@ func (r *Root) verifyNode(node string) []Problem {
 	for _, e := range entries {
 		p := filepath.Join(dir, e.Name())
 		if !IsNodeFileName(e.Name()) {
-			if isTempName(e.Name()) {
+			if j != nil && IsOperationFile(e.Name(), j.OperationID) {
+				add(integrity(p, "staging file of the unfinished create journaled in %s; the next apply or destroy of the node rolls it back", JournalName))
+			} else if isTempName(e.Name()) {
 				add(integrity(p, "temporary file left by an interrupted atomic write; the document beside it is intact"))
 			} else {
 				add(integrity(p, "unexpected entry in a node directory (not in the state layout)"))
@@ -151,11 +183,14 @@ func sortProblems(p []Problem) []Problem {
 
 // isTempName reports whether name looks like WriteFileAtomic's temporary
 // file for a node document (".<name><digits>").
-func isTempName(name string) bool {
+func isTempName(name string) bool { return tempBase(name) != "" }
+
+// tempBase is the node document whose temporary file name is, or "".
+func tempBase(name string) string {
 	for _, base := range []string{NodeStateName, JournalName, TransactionName} {
 		if rest, ok := strings.CutPrefix(name, "."+base); ok && rest != "" && strings.Trim(rest, "0123456789") == "" {
-			return true
+			return base
 		}
 	}
-	return false
+	return ""
 }

@@ -100,3 +100,59 @@ func walk(dir string, fn func(string, os.FileInfo)) error {
 	}
 	return nil
 }
+
+// TestVerifyRefusesOpenDirectoriesUnderTheImageCache: the README's "0700
+// like every directory in it" holds below images/ and disks/ too: a
+// family, trust or manifests directory (or a retained disk's) left 0755 is
+// a problem naming it; the ones Barn creates (EnsurePrivateDir) are 0700.
+func TestVerifyRefusesOpenDirectoriesUnderTheImageCache(t *testing.T) {
+	r := testRoot(t)
+	images, err := r.EnsureImagesDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := []string{images + "/d12", images + "/trust", images + "/manifests", images + "/manifests/versions"}
+	if err := EnsurePrivateDir(good...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.EnsureRetainedDiskDir("n1", "data"); err != nil {
+		t.Fatal(err)
+	}
+	if p := r.Verify(); len(p) != 0 {
+		t.Fatalf("0700 directories: %v", p)
+	}
+	for _, d := range []string{images + "/d12", images + "/manifests/versions", images + "/trust", r.RetainedDiskDir("n1", "data")} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for _, x := range r.Verify() {
+		got = append(got, strings.TrimPrefix(x.File, r.Dir+"/"))
+		if !strings.Contains(x.Message, "0755") {
+			t.Errorf("%s: %s", x.File, x.Message)
+		}
+	}
+	want := "disks/n1/data images/d12 images/manifests/versions images/trust"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("problems at %v, want %s", got, want)
+	}
+	// and creating through EnsurePrivateDir refuses the open one
+	err = EnsurePrivateDir(images + "/trust")
+	wantClass(t, err, exitcode.Integrity, "0755")
+}
+
+// TestVerifyNamesAnUnfinishedCreatesStagingFile: a staging file carrying
+// the journal's operation id is reported as what it is, not as a stray.
+func TestVerifyNamesAnUnfinishedCreatesStagingFile(t *testing.T) {
+	r := testRoot(t)
+	j := testJournal(r, "pg-1")
+	if err := r.WriteJournal(j); err != nil {
+		t.Fatal(err)
+	}
+	writeRaw(t, StagingName(r.NodeFile("pg-1", RootDiskName), j.OperationID), "x", 0o600)
+	p := r.Verify()
+	if len(p) != 1 || !strings.Contains(p[0].Message, "staging file of the unfinished create") {
+		t.Fatalf("problems = %v", p)
+	}
+}

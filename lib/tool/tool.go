@@ -223,6 +223,9 @@ func Main(ctx context.Context, name, help string, args []string, stdio Stdio, ge
 	if flags, bare := bareInvocation(args); bare {
 		if w, ok := grammar.(Welcomer); ok {
 			if doc := w.Welcome(env); doc != nil {
+				if doc.Err != nil {
+					return report(env, doc.Err)
+				}
 				if env.Output, err = resolveOutput(flags, env.Getenv, env.OutIsTerminal); err != nil {
 					return report(env, err)
 				}

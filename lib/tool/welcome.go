@@ -18,6 +18,9 @@ type Welcome struct {
 	Summary string   `json:"summary"`
 	State   string   `json:"state,omitempty"` // one line about the world now, e.g. "no deployment under ~/.barn"
 	Actions []Action `json:"actions"`
+	// Err, when set, is reported instead of the greeting (with its exit
+	// class): damaged state is never summarised as if it were absent.
+	Err error `json:"-"`
 }
 
 // Action is one suggested next command.
