@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"barn.dev/lib/exitcode"
-	"barn.dev/lib/spec"
 	"barn.dev/lib/safefile"
+	"barn.dev/lib/spec"
 )
 
 // Tool runs qemu-img. The zero value runs "qemu-img" from PATH.
