@@ -34,13 +34,18 @@ func TestPigstyTable(t *testing.T) {
 	b.WriteString("`lib/inventory/testdata/pigsty` (Pigsty's `conf/`, Apache-2.0); regenerate with\n")
 	b.WriteString("`BARN_UPDATE=1`. None of them sets `vm_*` keys, so Barn's defaults apply.\n\n")
 	b.WriteString("| file | result | nodes | control | why |\n|---|---|---|---|---|\n")
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
 	for _, f := range files {
 		rel, _ := filepath.Rel(dir, f)
-		data, err := os.ReadFile(f)
+		in, err := inventory.Open(rel) // in dir: messages name rel
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, ws, err := inventory.Resolve(data, rel)
+		s, ws, err := inventory.ResolveInput(in)
 		if err != nil {
 			ps := inventory.Problems(err)
 			if len(ps) == 0 {
@@ -61,9 +66,17 @@ func TestPigstyTable(t *testing.T) {
 			}
 			why = strings.Join(msgs, "<br>")
 		}
-		fmt.Fprintf(&b, "| %s | ok | %s | %s | %s |\n", rel, strings.Join(s.NodeNames(), " "), s.Control, escape(why))
+		var nodes []string
+		for _, n := range s.Nodes {
+			if n.FQDN != "" {
+				nodes = append(nodes, n.Name+" ("+n.FQDN+")")
+			} else {
+				nodes = append(nodes, n.Name)
+			}
+		}
+		fmt.Fprintf(&b, "| %s | ok | %s | %s | %s |\n", rel, strings.Join(nodes, " "), s.Control, escape(why))
 	}
-	golden := "../testdata/pigsty-inventories.md"
+	golden := filepath.Join(wd, "../testdata/pigsty-inventories.md")
 	if os.Getenv("BARN_UPDATE") == "1" {
 		if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
 			t.Fatal(err)

@@ -18,9 +18,12 @@ var VMKeys = []string{"vm_skip", "vm_image", "vm_version", "vm_arch", "vm_cpu", 
 // NameKeys are the non-vm variables Barn reads per host.
 var NameKeys = []string{"nodename", "pg_cluster", "pg_seq", "node_admin_username", "node_admin_uid"}
 
-// ConsumedKeys lists every per-host variable Barn reads, in explain order.
-// admin_ip is read from all.vars only and is not listed.
-func ConsumedKeys() []string { return append(append([]string{}, NameKeys...), VMKeys...) }
+// ConsumedKeys lists every variable Barn reads, in explain order: NameKeys,
+// VMKeys, then admin_ip (resolved per host like the others, and required
+// to resolve to one value for every managed host).
+func ConsumedKeys() []string {
+	return append(append(append([]string{}, NameKeys...), VMKeys...), "admin_ip")
+}
 
 var (
 	reNodeName  = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$`)
@@ -38,6 +41,28 @@ var systemPaths = []string{"/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/
 // validNodeName reports whether s is 1–63 of [a-z0-9-], not starting or
 // ending with '-'.
 func validNodeName(s string) bool { return reNodeName.MatchString(s) }
+
+// SplitNodename derives a node's name from a Pigsty nodename: a plain
+// label is the name itself (fqdn ""); a fully qualified DNS name (labels of
+// a-z 0-9 -, at most 253 characters) names the node by its first label and
+// is kept whole as its FQDN, the hostname Pigsty sets (`hostname
+// {{ nodename }}`). problem is "" when the nodename is valid.
+func SplitNodename(nodename string) (name, fqdn, problem string) {
+	if validNodeName(nodename) {
+		return nodename, "", ""
+	}
+	first, _, _ := strings.Cut(nodename, ".")
+	switch {
+	case !strings.Contains(nodename, "."):
+		return nodename, "", "invalid node name"
+	case len(nodename) > 253 || !reAlias.MatchString(nodename):
+		return first, nodename, "invalid node name: not a lower-case DNS name"
+	}
+	if _, err := netip.ParseAddr(nodename); err == nil {
+		return first, nodename, "invalid node name: an IP address, not a host name"
+	}
+	return first, nodename, ""
+}
 
 // overlaps reports whether clean absolute paths a and b are equal or one
 // contains the other.

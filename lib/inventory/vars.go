@@ -2,7 +2,6 @@ package inventory
 
 import (
 	"encoding/json"
-	"fmt"
 	"sort"
 	"strings"
 
@@ -10,17 +9,6 @@ import (
 
 	"barn.dev/lib/inventory/yaml11"
 )
-
-// setting is the winning definition of one variable for one host.
-type setting struct {
-	Key     string
-	KeyNode *yaml.Node
-	Value   *yaml.Node
-	Origin  string // "host", "all" or a group name
-	Depth   int    // hostDepth for host vars
-}
-
-const hostDepth = 1 << 20
 
 func scalarOf(n *yaml.Node) yaml11.Scalar { return yaml11.Resolve(n) }
 
@@ -38,69 +26,6 @@ func (r *reader) fingerprint(key string, n *yaml.Node) string {
 		return "raw:" + n.Value
 	}
 	return string(b)
-}
-
-// lookup returns the setting of key for h, or nil when no level defines it.
-// Conflicting definitions at the winning depth are problems (and nil).
-func (r *reader) lookup(m *model, h *host, groups []*group, key string) *setting {
-	if defs := h.Vars[key]; len(defs) > 0 {
-		if !r.agree(key, defs) {
-			var origins []string
-			for _, d := range defs {
-				origins = append(origins, d.Origin)
-			}
-			d := defs[len(defs)-1]
-			r.at(d.Value, Problem{Host: h.Name, Key: key, Value: written(d.Value), Origin: "host entries under groups " + joinAnd(uniq(origins)),
-				Message: "the host is listed with different values", Hint: "give the value once, in one host entry"})
-			return nil
-		}
-		d := defs[0]
-		return &setting{Key: key, KeyNode: d.KeyNode, Value: d.Value, Origin: "host", Depth: hostDepth}
-	}
-	best := -1
-	var at []*group
-	for _, g := range groups {
-		defs := g.Vars[key]
-		if len(defs) == 0 {
-			continue
-		}
-		switch {
-		case g.Depth > best:
-			best, at = g.Depth, []*group{g}
-		case g.Depth == best:
-			at = append(at, g)
-		}
-	}
-	if len(at) == 0 {
-		return nil
-	}
-	var defs []varDef
-	for _, g := range at {
-		gdefs := g.Vars[key]
-		if !r.agree(key, gdefs) {
-			d := gdefs[len(gdefs)-1]
-			r.at(d.Value, Problem{Host: h.Name, Key: key, Value: written(d.Value), Origin: g.Name,
-				Message: fmt.Sprintf("group %s defines it more than once with different values", g.Name), Hint: "keep one definition"})
-			return nil
-		}
-		defs = append(defs, gdefs[0])
-	}
-	if !r.agree(key, defs) {
-		names := make([]string, len(at))
-		var vals []string
-		for i, g := range at {
-			names[i] = g.Name
-			vals = append(vals, fmt.Sprintf("%s: %q", g.Name, written(g.Vars[key][0].Value)))
-		}
-		d := defs[0]
-		r.at(d.Value, Problem{Host: h.Name, Key: key, Value: written(d.Value), Origin: joinAnd(names),
-			Message: fmt.Sprintf("inherits conflicting values from groups %s at the same depth (%s)", joinAnd(names), strings.Join(vals, ", ")),
-			Hint:    "set it on the host"})
-		return nil
-	}
-	d := defs[0]
-	origin := d.Origin
-	return &setting{Key: key, KeyNode: d.KeyNode, Value: d.Value, Origin: origin, Depth: best}
 }
 
 func (r *reader) agree(key string, defs []varDef) bool {

@@ -158,7 +158,7 @@ func TestSameSpecResealedIsNoDrift(t *testing.T) {
 	s := testSpec(2)
 	dep, nodes := applied(s, state.Running)
 	again := testSpec(2)
-	again.Source = "elsewhere/pigsty.yml"
+	again.Source = spec.Sources{"elsewhere/pigsty.yml", "elsewhere/group_vars/all.yml"}
 	again.Seal()
 	p := mustCompute(t, Input{Desired: again, Applied: dep, Nodes: nodes, Resolver: catalog})
 	if p.Action != ActionNone || outcomes(p) != "node-10=unchanged node-11=unchanged" {
