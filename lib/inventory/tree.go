@@ -158,8 +158,13 @@ func (m *model) finish(r *reader) {
 		}
 	}
 	r.depths(m)
-	for _, g := range m.Groups {
-		r.priorityOf(g)
+	names := make([]string, 0, len(m.Groups))
+	for n := range m.Groups {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		m.priorityOf(m.Groups[n])
 	}
 }
 
@@ -348,21 +353,20 @@ func (r *reader) checkVMKey(e entry, host, origin string) {
 }
 
 // priorityOf sets g.Priority from its ansible_group_priority definitions
-// as Group.set_variable does (int(value); the last one wins). Barn reads
-// only plain integers, refuses spellings whose int() is surprising, and
-// refuses a group that sets two different priorities.
-func (r *reader) priorityOf(g *group) {
+// as Group.set_variable does (int(value); the last one parsed wins, with a
+// warning when they differ). Barn reads only plain integers and refuses
+// spellings whose int() is surprising or fails.
+func (m *model) priorityOf(g *group) {
 	var first *varDef
 	for i, d := range g.priority {
-		v := d.src.val("", &setting{Key: d.Key, Value: d.Value, Origin: g.Name})
+		v := d.src.val("", &setting{Key: d.Key, Value: d.Value, Origin: g.Name, src: d.src})
 		p, ok := v.priority(d.Value)
 		if !ok {
 			continue
 		}
 		if first != nil && p != g.Priority {
-			d.src.at(d.Value, Problem{Key: d.Key, Value: written(d.Value), Origin: g.Name,
-				Message: fmt.Sprintf("group %s sets ansible_group_priority twice, %d at %s:%d and %d here; Ansible uses the later, %d", g.Name, g.Priority, first.file(), first.Value.Line, p, p),
-				Hint:    "keep one definition"})
+			m.warn(d.src, d.Value, "priority_redefined", fmt.Sprintf("group %s sets ansible_group_priority to %d at %s:%d and to %d at %s:%d; Ansible uses the one it parses last, %d",
+				g.Name, g.Priority, first.file(), line(*first), p, d.file(), line(d), p))
 		}
 		if first == nil {
 			first = &g.priority[i]
