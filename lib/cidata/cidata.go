@@ -7,15 +7,19 @@
 //
 // The guest contract rendered here (see
 // barn-reference-behaviour.md §3.9–3.13):
-//   - meta-data: instance-id "barn-<node>-g<generation>", local-hostname;
+//   - meta-data: instance-id "barn-<node>-g<generation>", local-hostname
+//     (the hostname: the node's FQDN when it has one, else its name);
 //   - network-config v2: the management NIC and the private NIC are both
 //     matched by MAC and never renamed (no set-name); management uses DHCP,
 //     private carries exactly the inventory address as a static /24 with no
 //     gateway, no route, no DNS, no DHCP and no RA;
-//   - user-data: hostname, the login user with the deployment key and
-//     passwordless sudo, helper scripts under /usr/local/libexec/barn-*, the
-//     stage configuration under /etc/barn/ and runcmd running the stage
-//     runner /usr/local/libexec/barn-finalize.
+//   - user-data: hostname (the node name; with fqdn and
+//     prefer_fqdn_over_hostname when the node has an FQDN, so the guest's
+//     hostname is the FQDN, exactly what Pigsty sets), the login user with
+//     the deployment key and passwordless sudo, helper scripts under
+//     /usr/local/libexec/barn-*, the stage configuration under /etc/barn/
+//     (its hosts block names every node, FQDN and alias) and runcmd
+//     running the stage runner /usr/local/libexec/barn-finalize.
 package cidata
 
 import (
@@ -122,6 +126,7 @@ func InstanceID(node string, generation int64) string {
 
 var (
 	nameRE   = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$`)
+	fqdnRE   = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)+$`)
 	userRE   = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 	macRE    = regexp.MustCompile(`^[0-9a-f]{2}(:[0-9a-f]{2}){5}$`)
 	serialRE = regexp.MustCompile(`^[a-z2-7]{20}$`)
@@ -160,6 +165,9 @@ func validate(in Input) (int, error) {
 	n := in.Node
 	if !nameRE.MatchString(n.Name) {
 		return 0, bad("node.name", n.Name, "not a valid node name")
+	}
+	if n.FQDN != "" && (!fqdnRE.MatchString(n.FQDN) || len(n.FQDN) > 253 || !strings.HasPrefix(n.FQDN, n.Name+".")) {
+		return 0, bad("node.fqdn", n.FQDN, "not a DNS name whose first label is the node name")
 	}
 	if in.Generation < 1 {
 		return 0, bad("generation", fmt.Sprint(in.Generation), "must be at least 1")
@@ -216,7 +224,11 @@ func validate(in Input) (int, error) {
 		}
 	}
 	for _, p := range append([]spec.Node{n}, in.Peers...) {
-		for _, a := range append([]string{p.Name}, p.Aliases...) {
+		names := []string{p.Name}
+		if p.FQDN != "" {
+			names = append(names, p.FQDN)
+		}
+		for _, a := range append(names, p.Aliases...) {
 			if strings.ContainsAny(a, " \t\n#") || a == "" {
 				return 0, bad("nodes["+p.Name+"].aliases", a, "not a host name")
 			}

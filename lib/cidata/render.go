@@ -60,7 +60,17 @@ func marshal(header string, v any) ([]byte, error) {
 
 func renderMetaData(in Input) []byte {
 	// Two fixed keys; both values are validated names, quoted anyway.
-	return fmt.Appendf(nil, "instance-id: %q\nlocal-hostname: %q\n", InstanceID(in.Node.Name, in.Generation), in.Node.Name)
+	return fmt.Appendf(nil, "instance-id: %q\nlocal-hostname: %q\n", InstanceID(in.Node.Name, in.Generation), Hostname(in.Node))
+}
+
+// Hostname is the guest's hostname: what Pigsty sets (`hostname
+// {{ nodename }}`), the node's FQDN when its nodename is fully qualified,
+// else its name.
+func Hostname(n spec.Node) string {
+	if n.FQDN != "" {
+		return n.FQDN
+	}
+	return n.Name
 }
 
 type match struct {
@@ -142,7 +152,11 @@ type growpart struct {
 }
 
 type cloudConfig struct {
-	Hostname         q           `yaml:"hostname"`
+	Hostname q `yaml:"hostname"`
+	// FQDN and PreferFQDN make cloud-init's set_hostname write the FQDN as
+	// the hostname (Distro._select_hostname), which is what Pigsty sets.
+	FQDN             q           `yaml:"fqdn,omitempty"`
+	PreferFQDN       bool        `yaml:"prefer_fqdn_over_hostname,omitempty"`
 	PreserveHostname bool        `yaml:"preserve_hostname"`
 	ManageEtcHosts   bool        `yaml:"manage_etc_hosts"`
 	Bootcmd          [][]string  `yaml:"bootcmd,omitempty"`
@@ -194,7 +208,7 @@ func renderUserData(in Input, prefix int, stages []string) ([]byte, error) {
 		files = append(files, writeFile{Path: LibexecDir + "/" + name, Owner: "root:root", Permissions: "0755", Content: string(body)})
 	}
 	return marshal("#cloud-config\n", cloudConfig{
-		Hostname: q(n.Name), PreserveHostname: false, ManageEtcHosts: false,
+		Hostname: q(n.Name), FQDN: q(n.FQDN), PreferFQDN: n.FQDN != "", PreserveHostname: false, ManageEtcHosts: false,
 		Bootcmd:   bootcmd,
 		SSHPwauth: false, DisableRoot: true, SSHDeletekeys: false,
 		Users:        []user{u},
@@ -220,6 +234,7 @@ func setupEnv(in Input, prefix int, stages []string) string {
 	}
 	kv := [][2]string{
 		{"BARN_NODE", n.Name},
+		{"BARN_HOSTNAME", Hostname(n)},
 		{"BARN_GENERATION", fmt.Sprint(in.Generation)},
 		{"BARN_SPEC_HASH", n.SpecHash},
 		{"BARN_SETUP_VERSION", SetupVersion},
@@ -276,11 +291,17 @@ func addrLess(a, b string) bool {
 }
 
 // hostsBlock is the body of the guest's marked /etc/hosts block: one row
-// per node, "<address> <name> <aliases…>".
+// per node, "<address> <name> <aliases…>", or "<address> <fqdn> <name>
+// <aliases…>" for a node with an FQDN (the canonical name first, so
+// `hostname -f` prints it).
 func hostsBlock(in Input) string {
 	var b strings.Builder
 	for _, p := range allNodes(in) {
-		b.WriteString(strings.Join(append([]string{p.Address, p.Name}, p.Aliases...), " ") + "\n")
+		names := []string{p.Address, p.Name}
+		if p.FQDN != "" {
+			names = []string{p.Address, p.FQDN, p.Name}
+		}
+		b.WriteString(strings.Join(append(names, p.Aliases...), " ") + "\n")
 	}
 	return b.String()
 }
