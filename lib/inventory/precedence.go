@@ -82,8 +82,6 @@ func (c candidate) describe() string {
 		return fmt.Sprintf("the host's entry under %s at %s", c.def.Origin, where)
 	case c.group.Name == groupAll && !l.Files:
 		return "all.vars at " + where
-	case l.Files:
-		return where
 	}
 	return fmt.Sprintf("group %s at %s", c.group.Name, where)
 }
