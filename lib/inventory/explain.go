@@ -80,12 +80,6 @@ func (e *Explanation) RenderText(w io.Writer) error {
 	return nil
 }
 
-// Explain resolves one inventory document without a directory and
-// explains node; see ExplainInput.
-func Explain(data []byte, source, node string) (*Explanation, error) {
-	return ExplainInput(Bytes(data, source), node)
-}
-
 // ExplainInput resolves in and explains node, which may be a node name
 // (managed or skipped), an FQDN or a host address. The inventory must be
 // valid.
