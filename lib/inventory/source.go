@@ -71,6 +71,10 @@ func Open(path string) (*Input, error) {
 		}
 		return &Input{Name: path, Files: files, Vars: os.DirFS(path), VarsPath: path}, nil
 	}
+	if ext := filepath.Ext(path); ext != "" && !contains(yamlExtensions, ext) {
+		return nil, exitcode.New(exitcode.Usage, "inventory %s: Ansible's yaml inventory plugin reads only files named .yml, .yaml, .json or without an extension, and would read this one with another plugin", path).
+			WithReason("invalid_inventory").WithNext("rename it, e.g. mv " + shellQuote(path) + " " + shellQuote(strings.TrimSuffix(path, ext)+".yml"))
+	}
 	data, err := ReadFile(path)
 	if err != nil {
 		return nil, err

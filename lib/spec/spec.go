@@ -41,8 +41,9 @@ type Spec struct {
 
 // Warning is one resolve-time warning. Code is a stable snake_case kind:
 //   - "interface_name": an opaque var (Key: pg_vip_interface or
-//     vip_interface) names a guest NIC (Value) on Nodes; Barn does not
-//     rename NICs, so barn-plan must check or refuse it;
+//     vip_interface, with its pg_vip_enabled/vip_enabled on) names a guest
+//     NIC (Value) on Nodes instead of Pigsty's auto; Barn does not rename
+//     NICs, so barn-plan must check or refuse it;
 //   - "non_default_subnet": the managed hosts use a /24 other than
 //     10.10.10.0/24 (Value);
 //   - "admin_ip_not_managed": admin_ip (Value) is not a managed host, so
@@ -52,6 +53,8 @@ type Spec struct {
 //   - "vars_file_shadowed", "unused_vars_file", "vars_not_a_directory",
 //     "priority_in_group_vars": group_vars/host_vars files Ansible ignores
 //     (or reads other than one might think);
+//   - "priority_redefined": a group sets ansible_group_priority twice;
+//     Ansible (and Barn) use the one parsed last;
 //   - "not_a_group", "unexpected_group_key": YAML Ansible also ignores.
 type Warning struct {
 	Code    string   `json:"code"`
