@@ -138,6 +138,9 @@ func (a *analysis) load(in *Input) bool {
 		}
 	}
 	if !parsed {
+		if a.r.probs.empty() {
+			a.r.fileProblem("the inventory is empty", "write an inventory with an all: group, e.g. barn-inventory init")
+		}
 		return false
 	}
 	a.m = m

@@ -129,3 +129,18 @@ func TestVarsFileRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyDirectoryInventory: a directory whose files hold only comments
+// is an empty inventory, refused like an empty file.
+func TestEmptyDirectoryInventory(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"a.yml", "b.yml"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("# nothing yet\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, _, err := ResolveInput(mustOpen(t, dir))
+	if err == nil || !strings.Contains(err.Error(), "the inventory is empty") {
+		t.Fatalf("%v", err)
+	}
+}
