@@ -2,7 +2,6 @@ package inventory
 
 import (
 	"encoding/json"
-	"sort"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -26,19 +25,6 @@ func (r *reader) fingerprint(key string, n *yaml.Node) string {
 		return "raw:" + n.Value
 	}
 	return string(b)
-}
-
-func (r *reader) agree(key string, defs []varDef) bool {
-	if len(defs) < 2 {
-		return true
-	}
-	first := r.fingerprint(key, defs[0].Value)
-	for _, d := range defs[1:] {
-		if r.fingerprint(key, d.Value) != first {
-			return false
-		}
-	}
-	return true
 }
 
 // written renders a value node as written: the scalar spelling, or a
@@ -75,17 +61,4 @@ func joinAnd(s []string) string {
 		return s[0]
 	}
 	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
-}
-
-func uniq(s []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, x := range s {
-		if !seen[x] {
-			seen[x] = true
-			out = append(out, x)
-		}
-	}
-	sort.Strings(out)
-	return out
 }
