@@ -400,9 +400,11 @@ func (g *gen) generate() {
 	g.root.vars = append(g.root.vars, [2]string{"pg_version", "17"})
 	// Now and then, something Ansible itself fails on.
 	if g.chance(0.06) {
-		switch o := pick(g, g.occs); g.r.IntN(3) {
+		switch o := pick(g, g.occs); g.r.IntN(4) {
 		case 0:
 			o.vars = append([][2]string{{"ansible_group_priority", "~"}}, o.vars...) // int(None)
+		case 3:
+			o.vars = append(o.vars, [2]string{"pg_note", pick(g, []string{"=", "!custom x", "[a, =]"})}) // PyYAML cannot construct it
 		case 1:
 			o.children = append(o.children, &occ{g: &ggroup{name: "not-a-group"}, scalar: "5"})
 		default:

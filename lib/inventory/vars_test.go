@@ -144,3 +144,16 @@ func TestEmptyDirectoryInventory(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// TestWhatPyYAMLCannotConstruct: Ansible fails on a whole file that holds
+// a plain = or an unknown tag anywhere, opaque variables included; Barn
+// refuses it too. Quoted = and Ansible's !unsafe are fine.
+func TestWhatPyYAMLCannotConstruct(t *testing.T) {
+	for v, fails := range map[string]bool{"=": true, "!foo x": true, "[=]": true, "!!python/name:os.system x": true, "'='": false, "!unsafe x": false, "{b: =}": true} {
+		data := []byte("all:\n  vars:\n    pg_note: " + v + "\n  hosts:\n    10.10.10.11:\n")
+		_, err := HostVars(Bytes(data, "pigsty.yml"))
+		if (err != nil) != fails {
+			t.Errorf("pg_note: %s: %v", v, err)
+		}
+	}
+}
