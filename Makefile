@@ -26,7 +26,7 @@ ANSIBLE_SUITES := ^(TestAnsible|FuzzAnsible)
 test: ## Run unit tests, fuzz seeds and the testscript suites of every module
 	@for m in $(MODULES); do (cd $$m && $(GO) test -count=1 -skip '$(ANSIBLE_SUITES)' ./...) || exit 1; done
 	@set -o pipefail; cd lib && $(GO) test -count=1 -v -run '$(ANSIBLE_SUITES)' ./inventory \
-		| grep -E '^(--- |ok|FAIL|PASS|panic)|^ +[a-z_]+_test\.go:[0-9]+: '
+		| grep -vE '^=== (RUN|PAUSE|CONT|NAME)'
 
 # The concurrency suites under the race detector: locks and the event log,
 # batched lifecycle operations, parallel pulls, QMP and VM supervision, the
