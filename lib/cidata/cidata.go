@@ -13,9 +13,9 @@
 //     matched by MAC and never renamed (no set-name); management uses DHCP,
 //     private carries exactly the inventory address as a static /24 with no
 //     gateway, no route, no DNS, no DHCP and no RA;
-//   - user-data: hostname (the node name; with fqdn and
-//     prefer_fqdn_over_hostname when the node has an FQDN, so the guest's
-//     hostname is the FQDN, exactly what Pigsty sets), the login user with
+//   - user-data: hostname (the node name, or its FQDN with fqdn and
+//     prefer_fqdn_over_hostname when it has one, so the guest's hostname is
+//     the FQDN, exactly what Pigsty sets), the login user with
 //     the deployment key and passwordless sudo, helper scripts under
 //     /usr/local/libexec/barn-*, the stage configuration under /etc/barn/
 //     (its hosts block names every node, FQDN and alias) and runcmd

@@ -335,7 +335,7 @@ func TestFQDNNodeSeed(t *testing.T) {
 	if err := yaml.Unmarshal(f.UserData, &u); err != nil {
 		t.Fatal(err)
 	}
-	if u.Hostname != "pigsty" || u.FQDN != "pigsty.cc" || !u.PreferFQDN {
+	if u.Hostname != "pigsty.cc" || u.FQDN != "pigsty.cc" || !u.PreferFQDN {
 		t.Errorf("user-data hostname %q fqdn %q prefer %v", u.Hostname, u.FQDN, u.PreferFQDN)
 	}
 	files := map[string]string{}

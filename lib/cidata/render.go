@@ -152,9 +152,13 @@ type growpart struct {
 }
 
 type cloudConfig struct {
-	Hostname q `yaml:"hostname"`
-	// FQDN and PreferFQDN make cloud-init's set_hostname write the FQDN as
-	// the hostname (Distro._select_hostname), which is what Pigsty sets.
+	// Hostname is the whole FQDN for a node that has one, not its first
+	// label: cloud-init 22.4 sets the hostname from meta-data's
+	// local-hostname (first label) before it reads user-data, and then
+	// skips set_hostname when hostname and fqdn equal what it set, however
+	// prefer_fqdn_over_hostname reads. FQDN and PreferFQDN keep
+	// update_hostname (Distro._select_hostname) on the FQDN too.
+	Hostname         q           `yaml:"hostname"`
 	FQDN             q           `yaml:"fqdn,omitempty"`
 	PreferFQDN       bool        `yaml:"prefer_fqdn_over_hostname,omitempty"`
 	PreserveHostname bool        `yaml:"preserve_hostname"`
@@ -208,7 +212,7 @@ func renderUserData(in Input, prefix int, stages []string) ([]byte, error) {
 		files = append(files, writeFile{Path: LibexecDir + "/" + name, Owner: "root:root", Permissions: "0755", Content: string(body)})
 	}
 	return marshal("#cloud-config\n", cloudConfig{
-		Hostname: q(n.Name), FQDN: q(n.FQDN), PreferFQDN: n.FQDN != "", PreserveHostname: false, ManageEtcHosts: false,
+		Hostname: q(Hostname(n)), FQDN: q(n.FQDN), PreferFQDN: n.FQDN != "", PreserveHostname: false, ManageEtcHosts: false,
 		Bootcmd:   bootcmd,
 		SSHPwauth: false, DisableRoot: true, SSHDeletekeys: false,
 		Users:        []user{u},
