@@ -20,9 +20,11 @@ Every request runs with the inventory's directory as the working directory
 same files), and with any unparsable inventory source treated as a failure
 instead of Ansible's warning and an empty inventory.
 """
+import atexit
 import io
 import json
 import os
+import shutil
 import sys
 import tempfile
 
@@ -33,6 +35,7 @@ sys.path = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(
 # Before ansible's constants are imported: fail instead of warning, no
 # ansible.cfg from the working directory or /etc, no colour, no noise.
 _scratch = tempfile.mkdtemp(prefix="barn-ansible-driver-")
+atexit.register(shutil.rmtree, _scratch, ignore_errors=True)
 _cfg = os.path.join(_scratch, "ansible.cfg")
 open(_cfg, "w").close()
 os.environ.update({
