@@ -11,11 +11,11 @@ type explainCmd struct {
 }
 
 func (c *explainCmd) Run(env *tool.Env) error {
-	data, source, err := c.read(env)
+	in, err := c.read(env)
 	if err != nil {
 		return err
 	}
-	e, err := inventory.Explain(data, source, c.Node)
+	e, err := inventory.ExplainInput(in, c.Node)
 	if err != nil {
 		return err
 	}

@@ -10,11 +10,11 @@ type resolveCmd struct {
 }
 
 func (c *resolveCmd) Run(env *tool.Env) error {
-	data, source, err := c.read(env)
+	in, err := c.read(env)
 	if err != nil {
 		return err
 	}
-	s, ws, err := inventory.Resolve(data, source)
+	s, ws, err := inventory.ResolveInput(in)
 	if err != nil {
 		return err
 	}

@@ -44,12 +44,12 @@ type validateCmd struct {
 }
 
 func (c *validateCmd) Run(env *tool.Env) error {
-	data, source, err := c.read(env)
+	in, err := c.read(env)
 	if err != nil {
 		return err
 	}
-	s, ws, err := inventory.Resolve(data, source)
-	doc := Validation{Schema: ValidationSchema, Source: source, Warnings: ws, Errors: inventory.Problems(err)}
+	s, ws, err := inventory.ResolveInput(in)
+	doc := Validation{Schema: ValidationSchema, Source: in.Name, Warnings: ws, Errors: inventory.Problems(err)}
 	if doc.Warnings == nil {
 		doc.Warnings = []inventory.Warning{}
 	}

@@ -72,7 +72,7 @@ func (a *access) defaultNode() (string, error) {
 	if len(a.names) > 0 {
 		return a.names[0], nil
 	}
-	return "", exitcode.New(exitcode.Conflict, "the deployment has no nodes").WithReason("no_nodes").WithNext(inventory.Pipeline(a.dep.Spec.Source, "barn-node apply"))
+	return "", exitcode.New(exitcode.Conflict, "the deployment has no nodes").WithReason("no_nodes").WithNext(inventory.Pipeline(a.dep.Spec.Source.Inventory(), "barn-node apply"))
 }
 
 // known reports whether name is a committed node.

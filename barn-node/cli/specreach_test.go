@@ -51,10 +51,10 @@ type reachCase struct {
 // TestScripts/spec_reaches_guest, so a new field must say where it goes.
 var reachTable = []reachCase{
 	{fields: []string{"schema"}, exempt: "the document's type name"},
-	{fields: []string{"source"}, exempt: "where the spec was read from; not hashed, changes nothing by design"},
+	{fields: []string{"source[]"}, exempt: "the files the spec was read from; not hashed, changes nothing by design"},
 	{fields: []string{"deployment.name"}, exempt: "the constant deployment name"},
 	{fields: []string{"skipped[].name", "skipped[].address"}, exempt: "vm_skip hosts are listed, never managed"},
-	{fields: []string{"warnings[].code", "warnings[].message", "warnings[].key", "warnings[].value", "warnings[].nodes[]", "warnings[].line"},
+	{fields: []string{"warnings[].code", "warnings[].message", "warnings[].key", "warnings[].value", "warnings[].nodes[]", "warnings[].line", "warnings[].file"},
 		exempt: "resolve-time notes that barn-plan surfaces; not hashed"},
 	{fields: []string{"spec_hash", "nodes[].spec_hash"}, exempt: "derived by Seal; the seed and the state carry the node hash (checked by presence)"},
 
@@ -99,6 +99,8 @@ var reachTable = []reachCase{
 		mutate: func(s *spec.Spec) { s.Nodes[0].Disks[0].Persistent = true }},
 	{fields: []string{"nodes[].disks[].serial"}, targets: []string{toSeed, toArgv, toState},
 		mutate: func(s *spec.Spec) { s.Nodes[0].Disks[0].Serial = "zzzzzzzzzzzzzzzzzzzz" }},
+	{fields: []string{"nodes[].fqdn"}, targets: []string{toSeed}, // hostname, fqdn, every guest's hosts block
+		mutate: func(s *spec.Spec) { s.Nodes[0].FQDN = s.Nodes[0].Name + ".lab.internal" }},
 	{fields: []string{"nodes[].aliases[]"}, targets: []string{toSeed},
 		mutate: func(s *spec.Spec) { s.Nodes[0].Aliases = []string{"db.lab"} }},
 	{fields: []string{"nodes[].shares[].host"}, targets: []string{toFDs},

@@ -7,15 +7,19 @@
 //
 // The guest contract rendered here (see
 // barn-reference-behaviour.md §3.9–3.13):
-//   - meta-data: instance-id "barn-<node>-g<generation>", local-hostname;
+//   - meta-data: instance-id "barn-<node>-g<generation>", local-hostname
+//     (the hostname: the node's FQDN when it has one, else its name);
 //   - network-config v2: the management NIC and the private NIC are both
 //     matched by MAC and never renamed (no set-name); management uses DHCP,
 //     private carries exactly the inventory address as a static /24 with no
 //     gateway, no route, no DNS, no DHCP and no RA;
-//   - user-data: hostname, the login user with the deployment key and
-//     passwordless sudo, helper scripts under /usr/local/libexec/barn-*, the
-//     stage configuration under /etc/barn/ and runcmd running the stage
-//     runner /usr/local/libexec/barn-finalize.
+//   - user-data: hostname (the node name, or its FQDN with fqdn and
+//     prefer_fqdn_over_hostname when it has one, so the guest's hostname is
+//     the FQDN, exactly what Pigsty sets), the login user with
+//     the deployment key and passwordless sudo, helper scripts under
+//     /usr/local/libexec/barn-*, the stage configuration under /etc/barn/
+//     (its hosts block names every node, FQDN and alias) and runcmd
+//     running the stage runner /usr/local/libexec/barn-finalize.
 package cidata
 
 import (
@@ -170,6 +174,9 @@ func validate(in Input) (int, error) {
 	for _, p := range in.Peers {
 		if v := spec.CheckNodeName(p.Name); v != nil {
 			return 0, bad("peers["+p.Name+"].name", p.Name, v.Problem)
+		}
+		if v := spec.CheckFQDN(p.Name, p.FQDN); v != nil {
+			return 0, bad("peers["+p.Name+"].fqdn", p.FQDN, v.Problem)
 		}
 		for _, a := range p.Aliases {
 			if v := spec.CheckAlias(a); v != nil {

@@ -360,3 +360,68 @@ func TestScriptsAreValidShell(t *testing.T) {
 		}
 	}
 }
+
+// TestFQDNNodeSeed: a node whose nodename is an FQDN (Pigsty's demo
+// pigsty.cc) gets cloud-init's fqdn and prefer_fqdn_over_hostname, so its
+// hostname is the FQDN (what Pigsty sets), and every node's hosts block
+// resolves both the FQDN and the short name.
+func TestFQDNNodeSeed(t *testing.T) {
+	in := fixtureInput(t, 1)
+	in.Node.Name, in.Node.FQDN = "pigsty", "pigsty.cc"
+	in.Peers[1] = in.Node
+	f, err := Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(f.MetaData); got != "instance-id: \"barn-pigsty-g3\"\nlocal-hostname: \"pigsty.cc\"\n" {
+		t.Errorf("meta-data:\n%s", got)
+	}
+	var u struct {
+		Hostname   string `yaml:"hostname"`
+		FQDN       string `yaml:"fqdn"`
+		PreferFQDN bool   `yaml:"prefer_fqdn_over_hostname"`
+		WriteFiles []struct {
+			Path, Content string
+		} `yaml:"write_files"`
+	}
+	if err := yaml.Unmarshal(f.UserData, &u); err != nil {
+		t.Fatal(err)
+	}
+	if u.Hostname != "pigsty.cc" || u.FQDN != "pigsty.cc" || !u.PreferFQDN {
+		t.Errorf("user-data hostname %q fqdn %q prefer %v", u.Hostname, u.FQDN, u.PreferFQDN)
+	}
+	files := map[string]string{}
+	for _, w := range u.WriteFiles {
+		files[w.Path] = w.Content
+	}
+	if got := files["/etc/barn/hosts"]; got != "10.10.10.10 meta pg-meta infra\n10.10.10.11 pigsty.cc pigsty\n" {
+		t.Errorf("hosts block:\n%s", got)
+	}
+	if env := files["/etc/barn/setup.env"]; !strings.Contains(env, "BARN_NODE='pigsty'\nBARN_HOSTNAME='pigsty.cc'\n") {
+		t.Errorf("setup.env:\n%s", env)
+	}
+	// A peer's seed names the FQDN too.
+	peer := fixtureInput(t, 0)
+	peer.Peers[1] = in.Node
+	pf, err := Render(peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(pf.UserData), "10.10.10.11 pigsty.cc pigsty\n") {
+		t.Errorf("peer hosts block lacks the FQDN:\n%s", pf.UserData)
+	}
+	// Without an FQDN nothing changes: no fqdn keys at all.
+	plain, err := Render(fixtureInput(t, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(plain.UserData), "fqdn") {
+		t.Error("a node without an FQDN has fqdn keys")
+	}
+	for _, bad := range []string{"other.cc", "pigsty", "pigsty.", "pigsty.CC"} {
+		in.Node.FQDN = bad
+		if _, err := Render(in); err == nil || !strings.Contains(err.Error(), "].fqdn") {
+			t.Errorf("fqdn %q: %v", bad, err)
+		}
+	}
+}

@@ -60,7 +60,17 @@ func marshal(header string, v any) ([]byte, error) {
 
 func renderMetaData(in Input) []byte {
 	// Two fixed keys; both values are validated names, quoted anyway.
-	return fmt.Appendf(nil, "instance-id: %q\nlocal-hostname: %q\n", InstanceID(in.Node.Name, in.Generation), in.Node.Name)
+	return fmt.Appendf(nil, "instance-id: %q\nlocal-hostname: %q\n", InstanceID(in.Node.Name, in.Generation), Hostname(in.Node))
+}
+
+// Hostname is the guest's hostname: what Pigsty sets (`hostname
+// {{ nodename }}`), the node's FQDN when its nodename is fully qualified,
+// else its name.
+func Hostname(n spec.Node) string {
+	if n.FQDN != "" {
+		return n.FQDN
+	}
+	return n.Name
 }
 
 type match struct {
@@ -142,7 +152,15 @@ type growpart struct {
 }
 
 type cloudConfig struct {
+	// Hostname is the whole FQDN for a node that has one, not its first
+	// label: cloud-init 22.4 sets the hostname from meta-data's
+	// local-hostname (first label) before it reads user-data, and then
+	// skips set_hostname when hostname and fqdn equal what it set, however
+	// prefer_fqdn_over_hostname reads. FQDN and PreferFQDN keep
+	// update_hostname (Distro._select_hostname) on the FQDN too.
 	Hostname         q           `yaml:"hostname"`
+	FQDN             q           `yaml:"fqdn,omitempty"`
+	PreferFQDN       bool        `yaml:"prefer_fqdn_over_hostname,omitempty"`
 	PreserveHostname bool        `yaml:"preserve_hostname"`
 	ManageEtcHosts   bool        `yaml:"manage_etc_hosts"`
 	Bootcmd          [][]string  `yaml:"bootcmd,omitempty"`
@@ -195,7 +213,7 @@ func renderUserData(in Input, prefix int, stages []string) ([]byte, error) {
 		files = append(files, writeFile{Path: LibexecDir + "/" + name, Owner: "root:root", Permissions: "0755", Content: string(body)})
 	}
 	return marshal("#cloud-config\n", cloudConfig{
-		Hostname: q(n.Name), PreserveHostname: false, ManageEtcHosts: false,
+		Hostname: q(Hostname(n)), FQDN: q(n.FQDN), PreferFQDN: n.FQDN != "", PreserveHostname: false, ManageEtcHosts: false,
 		Bootcmd:   bootcmd,
 		SSHPwauth: false, DisableRoot: true, SSHDeletekeys: false,
 		Users:        []user{u},
@@ -224,6 +242,7 @@ func setupEnv(in Input, prefix int, stages []string) string {
 	}
 	kv := [][2]string{
 		{"BARN_NODE", n.Name},
+		{"BARN_HOSTNAME", Hostname(n)},
 		{"BARN_GENERATION", fmt.Sprint(in.Generation)},
 		{"BARN_SPEC_HASH", n.SpecHash},
 		{"BARN_SETUP_VERSION", SetupVersion},
@@ -280,11 +299,17 @@ func addrLess(a, b string) bool {
 }
 
 // hostsBlock is the body of the guest's marked /etc/hosts block: one row
-// per node, "<address> <name> <aliases…>".
+// per node, "<address> <name> <aliases…>", or "<address> <fqdn> <name>
+// <aliases…>" for a node with an FQDN (the canonical name first, so
+// `hostname -f` prints it).
 func hostsBlock(in Input) string {
 	var b strings.Builder
 	for _, p := range allNodes(in) {
-		b.WriteString(strings.Join(append([]string{p.Address, p.Name}, p.Aliases...), " ") + "\n")
+		names := []string{p.Address, p.Name}
+		if p.FQDN != "" {
+			names = []string{p.Address, p.FQDN, p.Name}
+		}
+		b.WriteString(strings.Join(append(names, p.Aliases...), " ") + "\n")
 	}
 	return b.String()
 }

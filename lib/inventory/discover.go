@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"barn.dev/lib/exitcode"
 )
@@ -34,7 +35,8 @@ func Discover(dir string) (string, error) {
 }
 
 // ReadFile reads an inventory file: a regular, non-symlink file of at most
-// MaxInventoryBytes. Errors are usage class naming the path.
+// MaxInventoryBytes, not an executable script. Errors are usage class
+// naming the path.
 func ReadFile(path string) ([]byte, error) {
 	fi, err := os.Lstat(path)
 	if err != nil {
@@ -58,7 +60,14 @@ func ReadFile(path string) ([]byte, error) {
 		return nil, exitcode.Wrap(exitcode.Usage, err, "inventory %s", path)
 	}
 	defer f.Close()
-	return ReadLimited(f, path)
+	data, err := ReadLimited(f, path)
+	if err == nil && fi.Mode()&0o111 != 0 && strings.HasPrefix(string(data), "#!") {
+		// Ansible's script plugin comes before its yaml plugin and runs an
+		// executable file with a #! line as a dynamic inventory.
+		return nil, exitcode.New(exitcode.Usage, "inventory %s is executable and starts with #!, so Ansible runs it as an inventory script; Barn reads only YAML inventories", path).
+			WithReason("invalid_inventory").WithNext("chmod a-x " + shellQuote(path))
+	}
+	return data, err
 }
 
 // ReadLimited reads at most MaxInventoryBytes from r (for stdin); more is a

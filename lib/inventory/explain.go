@@ -20,15 +20,19 @@ type Explanation struct {
 	Schema   string         `json:"schema"`
 	Source   string         `json:"source"`
 	Node     string         `json:"node"`
+	FQDN     string         `json:"fqdn,omitempty"` // when the nodename is fully qualified
 	Address  string         `json:"address"`
 	Skipped  bool           `json:"skipped"`
 	NameFrom string         `json:"name_from"` // nodename, pg_cluster-pg_seq or address
 	Keys     []ExplainedKey `json:"keys"`
 }
 
-// ExplainedKey is one consumed key. Origin is "host", "all", a group name,
-// or "default" when the inventory does not set it (then File/Line are
-// empty and Value is "").
+// ExplainedKey is one consumed key. Origin is where Ansible's value comes
+// from: "host" (the host's entry in the inventory), "host_vars" (a
+// host_vars file), "all" (all.vars), a group name (its vars in the
+// inventory), "group_vars/<group>" (a group_vars file), or "default" when
+// no source sets it (then File/Line are empty and Value is ""). File and
+// Line locate the value in whichever file it is written.
 type ExplainedKey struct {
 	Key      string `json:"key"`
 	Value    string `json:"value"` // as written
@@ -76,10 +80,11 @@ func (e *Explanation) RenderText(w io.Writer) error {
 	return nil
 }
 
-// Explain resolves data and explains node, which may be a node name
-// (managed or skipped) or a host address. The inventory must be valid.
-func Explain(data []byte, source, node string) (*Explanation, error) {
-	a := analyse(data, source)
+// ExplainInput resolves in and explains node, which may be a node name
+// (managed or skipped), an FQDN or a host address. The inventory must be
+// valid.
+func ExplainInput(in *Input, node string) (*Explanation, error) {
+	a := analyse(in)
 	if !a.r.probs.empty() {
 		return nil, errorOf(a.r.probs.sorted())
 	}
@@ -87,22 +92,27 @@ func Explain(data []byte, source, node string) (*Explanation, error) {
 	var names []string
 	for _, h := range a.hosts {
 		names = append(names, h.node.Name)
-		if h.node.Name == node || h.h.Name == node {
+		if h.node.Name == node || h.h.Name == node || (h.node.FQDN != "" && h.node.FQDN == node) {
 			hr = h
 		}
 	}
 	if hr == nil {
 		sort.Strings(names)
-		return nil, exitcode.New(exitcode.Usage, "%s: no node or host %q (nodes: %v)", source, node, names).WithReason("unknown_node")
+		return nil, exitcode.New(exitcode.Usage, "%s: no node or host %q (nodes: %v)", in.Name, node, names).WithReason("unknown_node")
 	}
 	var sn *spec.Node
 	if !hr.skip {
 		sn = a.spec.Node(hr.node.Name)
 	}
-	e := &Explanation{Schema: ExplainSchema, Source: source, Node: hr.node.Name, Address: hr.h.Name, Skipped: hr.skip, NameFrom: hr.nameFrom, Keys: []ExplainedKey{}}
+	e := &Explanation{Schema: ExplainSchema, Source: in.Name, Node: hr.node.Name, FQDN: hr.node.FQDN, Address: hr.h.Name, Skipped: hr.skip, NameFrom: hr.nameFrom, Keys: []ExplainedKey{}}
+	nodename := hr.node.Name
+	if hr.node.FQDN != "" {
+		nodename = hr.node.FQDN
+	}
 	resolved := map[string]any{
-		"nodename": hr.node.Name, "pg_cluster": nil, "pg_seq": nil,
+		"nodename": nodename, "pg_cluster": nil, "pg_seq": nil,
 		"node_admin_username": hr.user, "node_admin_uid": hr.uid, "vm_skip": hr.skip, "vm_arch": hr.arch,
+		"admin_ip": nil,
 	}
 	if sn != nil {
 		resolved["vm_image"] = sn.Image
@@ -113,6 +123,9 @@ func Explain(data []byte, source, node string) (*Explanation, error) {
 		resolved["vm_disks"] = sn.Disks
 		resolved["vm_alias"] = sn.Aliases
 		resolved["vm_shares"] = sn.Shares
+		if hr.adminIP.IsValid() {
+			resolved["admin_ip"] = a.spec.Control
+		}
 	}
 	if hr.nameFrom == "pg_cluster-pg_seq" {
 		resolved["pg_cluster"] = hr.node.Name
@@ -121,48 +134,51 @@ func Explain(data []byte, source, node string) (*Explanation, error) {
 	for _, k := range ConsumedKeys() {
 		ek := ExplainedKey{Key: k, Resolved: resolved[k], Origin: "default"}
 		if s := hr.settings[k]; s != nil {
-			ek.Value, ek.Origin, ek.File = written(s.Value), s.Origin, source
+			ek.Value, ek.Origin, ek.File = written(s.Value), s.Origin, s.src.file
 			if s.Value != nil {
 				ek.Line, ek.Column = s.Value.Line, s.Value.Column
 			}
+		} else if k == "admin_ip" {
+			continue // no default: Barn then picks the lowest managed address
 		}
-		e.Keys = append(e.Keys, ek)
-	}
-	if a.adminIP != nil {
-		ek := ExplainedKey{Key: "admin_ip", Value: a.adminIP.Value.Value, Resolved: a.spec.Control, Origin: "all", File: source, Line: a.adminIP.Value.Line, Column: a.adminIP.Value.Column}
 		e.Keys = append(e.Keys, ek)
 	}
 	return e, nil
 }
 
-// HostVars returns, for every host key, the consumed variables the
-// inventory defines for it after inheritance, decoded as Ansible (YAML
-// 1.1) decodes them: nil, bool, int64, float64, string, []any,
-// map[string]any. Keys the inventory does not set are absent. It is the
-// view the Ansible cross-check compares with `ansible-inventory --list`.
-// Structural problems and same-depth conflicts are returned as the usual
-// usage error.
-func HostVars(data []byte, source string) (map[string]map[string]any, error) {
-	r := &reader{file: source}
-	root := r.parseDocument(data)
-	if root == nil {
-		return nil, errorOf(r.probs.sorted())
-	}
-	m := r.buildModel(root)
+// HostVars returns, for every host key, the consumed variables as Ansible
+// resolves them (Ansible's pick, also where Barn refuses it as ambiguous),
+// decoded as Ansible (YAML 1.1 or JSON) decodes them: nil, bool, int64,
+// float64, string, []any, map[string]any. Keys no source sets are absent.
+// It is the view the differential suites compare with
+// `ansible-inventory --list`. err is the usage error of every structural
+// problem and ambiguity refusal (the map is then still filled as far as
+// the inventory could be read); values Resolve would refuse for their
+// content (an invalid size, say) are not errors here.
+func HostVars(in *Input) (map[string]map[string]any, error) {
+	a := &analysis{}
+	a.load(in)
 	out := map[string]map[string]any{}
-	for _, name := range m.HostOrder {
-		h := m.Hosts[name]
-		groups := m.hostGroups(h)
+	if a.m == nil {
+		return out, errorOf(a.r.probs.sorted())
+	}
+	for _, name := range a.m.HostOrder {
+		h := a.m.Hosts[name]
+		groups := a.m.hostGroups(h)
 		vars := map[string]any{}
 		for _, k := range ConsumedKeys() {
-			if s := r.lookup(m, h, groups, k); s != nil {
-				vars[k] = r.generic(s.Value, nil)
+			res := a.resolve(h, groups, k)
+			if res.ambiguity != nil {
+				res.pick.def.src.at(res.pick.def.Value, *res.ambiguity)
+			}
+			if res.pick != nil {
+				vars[k] = res.pick.def.src.generic(res.pick.def.Value, nil)
 			}
 		}
 		out[name] = vars
 	}
-	if !r.probs.empty() {
-		return nil, errorOf(r.probs.sorted())
+	if !a.r.probs.empty() {
+		return out, errorOf(a.r.probs.sorted())
 	}
 	return out, nil
 }

@@ -19,9 +19,12 @@ var VMKeys = []string{"vm_skip", "vm_image", "vm_version", "vm_arch", "vm_cpu", 
 // NameKeys are the non-vm variables Barn reads per host.
 var NameKeys = []string{"nodename", "pg_cluster", "pg_seq", "node_admin_username", "node_admin_uid"}
 
-// ConsumedKeys lists every per-host variable Barn reads, in explain order.
-// admin_ip is read from all.vars only and is not listed.
-func ConsumedKeys() []string { return append(append([]string{}, NameKeys...), VMKeys...) }
+// ConsumedKeys lists every variable Barn reads, in explain order: NameKeys,
+// VMKeys, then admin_ip (resolved per host like the others, and required
+// to resolve to one value for every managed host).
+func ConsumedKeys() []string {
+	return append(append(append([]string{}, NameKeys...), VMKeys...), "admin_ip")
+}
 
 var (
 	reFamily  = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
@@ -37,6 +40,25 @@ var (
 	cleanAbs      = spec.CleanAbs
 	diskName      = spec.DiskName
 )
+
+// SplitNodename derives a node's name from a Pigsty nodename: a plain
+// label is the name itself (fqdn ""); a fully qualified DNS name (labels of
+// a-z 0-9 -, at most 253 characters) names the node by its first label and
+// is kept whole as its FQDN, the hostname Pigsty sets (`hostname
+// {{ nodename }}`). problem is "" when the nodename is valid.
+func SplitNodename(nodename string) (name, fqdn, problem string) {
+	if validNodeName(nodename) {
+		return nodename, "", ""
+	}
+	first, _, dotted := strings.Cut(nodename, ".")
+	if !dotted {
+		return nodename, "", spec.CheckNodeName(nodename).Problem
+	}
+	if v := spec.CheckFQDN(first, nodename); v != nil {
+		return first, nodename, v.Problem
+	}
+	return first, nodename, ""
+}
 
 // MACs derives a node's two MAC addresses from its IPv4 address:
 // 0a:ba:<nic>:<b2>:<b3>:<b4>, where nic is 01 for the management NIC and 02

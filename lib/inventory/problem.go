@@ -11,8 +11,10 @@ import (
 // Problem is one structured inventory error. File/Line/Column locate the
 // value as written (1-based; 0 when there is no position); Host is the host
 // key it applies to, Key the variable, Value its spelling as written, Origin
-// where it was inherited from ("host", a group name, "all", or "" for file
-// level problems).
+// where it was inherited from ("host" or "host_vars" for the host's own
+// entry or file, "all", a group name, "group_vars/<group>", or "" for file
+// level problems). Ansible is set when Barn refuses a value Ansible itself
+// would resolve: what Ansible picks, so nobody has to guess.
 type Problem struct {
 	File    string `json:"file"`
 	Line    int    `json:"line"`
@@ -23,6 +25,20 @@ type Problem struct {
 	Origin  string `json:"origin"`
 	Message string `json:"message"`
 	Hint    string `json:"hint"`
+	Ansible *Pick  `json:"ansible,omitempty"`
+}
+
+// Pick is the value Ansible resolves for a variable Barn refuses: Value
+// decoded as Ansible decodes it (nil, bool, int64, float64, string, []any,
+// map[string]any), Written as spelled, where it is written (File, Line,
+// Origin as in Problem) and Why Ansible chooses it.
+type Pick struct {
+	Value   any    `json:"value"`
+	Written string `json:"written"`
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Origin  string `json:"origin"`
+	Why     string `json:"why"`
 }
 
 // String renders p as one line:
@@ -47,11 +63,11 @@ func (p Problem) String() string {
 	}
 	b.WriteString(p.Message)
 	switch {
-	case p.Origin == "host" || p.Origin == "" || strings.Contains(p.Message, p.Origin):
+	case p.Origin == "host" || p.Origin == "host_vars" || p.Origin == "" || strings.Contains(p.Message, p.Origin):
 	case p.Origin == "all":
 		b.WriteString(" (inherited from all.vars)")
-	case strings.HasPrefix(p.Origin, "host entries") || strings.Contains(p.Origin, " and "):
-		fmt.Fprintf(&b, " (from %s)", p.Origin)
+	case strings.HasPrefix(p.Origin, "group_vars/"):
+		fmt.Fprintf(&b, " (inherited from %s)", p.Origin)
 	default:
 		fmt.Fprintf(&b, " (inherited from group %s)", p.Origin)
 	}

@@ -20,49 +20,121 @@ const (
 	maxWork           = 1 << 20 // nodes visited per file: bounds alias bombs
 )
 
-// reader walks one parsed YAML document, expanding aliases and merge keys,
-// and records problems with positions.
-type reader struct {
-	file  string
+// session is what every file of one inventory shares: the problem list and
+// the work budget.
+type session struct {
 	probs problems
 	work  int
 	stop  bool // the work budget is exhausted: give up quietly
 }
 
+// reader walks one parsed YAML (or JSON) document of one file, expanding
+// aliases and merge keys, and records problems with positions in that file.
+type reader struct {
+	file string
+	*session
+}
+
+// newReader starts a session with one file.
+func newReader(file string) *reader { return &reader{file: file, session: &session{}} }
+
+// sibling is a reader of another file in the same session.
+func (r *reader) sibling(file string) *reader { return &reader{file: file, session: r.session} }
+
 var reYAMLLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-// parseDocument parses data into exactly one YAML document root.
+// parseDocument parses an inventory file into its root node (nil after a
+// problem). Like Ansible's DataLoader it first tries JSON (json.loads),
+// then one YAML document; an empty one is a problem.
 func (r *reader) parseDocument(data []byte) *yaml.Node {
 	if len(data) > MaxInventoryBytes {
 		r.fileProblem("inventory is larger than 4 MiB", "split it or remove unused parts")
 		return nil
 	}
-	if len(bytes.TrimSpace(data)) == 0 {
+	root, ok := r.parseData(data)
+	if ok && (root == nil || isNull(root)) {
 		r.fileProblem("inventory is empty", "write an inventory with an all: group, e.g. barn-inventory init")
 		return nil
+	}
+	return root
+}
+
+// parseData parses one file as Ansible's from_yaml does: JSON when Python's
+// json.loads accepts it, else exactly one YAML document. ok is false after
+// a problem; root is nil for a document without content.
+func (r *reader) parseData(data []byte) (root *yaml.Node, ok bool) {
+	switch jsonForm(data) {
+	case jsonStrict:
+		n, err := jsonNode(data)
+		if err != nil {
+			r.fileProblem("invalid JSON: "+err.Error(), "")
+			return nil, false
+		}
+		return n, true
+	case jsonNonFinite:
+		r.fileProblem("JSON with NaN or Infinity: Ansible reads it with Python's json module, Barn does not", "write finite numbers, or the file as YAML")
+		return nil, false
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := r.decode(dec, &doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			r.fileProblem("inventory is empty", "write an inventory with an all: group, e.g. barn-inventory init")
-		}
-		return nil
+		return nil, errors.Is(err, io.EOF)
 	}
 	var second yaml.Node
 	switch err := r.decode(dec, &second); {
 	case err == nil:
 		r.probs.add(Problem{File: r.file, Line: second.Line, Column: second.Column,
-			Message: "inventory must be exactly one YAML document", Hint: "remove the second document (after ---) or split it into another file"})
-		return nil
+			Message: "a file must hold exactly one YAML document", Hint: "remove the second document (after ---) or split it into another file"})
+		return nil, false
 	case !errors.Is(err, io.EOF):
-		return nil
+		return nil, false
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
-		r.fileProblem("inventory is empty", "write an inventory with an all: group")
-		return nil
+		return nil, true
 	}
-	return doc.Content[0]
+	if !r.constructible(doc.Content[0]) {
+		return nil, false
+	}
+	return doc.Content[0], true
+}
+
+// pyyamlTags are the explicit tags Ansible's YAML loader constructs
+// (PyYAML's SafeConstructor and Ansible's own !unsafe and !vault).
+var pyyamlTags = map[string]bool{"!!str": true, "!!int": true, "!!float": true, "!!bool": true, "!!null": true, "!!timestamp": true,
+	"!!binary": true, "!!map": true, "!!seq": true, "!!set": true, "!!omap": true, "!!pairs": true, "!!merge": true,
+	"!unsafe": true, "!vault": true, "!vault-encrypted": true}
+
+// constructible reports whether Ansible's loader can construct every node
+// of the document, anywhere in it: PyYAML fails on a plain = (YAML 1.1's
+// value tag, which SafeConstructor cannot build) and on unknown explicit
+// tags, and Ansible then fails on the whole file.
+func (r *reader) constructible(root *yaml.Node) bool {
+	seen := map[*yaml.Node]bool{}
+	ok := true
+	var walk func(n *yaml.Node, depth int)
+	walk = func(n *yaml.Node, depth int) {
+		if n == nil || seen[n] || depth > maxValueDepth+maxGroupDepth || !r.spend() {
+			return
+		}
+		seen[n] = true
+		if n.Kind == yaml.AliasNode {
+			walk(n.Alias, depth+1)
+			return
+		}
+		switch {
+		case n.Style&yaml.TaggedStyle != 0 && !pyyamlTags[n.ShortTag()]:
+			r.at(n, Problem{Value: written(n), Message: fmt.Sprintf("Ansible's YAML loader cannot construct the tag %s and fails on the whole file", n.Tag), Hint: "remove the tag"})
+			ok = false
+		case n.Kind == yaml.ScalarNode && n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle|yaml.TaggedStyle) == 0 && n.Value == "=":
+			r.at(n, Problem{Value: "=", Message: "YAML 1.1 (PyYAML) reads a plain = as the value tag, which Ansible cannot construct; Ansible fails on the whole file", Hint: "quote it: '='"})
+			ok = false
+		}
+		for _, c := range n.Content {
+			walk(c, depth+1)
+		}
+	}
+	walk(root, 0)
+	return ok
 }
 
 func (r *reader) decode(dec *yaml.Decoder, n *yaml.Node) (err error) {

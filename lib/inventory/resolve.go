@@ -3,12 +3,15 @@ package inventory
 import (
 	"cmp"
 	"fmt"
+	"io/fs"
 	"net/netip"
+	"path"
 	"sort"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
+	"barn.dev/lib/inventory/yaml11"
 	"barn.dev/lib/spec"
 )
 
@@ -38,12 +41,16 @@ type Warning = spec.Warning
 // analysis is everything learnt from one inventory: the model, every
 // host's settings and resolved node, the spec (when valid) and problems.
 type analysis struct {
-	r        *reader
+	in       *Input
+	r        *reader // the first inventory file; every reader shares its session
 	m        *model
 	hosts    []*hostResult
 	spec     *spec.Spec
 	warnings []Warning
-	adminIP  *setting
+	finder   *varsFinder
+	vars     map[string][]*parsedVars // by "group_vars/<name>" or "host_vars/<name>"
+	parsed   map[string]*parsedVars   // by path
+	read     []string                 // vars files read, in first-read order
 }
 
 // hostResult is one host's resolution, kept for explain.
@@ -59,79 +66,154 @@ type hostResult struct {
 	uid      int64
 	arch     string
 	uidSet   bool
+	adminIP  netip.Addr // admin_ip as resolved for this host; invalid when unset
 }
 
-// Resolve reads inventory data (source names it in messages: a path, or
-// "-" for stdin) and returns the sealed barn.spec/v1 document and its
-// warnings. Every failure is an *exitcode.Error of class usage whose Detail
-// is the []Problem list of the whole file.
+// Resolve reads one inventory document without a directory (source names
+// it in messages: a path, or "<stdin>"; no group_vars/ or host_vars/ are
+// read) and returns the sealed barn.spec/v1 document and its warnings. See
+// ResolveInput.
 func Resolve(data []byte, source string) (*spec.Spec, []Warning, error) {
-	a := analyse(data, source)
+	return ResolveInput(Bytes(data, source))
+}
+
+// ResolveInput resolves an inventory with every source Ansible reads for
+// it and returns the sealed barn.spec/v1 document and its warnings. Every
+// failure is an *exitcode.Error of class usage whose Detail is the
+// []Problem list of the whole inventory.
+func ResolveInput(in *Input) (*spec.Spec, []Warning, error) {
+	a := analyse(in)
 	if !a.r.probs.empty() {
 		return nil, a.warnings, errorOf(a.r.probs.sorted())
 	}
 	return a.spec, a.warnings, nil
 }
 
-func analyse(data []byte, source string) *analysis {
-	r := &reader{file: source}
-	a := &analysis{r: r}
-	root := r.parseDocument(data)
-	if root == nil {
+func analyse(in *Input) *analysis {
+	a := &analysis{}
+	if !a.load(in) {
 		return a
 	}
-	a.m = r.buildModel(root)
-	for _, w := range a.m.Warnings {
-		line := 0
-		if w.Node != nil {
-			line = w.Node.Line
-		}
-		a.warnings = append(a.warnings, Warning{Code: w.Code, Message: w.Message, Line: line})
-	}
-	if r.stop {
-		return a
-	}
-	a.readAdminIP()
 	for _, name := range a.m.HostOrder {
 		a.hosts = append(a.hosts, a.resolveHost(a.m.Hosts[name]))
-		if r.stop {
+		if a.r.stop {
 			return a
 		}
 	}
+	a.unusedVarsFiles()
 	a.deployment()
 	return a
 }
 
-func (a *analysis) readAdminIP() {
-	all := a.m.Groups["all"]
-	defs := all.Vars["admin_ip"]
-	if len(defs) == 0 {
-		return
+// load parses every inventory file into the model (a.m, nil when nothing
+// could be parsed) and prepares the vars files; false when resolving
+// further is pointless.
+func (a *analysis) load(in *Input) bool {
+	a.in, a.vars, a.parsed = in, map[string][]*parsedVars{}, map[string]*parsedVars{}
+	a.r = newReader(in.Name)
+	if len(in.Files) > 0 {
+		a.r.file = in.Files[0].Path
 	}
-	if !a.r.agree("admin_ip", defs) {
-		d := defs[len(defs)-1]
-		a.r.at(d.Value, Problem{Key: "admin_ip", Value: written(d.Value), Origin: "all", Message: "all.vars defines it more than once with different values", Hint: "keep one definition"})
-		return
+	a.finder = &varsFinder{in: in, prob: func(p Problem) { a.r.probs.add(p) }, warn: func(code, msg string) {
+		a.warnings = append(a.warnings, Warning{Code: code, Message: msg})
+	}}
+	m := newModel()
+	parsed := false
+	for i, f := range in.Files {
+		r := a.r
+		if i > 0 {
+			r = a.r.sibling(f.Path)
+		}
+		var root *yaml.Node
+		if len(in.Files) == 1 {
+			root = r.parseDocument(f.Data)
+		} else if n, ok := r.parseData(f.Data); ok && n != nil && !isNull(n) {
+			root = n
+		}
+		if root != nil {
+			m.addFile(r, root)
+			parsed = true
+		}
+		if r.stop {
+			return false
+		}
 	}
-	s := &setting{Key: "admin_ip", KeyNode: defs[0].KeyNode, Value: defs[0].Value, Origin: "all"}
-	v := a.r.val("", s)
-	str, ok := v.str(s.Value, "")
-	if !ok {
-		return
+	if !parsed {
+		if a.r.probs.empty() {
+			a.r.fileProblem("the inventory is empty", "write an inventory with an all: group, e.g. barn-inventory init")
+		}
+		return false
 	}
-	if ip, err := netip.ParseAddr(str); err != nil || !ip.Is4() {
-		v.fail(s.Value, "", "is not an IPv4 address", "write a dotted quad such as 10.10.10.10")
-		return
+	a.m = m
+	m.finish(a.r)
+	for _, w := range m.Warnings {
+		aw := Warning{Code: w.Code, Message: w.Message}
+		if w.Node != nil {
+			aw.File, aw.Line = w.File, w.Node.Line
+		}
+		a.warnings = append(a.warnings, aw)
 	}
-	a.adminIP = s
+	return !a.r.stop
 }
 
-func (a *analysis) adminAddr() (netip.Addr, bool) {
-	if a.adminIP == nil {
-		return netip.Addr{}, false
+func (a *analysis) warnf(n *yaml.Node, code, format string, args ...any) {
+	w := Warning{Code: code, Message: fmt.Sprintf(format, args...)}
+	for _, have := range a.warnings {
+		if have.Message == w.Message {
+			return
+		}
 	}
-	ip, err := netip.ParseAddr(a.adminIP.Value.Value)
-	return ip, err == nil
+	a.warnings = append(a.warnings, w)
+}
+
+// unusedVarsFiles warns about group_vars/ and host_vars/ entries that name
+// no group or host of the inventory: Ansible never reads them (a typo in a
+// file name fails silently there).
+func (a *analysis) unusedVarsFiles() {
+	if a.in.Vars == nil {
+		return
+	}
+	for _, sub := range []string{"group_vars", "host_vars"} {
+		entries, err := fs.ReadDir(a.in.Vars, sub)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			n := e.Name()
+			if strings.HasPrefix(n, ".") || strings.HasSuffix(n, "~") {
+				continue
+			}
+			name := n
+			if ext := path.Ext(n); contains(yamlExtensions, ext) {
+				name = strings.TrimSuffix(n, ext)
+			}
+			known := false
+			if sub == "group_vars" {
+				_, known = a.m.Groups[name]
+			} else {
+				_, known = a.m.Hosts[name]
+			}
+			if !known {
+				kind := map[string]string{"group_vars": "group", "host_vars": "host"}[sub]
+				a.warnf(nil, "unused_vars_file", "%s names no %s of the inventory; Ansible never reads it", a.finder.name(path.Join(sub, n)), kind)
+			}
+		}
+	}
+}
+
+// sources lists every file read: the inventory files, then the vars files
+// by path.
+func (a *analysis) sources() []string {
+	var out []string
+	if len(a.in.Files) != 1 || a.in.Files[0].Path != a.in.Name {
+		out = append(out, a.in.Name) // an inventory directory, as named, before its files
+	}
+	for _, f := range a.in.Files {
+		out = append(out, f.Path)
+	}
+	read := append([]string{}, a.read...)
+	sort.Strings(read)
+	return append(out, read...)
 }
 
 func (a *analysis) resolveHost(h *host) *hostResult {
@@ -139,8 +221,13 @@ func (a *analysis) resolveHost(h *host) *hostResult {
 	hr := &hostResult{h: h, settings: map[string]*setting{}}
 	groups := a.m.hostGroups(h)
 	for _, k := range ConsumedKeys() {
-		if s := r.lookup(a.m, h, groups, k); s != nil {
-			hr.settings[k] = s
+		res := a.resolve(h, groups, k)
+		if res.ambiguity != nil {
+			res.pick.def.src.at(res.pick.def.Value, *res.ambiguity)
+			continue
+		}
+		if res.pick != nil {
+			hr.settings[k] = res.pick.setting()
 		}
 	}
 	ip, err := netip.ParseAddr(h.Name)
@@ -150,9 +237,19 @@ func (a *analysis) resolveHost(h *host) *hostResult {
 		if strings.Contains(h.Name, ":") && !strings.Contains(h.Name, "::") {
 			hint = "write the address without a port"
 		}
-		r.at(h.Node, Problem{Host: h.Name, Message: "is not an IPv4 address", Hint: hint})
+		h.src.at(h.Node, Problem{Host: h.Name, Message: "is not an IPv4 address", Hint: hint})
 	default:
 		hr.addr, hr.addrOK = ip, true
+	}
+	if s := hr.settings["admin_ip"]; s != nil {
+		v := r.val(h.Name, s)
+		if str, ok := v.str(s.Value, ""); ok {
+			if ip, err := netip.ParseAddr(str); err != nil || !ip.Is4() {
+				v.fail(s.Value, "", "is not an IPv4 address", "write a dotted quad such as 10.10.10.10")
+			} else {
+				hr.adminIP = ip
+			}
+		}
 	}
 	if s := hr.settings["vm_skip"]; s != nil {
 		hr.skip, _ = r.val(h.Name, s).boolean(s.Value, "")
@@ -232,8 +329,9 @@ func (a *analysis) check(hr *hostResult, s *setting, viol *spec.Violation) {
 	}
 }
 
-// name derives the node name: nodename, else <pg_cluster>-<pg_seq>, else
-// node-<last octet>.
+// name derives the node name: nodename (its first label when it is a
+// fully qualified name, which then becomes the node's FQDN), else
+// <pg_cluster>-<pg_seq>, else node-<last octet>.
 func (a *analysis) name(hr *hostResult) {
 	r, h := a.r, hr.h
 	last := "x"
@@ -253,9 +351,10 @@ func (a *analysis) name(hr *hostResult) {
 		v := r.val(h.Name, s)
 		if str, ok := v.str(s.Value, ""); ok && str != "" {
 			hr.nameFrom = "nodename"
-			hr.node.Name = str
-			if !validNodeName(str) && !hr.skip {
-				v.fail(s.Value, "", "invalid node name", "use 1–63 of a-z 0-9 and -, not starting or ending with -")
+			name, fqdn, problem := SplitNodename(str)
+			hr.node.Name, hr.node.FQDN = name, fqdn
+			if problem != "" && !hr.skip {
+				v.fail(s.Value, "", problem, "write a lower-case DNS name: labels of 1–63 a-z 0-9 and -, not starting or ending with -, e.g. pg-meta-1 or pigsty.cc")
 			}
 			return
 		} else if !ok {
@@ -551,7 +650,7 @@ func (a *analysis) deployment() {
 		for _, hr := range managed[MaxNodes:] {
 			extra = append(extra, hr.h.Name)
 		}
-		r.at(managed[MaxNodes].h.Node, Problem{
+		managed[MaxNodes].h.src.at(managed[MaxNodes].h.Node, Problem{
 			Message: fmt.Sprintf("%d managed hosts; at most %d are allowed (over the limit: %s)", len(managed), MaxNodes, strings.Join(extra, ", ")),
 			Hint:    "mark the extra hosts vm_skip: true or split the inventory"})
 	}
@@ -562,24 +661,39 @@ func (a *analysis) deployment() {
 	a.agreeAll(managed, "node_admin_uid", func(hr *hostResult) string { return fmt.Sprint(hr.uid) }, "define it once in all.vars")
 	user := managed[0].user
 	ssh := "/home/" + user + "/.ssh"
-	// Names and aliases unique; .ssh overlaps.
-	seen := map[string]string{}
+	// Names, FQDNs and aliases unique; .ssh overlaps.
+	type owner struct {
+		hr         *hostResult
+		kind, from string
+	}
+	seen := map[string]owner{}
+	claim := func(name string, o owner, s *setting) {
+		prev, dup := seen[name]
+		if !dup {
+			seen[name] = o
+			return
+		}
+		msg := fmt.Sprintf("%s %q (%s) is also the %s of host %s (%s)", o.kind, name, o.from, prev.kind, prev.hr.h.Name, prev.from)
+		if s != nil {
+			o.hr.h.src.val(o.hr.h.Name, s).fail(s.Value, "", msg, "names, FQDNs and aliases must be unique across the deployment")
+			return
+		}
+		o.hr.h.src.at(o.hr.h.Node, Problem{Host: o.hr.h.Name, Value: name, Message: msg, Hint: "set a unique nodename on one of them"})
+	}
 	for _, hr := range managed {
-		if prev, dup := seen[hr.node.Name]; dup {
-			r.at(hr.h.Node, Problem{Host: hr.h.Name, Key: nameKey(hr), Value: hr.node.Name, Message: fmt.Sprintf("node name %q is also the name of host %s", hr.node.Name, prev), Hint: "set a unique nodename on one of them"})
-		} else {
-			seen[hr.node.Name] = hr.h.Name
+		claim(hr.node.Name, owner{hr, "node name", nameSource(hr)}, hr.nameSetting())
+	}
+	for _, hr := range managed {
+		if hr.node.FQDN != "" {
+			claim(hr.node.FQDN, owner{hr, "FQDN", nameSource(hr)}, hr.settings["nodename"])
 		}
 	}
 	for _, hr := range managed {
 		for _, al := range hr.node.Aliases {
-			if prev, dup := seen[al]; dup {
-				s := hr.settings["vm_alias"]
-				r.val(hr.h.Name, s).fail(s.Value, "", fmt.Sprintf("alias %q duplicates a name or alias of host %s", al, prev), "names and aliases must be unique")
-				continue
-			}
-			seen[al] = hr.h.Name
+			claim(al, owner{hr, "alias", "vm_alias at " + where(hr.settings["vm_alias"])}, hr.settings["vm_alias"])
 		}
+	}
+	for _, hr := range managed {
 		for _, d := range hr.node.Disks {
 			if overlaps(d.Mount, ssh) {
 				s := hr.settings["vm_disks"]
@@ -615,25 +729,13 @@ func (a *analysis) deployment() {
 	}
 	// Build.
 	sort.Slice(managed, func(i, j int) bool { return managed[i].addr.Less(managed[j].addr) })
-	control := managed[0]
-	if ip, ok := a.adminAddr(); ok {
-		found := false
-		for _, hr := range managed {
-			if hr.addr == ip {
-				control, found = hr, true
-			}
-		}
-		if !found {
-			a.warnings = append(a.warnings, Warning{Code: "admin_ip_not_managed", Key: "admin_ip", Value: ip.String(), Line: a.adminIP.Value.Line,
-				Message: fmt.Sprintf("admin_ip %s is not a managed host; the control node is %s, the lowest managed address", ip, control.node.Name)})
-		}
-	}
+	control := a.control(managed)
 	p := netip.MustParsePrefix(cidr)
 	b := p.Addr().As4()
 	at := func(last byte) string { return netip.AddrFrom4([4]byte{b[0], b[1], b[2], last}).String() }
 	s := &spec.Spec{
 		Schema: spec.Schema,
-		Source: r.file,
+		Source: a.sources(),
 		Deployment: spec.Deployment{
 			Name:   spec.DeploymentName,
 			Arch:   managed[0].arch,
@@ -668,24 +770,109 @@ func (a *analysis) deployment() {
 	a.spec = s
 }
 
-func nameKey(hr *hostResult) string {
-	switch hr.nameFrom {
-	case "nodename":
-		return "nodename"
-	case "pg_cluster-pg_seq":
-		return "pg_cluster"
+// control picks the control node: the managed host at admin_ip, as
+// Ansible resolves admin_ip for the managed hosts. Pigsty lets hosts
+// override it (each build host of Pigsty's build/dev.yml is its own
+// admin); then the address most hosts name wins, ties to the lowest, and a
+// warning says so. Without a managed admin_ip it is the lowest managed
+// address.
+func (a *analysis) control(managed []*hostResult) *hostResult {
+	votes := map[netip.Addr]int{}
+	var named []netip.Addr
+	var first *setting
+	for _, hr := range managed {
+		if ip := hr.adminIP; ip.IsValid() {
+			if votes[ip] == 0 {
+				named = append(named, ip)
+			}
+			votes[ip]++
+			if first == nil {
+				first = hr.settings["admin_ip"]
+			}
+		}
 	}
-	return ""
+	if len(named) == 0 {
+		return managed[0]
+	}
+	sort.Slice(named, func(i, j int) bool {
+		if votes[named[i]] != votes[named[j]] {
+			return votes[named[i]] > votes[named[j]]
+		}
+		return named[i].Less(named[j])
+	})
+	byAddr := map[netip.Addr]*hostResult{}
+	for _, hr := range managed {
+		byAddr[hr.addr] = hr
+	}
+	var control *hostResult
+	for _, ip := range named {
+		if hr := byAddr[ip]; hr != nil {
+			control = hr
+			break
+		}
+	}
+	if control == nil {
+		control = managed[0]
+		a.warnings = append(a.warnings, Warning{Code: "admin_ip_not_managed", Key: "admin_ip", Value: named[0].String(), File: first.src.file, Line: first.Value.Line,
+			Message: fmt.Sprintf("admin_ip %s is not a managed host; the control node is %s, the lowest managed address", named[0], control.node.Name)})
+		return control
+	}
+	if len(named) > 1 {
+		var parts []string
+		for _, ip := range named {
+			parts = append(parts, fmt.Sprintf("%s (%d %s)", ip, votes[ip], plural(votes[ip], "host", "hosts")))
+		}
+		a.warnings = append(a.warnings, Warning{Code: "admin_ip_differs", Key: "admin_ip", Value: control.h.Name,
+			Message: fmt.Sprintf("admin_ip differs between hosts: %s; the control node is %s, the managed admin_ip most hosts name (ties: the lowest address)", strings.Join(parts, ", "), control.node.Name)})
+	}
+	return control
 }
 
-// agreeAll refuses a deployment-wide value that differs between hosts.
+// nameSetting is the setting the node name is derived from (nil for
+// names derived from the address).
+func (hr *hostResult) nameSetting() *setting {
+	switch hr.nameFrom {
+	case "nodename":
+		return hr.settings["nodename"]
+	case "pg_cluster-pg_seq":
+		return hr.settings["pg_cluster"]
+	}
+	return nil
+}
+
+// nameSource says where a node name comes from, for collision messages:
+// `nodename "pigsty.cc" at demo.yml:20`.
+func nameSource(hr *hostResult) string {
+	switch hr.nameFrom {
+	case "nodename":
+		s := hr.settings["nodename"]
+		return fmt.Sprintf("nodename %q at %s", written(s.Value), where(s))
+	case "pg_cluster-pg_seq":
+		c, q := hr.settings["pg_cluster"], hr.settings["pg_seq"]
+		return fmt.Sprintf("pg_cluster at %s, pg_seq at %s", where(c), where(q))
+	}
+	return "derived from its address"
+}
+
+// where is file:line of a setting's value.
+func where(s *setting) string {
+	if s == nil || s.src == nil || s.Value == nil {
+		return "?"
+	}
+	return fmt.Sprintf("%s:%d", s.src.file, s.Value.Line)
+}
+
+// agreeAll refuses a deployment-wide value that differs between hosts,
+// naming where each value is set.
 func (a *analysis) agreeAll(managed []*hostResult, key string, get func(*hostResult) string, hint string) {
 	byVal := map[string][]string{}
+	from := map[string]*setting{}
 	var order []string
 	for _, hr := range managed {
 		v := get(hr)
 		if _, ok := byVal[v]; !ok {
 			order = append(order, v)
+			from[v] = hr.settings[key]
 		}
 		byVal[v] = append(byVal[v], hr.h.Name)
 	}
@@ -694,24 +881,32 @@ func (a *analysis) agreeAll(managed []*hostResult, key string, get func(*hostRes
 	}
 	var parts []string
 	for _, v := range order {
-		parts = append(parts, fmt.Sprintf("%s on %s", v, strings.Join(byVal[v], ", ")))
+		src := "the default"
+		if s := from[v]; s != nil {
+			src = where(s)
+		}
+		parts = append(parts, fmt.Sprintf("%s on %s (%s)", v, strings.Join(byVal[v], ", "), src))
 	}
-	var node *yaml.Node
+	var at *setting
 	hostName := ""
 	for _, hr := range managed {
 		if s := hr.settings[key]; s != nil {
-			node, hostName = s.Value, hr.h.Name
+			at, hostName = s, hr.h.Name
 			break
 		}
 	}
-	p := Problem{Host: hostName, Key: key, Value: written(node), Message: "must resolve to one value for the whole deployment, but resolves to " + strings.Join(parts, "; "), Hint: hint}
-	a.r.at(node, p)
+	p := Problem{Host: hostName, Key: key, Message: "must resolve to one value for the whole deployment, but resolves to " + strings.Join(parts, "; "), Hint: hint}
+	if at == nil {
+		a.r.at(nil, p)
+		return
+	}
+	p.Value = written(at.Value)
+	at.src.at(at.Value, p)
 }
 
 // subnet checks that every managed host is in one canonical RFC1918 /24
 // and in its .9–.254 pool, and returns that /24.
 func (a *analysis) subnet(managed []*hostResult) string {
-	r := a.r
 	byNet := map[netip.Prefix][]*hostResult{}
 	var order []netip.Prefix
 	for _, hr := range managed {
@@ -742,7 +937,7 @@ func (a *analysis) subnet(managed []*hostResult) string {
 				}
 			}
 		}
-		r.at(first.h.Node, Problem{
+		first.h.src.at(first.h.Node, Problem{
 			Message: fmt.Sprintf("all managed hosts must share one /24; the inventory spans %s; outliers: %s", strings.Join(parts, ", "), strings.Join(outliers, ", ")),
 			Hint:    fmt.Sprintf("move the outliers into %s or mark them vm_skip: true", main)})
 	}
@@ -750,7 +945,7 @@ func (a *analysis) subnet(managed []*hostResult) string {
 	private := a4[0] == 10 || (a4[0] == 172 && a4[1] >= 16 && a4[1] <= 31) || (a4[0] == 192 && a4[1] == 168)
 	if !private {
 		hr := byNet[main][0]
-		r.at(hr.h.Node, Problem{Message: fmt.Sprintf("the managed hosts' network %s is not private (RFC 1918)", main), Hint: "use 10.x, 172.16–31.x or 192.168.x addresses, e.g. 10.10.10.0/24"})
+		hr.h.src.at(hr.h.Node, Problem{Message: fmt.Sprintf("the managed hosts' network %s is not private (RFC 1918)", main), Hint: "use 10.x, 172.16–31.x or 192.168.x addresses, e.g. 10.10.10.0/24"})
 	}
 	for _, hr := range byNet[main] {
 		last := hr.addr.As4()[3]
@@ -766,7 +961,7 @@ func (a *analysis) subnet(managed []*hostResult) string {
 			msg = "is reserved (.2–.8)"
 		}
 		if msg != "" {
-			r.at(hr.h.Node, Problem{Host: hr.h.Name, Message: msg + "; it cannot be a node address", Hint: "nodes use .9–.254"})
+			hr.h.src.at(hr.h.Node, Problem{Host: hr.h.Name, Message: msg + "; it cannot be a node address", Hint: "nodes use .9–.254"})
 		}
 	}
 	return main.String()
@@ -779,33 +974,103 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-// interfaceWarnings reports the NIC names the opaque vars pg_vip_interface
-// and vip_interface reference (Barn does not rename NICs).
+// interfaceWarnings reports the guest NIC names Pigsty will use for its
+// VIPs when they are not Pigsty's "auto": vip_interface when vip_enabled,
+// pg_vip_interface when pg_vip_enabled (Pigsty's roles/node/tasks/vip.yml
+// and roles/pgsql/tasks/vip.yml). Pigsty reads
+// `x | default('auto', true) | string | trim | lower` and, for ” or
+// 'auto', picks the NIC that holds the node's inventory address, which on
+// a Barn guest is the private NIC: nothing to warn about. A named NIC must
+// exist in the guest, and Barn does not name NICs (the image does), so
+// barn-plan checks it. Both keys are opaque: resolved like every other
+// variable, never hashed, never refused.
 func (a *analysis) interfaceWarnings(managed []*hostResult) []Warning {
 	type kv struct{ key, value string }
 	nodes := map[kv][]string{}
-	lines := map[kv]int{}
+	at := map[kv]*setting{}
 	var order []kv
-	quiet := &reader{file: a.r.file}
 	for _, hr := range managed {
 		groups := a.m.hostGroups(hr.h)
-		for _, key := range []string{"pg_vip_interface", "vip_interface"} {
-			s := quiet.lookup(a.m, hr.h, groups, key)
-			if s == nil || s.Value == nil || s.Value.Kind != yaml.ScalarNode {
+		for _, pair := range [][2]string{{"pg_vip_enabled", "pg_vip_interface"}, {"vip_enabled", "vip_interface"}} {
+			if !pigstyEnabled(a.opaque(hr.h, groups, pair[0])) {
 				continue
 			}
-			k := kv{key, s.Value.Value}
+			s := a.opaque(hr.h, groups, pair[1])
+			name, named := pigstyInterface(s)
+			if !named {
+				continue
+			}
+			k := kv{pair[1], name}
 			if _, ok := nodes[k]; !ok {
 				order = append(order, k)
-				lines[k] = s.Value.Line
+				at[k] = s
 			}
 			nodes[k] = append(nodes[k], hr.node.Name)
 		}
 	}
 	var out []Warning
 	for _, k := range order {
-		out = append(out, Warning{Code: "interface_name", Key: k.key, Value: k.value, Nodes: nodes[k], Line: lines[k],
-			Message: fmt.Sprintf("%s = %s names a guest NIC; Barn does not rename NICs (the image names them), so barn-plan checks it", k.key, k.value)})
+		s := at[k]
+		out = append(out, Warning{Code: "interface_name", Key: k.key, Value: k.value, Nodes: nodes[k], File: s.src.file, Line: s.Value.Line,
+			Message: fmt.Sprintf("%s = %s names a guest NIC; Barn does not rename NICs (the image names them), so barn-plan checks it; %s: auto lets Pigsty pick the NIC that holds the node's address", k.key, k.value, k.key)})
 	}
 	return out
+}
+
+// opaque resolves a variable Barn does not own: Ansible's pick, ambiguity
+// ignored.
+func (a *analysis) opaque(h *host, groups []*group, key string) *setting {
+	res := a.resolve(h, groups, key)
+	if res.pick == nil {
+		return nil
+	}
+	return res.pick.setting()
+}
+
+// pigstyEnabled is Ansible's `| bool` filter (to_bool) of a Pigsty switch
+// that defaults to false: true, 'yes', 'on', '1', 'true' (any case) and 1
+// are true. A Jinja expression counts as possibly true.
+func pigstyEnabled(s *setting) bool {
+	if s == nil || s.Value == nil || s.Value.Kind != yaml.ScalarNode {
+		return false
+	}
+	sc := scalarOf(s.Value)
+	switch sc.Kind {
+	case yaml11.Bool:
+		return sc.Bool
+	case yaml11.Int:
+		return sc.Int == 1
+	case yaml11.Float:
+		return sc.Float == 1
+	case yaml11.Str:
+		if hasJinja(sc.Spelling) {
+			return true
+		}
+		switch strings.ToLower(sc.Spelling) {
+		case "yes", "on", "1", "true":
+			return true
+		}
+	}
+	return false
+}
+
+// pigstyInterface reads a Pigsty VIP interface the way Pigsty does:
+// `default('auto', true) | string | trim | lower` in [”, 'auto'] means
+// auto; anything else names a NIC, `string | trim`.
+func pigstyInterface(s *setting) (string, bool) {
+	if s == nil || s.Value == nil || falsy(s.src, s.Value) {
+		return "", false
+	}
+	v := s.Value
+	if v.Kind != yaml.ScalarNode {
+		return written(v), true
+	}
+	name := strings.TrimSpace(fmt.Sprint(scalarOf(v).Value()))
+	if sc := scalarOf(v); sc.Kind == yaml11.Bool {
+		name = map[bool]string{true: "True", false: "False"}[sc.Bool] // Python's str(True)
+	}
+	if l := strings.ToLower(name); l == "" || l == "auto" {
+		return "", false
+	}
+	return name, true
 }

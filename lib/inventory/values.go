@@ -18,7 +18,14 @@ type val struct {
 	ok   bool
 }
 
-func (r *reader) val(host string, s *setting) *val { return &val{r: r, host: host, s: s, ok: true} }
+// val starts reading setting s of host; problems are reported in the file
+// s is written in.
+func (r *reader) val(host string, s *setting) *val {
+	if s.src != nil {
+		r = s.src
+	}
+	return &val{r: r, host: host, s: s, ok: true}
+}
 
 // fail records a problem about node n (a part of the setting's value).
 func (v *val) fail(n *yaml.Node, key, msg, hint string) {
@@ -276,6 +283,43 @@ func (v *val) fields(n *yaml.Node, key string, allowed []string) (map[string]*ya
 	}
 	return out, good
 }
+
+// priority reads ansible_group_priority as Group.set_variable does,
+// int(value), accepting only values whose int() nobody misreads: plain
+// integers, written bare or quoted.
+func (v *val) priority(n *yaml.Node) (int64, bool) {
+	n = v.r.deref(n)
+	if n == nil || n.Kind != yaml.ScalarNode {
+		v.fail(n, "", "must be an integer (Ansible's int() fails on it, and with it the inventory)", "write an integer such as 10")
+		return 0, false
+	}
+	s := scalarOf(n)
+	why := ""
+	switch s.Kind {
+	case yaml11.Int:
+		if s.Canonical() && s.Int > -1<<31 && s.Int < 1<<31 {
+			return s.Int, true
+		}
+		why = fmt.Sprintf("YAML 1.1 (Ansible) reads %s as the priority %d (%s)", s.Spelling, s.Int, intForm(s.Spelling))
+	case yaml11.Str:
+		if reCanonicalPriority.MatchString(s.Spelling) {
+			var p int64
+			fmt.Sscan(s.Spelling, &p)
+			return p, true
+		}
+		why = fmt.Sprintf("Ansible's int(%q) either fails (and with it the whole inventory) or reads it loosely", s.Spelling)
+	case yaml11.Bool:
+		why = fmt.Sprintf("Ansible reads %s as the priority %d", s.Spelling, map[bool]int{true: 1, false: 0}[s.Bool])
+	case yaml11.Float:
+		why = fmt.Sprintf("Ansible truncates %s to the priority %d", s.Spelling, int64(s.Float))
+	default:
+		why = "Ansible's int() fails on it, and with it the whole inventory"
+	}
+	v.fail(n, "", why, "write a plain integer such as 10")
+	return 0, false
+}
+
+var reCanonicalPriority = regexpMust(`^-?(?:0|[1-9][0-9]{0,8})$`)
 
 func withArticle(s string) string {
 	if s != "" && strings.ContainsRune("aeiou", rune(s[0])) {

@@ -31,7 +31,7 @@ func (m *Manager) appliedSource() string {
 	if err != nil || d == nil {
 		return ""
 	}
-	return d.Spec.Source
+	return d.Spec.Source.Inventory()
 }
 
 // applyAgain is applyAgain for the applied deployment's inventory.
@@ -147,7 +147,7 @@ func (m *Manager) lockForPlan(ctx context.Context, p *plan.Plan, again string) (
 // class is exitcode.BatchClass over every node of the plan (partial (5)
 // when successful or kept peers remain).
 func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Result, error) {
-	again := applyAgain(p.Spec.Source)
+	again := applyAgain(p.Spec.Source.Inventory())
 	lock, applied, err := m.lockForPlan(ctx, p, again)
 	if err != nil {
 		return nil, err
@@ -159,7 +159,7 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 	}
 	if rc := namesOf(p, plan.Recreate); len(rc) > 0 {
 		return nil, exitcode.New(exitcode.Conflict, "node definition changed for %s; apply never recreates a node", strings.Join(rc, ", ")).
-			WithReason("recreate_required").WithNext(recreateAgain(p.Spec.Source, rc)).WithDetail(rc)
+			WithReason("recreate_required").WithNext(recreateAgain(p.Spec.Source.Inventory(), rc)).WithDetail(rc)
 	}
 	if err := refuseSmallRootDisks(p, namesOf(p, plan.Create)); err != nil {
 		return nil, err

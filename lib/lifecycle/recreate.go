@@ -24,13 +24,13 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 	if len(selectors) == 0 {
 		return nil, exitcode.New(exitcode.Usage, "recreate needs the node names to recreate").WithReason("no_selection")
 	}
-	lock, applied, err := m.lockForPlan(ctx, p, recreateAgain(p.Spec.Source, selectors))
+	lock, applied, err := m.lockForPlan(ctx, p, recreateAgain(p.Spec.Source.Inventory(), selectors))
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Unlock()
 	if applied == nil {
-		return nil, exitcode.New(exitcode.Conflict, "no deployment is applied; nothing to recreate").WithReason("no_deployment").WithNext(applyAgain(p.Spec.Source))
+		return nil, exitcode.New(exitcode.Conflict, "no deployment is applied; nothing to recreate").WithReason("no_deployment").WithNext(applyAgain(p.Spec.Source.Inventory()))
 	}
 	if mi := namesOf(p, plan.Missing); len(mi) > 0 {
 		return nil, exitcode.New(exitcode.Conflict, "applied node(s) %s are absent from the desired spec; restore them or destroy them explicitly first", strings.Join(mi, ", ")).
@@ -56,7 +56,7 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 		}
 		sort.Strings(all)
 		return nil, exitcode.New(exitcode.Conflict, "unselected node(s) %s also drift; recreate them together so the applied spec stays true", strings.Join(drifting, ", ")).
-			WithReason("unselected_drift").WithNext(recreateAgain(p.Spec.Source, all))
+			WithReason("unselected_drift").WithNext(recreateAgain(p.Spec.Source.Inventory(), all))
 	}
 	names := make([]string, 0, len(sel))
 	for s := range sel {
@@ -75,7 +75,7 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 	for _, name := range names {
 		np := planNode(p, name)
 		if np.Image == nil {
-			return nil, exitcode.New(exitcode.Usage, "plan has no exact image for %s", name).WithReason("images_unresolved").WithNext("barn-repo update && " + recreateAgain(p.Spec.Source, names))
+			return nil, exitcode.New(exitcode.Usage, "plan has no exact image for %s", name).WithReason("images_unresolved").WithNext("barn-repo update && " + recreateAgain(p.Spec.Source.Inventory(), names))
 		}
 		if _, _, err := m.Emu.Firmware(np.Image.Boot); err != nil {
 			return nil, err

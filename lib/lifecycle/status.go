@@ -160,7 +160,7 @@ func (m *Manager) statusOne(ctx context.Context, d *state.Deployment, name strin
 			ns.Phase = string(state.Preparing)
 			source := ""
 			if d != nil {
-				source = d.Spec.Source
+				source = d.Spec.Source.Inventory()
 			}
 			// The next apply rolls the unfinished create back and creates
 			// the node anew.

@@ -19,7 +19,7 @@ func checkDesired(d *spec.Spec) error {
 	}
 	bad := func(reason, format string, args ...any) error {
 		return exitcode.New(exitcode.Usage, format, args...).WithReason(reason).
-			WithNext(inventory.Pipeline(d.Source, ""))
+			WithNext(inventory.Pipeline(d.Source.Inventory(), ""))
 	}
 	if err := d.Validate(); err != nil {
 		return bad("invalid_spec", "desired spec: %v; %s", err, err.Hint)

@@ -168,8 +168,8 @@ func Compute(in Input) (*Plan, error) {
 	p.Totals = totals(p)
 	downloads(p, in.Cached)
 	p.Action, p.Destructive = summarize(p.Nodes, in.Applied == nil && len(committed) == 0, len(envChanges) > 0)
-	p.Blocked = blocked(all, sel, len(envChanges) > 0, d.Source)
-	p.Next = nextCommands(p.Nodes, d.Source)
+	p.Blocked = blocked(all, sel, len(envChanges) > 0, d.Source.Inventory())
+	p.Next = nextCommands(p.Nodes, d.Source.Inventory())
 	if disks := rootDiskBlockers(p); len(disks) > 0 {
 		// No command can build these nodes: the inventory must change.
 		p.Action, p.Blocked, p.Next = ActionBlocked, append(p.Blocked, disks...), []string{}

@@ -158,7 +158,7 @@ func TestSameSpecResealedIsNoDrift(t *testing.T) {
 	s := testSpec(2)
 	dep, nodes := applied(s, state.Running)
 	again := testSpec(2)
-	again.Source = "elsewhere/pigsty.yml"
+	again.Source = spec.Sources{"elsewhere/pigsty.yml", "elsewhere/group_vars/all.yml"}
 	again.Seal()
 	p := mustCompute(t, Input{Desired: again, Applied: dep, Nodes: nodes, Resolver: catalog})
 	if p.Action != ActionNone || outcomes(p) != "node-10=unchanged node-11=unchanged" {
@@ -753,7 +753,7 @@ func TestDownloads(t *testing.T) {
 // `barn-node apply` that would wait for a plan on stdin.
 func TestNextCommandsPlanTheSpecsInventory(t *testing.T) {
 	s := testSpec(2)
-	s.Source = "my lab.yml"
+	s.Source = spec.Sources{"my lab.yml", "group_vars/all.yml"}
 	s.Seal()
 	p := mustCompute(t, Input{Desired: s, Resolver: catalog})
 	if want := []string{"barn-inventory resolve -f 'my lab.yml' | barn-plan | barn-node apply"}; !reflect.DeepEqual(p.Next, want) {

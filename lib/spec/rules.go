@@ -89,6 +89,30 @@ func CheckAlias(s string) *Violation {
 	return violation("must be a lower-case DNS name", "use a-z 0-9 - and dots, e.g. pg.lab")
 }
 
+// CheckFQDN: a node's FQDN (its Pigsty nodename when that has dots) is
+// empty, or a lower-case DNS name of at most 253 bytes with at least two
+// labels, not an IP address, whose first label is the node's name.
+func CheckFQDN(name, fqdn string) *Violation {
+	if fqdn == "" {
+		return nil
+	}
+	first, _, dotted := strings.Cut(fqdn, ".")
+	switch {
+	case !dotted || len(fqdn) > 253 || !aliasRE.MatchString(fqdn):
+		return violation("invalid node name: not a lower-case DNS name", "use labels of a-z 0-9 and - separated by dots, e.g. pg-meta-1.lab")
+	case isIP(fqdn):
+		return violation("invalid node name: an IP address, not a host name", "set nodename to a host name")
+	case first != name:
+		return violation("the FQDN's first label is not the node name "+name, "re-run barn-inventory resolve")
+	}
+	return nil
+}
+
+func isIP(s string) bool {
+	_, err := netip.ParseAddr(s)
+	return err == nil
+}
+
 // CheckUserName: the login user is 1–32 of a-z 0-9 _ -, starting with a
 // letter or _, and not one of SystemAccounts.
 func CheckUserName(s string) *Violation {

@@ -13,6 +13,8 @@
 package spec
 
 import (
+	"encoding/json"
+
 	"barn.dev/lib/wire"
 )
 
@@ -25,7 +27,7 @@ const DeploymentName = "barn"
 // Spec is the barn.spec/v1 document.
 type Spec struct {
 	Schema     string     `json:"schema"`
-	Source     string     `json:"source,omitempty"` // where it was read from; not hashed
+	Source     Sources    `json:"source,omitempty"` // every file it was read from; not hashed
 	Deployment Deployment `json:"deployment"`
 	Nodes      []Node     `json:"nodes"`   // sorted by address
 	Skipped    []Skipped  `json:"skipped"` // vm_skip hosts; not hashed
@@ -39,12 +41,20 @@ type Spec struct {
 
 // Warning is one resolve-time warning. Code is a stable snake_case kind:
 //   - "interface_name": an opaque var (Key: pg_vip_interface or
-//     vip_interface) names a guest NIC (Value) on Nodes; Barn does not
-//     rename NICs, so barn-plan must check or refuse it;
+//     vip_interface, with its pg_vip_enabled/vip_enabled on) names a guest
+//     NIC (Value) on Nodes instead of Pigsty's auto; Barn does not rename
+//     NICs, so barn-plan must check or refuse it;
 //   - "non_default_subnet": the managed hosts use a /24 other than
 //     10.10.10.0/24 (Value);
-//   - "admin_ip_not_managed": all.vars.admin_ip (Value) is not a managed
-//     host, so the control node is the lowest managed address;
+//   - "admin_ip_not_managed": admin_ip (Value) is not a managed host, so
+//     the control node is the lowest managed address;
+//   - "admin_ip_differs": the managed hosts resolve admin_ip to different
+//     addresses; Value is the control node's address Barn chose;
+//   - "vars_file_shadowed", "unused_vars_file", "vars_not_a_directory",
+//     "priority_in_group_vars": group_vars/host_vars files Ansible ignores
+//     (or reads other than one might think);
+//   - "priority_redefined": a group sets ansible_group_priority twice;
+//     Ansible (and Barn) use the one parsed last;
 //   - "not_a_group", "unexpected_group_key": YAML Ansible also ignores.
 type Warning struct {
 	Code    string   `json:"code"`
@@ -52,7 +62,43 @@ type Warning struct {
 	Key     string   `json:"key,omitempty"`
 	Value   string   `json:"value,omitempty"`
 	Nodes   []string `json:"nodes,omitempty"`
-	Line    int      `json:"line,omitempty"` // line in the inventory, when one applies
+	File    string   `json:"file,omitempty"` // the file it concerns, when one applies
+	Line    int      `json:"line,omitempty"` // line in File, when one applies
+}
+
+// Sources lists the files a spec was read from: the inventory as the user
+// named it first (a file, "<stdin>", or a directory followed by the
+// inventory files read from it), then every group_vars/ and host_vars/
+// file, by path. Documents written before Barn read those files hold one
+// string, which decodes as a list of one.
+type Sources []string
+
+// Inventory is the inventory as the user named it (the first source), ""
+// when none is recorded: what `barn-inventory resolve -f` reads again.
+func (s Sources) Inventory() string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
+}
+
+// UnmarshalJSON accepts a list of file names or one file name.
+func (s *Sources) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*s = nil
+		return nil
+	}
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		*s = Sources{one}
+		return nil
+	}
+	var list []string
+	if err := json.Unmarshal(b, &list); err != nil {
+		return err
+	}
+	*s = list
+	return nil
 }
 
 // Deployment is the envelope shared by every node. Changing any field moves
@@ -82,7 +128,13 @@ type User struct {
 
 // Node is one managed host, fully resolved.
 type Node struct {
-	Name          string   `json:"name"`
+	Name string `json:"name"`
+	// FQDN is the node's fully qualified host name when the inventory's
+	// nodename is one (pigsty.cc names the node pigsty): the guest's
+	// hostname is then the FQDN, exactly what Pigsty sets, and every
+	// guest's /etc/hosts resolves both forms. Empty otherwise (and then
+	// absent, so existing nodes' hashes do not move).
+	FQDN          string   `json:"fqdn,omitempty"`
 	Address       string   `json:"address"` // IPv4 in the subnet's pool
 	Control       bool     `json:"control"`
 	MAC           NICs     `json:"mac"`

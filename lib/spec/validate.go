@@ -144,6 +144,9 @@ func ValidateNode(d Deployment, n Node) *FieldError {
 	if err := field(at+".name", n.Name, CheckNodeName(n.Name)); err != nil {
 		return err
 	}
+	if err := field(at+".fqdn", n.FQDN, CheckFQDN(n.Name, n.FQDN)); err != nil {
+		return err
+	}
 	addr, viol := checkIPv4(n.Address)
 	if viol != nil {
 		return field(at+".address", n.Address, viol)
