@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"time"
 
 	"barn.dev/lib/exitcode"
@@ -57,45 +56,6 @@ type Profile struct {
 // TCGNotice is the sentence every TCG run prints: figures are not meaningful.
 const TCGNotice = "accelerator: TCG (software emulation, explicitly requested); performance figures are not meaningful"
 
-// kvmUsable reports whether /dev/kvm can be opened read-write and, when
-// qemu-system-x86_64 is installed, whether a KVM vCPU can really be set up:
-// some hosts expose a /dev/kvm that QEMU aborts on ("failed to set MSR"),
-// which only a smoke start shows. The answer is computed once per process.
-// A variable so tests can pin the host's answer.
-var kvmUsable = sync.OnceValue(func() bool {
-	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
-	if err != nil {
-		return false
-	}
-	f.Close()
-	bin, err := exec.LookPath("qemu-system-x86_64")
-	if err != nil {
-		return true // nothing to smoke-test with; the open is the best evidence
-	}
-	return kvmSmoke(bin, 400*time.Millisecond)
-})
-
-// kvmSmoke starts bin paused (-S) with KVM and the CPU model Barn uses
-// (-cpu host). A broken KVM makes QEMU exit within milliseconds; one that
-// is still running after wait is usable (it is then killed).
-func kvmSmoke(bin string, wait time.Duration) bool {
-	cmd := exec.Command(bin, "-accel", "kvm", "-machine", "q35", "-cpu", "host",
-		"-display", "none", "-nodefaults", "-no-user-config", "-S")
-	if err := cmd.Start(); err != nil {
-		return false
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-		return false
-	case <-time.After(wait):
-		_ = cmd.Process.Kill()
-		<-done
-		return true
-	}
-}
-
 // bridgeHelperPaths are the distro locations of qemu-bridge-helper.
 var bridgeHelperPaths = []string{
 	"/usr/lib/qemu/qemu-bridge-helper",      // Debian, Ubuntu
@@ -129,9 +89,9 @@ func DetectProfile(getenv func(string) string, lookPath func(string) (string, er
 
 	switch accel := getenv("BARN_ACCEL"); accel {
 	case "", AccelKVM:
-		if !kvmUsable() {
+		if kvm := kvmUsable(); !kvm.OK {
 			return Profile{}, exitcode.New(exitcode.Capability,
-				"no usable hardware accelerator: /dev/kvm is missing or not accessible to this user; Barn does not fall back to TCG silently").
+				"no usable hardware accelerator (%s); Barn does not fall back to TCG silently", kvm.Evidence).
 				WithReason("accelerator_unavailable").
 				WithNext("BARN_ACCEL=tcg barn-node apply   # explicit software emulation (slow; performance figures not meaningful)")
 		}

@@ -16,7 +16,7 @@ func found(name string) (string, error) { return "/usr/bin/" + name, nil }
 
 func withKVM(t *testing.T, usable bool) {
 	old := kvmUsable
-	kvmUsable = func() bool { return usable }
+	kvmUsable = func() Smoke { return Smoke{OK: usable, Evidence: "pinned by the test"} }
 	t.Cleanup(func() { kvmUsable = old })
 }
 
