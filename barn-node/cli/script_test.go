@@ -31,7 +31,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	node.CrashHook = scripttest.CrashAfter // BARN_CRASH_AFTER exists only in test binaries
+	node.CrashHook = scripttest.CrashAfter  // BARN_CRASH_AFTER exists only in test binaries
+	node.FirmwareHook = scripttest.Firmware // and BARN_TEST_FIRMWARE
 	testscript.Main(m, map[string]func(){
 		"barn-node":         scripttest.Command(node.Main),
 		fakeqemu.BinaryName: func() { os.Exit(fakeqemu.Main(os.Args[1:])) },
@@ -198,6 +199,8 @@ type planOptions struct {
 	memMiB        int64
 	pdisks, disks []string
 	stale         bool
+	uefi          bool                    // the image boots UEFI
+	arch          string                  // the image's architecture (default amd64)
 	aliases       map[string][]string     // node → aliases
 	shares        map[string][]spec.Share // node → vm_shares
 }
@@ -212,6 +215,12 @@ func testPlan(getenv func(string) string, names []string, o planOptions) (*plan.
 	id, err := testImage(getenv("BARN_HOME"))
 	if err != nil {
 		return nil, err
+	}
+	if o.uefi {
+		id.Boot = "uefi"
+	}
+	if o.arch != "" {
+		id.Arch = o.arch
 	}
 	s := spec.Spec{Deployment: spec.Deployment{Name: spec.DeploymentName, Arch: "amd64", Image: "t1",
 		Subnet: spec.Subnet{CIDR: "10.10.10.0/24", Host: "10.10.10.1", Reserved: "10.10.10.2-10.10.10.8", Pool: "10.10.10.9-10.10.10.254"},
@@ -308,6 +317,8 @@ func testPlan(getenv func(string) string, names []string, o planOptions) (*plan.
 //	-pdisk=NAME         a 64 MiB persistent data disk at /NAME on every node
 //	-disk=NAME          a 64 MiB non-persistent data disk at /NAME
 //	-stale              use based_on generation 99 (a stale plan)
+//	-uefi               the image boots UEFI (firmware: BARN_TEST_FIRMWARE)
+//	-arch=ARCH          the image's architecture (a forged plan: barn-plan refuses arm64)
 //	-alias=NODE:ALIAS   an inventory alias of NODE (repeatable)
 //	-share=NODE:HOST:GUEST[:rw]
 //	                    a vm_shares entry of NODE (HOST relative to $WORK;
@@ -335,6 +346,10 @@ func cmdTestplan(ts *testscript.TestScript, neg bool, args []string) {
 			o.disks = append(o.disks, strings.TrimPrefix(a, "-disk="))
 		case a == "-stale":
 			o.stale = true
+		case a == "-uefi":
+			o.uefi = true
+		case strings.HasPrefix(a, "-arch="):
+			o.arch = strings.TrimPrefix(a, "-arch=")
 		case strings.HasPrefix(a, "-alias="):
 			n, al, ok := strings.Cut(strings.TrimPrefix(a, "-alias="), ":")
 			if !ok {
