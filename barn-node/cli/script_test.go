@@ -33,6 +33,7 @@ import (
 func TestMain(m *testing.M) {
 	node.CrashHook = scripttest.CrashAfter  // BARN_CRASH_AFTER exists only in test binaries
 	node.FirmwareHook = scripttest.Firmware // and BARN_TEST_FIRMWARE
+	node.DoctorHook = scripttest.DoctorHost // and BARN_TEST_KVM, BARN_TEST_MISSING
 	testscript.Main(m, map[string]func(){
 		"barn-node":         scripttest.Command(node.Main),
 		fakeqemu.BinaryName: func() { os.Exit(fakeqemu.Main(os.Args[1:])) },

@@ -103,24 +103,9 @@ func DetectProfile(getenv func(string) string, lookPath func(string) (string, er
 			WithReason("invalid_accelerator")
 	}
 
-	name := getenv("BARN_QEMU")
-	if name == "" {
-		name = "qemu-system-x86_64"
-	}
-	bin := name
-	if !filepath.IsAbs(bin) {
-		found, err := lookPath(name)
-		if err != nil {
-			return Profile{}, exitcode.Wrap(exitcode.Capability, err, "QEMU binary %q not found", name).
-				WithReason("qemu_missing").
-				WithNext("sudo apt-get install qemu-system-x86 qemu-utils")
-		}
-		if bin, err = filepath.Abs(found); err != nil {
-			return Profile{}, exitcode.Wrap(exitcode.Capability, err, "QEMU binary %q", found).WithReason("qemu_missing")
-		}
-	} else if _, err := lookPath(bin); err != nil {
-		return Profile{}, exitcode.Wrap(exitcode.Capability, err, "QEMU binary %s is not executable", bin).
-			WithReason("qemu_missing")
+	bin, err := ResolveBinary(getenv, lookPath)
+	if err != nil {
+		return Profile{}, err
 	}
 	p.Binary = bin
 
@@ -137,24 +122,57 @@ func DetectProfile(getenv func(string) string, lookPath func(string) (string, er
 			WithReason("invalid_private_net")
 	}
 	if p.PrivateNet == PrivateNetBridge {
-		helper := getenv("BARN_BRIDGE_HELPER")
-		if helper == "" {
-			for _, c := range bridgeHelperPaths {
-				if _, err := os.Stat(c); err == nil {
-					helper = c
-					break
-				}
-			}
+		if p.BridgeHelper, err = FindBridgeHelper(getenv); err != nil {
+			return Profile{}, err
 		}
-		if helper == "" {
-			return Profile{}, exitcode.New(exitcode.Capability,
-				"qemu-bridge-helper not found (looked in %s)", strings.Join(bridgeHelperPaths, ", ")).
-				WithReason("bridge_helper_missing").
-				WithNext("barn-net install")
-		}
-		p.BridgeHelper = helper
 	}
 	return p, nil
+}
+
+// ResolveBinary finds the QEMU binary DetectProfile uses: BARN_QEMU (an
+// absolute path, or a name looked up with lookPath), default
+// qemu-system-x86_64. Not found is a capability error, reason qemu_missing.
+func ResolveBinary(getenv func(string) string, lookPath func(string) (string, error)) (string, error) {
+	name := getenv("BARN_QEMU")
+	if name == "" {
+		name = "qemu-system-x86_64"
+	}
+	if filepath.IsAbs(name) {
+		if _, err := lookPath(name); err != nil {
+			return "", exitcode.Wrap(exitcode.Capability, err, "QEMU binary %s is not executable", name).
+				WithReason("qemu_missing")
+		}
+		return name, nil
+	}
+	found, err := lookPath(name)
+	if err != nil {
+		return "", exitcode.Wrap(exitcode.Capability, err, "QEMU binary %q not found", name).
+			WithReason("qemu_missing").
+			WithNext("sudo apt-get install qemu-system-x86 qemu-utils")
+	}
+	bin, err := filepath.Abs(found)
+	if err != nil {
+		return "", exitcode.Wrap(exitcode.Capability, err, "QEMU binary %q", found).WithReason("qemu_missing")
+	}
+	return bin, nil
+}
+
+// FindBridgeHelper finds qemu-bridge-helper: BARN_BRIDGE_HELPER, else the
+// first distro path that exists. None is a capability error, reason
+// bridge_helper_missing.
+func FindBridgeHelper(getenv func(string) string) (string, error) {
+	if helper := getenv("BARN_BRIDGE_HELPER"); helper != "" {
+		return helper, nil
+	}
+	for _, c := range bridgeHelperPaths {
+		if _, err := os.Stat(c); err == nil {
+			return c, nil
+		}
+	}
+	return "", exitcode.New(exitcode.Capability,
+		"qemu-bridge-helper not found (looked in %s)", strings.Join(bridgeHelperPaths, ", ")).
+		WithReason("bridge_helper_missing").
+		WithNext("sudo apt-get install qemu-system-common")
 }
 
 // ErrNoVersion is returned by ProbeVersion when the binary's --version output
@@ -170,10 +188,13 @@ func ProbeVersion(ctx context.Context, binary string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("running %s --version: %w", binary, err)
 	}
-	return parseVersion(out)
+	return ParseVersion(out)
 }
 
-func parseVersion(out []byte) (string, error) {
+// ParseVersion reads "X.Y.Z" from the first line of `qemu-* --version`
+// output ("QEMU emulator version 7.2.22 (Debian …)"); ErrNoVersion when
+// there is none.
+func ParseVersion(out []byte) (string, error) {
 	first, _, _ := bytes.Cut(out, []byte("\n"))
 	fields := strings.Fields(string(first))
 	for i, f := range fields {
