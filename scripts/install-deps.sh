@@ -3,11 +3,11 @@
 # as root; elsewhere it only reports what is missing. Idempotent.
 set -euo pipefail
 # ovmf: UEFI firmware (qemu-system-x86 only recommends it) for every uefi
-# image, the official ones included; grub-efi-amd64-bin and dosfstools:
-# the UEFI layout of the lab image (scripts/build-image.sh).
+# image, the official ones included; grub-efi-amd64-bin, dosfstools and
+# mtools: the UEFI layout of the lab image (scripts/build-image.sh).
 PKGS=(qemu-system-x86 qemu-utils ovmf debootstrap ansible iproute2 fdisk extlinux
       syslinux-common grub-efi-amd64-bin e2fsprogs xfsprogs openssh-client openssh-server sudo
-      dosfstools procps iputils-ping
+      dosfstools mtools procps iputils-ping
       bash zsh fish)  # the shells whose real completion the script tests drive
 missing=()
 for p in "${PKGS[@]}"; do
