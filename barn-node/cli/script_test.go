@@ -201,6 +201,7 @@ type planOptions struct {
 	pdisks, disks []string
 	stale         bool
 	uefi          bool                    // the image boots UEFI
+	uefiOnly      map[string]bool         // only these nodes' image boots UEFI (a forged, mixed plan)
 	arch          string                  // the image's architecture (default amd64)
 	aliases       map[string][]string     // node → aliases
 	shares        map[string][]spec.Share // node → vm_shares
@@ -265,7 +266,11 @@ func testPlan(getenv func(string) string, names []string, o planOptions) (*plan.
 	counts := map[plan.Outcome]int{}
 	for _, n := range s.Nodes {
 		desired[n.Name] = true
-		np := plan.NodePlan{Name: n.Name, Address: n.Address, Changes: []plan.Change{}, Summary: []string{}, Image: &id}
+		img := id
+		if o.uefiOnly[n.Name] {
+			img.Boot = "uefi"
+		}
+		np := plan.NodePlan{Name: n.Name, Address: n.Address, Changes: []plan.Change{}, Summary: []string{}, Image: &img}
 		st, err := root.ReadNode(n.Name)
 		if err != nil {
 			return nil, err
@@ -319,6 +324,7 @@ func testPlan(getenv func(string) string, names []string, o planOptions) (*plan.
 //	-disk=NAME          a 64 MiB non-persistent data disk at /NAME
 //	-stale              use based_on generation 99 (a stale plan)
 //	-uefi               the image boots UEFI (firmware: BARN_TEST_FIRMWARE)
+//	-uefi=NODE          only NODE's image boots UEFI (a forged plan: barn-plan refuses it)
 //	-arch=ARCH          the image's architecture (a forged plan: barn-plan refuses arm64)
 //	-alias=NODE:ALIAS   an inventory alias of NODE (repeatable)
 //	-share=NODE:HOST:GUEST[:rw]
@@ -349,6 +355,11 @@ func cmdTestplan(ts *testscript.TestScript, neg bool, args []string) {
 			o.stale = true
 		case a == "-uefi":
 			o.uefi = true
+		case strings.HasPrefix(a, "-uefi="):
+			if o.uefiOnly == nil {
+				o.uefiOnly = map[string]bool{}
+			}
+			o.uefiOnly[strings.TrimPrefix(a, "-uefi=")] = true
 		case strings.HasPrefix(a, "-arch="):
 			o.arch = strings.TrimPrefix(a, "-arch=")
 		case strings.HasPrefix(a, "-alias="):

@@ -327,11 +327,15 @@ func peers(s *spec.Spec, name string) []spec.Node {
 }
 
 // preflight proves the host can run the named new nodes before anything
-// is downloaded, created or destroyed: each node's exact image can be
-// launched here (architecture, and UEFI firmware for a uefi image), then
-// the private network (unless the test-only "none" profile is active). A
-// node without an exact image is left to the caller's per-node check.
+// is downloaded, created or destroyed: the plan's images boot one way (as
+// barn-plan checked), each node's exact image can be launched here
+// (architecture, and UEFI firmware for a uefi image), then the private
+// network (unless the test-only "none" profile is active). A node without
+// an exact image is left to the caller's per-node check.
 func (m *Manager) preflight(ctx context.Context, p *plan.Plan, names []string) error {
+	if err := plan.CheckBootModes(p.Nodes); err != nil {
+		return err
+	}
 	for _, name := range names {
 		if np := planNode(p, name); np.Image != nil {
 			if err := m.Emu.Supports(*np.Image); err != nil {

@@ -21,18 +21,42 @@ import (
 //     start) with the architecture it would launch it as; its error is
 //     returned annotated with the node.
 func checkLaunch(p *Plan, all []NodePlan, sel map[string]bool, in Input) error {
-	byBoot := map[string][]string{}
-	add := func(np NodePlan) {
-		if np.Image != nil && np.Image.Boot != "" && np.Outcome != Missing {
-			byBoot[np.Image.Boot] = append(byBoot[np.Image.Boot], np.Name)
-		}
-	}
-	for _, np := range p.Nodes {
-		add(np)
-	}
+	nodes := slices.Clone(p.Nodes)
 	for _, np := range all {
 		if sel != nil && !sel[np.Name] && (np.Outcome == Start || np.Outcome == Unchanged) {
-			add(np)
+			nodes = append(nodes, np)
+		}
+	}
+	if err := CheckBootModes(nodes); err != nil {
+		return err
+	}
+	if in.Launchable == nil {
+		return nil
+	}
+	for _, np := range p.Nodes {
+		if np.Outcome != Create && np.Outcome != Recreate && np.Outcome != Start {
+			continue
+		}
+		arch := guestArch(in)
+		if np.Image != nil && np.Image.Arch != "" {
+			arch = np.Image.Arch
+		}
+		if err := in.Launchable(arch); err != nil {
+			return annotate(err, "node %s", np.Name)
+		}
+	}
+	return nil
+}
+
+// CheckBootModes refuses nodes whose exact images (missing nodes aside)
+// boot both bios and uefi: usage (2), reason "boot_modes_mixed", naming
+// the nodes of each mode. barn-plan checks every plan; barn-node apply
+// checks the plan it is given again.
+func CheckBootModes(nodes []NodePlan) error {
+	byBoot := map[string][]string{}
+	for _, np := range nodes {
+		if np.Image != nil && np.Image.Boot != "" && np.Outcome != Missing {
+			byBoot[np.Image.Boot] = append(byBoot[np.Image.Boot], np.Name)
 		}
 	}
 	if len(byBoot) > 1 {
@@ -49,21 +73,6 @@ func checkLaunch(p *Plan, all []NodePlan, sel map[string]bool, in Input) error {
 		return exitcode.New(exitcode.Usage, "a deployment boots one way, but its images would boot %s", strings.Join(parts, " and ")).
 			WithReason("boot_modes_mixed").
 			WithNext("give every host images of one boot mode (one vm_image in all.vars), then barn-inventory resolve | barn-plan")
-	}
-	if in.Launchable == nil {
-		return nil
-	}
-	for _, np := range p.Nodes {
-		if np.Outcome != Create && np.Outcome != Recreate && np.Outcome != Start {
-			continue
-		}
-		arch := guestArch(in)
-		if np.Image != nil && np.Image.Arch != "" {
-			arch = np.Image.Arch
-		}
-		if err := in.Launchable(arch); err != nil {
-			return annotate(err, "node %s", np.Name)
-		}
 	}
 	return nil
 }
