@@ -4,9 +4,9 @@
 //
 // It checks the host, the QEMU binary and version, the accelerator proven
 // by a real smoke start, the machine, CPU models, devices and netdevs the
-// invocation uses, qemu-bridge-helper, qemu-img, UEFI firmware, ssh, the
-// private network (what `barn-net preflight` reports, from lib/hostnet)
-// and the state root. It changes nothing: the only processes it starts are
+// invocation uses, qemu-bridge-helper, qemu-img, UEFI firmware, ssh (and
+// ssh-keygen, a warning only), the private network (what `barn-net
+// preflight` reports, from lib/hostnet) and the state root. It changes nothing: the only processes it starts are
 // QEMU queries (`-machine help`, …), a paused smoke start that is killed,
 // and `--version`s.
 //
@@ -142,6 +142,7 @@ func (p *Probe) Run(ctx context.Context) *Report {
 	p.qemuImg(ctx, r)
 	p.firmware(r)
 	p.ssh(ctx, r)
+	p.sshKeygen(r)
 	p.network(ctx, r)
 	p.stateRoot(r)
 	r.Usable = true

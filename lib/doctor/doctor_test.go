@@ -101,7 +101,7 @@ func statuses(r *Report) string {
 func TestHealthyHostWithKVM(t *testing.T) {
 	r := healthy(t).probe().Run(context.Background())
 	want := "host=ok qemu=ok qemu-version=ok accelerator=ok kvm=ok kvm-real-smoke=ok machine=ok cpu=ok devices=ok netdev=ok " +
-		"bridge-helper=ok qemu-img=ok firmware=ok ssh=ok network=ok state=ok"
+		"bridge-helper=ok qemu-img=ok firmware=ok ssh=ok ssh-keygen=ok network=ok state=ok"
 	if got := statuses(r); got != want {
 		t.Fatalf("checks\n got %s\nwant %s", got, want)
 	}
@@ -164,7 +164,7 @@ func TestNoKVMDevice(t *testing.T) {
 // and all of them make the report unusable.
 func TestMissingTools(t *testing.T) {
 	h := healthy(t)
-	h.missing["qemu-img"], h.missing["ssh"] = true, true
+	h.missing["qemu-img"], h.missing["ssh"], h.missing["ssh-keygen"] = true, true, true
 	h.firmware = []qemu.Firmware{{Code: "/nonexistent/CODE.fd", Vars: "/nonexistent/VARS.fd"}}
 	r := h.probe().Run(context.Background())
 	for name, fix := range map[string]string{"qemu-img": "sudo apt-get install qemu-utils", "ssh": "sudo apt-get install openssh-client",
@@ -172,6 +172,9 @@ func TestMissingTools(t *testing.T) {
 		if c := find(t, r, name); c.Status != Error || c.Fix != fix {
 			t.Errorf("%s %+v", name, c)
 		}
+	}
+	if c := find(t, r, "ssh-keygen"); c.Status != Warn {
+		t.Errorf("ssh-keygen %+v: Barn does not need it, a warning only", c)
 	}
 	if e := exitcode.As(r.Err()); e == nil || e.Message != "this host cannot run Barn nodes yet: qemu-img, firmware, ssh" {
 		t.Fatalf("err %v", r.Err())

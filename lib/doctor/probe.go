@@ -397,6 +397,18 @@ func (p *Probe) ssh(ctx context.Context, r *Report) {
 	r.add("ssh", OK, ClassCapability, bin+": "+v, "")
 }
 
+// sshKeygen: Barn writes the deployment keys itself; ssh-keygen is only how
+// a user inspects them (ssh-keygen -l -f ~/.barn/keys/id_ed25519.pub), and its
+// absence means a partial OpenSSH client install: a warning, never an
+// error.
+func (p *Probe) sshKeygen(r *Report) {
+	if kg, err := p.LookPath("ssh-keygen"); err != nil {
+		r.add("ssh-keygen", Warn, ClassCapability, "ssh-keygen: "+err.Error()+" (not needed by Barn, which writes its keys itself; OpenSSH's tool to inspect them)", "sudo apt-get install --reinstall openssh-client")
+	} else {
+		r.add("ssh-keygen", OK, ClassCapability, kg, "")
+	}
+}
+
 func (p *Probe) network(ctx context.Context, r *Report) {
 	rep, err := p.Network(ctx)
 	var errs, warns []hostnet.Finding
