@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
-# build-image.sh — build Barn's lab guest image from Debian's packages and
-# publish it as a local, signed Barn image repository.
+# build-image.sh — build Barn's lab guest images from Debian's packages and
+# publish them as a local, signed Barn image repository.
 #
 # Why: no cloud image can be downloaded here, so the guest is built the way a
 # distribution builds one: debootstrap a Debian 12 (bookworm) root, install
 # Debian's generic kernel (the cloud kernel lacks 9p, which vm_shares need),
 # cloud-init, OpenSSH, sudo, xfsprogs, dbus (systemd-logind handles the ACPI
-# power button, so QMP system_powerdown shuts the guest down cleanly), make a
-# BIOS-bootable MBR disk with extlinux, and convert it to a compressed qcow2.
+# power button, so QMP system_powerdown shuts the guest down cleanly), make
+# one ext4 root filesystem and lay it out twice:
+#   d12       UEFI only, like every official image but el7: GPT, an EFI
+#             system partition (FAT32) holding GRUB at the removable path
+#             EFI/BOOT/BOOTX64.EFI (each node's NVRAM starts as the empty
+#             OVMF template, so there is no boot entry to rely on), then the
+#             root partition. This is the repository's default image.
+#   d12-bios  BIOS only: MBR, the same root filesystem, extlinux.
+# Both are converted to compressed qcow2.
 #
 # Output (stdout, one line): the repository directory, which holds
-#   repo.yaml                         intent (family d12, channel stable)
-#   images/d12-<version>-amd64.qcow2  the image
-#   catalog.json, catalog.json.minisig  evidence, signed with a lab key
-#   keys/catalog.pub                  the key to trust (barn-repo trust add)
+#   repo.yaml                              intent (families d12, d12-bios)
+#   images/d12-<version>-amd64.qcow2       the UEFI image
+#   images/d12-bios-<version>-amd64.qcow2  the BIOS image
+#   catalog.json, catalog.json.minisig     evidence, signed with a lab key
+#   keys/catalog.pub                       the key to trust (barn-repo trust add)
 # Progress goes to stderr.
 #
 # The result is cached outside the checkout, keyed by this recipe's inputs
@@ -24,12 +32,13 @@
 set -euo pipefail
 
 # recipe: begin
-VERSION=12.3          # image version published in repo.yaml; bump with the recipe
+VERSION=12.4          # image version published in repo.yaml; bump with the recipe
 SUITE=bookworm
 PACKAGES=(linux-image-amd64 systemd-sysv cloud-init cloud-guest-utils
   openssh-server sudo iproute2 ifupdown netbase xfsprogs e2fsprogs udev kmod
   isc-dhcp-client dbus iputils-ping python3 ca-certificates locales)
-DISK_SIZE=4G
+DISK_MIB=4096         # the UEFI disk; the BIOS disk is the same root without the ESP
+ESP_MIB=64            # FAT32 needs at least ~33 MiB
 # recipe: end
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -46,7 +55,8 @@ cache=${BARN_IMAGE_CACHE:-$default_cache}
 key=$(sed -n '/^# recipe: begin/,/^# recipe: end/p' "$0" | sha256sum | cut -c1-16)
 out=$cache/$key
 repo=$out/repo
-image=$repo/images/d12-$VERSION-amd64.qcow2
+uefi_image=$repo/images/d12-$VERSION-amd64.qcow2
+bios_image=$repo/images/d12-bios-$VERSION-amd64.qcow2
 mkdir -p "$cache"
 
 exec 9>"$cache/.lock"
@@ -62,16 +72,26 @@ publish() {
   cat > "$repo/repo.yaml" <<EOF
 schema: 1
 revision: $(date +%s)
-defaults: {image: d12, channel: stable, arch: native, boot: bios}
+defaults: {image: d12, channel: stable, arch: native, boot: uefi}
 images:
   d12:
     aliases: [debian12, bookworm]
+    boot: uefi
+    channels: {stable: "$VERSION"}
+    versions:
+      "$VERSION":
+        status: supported
+        provenance: "built locally by scripts/build-image.sh (recipe $key) from Debian $SUITE packages; GPT, ESP with GRUB at EFI/BOOT/BOOTX64.EFI"
+        variants:
+          amd64: {source_user: debian}
+  d12-bios:
+    aliases: [debian12-bios, bookworm-bios]
     boot: bios
     channels: {stable: "$VERSION"}
     versions:
       "$VERSION":
         status: supported
-        provenance: "built locally by scripts/build-image.sh (recipe $key) from Debian $SUITE packages"
+        provenance: "built locally by scripts/build-image.sh (recipe $key) from Debian $SUITE packages; MBR with extlinux, the same root filesystem as d12"
         variants:
           amd64: {source_user: debian}
 EOF
@@ -88,18 +108,19 @@ EOF
   touch "$out/.published"
 }
 
-if [ $force -eq 0 ] && [ -f "$image" ]; then
+if [ $force -eq 0 ] && [ -f "$uefi_image" ] && [ -f "$bios_image" ]; then
   [ -f "$out/.published" ] || publish || die "publishing the repository at $repo failed"
   echo "$repo"
   exit 0
 fi
 
 [ "$(id -u)" -eq 0 ] || die "building the image needs root (debootstrap, loop devices); run: sudo $0"
-for t in debootstrap sfdisk extlinux qemu-img mkfs.ext4 losetup; do
+for t in debootstrap sfdisk extlinux qemu-img mkfs.ext4 mkfs.fat mcopy losetup grub-mkstandalone; do
   command -v "$t" >/dev/null || die "$t is missing; run: sudo scripts/install-deps.sh"
 done
 mbr=/usr/lib/syslinux/mbr/mbr.bin
 [ -f "$mbr" ] || die "$mbr is missing (package syslinux-common)"
+[ -d /usr/lib/grub/x86_64-efi ] || die "GRUB's x86_64-efi modules are missing (package grub-efi-amd64-bin)"
 
 # The mirror apt already uses (deb822 sources or sources.list).
 mirror=$(sed -n 's/^URIs: *\([^ ]*\).*/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -v security | head -n1 || true)
@@ -142,7 +163,7 @@ printf 'auto lo\niface lo inet loopback\nsource /etc/network/interfaces.d/*\n' >
 # made per instance (an RSA key takes tens of seconds without KVM).
 cat > "$rootfs/etc/cloud/cloud.cfg.d/90-barn.cfg" <<'CFG'
 datasource_list: [ NoCloud, None ]
-locale: false
+locale: C.UTF-8
 ssh_genkeytypes: [ed25519]
 CFG
 sed -i 's/^# *en_US.UTF-8 UTF-8/en_US.UTF-8 UTF-8/' "$rootfs/etc/locale.gen"
@@ -173,14 +194,18 @@ kernel=$(cd "$rootfs/boot" && ls vmlinuz-* | head -n1)
 initrd=$(cd "$rootfs/boot" && ls initrd.img-* | head -n1)
 [ -n "$kernel" ] && [ -n "$initrd" ] || die "kernel or initrd missing in /boot"
 
-log "making a BIOS-bootable $DISK_SIZE disk"
-raw=$work/disk.raw
-truncate -s "$DISK_SIZE" "$raw"
-echo 'start=2048, type=83, bootable' | sfdisk -q "$raw"
-loopdev=$(losetup --find --show --offset $((2048 * 512)) "$raw")
-mkfs.ext4 -q -L rootfs "$loopdev"
+# One root filesystem, made once and copied into both layouts. It is
+# sized to end where the UEFI disk's backup GPT begins.
+root_mib=$((DISK_MIB - 1 - ESP_MIB - 1))
+log "making the $root_mib MiB ext4 root filesystem"
+rootimg=$work/root.ext4
+truncate -s "${root_mib}M" "$rootimg"
+mkfs.ext4 -q -L rootfs "$rootimg"
+loopdev=$(losetup --find --show "$rootimg")
 mkdir -p "$mnt"; mount "$loopdev" "$mnt"
 cp -a "$rootfs/." "$mnt/"
+# BIOS: extlinux on the root filesystem (its boot sector is told where the
+# partition starts by the MBR, so the same bytes boot at any offset).
 mkdir -p "$mnt/boot/extlinux"
 cat > "$mnt/boot/extlinux/extlinux.conf" <<EOF
 DEFAULT barn
@@ -192,15 +217,57 @@ LABEL barn
 EOF
 extlinux --install "$mnt/boot/extlinux" >/dev/null 2>&1
 umount "$mnt"; losetup -d "$loopdev"; loopdev=""
-dd if="$mbr" of="$raw" bs=440 count=1 conv=notrunc status=none
 
-log "converting to compressed qcow2"
+# UEFI: a standalone GRUB (the modules it needs and this configuration in
+# one EFI binary) that loads the kernel from the root filesystem by label.
+cat > "$work/grub.cfg" <<EOF
+set timeout=0
+search --no-floppy --label rootfs --set=root
+linux /boot/$kernel root=LABEL=rootfs ro console=ttyS0,115200 quiet
+initrd /boot/$initrd
+boot
+EOF
+grub-mkstandalone -O x86_64-efi -o "$work/BOOTX64.EFI" \
+  --install-modules="linux boot normal search search_label part_gpt ext2 echo" \
+  --modules="part_gpt ext2" --locales= --fonts= --themes= \
+  "boot/grub/grub.cfg=$work/grub.cfg"
+esp=$work/esp.fat
+truncate -s "${ESP_MIB}M" "$esp"
+mkfs.fat -F 32 -n EFI "$esp" >/dev/null
+# mtools writes the FAT image directly: no vfat mount (which a container's
+# kernel may not offer).
+mmd -i "$esp" ::/EFI ::/EFI/BOOT
+mcopy -i "$esp" "$work/BOOTX64.EFI" ::/EFI/BOOT/BOOTX64.EFI
+
+place() { dd if="$1" of="$2" bs=1M seek="$3" conv=notrunc,sparse status=none; }
+log "laying out the UEFI disk (GPT, ESP, root) and the BIOS disk (MBR, root)"
+uefi_raw=$work/uefi.raw
+truncate -s "${DISK_MIB}M" "$uefi_raw"
+sfdisk -q "$uefi_raw" <<EOF
+label: gpt
+start=1MiB, size=${ESP_MIB}MiB, type=U, name=EFI
+start=$((1 + ESP_MIB))MiB, size=${root_mib}MiB, type=L, name=root
+EOF
+place "$esp" "$uefi_raw" 1
+place "$rootimg" "$uefi_raw" $((1 + ESP_MIB))
+bios_raw=$work/bios.raw
+truncate -s "$((1 + root_mib))M" "$bios_raw"
+echo 'start=2048, type=83, bootable' | sfdisk -q "$bios_raw"
+place "$rootimg" "$bios_raw" 1
+dd if="$mbr" of="$bios_raw" bs=440 count=1 conv=notrunc status=none
+rm -f "$rootimg" "$esp"
+
+log "converting both to compressed qcow2"
 mkdir -p "$repo/images"
-qemu-img convert -c -O qcow2 "$raw" "$work/image.qcow2"
-chmod 0444 "$work/image.qcow2"
-mv "$work/image.qcow2" "$image"
+qemu-img convert -c -O qcow2 "$uefi_raw" "$work/uefi.qcow2" &
+uefi_pid=$!
+qemu-img convert -c -O qcow2 "$bios_raw" "$work/bios.qcow2" || die "qemu-img convert (bios) failed"
+wait "$uefi_pid" || die "qemu-img convert (uefi) failed"
+chmod 0444 "$work/uefi.qcow2" "$work/bios.qcow2"
+mv "$work/uefi.qcow2" "$uefi_image"
+mv "$work/bios.qcow2" "$bios_image"
 # recipe: end
-log "image built in $(( $(date +%s) - start )) s: $image ($(stat -c %s "$image") bytes)"
+log "images built in $(( $(date +%s) - start )) s: $uefi_image ($(stat -c %s "$uefi_image") bytes), $bios_image ($(stat -c %s "$bios_image") bytes)"
 
 rm -f "$out/.published"
 publish || die "publishing the repository at $repo failed"

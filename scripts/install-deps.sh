@@ -2,8 +2,12 @@
 # Installs what Barn's build and test suites need on a Debian host, when run
 # as root; elsewhere it only reports what is missing. Idempotent.
 set -euo pipefail
-PKGS=(qemu-system-x86 qemu-utils debootstrap ansible iproute2 fdisk extlinux
-      syslinux-common e2fsprogs xfsprogs openssh-client openssh-server sudo dosfstools procps iputils-ping
+# ovmf: UEFI firmware (qemu-system-x86 only recommends it) for every uefi
+# image, the official ones included; grub-efi-amd64-bin, dosfstools and
+# mtools: the UEFI layout of the lab image (scripts/build-image.sh).
+PKGS=(qemu-system-x86 qemu-utils ovmf debootstrap ansible iproute2 fdisk extlinux
+      syslinux-common grub-efi-amd64-bin e2fsprogs xfsprogs openssh-client openssh-server sudo
+      dosfstools mtools procps iputils-ping
       bash zsh fish)  # the shells whose real completion the script tests drive
 missing=()
 for p in "${PKGS[@]}"; do

@@ -47,7 +47,8 @@ var Tools = map[string]func(){
 }
 
 func TestMain(m *testing.M) {
-	node.CrashHook = scripttest.CrashAfter // BARN_CRASH_AFTER exists only in test binaries
+	node.CrashHook = scripttest.CrashAfter  // BARN_CRASH_AFTER exists only in test binaries
+	node.FirmwareHook = scripttest.Firmware // and BARN_TEST_FIRMWARE
 	cmds := map[string]func(){fakeQEMU: func() { os.Exit(fakeqemu.Main(os.Args[1:])) }}
 	for name, f := range Tools {
 		cmds[name] = f

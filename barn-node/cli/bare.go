@@ -30,6 +30,7 @@ func (*grammar) Welcome(env *tool.Env) *tool.Welcome {
 	if d == nil {
 		w.State = "no deployment under " + root.Dir
 		w.Actions = []tool.Action{
+			{Command: "barn-node doctor", Why: "check what this host can run (QEMU, KVM or TCG, firmware, ssh, network)"},
 			{Command: "barn-inventory init trio -o pigsty.yml", Why: "write a 3-node inventory (or bring your own Pigsty inventory)"},
 			{Command: "barn-net status", Why: "check the host's private network"},
 			{Command: "barn-inventory resolve -f pigsty.yml | barn-plan", Why: "see what would be created"},

@@ -11,11 +11,12 @@ import (
 // Name is the tool's name as printed in errors.
 const Name = "barn-node"
 
-// grammar is the kong command tree: the lifecycle commands (lifecycle.go)
-// and the guest access commands (access.go).
+// grammar is the kong command tree: the lifecycle commands (lifecycle.go),
+// the guest access commands (access.go) and doctor (doctor.go).
 type grammar struct {
 	lifecycleCommands
 	accessCommands
+	Doctor doctorCmd `cmd:"" aliases:"dt" help:"Report what this host can run (QEMU, accelerator proven by a smoke start, firmware, ssh, network, state); read-only; exit 3 when a capability is missing."`
 	tool.Globals
 }
 

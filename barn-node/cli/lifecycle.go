@@ -6,6 +6,7 @@ import (
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/lifecycle"
+	"barn.dev/lib/qemu"
 	"barn.dev/lib/state"
 	"barn.dev/lib/tool"
 	"barn.dev/lib/vm"
@@ -44,6 +45,20 @@ const (
 // so no environment variable can make it kill itself.
 var CrashHook func(getenv func(string) string) func(step, node string)
 
+// FirmwareHook, when non-nil, returns the UEFI firmware pairs to probe
+// instead of the distro locations (nil from it keeps them). Only test
+// binaries set it (to lib/scripttest.Firmware), like CrashHook.
+var FirmwareHook func(getenv func(string) string) []qemu.Firmware
+
+// firmwarePairs are the UEFI firmware pairs this command probes; nil means
+// the distro locations (qemu.FirmwarePairs).
+func firmwarePairs(env *tool.Env) []qemu.Firmware {
+	if FirmwareHook == nil {
+		return nil
+	}
+	return FirmwareHook(env.Getenv)
+}
+
 // manager opens the state root (creating it when create) and binds the
 // lifecycle Manager to the real packages. needProfile makes a missing
 // accelerator or emulator an error now (commands that launch); other
@@ -67,7 +82,7 @@ func manager(env *tool.Env, create, needProfile bool) (*lifecycle.Manager, error
 		}
 		stop.Graceful = d
 	}
-	m, err := lifecycle.Real(root, lifecycle.RealOptions{Getenv: env.Getenv, Progress: env.Err, Stop: stop})
+	m, err := lifecycle.Real(root, lifecycle.RealOptions{Getenv: env.Getenv, Progress: env.Err, Stop: stop, Firmware: firmwarePairs(env)})
 	if err != nil {
 		if needProfile {
 			return nil, err

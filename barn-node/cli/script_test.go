@@ -31,7 +31,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	node.CrashHook = scripttest.CrashAfter // BARN_CRASH_AFTER exists only in test binaries
+	node.CrashHook = scripttest.CrashAfter  // BARN_CRASH_AFTER exists only in test binaries
+	node.FirmwareHook = scripttest.Firmware // and BARN_TEST_FIRMWARE
+	node.DoctorHook = scripttest.DoctorHost // and BARN_TEST_KVM, BARN_TEST_MISSING
 	testscript.Main(m, map[string]func(){
 		"barn-node":         scripttest.Command(node.Main),
 		fakeqemu.BinaryName: func() { os.Exit(fakeqemu.Main(os.Args[1:])) },
@@ -204,6 +206,9 @@ type planOptions struct {
 	memMiB        int64
 	pdisks, disks []string
 	stale         bool
+	uefi          bool                    // the image boots UEFI
+	uefiOnly      map[string]bool         // only these nodes' image boots UEFI (a forged, mixed plan)
+	arch          string                  // the image's architecture (default amd64)
 	aliases       map[string][]string     // node → aliases
 	shares        map[string][]spec.Share // node → vm_shares
 }
@@ -218,6 +223,12 @@ func testPlan(getenv func(string) string, names []string, o planOptions) (*plan.
 	id, err := testImage(getenv("BARN_HOME"))
 	if err != nil {
 		return nil, err
+	}
+	if o.uefi {
+		id.Boot = "uefi"
+	}
+	if o.arch != "" {
+		id.Arch = o.arch
 	}
 	s := spec.Spec{Deployment: spec.Deployment{Name: spec.DeploymentName, Arch: "amd64", Image: "t1",
 		Subnet: spec.Subnet{CIDR: "10.10.10.0/24", Host: "10.10.10.1", Reserved: "10.10.10.2-10.10.10.8", Pool: "10.10.10.9-10.10.10.254"},
@@ -261,7 +272,11 @@ func testPlan(getenv func(string) string, names []string, o planOptions) (*plan.
 	counts := map[plan.Outcome]int{}
 	for _, n := range s.Nodes {
 		desired[n.Name] = true
-		np := plan.NodePlan{Name: n.Name, Address: n.Address, Changes: []plan.Change{}, Summary: []string{}, Image: &id}
+		img := id
+		if o.uefiOnly[n.Name] {
+			img.Boot = "uefi"
+		}
+		np := plan.NodePlan{Name: n.Name, Address: n.Address, Changes: []plan.Change{}, Summary: []string{}, Image: &img}
 		st, err := root.ReadNode(n.Name)
 		if err != nil {
 			return nil, err
@@ -314,6 +329,9 @@ func testPlan(getenv func(string) string, names []string, o planOptions) (*plan.
 //	-pdisk=NAME         a 64 MiB persistent data disk at /NAME on every node
 //	-disk=NAME          a 64 MiB non-persistent data disk at /NAME
 //	-stale              use based_on generation 99 (a stale plan)
+//	-uefi               the image boots UEFI (firmware: BARN_TEST_FIRMWARE)
+//	-uefi=NODE          only NODE's image boots UEFI (a forged plan: barn-plan refuses it)
+//	-arch=ARCH          the image's architecture (a forged plan: barn-plan refuses arm64)
 //	-alias=NODE:ALIAS   an inventory alias of NODE (repeatable)
 //	-share=NODE:HOST:GUEST[:rw]
 //	                    a vm_shares entry of NODE (HOST relative to $WORK;
@@ -341,6 +359,15 @@ func cmdTestplan(ts *testscript.TestScript, neg bool, args []string) {
 			o.disks = append(o.disks, strings.TrimPrefix(a, "-disk="))
 		case a == "-stale":
 			o.stale = true
+		case a == "-uefi":
+			o.uefi = true
+		case strings.HasPrefix(a, "-uefi="):
+			if o.uefiOnly == nil {
+				o.uefiOnly = map[string]bool{}
+			}
+			o.uefiOnly[strings.TrimPrefix(a, "-uefi=")] = true
+		case strings.HasPrefix(a, "-arch="):
+			o.arch = strings.TrimPrefix(a, "-arch=")
 		case strings.HasPrefix(a, "-alias="):
 			n, al, ok := strings.Cut(strings.TrimPrefix(a, "-alias="), ":")
 			if !ok {

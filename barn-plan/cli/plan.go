@@ -9,6 +9,7 @@ import (
 	"barn.dev/lib/imagecache"
 	"barn.dev/lib/imageref"
 	"barn.dev/lib/plan"
+	"barn.dev/lib/qemu"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
 	"barn.dev/lib/tool"
@@ -56,6 +57,9 @@ func (c *planCmd) Run(env *tool.Env) error {
 		Cached:   func(id imageref.Identity) bool { return imagecache.Present(root.ImagesDir(), id) },
 		Selected: c.Nodes,
 		Runtime:  runtime,
+		// The guest architectures barn-node can launch on this host: a
+		// plan it could not carry out is refused here, before apply.
+		Launchable: qemu.CheckGuestArch,
 	}
 	p, err := plan.Compute(in)
 	if err != nil {

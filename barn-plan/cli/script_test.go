@@ -112,7 +112,7 @@ func cmdCommit(ts *testscript.TestScript, neg bool, args []string) {
 			Phase:  state.Stopped, Generation: 1, SpecHash: n.SpecHash, Spec: n,
 			Image: imageref.Identity{Selector: n.Image, Image: "d12", Version: "12.13", Arch: "amd64",
 				File: "images/d12-12.13-amd64.qcow2", SizeBytes: 1 << 20, SHA256: strings.Repeat("ab", 32),
-				VirtualSize: 3 << 30, Boot: "bios", SourceUser: "debian", Status: "supported"},
+				VirtualSize: 3 << 30, Boot: "uefi", SourceUser: "debian", Status: "supported"}, // uefi like the official catalog's images
 			RootDisk: root.NodeFile(n.Name, state.RootDiskName), Seed: root.NodeFile(n.Name, state.SeedName),
 			DataDisks: []state.DataDisk{}, SSHPort: 2222 + i, Accel: *accel, Runtime: rt,
 			Invocation: state.Invocation{Binary: "/usr/bin/qemu-system-x86_64", Args: []string{"-name", n.Name},

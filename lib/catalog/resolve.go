@@ -16,6 +16,17 @@ var _ imageref.Resolver = (*Catalog)(nil)
 // "arm64" (other GOARCH values are returned unchanged and match nothing).
 func NativeArch() string { return runtime.GOARCH }
 
+// NormalizeArch reads an architecture as Barn 0.9 reads vm_arch: lower-cased
+// and trimmed, with "" and "native" meaning NativeArch. Anything else is
+// returned as read (and matches no variant unless it is amd64 or arm64).
+func NormalizeArch(arch string) string {
+	arch = strings.ToLower(strings.TrimSpace(arch))
+	if arch == "" || arch == "native" {
+		return NativeArch()
+	}
+	return arch
+}
+
 // Selector is a parsed image selector.
 type Selector struct {
 	Name    string // family or alias; "" for the catalog's defaults.image
@@ -128,12 +139,11 @@ func (c *Catalog) versionList(fam string) []string {
 }
 
 // Resolve implements imageref.Resolver: selector plus arch ("amd64",
-// "arm64", or "native"/"" for NativeArch) → the exact artifact. Unknown
-// selectors, versions or arches are usage errors, reason "unknown_image".
+// "arm64", or "native"/"" for NativeArch; read by NormalizeArch) → the
+// exact artifact. Unknown selectors, versions or arches are usage errors,
+// reason "unknown_image".
 func (c *Catalog) Resolve(selector, arch string) (imageref.Identity, error) {
-	if arch == "" || arch == "native" {
-		arch = NativeArch()
-	}
+	arch = NormalizeArch(arch)
 	if selector = strings.TrimSpace(selector); IsLocalName(selector) {
 		if c.local != nil {
 			if li, ok := c.local.Lookup(selector); ok {

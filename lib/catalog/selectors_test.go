@@ -72,6 +72,7 @@ func TestSelectorFormsAgainstEmbeddedCatalog(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct{ sel, arch string }{
+		{"u24", "x86_64"},               // Barn's names only (barn-inventory suggests amd64)
 		{"u24:testing", "amd64"},        // no such channel
 		{"el9@9.9", "amd64"},            // no version under 9.9
 		{"el9@9.", "amd64"},             // not a release
@@ -89,5 +90,73 @@ func TestSelectorFormsAgainstEmbeddedCatalog(t *testing.T) {
 		if e := exitcode.As(err); err == nil || e.Class != exitcode.Usage || e.Reason != "unknown_image" {
 			t.Errorf("Resolve(%q, %s) = %v, want usage unknown_image", tc.sel, tc.arch, err)
 		}
+	}
+}
+
+// TestArchNormalisation: an architecture is read as Barn 0.9 reads vm_arch,
+// lower-cased and trimmed, with "native" and "" meaning the host's.
+func TestArchNormalisation(t *testing.T) {
+	c, _, err := OfficialRepository().Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	native := NativeArch()
+	for _, tc := range []struct{ in, want string }{
+		{"amd64", "amd64"}, {"AMD64", "amd64"}, {" arm64 ", "arm64"}, {"Arm64\t", "arm64"},
+		{"native", native}, {" NATIVE ", native}, {"", native}, {"  ", native},
+	} {
+		if got := NormalizeArch(tc.in); got != tc.want {
+			t.Errorf("NormalizeArch(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+		if tc.want != "amd64" && tc.want != "arm64" {
+			continue // a host arch the catalog does not build for
+		}
+		id, err := c.Resolve("u24", tc.in)
+		if err != nil || id.Arch != tc.want || id.File != DefaultFile("u24", id.Version, tc.want) {
+			t.Errorf("Resolve(u24, %q) = %+v, %v; want arch %s", tc.in, id, err, tc.want)
+		}
+	}
+}
+
+// TestEveryAliasOfTheEmbeddedCatalog: each alias of each family resolves,
+// alone and on the family's default channel, to exactly what the family
+// name resolves to, for every architecture the family builds; and no alias
+// belongs to two families.
+func TestEveryAliasOfTheEmbeddedCatalog(t *testing.T) {
+	c, _, err := OfficialRepository().Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := map[string]string{}
+	aliases := 0
+	for fam, im := range c.Images {
+		for _, alias := range im.Aliases {
+			if other, dup := owner[alias]; dup {
+				t.Errorf("alias %q belongs to %s and %s", alias, other, fam)
+			}
+			owner[alias] = fam
+			aliases++
+			for _, arch := range []string{"amd64", "arm64"} {
+				want, err := c.Resolve(fam, arch)
+				if err != nil {
+					if _, aerr := c.Resolve(alias, arch); aerr == nil {
+						t.Errorf("alias %s resolves for %s but its family %s does not", alias, arch, fam)
+					}
+					continue // e.g. el7 has no arm64
+				}
+				for _, sel := range []string{alias, alias + ":stable", " " + alias + " "} {
+					got, err := c.Resolve(sel, arch)
+					if err != nil || got.Image != fam || got.Version != want.Version || got.SHA256 != want.SHA256 || got.Boot != want.Boot {
+						t.Errorf("Resolve(%q, %s) = %s@%s, %v; want %s@%s", sel, arch, got.Image, got.Version, err, fam, want.Version)
+					}
+				}
+				if f, ok := c.Family(alias); !ok || f != fam {
+					t.Errorf("Family(%q) = %q, %v", alias, f, ok)
+				}
+			}
+		}
+	}
+	if len(c.Images) != 9 || aliases < 9 {
+		t.Fatalf("the embedded catalog has %d families and %d aliases; want 0.9's nine families, each with aliases", len(c.Images), aliases)
 	}
 }

@@ -21,6 +21,14 @@
 //	crash-after        the daemon dies by itself FAKEQEMU_EXIT_DELAY after it is ready,
 //	                   leaving pidfile and socket behind
 //	ignore-term        SIGTERM is ignored (only SIGKILL ends it)
+//	kvm-broken         a smoke start with -accel kvm aborts ("failed to set MSR")
+//	no-9p, no-bridge-netdev, no-q35
+//	                   -device/-netdev/-machine help leave virtio-9p-pci,
+//	                   the bridge netdev or q35 out
+//
+// It also answers the capability queries `-accel|-machine|-cpu|-device|
+// -netdev help` and smoke starts (-S without -qmp or -daemonize): see
+// help.go.
 //
 // Use from Go tests: in TestMain, `if fakeqemu.Invoked() { os.Exit(fakeqemu.Main(os.Args[1:])) }`,
 // then `bin, _ := fakeqemu.Install(t.TempDir())` and run bin (or set
@@ -67,11 +75,13 @@ const childEnv = "FAKEQEMU_DAEMON_CHILD"
 // config is the parsed argv.
 type config struct {
 	name, uuid string
+	accel      string
 	monitors   []string // unix socket paths of the QMP monitors, in argv order
 	pidfile    string
 	serial     string
 	daemonize  bool
 	paused     bool // -S
+	smoke      bool // -S without a monitor or -daemonize: a capability smoke start
 	memMiB     int
 	files      []string // disk images that must exist
 	shareFDs   []int
@@ -100,9 +110,16 @@ func Main(args []string) int {
 		fmt.Fprintf(os.Stdout, "QEMU emulator version %s (barn fakeqemu)\nCopyright (c) Barn tests\n", Version)
 		return 0
 	}
+	modes := parseModes(os.Getenv("FAKEQEMU_MODE"))
+	if helpQuery(args, modes, os.Stdout) {
+		return 0
+	}
 	cfg, err := parse(args, os.Getenv)
 	if err != nil {
 		return fail(err)
+	}
+	if cfg.smoke {
+		return smoke(cfg)
 	}
 	if os.Getenv(childEnv) == "" {
 		if cfg.modes[DieAtStart] {
@@ -124,13 +141,8 @@ func fail(err error) int {
 }
 
 func parse(args []string, getenv func(string) string) (*config, error) {
-	cfg := &config{modes: map[string]bool{}, exitDelay: 3 * time.Second}
+	cfg := &config{modes: parseModes(getenv("FAKEQEMU_MODE")), exitDelay: 3 * time.Second}
 	chardevs := map[string]string{} // socket chardev id → path
-	for _, m := range strings.Split(getenv("FAKEQEMU_MODE"), ",") {
-		if m = strings.TrimSpace(m); m != "" {
-			cfg.modes[m] = true
-		}
-	}
 	if d := getenv("FAKEQEMU_EXIT_DELAY"); d != "" {
 		v, err := time.ParseDuration(d)
 		if err != nil {
@@ -168,6 +180,8 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 			}
 		case "-uuid":
 			cfg.uuid = v
+		case "-accel":
+			cfg.accel = v
 		case "-m":
 			n, err := strconv.Atoi(strings.TrimSuffix(v, "M"))
 			if err != nil || n < 1 {
@@ -236,9 +250,23 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 		}
 	}
 	if len(cfg.monitors) == 0 {
-		return nil, errors.New("fake: a QMP monitor is required (-qmp unix:<path>,server=on,wait=off, or -chardev socket + -mon mode=control)")
+		if cfg.paused && !cfg.daemonize {
+			cfg.smoke = true
+			return cfg, nil
+		}
+		return nil, errors.New("fake: a QMP monitor is required (-qmp unix:<path>,server=on,wait=off, or -chardev socket + -mon mode=control), or -S alone: a smoke start")
 	}
 	return cfg, nil
+}
+
+func parseModes(list string) map[string]bool {
+	modes := map[string]bool{}
+	for _, m := range strings.Split(list, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			modes[m] = true
+		}
+	}
+	return modes
 }
 
 // check does what QEMU checks before daemonizing: images open, share

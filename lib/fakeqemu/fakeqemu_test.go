@@ -144,3 +144,34 @@ func TestSplitOpts(t *testing.T) {
 		t.Fatalf("%q", got)
 	}
 }
+
+// TestSmokeStart: the fake stays up for a smoke start, as QEMU does, and
+// aborts a KVM one in kvm-broken mode.
+func TestSmokeStart(t *testing.T) {
+	args := []string{"-accel", "kvm", "-machine", "q35", "-cpu", "host", "-display", "none", "-nodefaults", "-no-user-config", "-S"}
+	cfg, err := parse(args, func(string) string { return "" })
+	if err != nil || !cfg.smoke || cfg.accel != "kvm" {
+		t.Fatalf("cfg %+v err %v", cfg, err)
+	}
+	cfg.modes[KVMBroken] = true
+	if got := smoke(cfg); got != 134 {
+		t.Fatalf("kvm-broken smoke exit %d, want 134", got)
+	}
+}
+
+// TestHelpQueries: the capability queries list what Barn's argv uses,
+// and the modes leave one entry out.
+func TestHelpQueries(t *testing.T) {
+	var b strings.Builder
+	if !helpQuery([]string{"-device", "help"}, map[string]bool{}, &b) || !strings.Contains(b.String(), `name "virtio-9p-pci"`) {
+		t.Fatalf("-device help: %q", b.String())
+	}
+	b.Reset()
+	helpQuery([]string{"-device", "help"}, map[string]bool{No9P: true}, &b)
+	if strings.Contains(b.String(), "virtio-9p-pci") || !strings.Contains(b.String(), "virtio-blk-pci") {
+		t.Fatalf("-device help with no-9p: %q", b.String())
+	}
+	if helpQuery([]string{"-device", "virtio-blk-pci,help"}, map[string]bool{}, &b) {
+		t.Fatal("a device property query is not a help listing")
+	}
+}

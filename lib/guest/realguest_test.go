@@ -22,15 +22,16 @@ import (
 	"barn.dev/lib/state"
 )
 
-// realImage finds the Debian 12 cloud-init image built by
-// scripts/build-image.sh (BARN_TEST_IMAGE overrides).
+// realImage finds the BIOS layout (d12-bios) of the Debian 12 cloud-init
+// image built by scripts/build-image.sh (BARN_TEST_IMAGE overrides); this
+// test boots it without firmware (the lab suite boots the UEFI layout).
 func realImage() string {
 	if p := os.Getenv("BARN_TEST_IMAGE"); p != "" {
 		return p
 	}
 	// The newest build wins (the cache directories are named by hash, so
 	// the lexical order says nothing about age).
-	m, _ := filepath.Glob("/var/cache/barn/images/*/repo/images/d12-*-amd64.qcow2")
+	m, _ := filepath.Glob("/var/cache/barn/images/*/repo/images/d12-bios-*-amd64.qcow2")
 	newest, at := "", time.Time{}
 	for _, p := range m {
 		if fi, err := os.Stat(p); err == nil && fi.ModTime().After(at) {

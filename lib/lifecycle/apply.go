@@ -179,7 +179,7 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 	total := len(creates) + len(starts) + len(namesOf(p, plan.Unchanged))
 
 	if len(creates) > 0 {
-		if err := m.preflight(ctx, &p.Spec); err != nil {
+		if err := m.preflight(ctx, p, creates); err != nil {
 			return nil, err
 		}
 	}
@@ -373,11 +373,25 @@ func peers(s *spec.Spec, name string) []spec.Node {
 	return out
 }
 
-// preflight proves the host can run new nodes: the private network (unless
-// the test-only "none" profile is active).
-func (m *Manager) preflight(ctx context.Context, s *spec.Spec) error {
+// preflight proves the host can run the named new nodes before anything
+// is downloaded, created or destroyed: the plan's images boot one way (as
+// barn-plan checked), each node's exact image can be launched here
+// (architecture, and UEFI firmware for a uefi image), then the private
+// network (unless the test-only "none" profile is active). A node without
+// an exact image is left to the caller's per-node check.
+func (m *Manager) preflight(ctx context.Context, p *plan.Plan, names []string) error {
+	if err := plan.CheckBootModes(p.Nodes); err != nil {
+		return err
+	}
+	for _, name := range names {
+		if np := planNode(p, name); np.Image != nil {
+			if err := m.Emu.Supports(*np.Image); err != nil {
+				return err
+			}
+		}
+	}
 	if m.Net != nil && m.Emu.PrivateNet() != "none" {
-		if err := m.Net.Preflight(ctx, s.Deployment.Subnet.CIDR); err != nil {
+		if err := m.Net.Preflight(ctx, p.Spec.Deployment.Subnet.CIDR); err != nil {
 			return err
 		}
 	}

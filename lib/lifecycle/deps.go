@@ -44,6 +44,11 @@ type Emulator interface {
 	// mode "uefi"; ("", "", nil) for "bios"; a capability error when the
 	// firmware is missing.
 	Firmware(boot string) (code, varsTemplate string, err error)
+	// Supports proves this host can launch id before anything is
+	// downloaded or created: its architecture (capability error, reason
+	// guest_arch_unsupported) and, for a uefi image, its firmware
+	// (firmware_missing).
+	Supports(id imageref.Identity) error
 	// Invocation builds the typed QEMU command line.
 	Invocation(in LaunchInput) (state.Invocation, error)
 }

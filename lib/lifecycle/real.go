@@ -26,6 +26,9 @@ type RealOptions struct {
 	Getenv   func(string) string
 	Progress io.Writer      // image pull progress; nil discards
 	Stop     vm.StopOptions // the stop ladder's timeouts
+	// Firmware are the UEFI firmware pairs probed for uefi images; nil
+	// means the distro locations (qemu.FirmwarePairs).
+	Firmware []qemu.Firmware
 }
 
 // Real returns a Manager bound to the real packages: the QEMU profile
@@ -40,7 +43,7 @@ func Real(root *state.Root, o RealOptions) (*Manager, error) {
 	}
 	m := &Manager{
 		Root:   root,
-		Emu:    &realEmulator{prof: prof},
+		Emu:    &realEmulator{prof: prof, firmware: o.Firmware},
 		VM:     &realMachine{stop: o.Stop},
 		Images: &realImages{root: root, progress: o.Progress},
 		Seeds:  &realSeeder{root: root},
@@ -58,35 +61,32 @@ func (m *Manager) Profile() (qemu.Profile, bool) {
 	return e.prof, true
 }
 
-type realEmulator struct{ prof qemu.Profile }
+type realEmulator struct {
+	prof     qemu.Profile
+	firmware []qemu.Firmware // nil: qemu.FirmwarePairs
+}
 
 func (e *realEmulator) Accel() string      { return e.prof.Accel }
 func (e *realEmulator) PrivateNet() string { return e.prof.PrivateNet }
-
-// firmwarePairs are the distro UEFI code/vars pairs, probed in order.
-var firmwarePairs = [][2]string{
-	{"/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd"},
-	{"/usr/share/OVMF/OVMF_CODE.fd", "/usr/share/OVMF/OVMF_VARS.fd"},
-	{"/usr/share/edk2/ovmf/OVMF_CODE.fd", "/usr/share/edk2/ovmf/OVMF_VARS.fd"},
-	{"/usr/share/edk2-ovmf/x64/OVMF_CODE.fd", "/usr/share/edk2-ovmf/x64/OVMF_VARS.fd"},
-}
 
 func (e *realEmulator) Firmware(boot string) (string, string, error) {
 	if boot != "uefi" {
 		return "", "", nil
 	}
-	for _, p := range firmwarePairs {
-		if regular(p[0]) && regular(p[1]) {
-			return p[0], p[1], nil
-		}
+	pairs := e.firmware
+	if pairs == nil {
+		pairs = qemu.FirmwarePairs
 	}
-	return "", "", exitcode.New(exitcode.Capability, "no UEFI firmware found for a uefi image (looked for OVMF code and vars under /usr/share)").
-		WithReason("firmware_missing").WithNext("apt-get install ovmf")
+	fw, err := qemu.FindFirmware(pairs)
+	return fw.Code, fw.Vars, err
 }
 
-func regular(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.Mode().IsRegular()
+func (e *realEmulator) Supports(id imageref.Identity) error {
+	if err := qemu.CheckGuestArch(id.Arch); err != nil {
+		return err
+	}
+	_, _, err := e.Firmware(id.Boot)
+	return err
 }
 
 func (e *realEmulator) Invocation(in LaunchInput) (state.Invocation, error) {
@@ -228,6 +228,7 @@ type brokenEmulator struct{ err error }
 func (b brokenEmulator) Accel() string                           { return "" }
 func (b brokenEmulator) PrivateNet() string                      { return "" }
 func (b brokenEmulator) Firmware(string) (string, string, error) { return "", "", b.err }
+func (b brokenEmulator) Supports(imageref.Identity) error        { return b.err }
 func (b brokenEmulator) Invocation(LaunchInput) (state.Invocation, error) {
 	return state.Invocation{}, b.err
 }

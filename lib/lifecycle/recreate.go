@@ -68,7 +68,7 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 	if err := refuseSmallRootDisks(p, names); err != nil {
 		return nil, err
 	}
-	if err := m.preflight(ctx, &p.Spec); err != nil {
+	if err := m.preflight(ctx, p, names); err != nil {
 		return nil, err
 	}
 	jobsBase := map[string]createJob{}
@@ -76,9 +76,6 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 		np := planNode(p, name)
 		if np.Image == nil {
 			return nil, exitcode.New(exitcode.Usage, "plan has no exact image for %s", name).WithReason("images_unresolved").WithNext("barn-repo update && " + recreateAgain(p.Spec.Source.Inventory(), names))
-		}
-		if _, _, err := m.Emu.Firmware(np.Image.Boot); err != nil {
-			return nil, err
 		}
 		if _, err := m.Images.Ensure(ctx, *np.Image); err != nil {
 			return nil, err

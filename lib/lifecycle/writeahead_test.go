@@ -43,8 +43,9 @@ func (fakeSeeder) WriteSeed(_ context.Context, path string, in SeedInput) error 
 
 type fakeEmu struct{ vars string }
 
-func (fakeEmu) Accel() string      { return "tcg" }
-func (fakeEmu) PrivateNet() string { return "none" }
+func (fakeEmu) Accel() string                    { return "tcg" }
+func (fakeEmu) PrivateNet() string               { return "none" }
+func (fakeEmu) Supports(imageref.Identity) error { return nil }
 func (e fakeEmu) Firmware(string) (string, string, error) {
 	return e.vars, e.vars, nil
 }

@@ -60,6 +60,10 @@ type Input struct {
 	// Runtime is the accelerator and host architecture selected now, for
 	// runtime drift; nil means unknown (no runtime drift is reported).
 	Runtime *RuntimeProfile
+	// Launchable reports whether this host can launch a guest of the
+	// given architecture (amd64, arm64); its error, annotated with the
+	// node, fails the plan. nil launches anything (no check).
+	Launchable func(arch string) error
 	// GOOS is the host operating system ("" means runtime.GOOS): on
 	// "darwin" nodes with vm_shares get the warning
 	// "shares_unsupported_on_darwin". Tests inject it.
@@ -77,9 +81,12 @@ type RuntimeProfile struct {
 //
 // Errors: usage (2) for an invalid desired spec, an unknown node selector
 // (reason "unknown_node") or an unknown image selector (from the
-// resolver); integrity (7) when the applied deployment's spec_hash does not
-// match its spec or a committed node state is inconsistent with its name.
-// Drift never errors: recreate and missing are outcomes.
+// resolver), or images of both boot modes in one deployment (reason
+// "boot_modes_mixed"); whatever in.Launchable returns for a guest
+// architecture this host cannot run (capability, 3, from barn-plan);
+// integrity (7) when the applied deployment's spec_hash does not match its
+// spec or a committed node state is inconsistent with its name. Drift
+// never errors: recreate and missing are outcomes.
 func Compute(in Input) (*Plan, error) {
 	if err := checkDesired(in.Desired); err != nil {
 		return nil, err
@@ -163,6 +170,9 @@ func Compute(in Input) (*Plan, error) {
 	p.Nodes = nonNil(p.Nodes)
 
 	if err := resolveImages(p, in); err != nil {
+		return nil, err
+	}
+	if err := checkLaunch(p, all, sel, in); err != nil {
 		return nil, err
 	}
 	p.Totals = totals(p)

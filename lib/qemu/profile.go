@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"time"
 
 	"barn.dev/lib/exitcode"
@@ -57,45 +56,6 @@ type Profile struct {
 // TCGNotice is the sentence every TCG run prints: figures are not meaningful.
 const TCGNotice = "accelerator: TCG (software emulation, explicitly requested); performance figures are not meaningful"
 
-// kvmUsable reports whether /dev/kvm can be opened read-write and, when
-// qemu-system-x86_64 is installed, whether a KVM vCPU can really be set up:
-// some hosts expose a /dev/kvm that QEMU aborts on ("failed to set MSR"),
-// which only a smoke start shows. The answer is computed once per process.
-// A variable so tests can pin the host's answer.
-var kvmUsable = sync.OnceValue(func() bool {
-	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
-	if err != nil {
-		return false
-	}
-	f.Close()
-	bin, err := exec.LookPath("qemu-system-x86_64")
-	if err != nil {
-		return true // nothing to smoke-test with; the open is the best evidence
-	}
-	return kvmSmoke(bin, 400*time.Millisecond)
-})
-
-// kvmSmoke starts bin paused (-S) with KVM and the CPU model Barn uses
-// (-cpu host). A broken KVM makes QEMU exit within milliseconds; one that
-// is still running after wait is usable (it is then killed).
-func kvmSmoke(bin string, wait time.Duration) bool {
-	cmd := exec.Command(bin, "-accel", "kvm", "-machine", "q35", "-cpu", "host",
-		"-display", "none", "-nodefaults", "-no-user-config", "-S")
-	if err := cmd.Start(); err != nil {
-		return false
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-		return false
-	case <-time.After(wait):
-		_ = cmd.Process.Kill()
-		<-done
-		return true
-	}
-}
-
 // bridgeHelperPaths are the distro locations of qemu-bridge-helper.
 var bridgeHelperPaths = []string{
 	"/usr/lib/qemu/qemu-bridge-helper",      // Debian, Ubuntu
@@ -129,9 +89,9 @@ func DetectProfile(getenv func(string) string, lookPath func(string) (string, er
 
 	switch accel := getenv("BARN_ACCEL"); accel {
 	case "", AccelKVM:
-		if !kvmUsable() {
+		if kvm := kvmUsable(); !kvm.OK {
 			return Profile{}, exitcode.New(exitcode.Capability,
-				"no usable hardware accelerator: /dev/kvm is missing or not accessible to this user; Barn does not fall back to TCG silently").
+				"no usable hardware accelerator (%s); Barn does not fall back to TCG silently", kvm.Evidence).
 				WithReason("accelerator_unavailable").
 				WithNext("export BARN_ACCEL=tcg   # explicit software emulation (slow; performance figures not meaningful), then run the command again")
 		}
@@ -143,24 +103,9 @@ func DetectProfile(getenv func(string) string, lookPath func(string) (string, er
 			WithReason("invalid_accelerator")
 	}
 
-	name := getenv("BARN_QEMU")
-	if name == "" {
-		name = "qemu-system-x86_64"
-	}
-	bin := name
-	if !filepath.IsAbs(bin) {
-		found, err := lookPath(name)
-		if err != nil {
-			return Profile{}, exitcode.Wrap(exitcode.Capability, err, "QEMU binary %q not found", name).
-				WithReason("qemu_missing").
-				WithNext("sudo apt-get install qemu-system-x86 qemu-utils")
-		}
-		if bin, err = filepath.Abs(found); err != nil {
-			return Profile{}, exitcode.Wrap(exitcode.Capability, err, "QEMU binary %q", found).WithReason("qemu_missing")
-		}
-	} else if _, err := lookPath(bin); err != nil {
-		return Profile{}, exitcode.Wrap(exitcode.Capability, err, "QEMU binary %s is not executable", bin).
-			WithReason("qemu_missing")
+	bin, err := ResolveBinary(getenv, lookPath)
+	if err != nil {
+		return Profile{}, err
 	}
 	p.Binary = bin
 
@@ -177,24 +122,57 @@ func DetectProfile(getenv func(string) string, lookPath func(string) (string, er
 			WithReason("invalid_private_net")
 	}
 	if p.PrivateNet == PrivateNetBridge {
-		helper := getenv("BARN_BRIDGE_HELPER")
-		if helper == "" {
-			for _, c := range bridgeHelperPaths {
-				if _, err := os.Stat(c); err == nil {
-					helper = c
-					break
-				}
-			}
+		if p.BridgeHelper, err = FindBridgeHelper(getenv); err != nil {
+			return Profile{}, err
 		}
-		if helper == "" {
-			return Profile{}, exitcode.New(exitcode.Capability,
-				"qemu-bridge-helper not found (looked in %s)", strings.Join(bridgeHelperPaths, ", ")).
-				WithReason("bridge_helper_missing").
-				WithNext("barn-net install")
-		}
-		p.BridgeHelper = helper
 	}
 	return p, nil
+}
+
+// ResolveBinary finds the QEMU binary DetectProfile uses: BARN_QEMU (an
+// absolute path, or a name looked up with lookPath), default
+// qemu-system-x86_64. Not found is a capability error, reason qemu_missing.
+func ResolveBinary(getenv func(string) string, lookPath func(string) (string, error)) (string, error) {
+	name := getenv("BARN_QEMU")
+	if name == "" {
+		name = "qemu-system-x86_64"
+	}
+	if filepath.IsAbs(name) {
+		if _, err := lookPath(name); err != nil {
+			return "", exitcode.Wrap(exitcode.Capability, err, "QEMU binary %s is not executable", name).
+				WithReason("qemu_missing")
+		}
+		return name, nil
+	}
+	found, err := lookPath(name)
+	if err != nil {
+		return "", exitcode.Wrap(exitcode.Capability, err, "QEMU binary %q not found", name).
+			WithReason("qemu_missing").
+			WithNext("sudo apt-get install qemu-system-x86 qemu-utils")
+	}
+	bin, err := filepath.Abs(found)
+	if err != nil {
+		return "", exitcode.Wrap(exitcode.Capability, err, "QEMU binary %q", found).WithReason("qemu_missing")
+	}
+	return bin, nil
+}
+
+// FindBridgeHelper finds qemu-bridge-helper: BARN_BRIDGE_HELPER, else the
+// first distro path that exists. None is a capability error, reason
+// bridge_helper_missing.
+func FindBridgeHelper(getenv func(string) string) (string, error) {
+	if helper := getenv("BARN_BRIDGE_HELPER"); helper != "" {
+		return helper, nil
+	}
+	for _, c := range bridgeHelperPaths {
+		if _, err := os.Stat(c); err == nil {
+			return c, nil
+		}
+	}
+	return "", exitcode.New(exitcode.Capability,
+		"qemu-bridge-helper not found (looked in %s)", strings.Join(bridgeHelperPaths, ", ")).
+		WithReason("bridge_helper_missing").
+		WithNext("sudo apt-get install qemu-system-common")
 }
 
 // ErrNoVersion is returned by ProbeVersion when the binary's --version output
@@ -210,10 +188,13 @@ func ProbeVersion(ctx context.Context, binary string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("running %s --version: %w", binary, err)
 	}
-	return parseVersion(out)
+	return ParseVersion(out)
 }
 
-func parseVersion(out []byte) (string, error) {
+// ParseVersion reads "X.Y.Z" from the first line of `qemu-* --version`
+// output ("QEMU emulator version 7.2.22 (Debian …)"); ErrNoVersion when
+// there is none.
+func ParseVersion(out []byte) (string, error) {
 	first, _, _ := bytes.Cut(out, []byte("\n"))
 	fields := strings.Fields(string(first))
 	for i, f := range fields {

@@ -16,7 +16,7 @@ func found(name string) (string, error) { return "/usr/bin/" + name, nil }
 
 func withKVM(t *testing.T, usable bool) {
 	old := kvmUsable
-	kvmUsable = func() bool { return usable }
+	kvmUsable = func() Smoke { return Smoke{OK: usable, Evidence: "pinned by the test"} }
 	t.Cleanup(func() { kvmUsable = old })
 }
 
@@ -84,11 +84,11 @@ func TestDetectProfileOverrides(t *testing.T) {
 }
 
 func TestParseVersion(t *testing.T) {
-	v, err := parseVersion([]byte("QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)\nCopyright\n"))
+	v, err := ParseVersion([]byte("QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)\nCopyright\n"))
 	if err != nil || v != "7.2.22" {
 		t.Fatalf("%q %v", v, err)
 	}
-	if _, err := parseVersion([]byte("hello\n")); !errors.Is(err, ErrNoVersion) {
+	if _, err := ParseVersion([]byte("hello\n")); !errors.Is(err, ErrNoVersion) {
 		t.Fatalf("%v", err)
 	}
 }

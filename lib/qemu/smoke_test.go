@@ -1,15 +1,19 @@
 package qemu
 
 import (
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
 
-// TestKVMSmoke: a QEMU that aborts at once (as on a host whose /dev/kvm
-// cannot set up a vCPU) is not usable; one that stays up paused is.
-func TestKVMSmoke(t *testing.T) {
+// TestSmokeStart: a QEMU that aborts at once (as on a host whose /dev/kvm
+// cannot set up a vCPU) is not usable and its message is the evidence;
+// one that stays up paused is usable and is stopped promptly.
+func TestSmokeStart(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)
@@ -18,19 +22,45 @@ func TestKVMSmoke(t *testing.T) {
 		}
 		return p
 	}
-	aborts := write("aborts", `echo "failed to set MSR 0x10a" >&2; exit 134`)
+	ctx := context.Background()
+	aborts := write("aborts", `echo "qemu-system-x86_64: error: failed to set MSR 0x10a" >&2; exit 134`)
 	stays := write("stays", `exec sleep 5`)
-	if kvmSmoke(aborts, 2*time.Second) {
-		t.Error("a QEMU that aborts was judged usable")
+	s := SmokeStart(ctx, aborts, AccelKVM, 2*time.Second)
+	if s.OK || !strings.Contains(s.Evidence, "failed to set MSR 0x10a") || !strings.Contains(s.Evidence, "-accel kvm -cpu host") {
+		t.Errorf("a QEMU that aborts: %+v", s)
 	}
 	start := time.Now()
-	if !kvmSmoke(stays, 200*time.Millisecond) {
-		t.Error("a QEMU that stays up was judged unusable")
+	s = SmokeStart(ctx, stays, AccelTCG, 200*time.Millisecond)
+	if !s.OK || !strings.Contains(s.Evidence, "-accel tcg -cpu max -S stayed up paused") {
+		t.Errorf("a QEMU that stays up: %+v", s)
 	}
 	if time.Since(start) > 3*time.Second {
-		t.Error("the smoke did not kill the paused QEMU promptly")
+		t.Error("the smoke did not stop the paused QEMU promptly")
 	}
-	if kvmSmoke(filepath.Join(dir, "missing"), time.Second) {
-		t.Error("a missing binary was judged usable")
+	if s := SmokeStart(ctx, filepath.Join(dir, "missing"), AccelKVM, time.Second); s.OK || !strings.Contains(s.Evidence, "no such file") {
+		t.Errorf("a missing binary: %+v", s)
+	}
+}
+
+// TestSmokeStartRealQEMU smoke-starts the installed qemu-system-x86_64
+// with TCG, which works on every host, and with KVM, whose answer must
+// agree with the per-process probe DetectProfile uses.
+func TestSmokeStartRealQEMU(t *testing.T) {
+	bin, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		t.Skip("qemu-system-x86_64 not installed:", err)
+	}
+	if s := SmokeStart(context.Background(), bin, AccelTCG, SmokeWait); !s.OK {
+		t.Fatalf("TCG smoke start of %s failed: %s", bin, s.Evidence)
+	}
+	probe := probeKVM()
+	t.Logf("KVM on this host: usable=%v: %s", probe.OK, probe.Evidence)
+	if OpenKVM(KVMDevice) == nil {
+		kvm := SmokeStart(context.Background(), bin, AccelKVM, SmokeWait)
+		if kvm.OK != probe.OK {
+			t.Fatalf("KVM smoke %v (%s) disagrees with the probe %v (%s)", kvm.OK, kvm.Evidence, probe.OK, probe.Evidence)
+		}
+	} else if probe.OK {
+		t.Fatalf("/dev/kvm does not open but the probe says usable: %s", probe.Evidence)
 	}
 }

@@ -1,0 +1,62 @@
+package qemu
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"barn.dev/lib/exitcode"
+)
+
+// TestFindFirmware: the first pair whose code and vars both exist wins;
+// none is capability/firmware_missing naming where it looked.
+func TestFindFirmware(t *testing.T) {
+	dir := t.TempDir()
+	touch := func(name string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	code, vars := touch("CODE.fd"), touch("VARS.fd")
+	onlyCode := Firmware{Code: code, Vars: filepath.Join(dir, "missing-VARS.fd")}
+	got, err := FindFirmware([]Firmware{onlyCode, {Code: code, Vars: vars}})
+	if err != nil || got != (Firmware{Code: code, Vars: vars}) {
+		t.Fatalf("got %+v %v", got, err)
+	}
+	_, err = FindFirmware([]Firmware{onlyCode, {Code: dir, Vars: vars}}) // a directory is not firmware
+	e := exitcode.As(err)
+	if e == nil || e.Class != exitcode.Capability || e.Reason != "firmware_missing" || e.Next != "sudo apt-get install ovmf" ||
+		!strings.Contains(e.Message, code) {
+		t.Fatalf("err = %#v", err)
+	}
+}
+
+// TestFindFirmwareOnThisHost finds the distro's OVMF, which
+// scripts/install-deps.sh installs.
+func TestFindFirmwareOnThisHost(t *testing.T) {
+	fw, err := FindFirmware(FirmwarePairs)
+	if err != nil {
+		t.Skip("no OVMF installed (scripts/install-deps.sh installs ovmf): ", err)
+	}
+	if !strings.HasPrefix(fw.Code, "/usr/share/") || !strings.HasSuffix(fw.Vars, ".fd") {
+		t.Fatalf("firmware %+v", fw)
+	}
+}
+
+func TestCheckGuestArch(t *testing.T) {
+	if err := CheckGuestArch("amd64"); err != nil {
+		t.Fatalf("amd64: %v", err)
+	}
+	for _, arch := range []string{"arm64", "riscv64", ""} {
+		e := exitcode.As(CheckGuestArch(arch))
+		if e == nil || e.Class != exitcode.Capability || e.Reason != "guest_arch_unsupported" || e.Next == "" {
+			t.Fatalf("%q: %#v", arch, e)
+		}
+	}
+	if e := exitcode.As(CheckGuestArch("arm64")); !strings.Contains(e.Message, "qemu-system-aarch64") || !strings.Contains(e.Message, "AAVMF") {
+		t.Fatalf("arm64 message %q", e.Message)
+	}
+}

@@ -1,0 +1,121 @@
+package qemu
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Smoke is the outcome of a real smoke start of QEMU: whether the
+// accelerator could be set up, and what was observed.
+type Smoke struct {
+	OK bool
+	// Evidence says what happened, e.g. "qemu-system-x86_64 -accel kvm
+	// exited after 14ms (exit status 1): failed to set MSR 0x10a" or
+	// "/dev/kvm: permission denied".
+	Evidence string
+}
+
+// SmokeWait is how long a smoke start must stay up to count as usable: a
+// broken accelerator makes QEMU exit within milliseconds.
+const SmokeWait = 400 * time.Millisecond
+
+// SmokeStart starts bin paused (-S) on q35 with accel ("kvm" or "tcg") and
+// the CPU model Barn uses with it (host for KVM, max for TCG), no devices,
+// no display. A QEMU still running after wait set the accelerator up (it is
+// then killed); one that exits first could not, and its stderr (at most
+// 512 bytes) is the evidence. ctx bounds the whole start.
+func SmokeStart(ctx context.Context, bin, accel string, wait time.Duration) Smoke {
+	cpu := "max"
+	if accel == AccelKVM {
+		cpu = "host"
+	}
+	args := []string{"-accel", accel, "-machine", "q35", "-cpu", cpu,
+		"-display", "none", "-nodefaults", "-no-user-config", "-S"}
+	what := fmt.Sprintf("%s -accel %s -cpu %s -S", bin, accel, cpu)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &limitedWriter{w: &stderr, n: 512}
+	began := time.Now()
+	if err := cmd.Start(); err != nil {
+		return Smoke{Evidence: fmt.Sprintf("%s: %v", what, err)}
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = "no message"
+		}
+		status := "exit status 0"
+		if err != nil {
+			status = err.Error()
+		}
+		return Smoke{Evidence: fmt.Sprintf("%s exited after %s (%s): %s", what, time.Since(began).Round(time.Millisecond), status, firstLine(msg))}
+	case <-time.After(wait):
+		_ = cmd.Process.Kill()
+		<-done
+		return Smoke{OK: true, Evidence: fmt.Sprintf("%s stayed up paused for %s (then stopped)", what, wait)}
+	}
+}
+
+// OpenKVM checks that dev (normally /dev/kvm) opens read-write.
+func OpenKVM(dev string) error {
+	f, err := os.OpenFile(dev, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// KVMDevice is the KVM device node.
+const KVMDevice = "/dev/kvm"
+
+// probeKVM decides whether KVM is usable on this host: /dev/kvm opens
+// read-write and, when qemu-system-x86_64 is installed, a real smoke start
+// with KVM stays up (some hosts expose a /dev/kvm that QEMU aborts on,
+// "failed to set MSR", which only a smoke start shows).
+func probeKVM() Smoke {
+	if err := OpenKVM(KVMDevice); err != nil {
+		return Smoke{Evidence: err.Error()}
+	}
+	bin, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		return Smoke{OK: true, Evidence: KVMDevice + " opens read-write; no qemu-system-x86_64 to smoke-test with"}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return SmokeStart(ctx, bin, AccelKVM, SmokeWait)
+}
+
+// kvmUsable is probeKVM computed once per process. A variable so tests can
+// pin the host's answer.
+var kvmUsable = sync.OnceValue(probeKVM)
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// limitedWriter keeps the first n bytes written and discards the rest
+// (never failing, so the child never sees a broken pipe).
+type limitedWriter struct {
+	w *bytes.Buffer
+	n int
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	if room := l.n - l.w.Len(); room > 0 {
+		if len(p) < room {
+			room = len(p)
+		}
+		l.w.Write(p[:room])
+	}
+	return len(p), nil
+}
