@@ -9,6 +9,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"barn.dev/lib/quote"
 	"barn.dev/lib/spec"
 )
 
@@ -205,9 +206,6 @@ func renderUserData(in Input, prefix int, stages []string) ([]byte, error) {
 	})
 }
 
-// shq single-quotes s for a POSIX shell.
-func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
 func setupEnv(in Input, prefix int, stages []string) string {
 	d, n := in.Deployment, in.Node
 	uid, group, gid := "", "", ""
@@ -238,7 +236,7 @@ func setupEnv(in Input, prefix int, stages []string) string {
 	var b strings.Builder
 	b.WriteString("# Barn guest setup contract " + SetupVersion + "; rendered by barn-node.\n")
 	for _, p := range kv {
-		b.WriteString(p[0] + "=" + shq(p[1]) + "\n")
+		b.WriteString(p[0] + "=" + quote.Shell(p[1]) + "\n")
 	}
 	return b.String()
 }

@@ -15,14 +15,6 @@ import (
 const uuidA = "6f9619ff-8b86-d011-b42d-00c04fc964ff"
 const uuidB = "0b7c4f2e-4a57-4d3c-9d0e-5f0a1a2b3c4d"
 
-func TestQuote(t *testing.T) {
-	for in, want := range map[string]string{"": "''", "a b": "'a b'", "it's": `'it'\''s'`, "$HOME": "'$HOME'"} {
-		if got := Quote(in); got != want {
-			t.Errorf("Quote(%q) = %s, want %s", in, got, want)
-		}
-	}
-}
-
 func TestArgsShape(t *testing.T) {
 	tg := Target{Node: "meta", Port: 2222, User: "dba", VMUUID: uuidA}
 	tg.Keys.PrivatePath, tg.Keys.KnownHosts = "/k/id_ed25519", "/k/known_hosts"

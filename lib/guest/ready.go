@@ -11,6 +11,7 @@ import (
 
 	"barn.dev/lib/cidata"
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/quote"
 )
 
 // DefaultReadyTimeout is the readiness wait when the spec sets none.
@@ -67,7 +68,7 @@ var stateDir = cidata.StateDir
 
 // probeCommand prints "error <json>", "ready <json>" or "pending".
 func probeCommand() string {
-	e, r := Quote(stateDir+"/error.json"), Quote(stateDir+"/ready.json")
+	e, r := quote.Shell(stateDir+"/error.json"), quote.Shell(stateDir+"/ready.json")
 	return "if [ -r " + e + " ]; then printf 'error '; cat " + e + "; elif [ -r " + r + " ]; then printf 'ready '; cat " + r + "; else echo pending; fi"
 }
 

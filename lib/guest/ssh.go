@@ -22,6 +22,7 @@ import (
 	"strings"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/quote"
 	"barn.dev/lib/sshkeys"
 )
 
@@ -80,18 +81,12 @@ func (t Target) Args(tty bool) []string {
 	return append(a, "-p", strconv.Itoa(t.Port), t.User+"@"+t.host())
 }
 
-// Quote single-quotes s for a POSIX shell: the result is one word whose
-// value is exactly s (spaces, empty strings, quotes, newlines included).
-func Quote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
 // RemoteCommand joins argv into one remote shell command line that the
 // guest's login shell splits back into exactly argv.
 func RemoteCommand(argv []string) string {
 	q := make([]string, len(argv))
 	for i, a := range argv {
-		q[i] = Quote(a)
+		q[i] = quote.Shell(a)
 	}
 	return strings.Join(q, " ")
 }

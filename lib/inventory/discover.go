@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/quote"
 )
 
 // DiscoveryNames are tried in order in the working directory when no file
@@ -45,7 +46,7 @@ func ReadFile(path string) ([]byte, error) {
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		return nil, exitcode.New(exitcode.Usage, "inventory %s is a symlink; Barn reads only regular files", path).
-			WithReason("invalid_inventory").WithNext(fmt.Sprintf("barn-inventory resolve -f \"$(realpath %s)\"", shellQuote(path)))
+			WithReason("invalid_inventory").WithNext(fmt.Sprintf("barn-inventory resolve -f \"$(realpath %s)\"", quote.ShellIfNeeded(path)))
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, exitcode.New(exitcode.Usage, "inventory %s is not a regular file", path).WithReason("invalid_inventory")
