@@ -205,7 +205,7 @@ func TestRealGuest(t *testing.T) {
 
 	exe := func(argv ...string) (int, string) {
 		var out, errb bytes.Buffer
-		code, err := Run(ctx, ExecArgv(tg, argv), Streams{Out: &out, Err: &errb})
+		code, err := Run(ctx, execArgv(t, tg, argv), Streams{Out: &out, Err: &errb})
 		if err != nil {
 			t.Fatal(err)
 		}
