@@ -64,7 +64,8 @@ const childEnv = "FAKEQEMU_DAEMON_CHILD"
 type config struct {
 	name, uuid   string
 	qmp, pidfile string
-	serial       string
+	serial       string            // the serial console file
+	chardevs     map[string]string // -chardev file,id=ID,path=PATH
 	daemonize    bool
 	paused       bool // -S
 	memMiB       int
@@ -180,10 +181,37 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 			cfg.qmp = p
 		case "-pidfile":
 			cfg.pidfile = v
+		case "-chardev":
+			if opts[0] != "file" {
+				return nil, fmt.Errorf("-chardev %s: the fake writes files only", v)
+			}
+			id, path := "", ""
+			for _, o := range opts[1:] {
+				if x, ok := strings.CutPrefix(o, "id="); ok {
+					id = x
+				} else if x, ok := strings.CutPrefix(o, "path="); ok {
+					path = x
+				}
+			}
+			if id == "" || path == "" {
+				return nil, fmt.Errorf("-chardev %s: id and path are required", v)
+			}
+			if cfg.chardevs == nil {
+				cfg.chardevs = map[string]string{}
+			}
+			cfg.chardevs[id] = path
 		case "-serial":
-			p, ok := strings.CutPrefix(opts[0], "file:")
+			if p, ok := strings.CutPrefix(v, "file:"); ok {
+				cfg.serial = p // QEMU takes the rest literally
+				break
+			}
+			id, ok := strings.CutPrefix(v, "chardev:")
 			if !ok {
 				return nil, fmt.Errorf("-serial %s: the fake writes files only", v)
+			}
+			p, ok := cfg.chardevs[id]
+			if !ok {
+				return nil, fmt.Errorf("-serial %s: chardev '%s' not found", v, id)
 			}
 			cfg.serial = p
 		case "-blockdev":
@@ -238,7 +266,7 @@ func (c *config) check() error {
 		}
 	}
 	if c.serial != "" && !filepath.IsAbs(c.serial) {
-		return fmt.Errorf("-serial file:%s: the fake wants absolute paths", c.serial)
+		return fmt.Errorf("-serial %s: the fake wants absolute paths", c.serial)
 	}
 	return nil
 }

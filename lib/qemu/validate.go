@@ -4,7 +4,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 
 	"barn.dev/lib/exitcode"
 )
@@ -76,17 +75,6 @@ func validate(in Input, p Profile) error {
 	} {
 		if !filepath.IsAbs(path) || filepath.Clean(path) != path {
 			return invalid(field, path, "must be a clean absolute path")
-		}
-	}
-	// Paths inside QEMU option strings: -serial file: takes the rest
-	// literally while -qmp/-drive split at commas, so no single escaping is
-	// right for both; refuse commas there (-blockdev JSON paths may have them).
-	for field, path := range map[string]string{
-		"serial_log": in.SerialLog, "runtime.qmp": in.Runtime.QMP, "firmware": in.Firmware,
-		"nvram": in.NVRAM, "profile.bridge_helper": p.BridgeHelper,
-	} {
-		if strings.ContainsRune(path, ',') {
-			return invalid(field, path, "QEMU option paths must not contain a comma")
 		}
 	}
 	if l := len(in.Runtime.QMP); l > MaxSocketPath {
