@@ -26,6 +26,7 @@ import (
 	"strings"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/quote"
 	"barn.dev/lib/spec"
 )
 
@@ -140,7 +141,10 @@ func Render(in Input) (Files, error) {
 	if stages == nil {
 		stages = DefaultStages(in.Node)
 	}
-	meta := renderMetaData(in)
+	meta, err := renderMetaData(in)
+	if err != nil {
+		return Files{}, err
+	}
 	netcfg, err := renderNetworkConfig(in, prefix)
 	if err != nil {
 		return Files{}, err
@@ -217,7 +221,7 @@ func validate(in Input) (int, error) {
 	}
 	for _, p := range append([]spec.Node{n}, in.Peers...) {
 		for _, a := range append([]string{p.Name}, p.Aliases...) {
-			if strings.ContainsAny(a, " \t\n#") || a == "" {
+			if quote.HostName(a) != nil {
 				return 0, bad("nodes["+p.Name+"].aliases", a, "not a host name")
 			}
 		}

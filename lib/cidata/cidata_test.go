@@ -228,7 +228,7 @@ func TestUserDataContract(t *testing.T) {
 			t.Errorf("setup.env lacks %s:\n%s", want, env)
 		}
 	}
-	if got := files["/etc/barn/hosts"].Content; got != "10.10.10.10 meta pg-meta infra\n10.10.10.11 pg-test-1\n" {
+	if got := files["/etc/barn/hosts"].Content; got != "10.10.10.10\tmeta pg-meta infra\n10.10.10.11\tpg-test-1\n" {
 		t.Errorf("hosts block = %q", got)
 	}
 	for _, s := range scriptNames {
@@ -259,6 +259,10 @@ func TestRenderRefusesBadInput(t *testing.T) {
 		"generation 0":     func(in *Input) { in.Generation = 0 },
 		"unknown stage":    func(in *Input) { in.Stages = []string{"identity"} },
 		"bad serial":       func(in *Input) { in.Node.Disks = []spec.Disk{{Name: "d", Mount: "/d", Serial: "x", FS: "auto"}} },
+		// /etc/hosts has no quoting: names are host names (quote.HostName)
+		"alias underscore": func(in *Input) { in.Node.Aliases = []string{"pg_meta"} },
+		"alias space":      func(in *Input) { in.Node.Aliases = []string{"pg meta"} },
+		"alias comment":    func(in *Input) { in.Node.Aliases = []string{"#x"} },
 	}
 	for name, mut := range cases {
 		in := fixtureInput(t, 1)

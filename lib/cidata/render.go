@@ -41,9 +41,7 @@ func ScriptNames() []string { return append([]string(nil), scriptNames...) }
 // sexagesimal integer.
 type q string
 
-func (s q) MarshalYAML() (any, error) {
-	return &yaml.Node{Kind: yaml.ScalarNode, Style: yaml.DoubleQuotedStyle, Value: string(s)}, nil
-}
+func (s q) MarshalYAML() (any, error) { return quote.YAMLNode(string(s), ""), nil }
 
 func marshal(header string, v any) ([]byte, error) {
 	var b bytes.Buffer
@@ -59,9 +57,14 @@ func marshal(header string, v any) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-func renderMetaData(in Input) []byte {
-	// Two fixed keys; both values are validated names, quoted anyway.
-	return fmt.Appendf(nil, "instance-id: %q\nlocal-hostname: %q\n", InstanceID(in.Node.Name, in.Generation), in.Node.Name)
+type metaData struct {
+	InstanceID    q `yaml:"instance-id"`
+	LocalHostname q `yaml:"local-hostname"`
+}
+
+// renderMetaData: the NoCloud meta-data, YAML like the other seed files.
+func renderMetaData(in Input) ([]byte, error) {
+	return marshal("", metaData{InstanceID: q(InstanceID(in.Node.Name, in.Generation)), LocalHostname: q(in.Node.Name)})
 }
 
 type match struct {
@@ -171,9 +174,13 @@ func renderUserData(in Input, prefix int, stages []string) ([]byte, error) {
 		bootcmd = append(bootcmd, []string{"sh", "-c",
 			`if getent group admin >/dev/null; then [ "$(getent group admin | cut -d: -f3)" = 88 ] || groupmod -g 88 admin; else groupadd -g 88 admin; fi`})
 	}
+	hosts, err := hostsBlock(in)
+	if err != nil {
+		return nil, err
+	}
 	files := []writeFile{
 		{Path: ConfigDir + "/setup.env", Owner: "root:root", Permissions: "0644", Content: setupEnv(in, prefix, stages)},
-		{Path: ConfigDir + "/hosts", Owner: "root:root", Permissions: "0644", Content: hostsBlock(in)},
+		{Path: ConfigDir + "/hosts", Owner: "root:root", Permissions: "0644", Content: hosts},
 		{Path: ConfigDir + "/disks", Owner: "root:root", Permissions: "0644", Content: disksTable(n)},
 		{Path: ConfigDir + "/shares", Owner: "root:root", Permissions: "0644", Content: sharesTable(n)},
 	}
@@ -273,14 +280,19 @@ func addrLess(a, b string) bool {
 	return false
 }
 
-// hostsBlock is the body of the guest's marked /etc/hosts block: one row
-// per node, "<address> <name> <aliases…>".
-func hostsBlock(in Input) string {
+// hostsBlock is the body of the guest's marked /etc/hosts block: one
+// quote.HostsLine per node, "<address>\t<name> <aliases…>" (the host's
+// hosts block is written by the same function).
+func hostsBlock(in Input) (string, error) {
 	var b strings.Builder
 	for _, p := range allNodes(in) {
-		b.WriteString(strings.Join(append([]string{p.Address, p.Name}, p.Aliases...), " ") + "\n")
+		l, err := quote.HostsLine(p.Address, append([]string{p.Name}, p.Aliases...))
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(l + "\n")
 	}
-	return b.String()
+	return b.String(), nil
 }
 
 func disksTable(n spec.Node) string {
