@@ -312,3 +312,34 @@ func TestScriptsAreValidShell(t *testing.T) {
 		}
 	}
 }
+
+// TestControlSSHConfigIsReadBySSH: OpenSSH reads the control node's block
+// so that every peer, by name, alias and address, goes to its private
+// address as the login user with the deployment key only.
+func TestControlSSHConfigIsReadBySSH(t *testing.T) {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Skip("ssh is not installed")
+	}
+	in := fixtureInput(t, 0)
+	cfg, err := ControlSSHConfig(in.Deployment, in.Peers, in.Node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range in.Peers {
+		for _, host := range append(append([]string{p.Name}, p.Aliases...), p.Address) {
+			out, err := exec.Command("ssh", "-G", "-F", path, host).CombinedOutput()
+			if err != nil {
+				t.Fatalf("ssh -G %s: %v %s", host, err, out)
+			}
+			for _, want := range []string{"hostname " + p.Address + "\n", "user " + in.Deployment.User.Name + "\n", "identitiesonly yes\n", "identityfile ~/.ssh/id_ed25519\n"} {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("ssh -G %s lacks %q", host, want)
+				}
+			}
+		}
+	}
+}

@@ -185,13 +185,17 @@ func renderUserData(in Input, prefix int, stages []string) ([]byte, error) {
 		{Path: ConfigDir + "/shares", Owner: "root:root", Permissions: "0644", Content: sharesTable(n)},
 	}
 	if n.Control && in.ControlPrivateKey != "" {
+		sshConfig, err := ControlSSHConfig(d, in.Peers, n)
+		if err != nil {
+			return nil, err
+		}
 		key := in.ControlPrivateKey
 		if !strings.HasSuffix(key, "\n") {
 			key += "\n"
 		}
 		files = append(files,
 			writeFile{Path: StateDir + "/control-id_ed25519", Owner: "root:root", Permissions: "0600", Content: key},
-			writeFile{Path: StateDir + "/control-ssh-config", Owner: "root:root", Permissions: "0600", Content: ControlSSHConfig(d, in.Peers, n)},
+			writeFile{Path: StateDir + "/control-ssh-config", Owner: "root:root", Permissions: "0600", Content: sshConfig},
 		)
 	}
 	for _, name := range scriptNames {
@@ -322,15 +326,28 @@ func sharesTable(n spec.Node) string {
 // ControlSSHConfig is the managed block the control node installs in the
 // login user's ~/.ssh/config: every node by name, aliases and address,
 // reached over the private network with the deployment key. Peers' host
-// keys are not recorded, so recreated peers stay reachable.
-func ControlSSHConfig(d spec.Deployment, peers []spec.Node, self spec.Node) string {
+// keys are not recorded, so recreated peers stay reachable. Names, the
+// address and the user are ssh_config words (quote.SSHWord).
+func ControlSSHConfig(d spec.Deployment, peers []spec.Node, self spec.Node) (string, error) {
 	var b strings.Builder
 	b.WriteString("# barn:begin\n")
+	user, err := quote.SSHWord(d.User.Name)
+	if err != nil {
+		return "", err
+	}
 	for _, p := range allNodes(Input{Node: self, Peers: peers}) {
-		fmt.Fprintf(&b, "Host %s\n", strings.Join(append(append([]string{p.Name}, p.Aliases...), p.Address), " "))
-		fmt.Fprintf(&b, "  HostName %s\n  User %s\n  IdentityFile ~/.ssh/id_ed25519\n  IdentitiesOnly yes\n", p.Address, d.User.Name)
+		var patterns []string
+		for _, n := range append(append([]string{p.Name}, p.Aliases...), p.Address) {
+			w, err := quote.SSHWord(n)
+			if err != nil {
+				return "", err
+			}
+			patterns = append(patterns, w)
+		}
+		fmt.Fprintf(&b, "Host %s\n", strings.Join(patterns, " "))
+		fmt.Fprintf(&b, "  HostName %s\n  User %s\n  IdentityFile ~/.ssh/id_ed25519\n  IdentitiesOnly yes\n", patterns[len(patterns)-1], user)
 		b.WriteString("  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n")
 	}
 	b.WriteString("# barn:end\n")
-	return b.String()
+	return b.String(), nil
 }
