@@ -142,7 +142,7 @@ printf 'auto lo\niface lo inet loopback\nsource /etc/network/interfaces.d/*\n' >
 # made per instance (an RSA key takes tens of seconds without KVM).
 cat > "$rootfs/etc/cloud/cloud.cfg.d/90-barn.cfg" <<'CFG'
 datasource_list: [ NoCloud, None ]
-locale: false
+locale: C.UTF-8
 ssh_genkeytypes: [ed25519]
 CFG
 sed -i 's/^# *en_US.UTF-8 UTF-8/en_US.UTF-8 UTF-8/' "$rootfs/etc/locale.gen"
