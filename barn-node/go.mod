@@ -18,7 +18,7 @@ require (
 require (
 	aead.dev/minisign v0.3.0 // indirect
 	github.com/alecthomas/kong v1.17.0 // indirect
-	github.com/diskfs/go-diskfs v1.9.4 // indirect
+	github.com/diskfs/go-diskfs v1.9.4
 	github.com/djherbis/times v1.6.0 // indirect
 	github.com/gofrs/flock v0.13.2 // indirect
 	github.com/google/renameio/v2 v2.0.2 // indirect

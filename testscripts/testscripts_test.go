@@ -93,6 +93,7 @@ func TestPipeline(t *testing.T) {
 	p.Cmds["fakes"] = cmdFakes
 	p.Cmds["onlyimages"] = cmdOnlyImages
 	p.Cmds["killfake"] = cmdKillFake
+	p.Cmds["converge"] = cmdConverge
 	testscript.Run(t, p)
 }
 

@@ -141,16 +141,20 @@ func (c *provisionCmd) Run(env *tool.Env) error {
 		return tool.Reported(exitcode.New(exitcode.Cancelled, "provision interrupted"))
 	case doc.Failed == 0:
 		return nil
-	case doc.Successful > 0:
-		return tool.Reported(exitcode.New(exitcode.Partial, "%d of %d node(s) failed", doc.Failed, len(results)))
 	case len(results) == 1 && failedCode > 0 && failedCode != 255:
+		// One node: the script's own status, as ssh passes it through.
 		env.Stderrf("%s: script exited with status %d", results[0].Node, failedCode)
 		return tool.ExitStatus(failedCode)
 	case len(results) == 1 && results[0].Error != "":
 		return tool.Reported(exitcode.New(exitcode.Runtime, "%s: %s", results[0].Node, results[0].Error))
-	default:
-		return tool.Reported(exitcode.New(exitcode.Runtime, "the script failed on every node"))
 	}
+	// Several nodes: a failed script or connection is runtime on its node,
+	// and the batch rule decides (partial when some succeeded).
+	failed := make([]exitcode.Class, doc.Failed)
+	for i := range failed {
+		failed[i] = exitcode.Runtime
+	}
+	return tool.Reported(exitcode.New(exitcode.BatchClass(len(results), failed), "the script failed on %d of %d node(s)", doc.Failed, len(results)))
 }
 
 // readScript reads the script once: a non-empty regular file, not a

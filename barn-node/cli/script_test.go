@@ -88,6 +88,11 @@ func params(dir string) testscript.Params {
 			"sshport":    cmdSSHPort,
 			"event":      cmdEvent,
 			"shipped":    cmdShipped,
+			"specreach":  cmdSpecReach,
+			"spawnclaim": cmdSpawnClaim,
+			"killpid":    cmdKillPID,
+			"holdqmp":    cmdHoldQMP,
+			"releaseqmp": cmdReleaseQMP,
 		},
 		Setup: func(env *testscript.Env) error {
 			rt, err := os.MkdirTemp("/tmp", "bn")
@@ -128,27 +133,27 @@ func TestRealQEMU(t *testing.T) {
 	testscript.Run(t, p)
 }
 
-// reap kills every leftover test QEMU whose pidfile lives under rt and
-// whose command line names rt (never anything else), and any spawned sleep.
+// reap kills every leftover test QEMU whose command line names rt (never
+// anything else; found in the process table, so a script that removed the
+// runtime directory leaks nothing), and any spawned sleep or claimant.
 func reap(rt, work string) {
-	pids, _ := filepath.Glob(filepath.Join(rt, "*", state.PidfileName))
-	for _, p := range pids {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil || pid <= 1 {
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid <= 1 || pid == os.Getpid() {
 			continue
 		}
 		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if strings.Contains(string(cmd), rt) {
+		if args := strings.Split(string(cmd), "\x00"); len(args) > 1 && strings.Contains(string(cmd), rt+"/") &&
+			strings.Contains(args[0], "qemu-system-x86_64") {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(work, "sleep.pid")); err == nil {
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+	for _, f := range []string{"sleep.pid", "claim.pid"} {
+		if b, err := os.ReadFile(filepath.Join(work, f)); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
 		}
 	}
 }
@@ -537,6 +542,76 @@ func cmdArgvHash(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("%s has no recorded process", args[0])
 	}
 	fmt.Fprintln(ts.Stdout(), n.Process.ArgvHash)
+}
+
+// spawnclaim NODE: start an unrelated process (a shell blocked in the
+// read builtin: it never forks) whose argv claims NODE's VM UUID
+// ("-uuid <vm_uuid>") without running its invocation; its PID goes to
+// $WORK/claim.pid (killed when the script ends).
+func cmdSpawnClaim(ts *testscript.TestScript, neg bool, args []string) {
+	root, err := state.Open(ts.Getenv)
+	ts.Check(err)
+	n, err := root.ReadNode(args[0])
+	ts.Check(err)
+	r, w, err := os.Pipe()
+	ts.Check(err)
+	cmd := exec.Command("sh", "-c", "read x", "-uuid", "-uuid", n.VMUUID)
+	cmd.Stdin = r
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	ts.Check(cmd.Start())
+	r.Close()
+	go func() { cmd.Wait(); w.Close() }() // the pipe stays open until it exits
+	for i := 0; i < 200; i++ {            // until exec shows the claiming argv
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid)); strings.Contains(string(b), n.VMUUID) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ts.Check(os.WriteFile(ts.MkAbs("claim.pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o600))
+}
+
+// killpid PIDFILE: SIGKILL the process whose PID is in PIDFILE (one this
+// script spawned) and wait until it is gone.
+func cmdKillPID(ts *testscript.TestScript, neg bool, args []string) {
+	b, err := os.ReadFile(ts.MkAbs(args[0]))
+	ts.Check(err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	ts.Check(err)
+	ts.Check(syscall.Kill(pid, syscall.SIGKILL))
+	for i := 0; i < 250 && syscall.Kill(pid, 0) == nil; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+var (
+	heldMu sync.Mutex
+	held   = map[*testscript.TestScript]net.Conn{}
+)
+
+// holdqmp SOCKET: connect to a QMP socket as an operator's session would,
+// read its greeting and keep the connection open until releaseqmp.
+func cmdHoldQMP(ts *testscript.TestScript, neg bool, args []string) {
+	c, err := net.Dial("unix", args[0])
+	ts.Check(err)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 1)
+	for buf[0] != '\n' {
+		_, err := c.Read(buf)
+		ts.Check(err)
+	}
+	heldMu.Lock()
+	held[ts] = c
+	heldMu.Unlock()
+	ts.Defer(func() { c.Close() })
+}
+
+func cmdReleaseQMP(ts *testscript.TestScript, neg bool, args []string) {
+	heldMu.Lock()
+	defer heldMu.Unlock()
+	if c := held[ts]; c != nil {
+		c.Close()
+		delete(held, ts)
+	}
 }
 
 var shippedOnce struct {

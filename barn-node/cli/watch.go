@@ -69,9 +69,11 @@ func sortedKeys(m map[string]string) []string {
 // watch refreshes status every interval until every selected node is
 // ready, failed or not running, or until timeout. Progress (one line per
 // change, with the elapsed time) goes to stderr; the final WatchDoc to
-// stdout. Exit: 0 when every running node is ready (or unchecked); partial
-// (5) when any failed; runtime (1, reason watch_timeout) on timeout;
-// cancelled (130) on SIGINT.
+// stdout. Exit: 0 when every running node is ready (or unchecked); when
+// any failed, the batch class of the failures over the watched nodes
+// (exitcode.BatchClass: their own class when all failed alike, else
+// partial (5)); runtime (1, reason watch_timeout) on timeout; cancelled
+// (130) on SIGINT.
 func (c *statusCmd) watch(env *tool.Env, m *lifecycle.Manager) error {
 	start := env.Now()
 	ctx, cancel := context.WithTimeout(env.Ctx, c.Timeout)
@@ -80,6 +82,7 @@ func (c *statusCmd) watch(env *tool.Env, m *lifecycle.Manager) error {
 	var mu sync.Mutex
 	ready := map[string]string{}
 	errs := map[string]string{}
+	classes := map[string]exitcode.Class{} // failed node → its failure's class
 	probing := map[string]bool{}
 	shown := map[string]string{}
 	var last *lifecycle.Status
@@ -92,6 +95,9 @@ func (c *statusCmd) watch(env *tool.Env, m *lifecycle.Manager) error {
 		failed := map[string]string{}
 		for _, f := range st.Failures {
 			failed[f.Node] = f.Error
+			mu.Lock()
+			classes[f.Node] = f.Class()
+			mu.Unlock()
 		}
 		mu.Lock()
 		for _, n := range st.Nodes {
@@ -107,7 +113,7 @@ func (c *statusCmd) watch(env *tool.Env, m *lifecycle.Manager) error {
 				ready[n.Name] = watchPending
 				if !probing[n.Name] {
 					probing[n.Name] = true
-					go c.probe(ctx, m, n.Name, &mu, ready, errs)
+					go c.probe(ctx, m, n.Name, &mu, ready, errs, classes)
 				}
 			}
 		}
@@ -140,7 +146,12 @@ func (c *statusCmd) watch(env *tool.Env, m *lifecycle.Manager) error {
 	}
 	doc := c.doc(last, ready, errs, env.Now().Sub(start), &mu)
 	if len(doc.Errors) > 0 {
-		return emit(env, doc, exitcode.New(exitcode.Partial, "%d node(s) failed readiness", len(doc.Errors)).WithReason("nodes_failed"))
+		var failed []exitcode.Class
+		for _, n := range sortedKeys(doc.Errors) {
+			failed = append(failed, classes[n])
+		}
+		class := exitcode.BatchClass(len(doc.Readiness), failed)
+		return emit(env, doc, exitcode.New(class, "%d of %d node(s) failed readiness", len(doc.Errors), len(doc.Readiness)).WithReason("nodes_failed"))
 	}
 	return emit(env, doc, nil)
 }
@@ -160,7 +171,7 @@ func (c *statusCmd) doc(st *lifecycle.Status, ready, errs map[string]string, ela
 
 // probe waits for one node's guest readiness (the same SSH check apply
 // uses) within the watch's deadline.
-func (c *statusCmd) probe(ctx context.Context, m *lifecycle.Manager, name string, mu *sync.Mutex, ready, errs map[string]string) {
+func (c *statusCmd) probe(ctx context.Context, m *lifecycle.Manager, name string, mu *sync.Mutex, ready, errs map[string]string, classes map[string]exitcode.Class) {
 	n, err := m.Root.ReadNode(name)
 	if err == nil && n == nil {
 		err = exitcode.New(exitcode.Conflict, "no committed state")
@@ -175,7 +186,8 @@ func (c *statusCmd) probe(ctx context.Context, m *lifecycle.Manager, name string
 		return // the watch ended; the node stays pending
 	}
 	if err != nil {
-		ready[name], errs[name] = watchFailed, exitcode.As(err).Message
+		e := exitcode.As(err)
+		ready[name], errs[name], classes[name] = watchFailed, e.Message, e.Class
 		return
 	}
 	ready[name] = watchReady

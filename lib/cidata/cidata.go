@@ -21,12 +21,9 @@ package cidata
 import (
 	"fmt"
 	"net/netip"
-	"regexp"
-	"slices"
 	"strings"
 
 	"barn.dev/lib/exitcode"
-	"barn.dev/lib/quote"
 	"barn.dev/lib/spec"
 )
 
@@ -121,15 +118,6 @@ func InstanceID(node string, generation int64) string {
 	return fmt.Sprintf("barn-%s-g%d", node, generation)
 }
 
-var (
-	nameRE   = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$`)
-	userRE   = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
-	macRE    = regexp.MustCompile(`^[0-9a-f]{2}(:[0-9a-f]{2}){5}$`)
-	serialRE = regexp.MustCompile(`^[a-z2-7]{20}$`)
-	tagRE    = regexp.MustCompile(`^barn-[0-9a-f]{20}$`)
-	mountRE  = regexp.MustCompile(`^/[A-Za-z0-9._/-]+$`)
-)
-
 // Render returns the seed files for in. It fails with a usage error naming
 // the field and value when the input cannot produce a valid seed.
 func Render(in Input) (Files, error) {
@@ -160,20 +148,20 @@ func bad(field, value, why string) error {
 	return exitcode.New(exitcode.Usage, "seed input %s = %q: %s", field, value, why).WithReason("seed_input_invalid")
 }
 
+// validate checks the seed input: the deployment envelope and the node
+// by the spec's own rules (spec.Deployment.Validate, spec.ValidateNode),
+// each peer's name, aliases and address, and what only a seed has: the
+// generation, the keys and the stages.
 func validate(in Input) (int, error) {
 	n := in.Node
-	if !nameRE.MatchString(n.Name) {
-		return 0, bad("node.name", n.Name, "not a valid node name")
+	if err := in.Deployment.Validate(); err != nil {
+		return 0, bad(err.Field, fmt.Sprint(err.Value), err.Problem)
+	}
+	if err := spec.ValidateNode(in.Deployment, n); err != nil {
+		return 0, bad(err.Field, fmt.Sprint(err.Value), err.Problem)
 	}
 	if in.Generation < 1 {
 		return 0, bad("generation", fmt.Sprint(in.Generation), "must be at least 1")
-	}
-	u := in.Deployment.User
-	if !userRE.MatchString(u.Name) || u.Name == "root" {
-		return 0, bad("deployment.user.name", u.Name, "not a valid login user")
-	}
-	if u.Name == "dba" && u.UID != 88 {
-		return 0, bad("deployment.user.uid", fmt.Sprint(u.UID), "the dba user is provisioned with uid 88")
 	}
 	if !strings.HasPrefix(in.PublicKey, "ssh-ed25519 ") || strings.ContainsAny(in.PublicKey, "\n\r") {
 		return 0, bad("public_key", in.PublicKey, "must be one ssh-ed25519 authorized_keys line")
@@ -181,52 +169,18 @@ func validate(in Input) (int, error) {
 	if in.ControlPrivateKey != "" && !n.Control {
 		return 0, bad("control_private_key", "(set)", "only the control node receives the deployment private key")
 	}
-	for f, m := range map[string]string{"node.mac.management": n.MAC.Management, "node.mac.private": n.MAC.Private} {
-		if !macRE.MatchString(m) {
-			return 0, bad(f, m, "not a lower-case colon-separated MAC")
+	pfx := netip.MustParsePrefix(in.Deployment.Subnet.CIDR) // valid: checked above
+	for _, p := range in.Peers {
+		if v := spec.CheckNodeName(p.Name); v != nil {
+			return 0, bad("peers["+p.Name+"].name", p.Name, v.Problem)
 		}
-	}
-	if n.MAC.Management == n.MAC.Private {
-		return 0, bad("node.mac.private", n.MAC.Private, "equals the management MAC")
-	}
-	pfx, err := netip.ParsePrefix(in.Deployment.Subnet.CIDR)
-	if err != nil || pfx.Masked() != pfx || !pfx.Addr().Is4() {
-		return 0, bad("deployment.subnet.cidr", in.Deployment.Subnet.CIDR, "not a canonical IPv4 prefix")
-	}
-	addr, err := netip.ParseAddr(n.Address)
-	if err != nil || !pfx.Contains(addr) {
-		return 0, bad("node.address", n.Address, "not inside "+pfx.String())
-	}
-	if h, err := netip.ParseAddr(in.Deployment.Subnet.Host); err != nil || !pfx.Contains(h) || h == addr {
-		return 0, bad("deployment.subnet.host", in.Deployment.Subnet.Host, "not a host address inside "+pfx.String())
-	}
-	for _, d := range n.Disks {
-		if !serialRE.MatchString(d.Serial) {
-			return 0, bad("node.disks["+d.Name+"].serial", d.Serial, "want 20 characters [a-z2-7]")
-		}
-		if !mountRE.MatchString(d.Mount) || d.Mount == "/" {
-			return 0, bad("node.disks["+d.Name+"].mount", d.Mount, "not a clean absolute mount path")
-		}
-		if !slices.Contains([]string{"auto", "xfs", "ext4", ""}, d.FS) {
-			return 0, bad("node.disks["+d.Name+"].fs", d.FS, "want auto, xfs or ext4")
-		}
-	}
-	for _, s := range n.Shares {
-		if !tagRE.MatchString(s.Tag) {
-			return 0, bad("node.shares.tag", s.Tag, "want barn-<20 hex>")
-		}
-		if !mountRE.MatchString(s.Guest) {
-			return 0, bad("node.shares.guest", s.Guest, "not a clean absolute guest path")
-		}
-	}
-	for _, p := range append([]spec.Node{n}, in.Peers...) {
-		for _, a := range append([]string{p.Name}, p.Aliases...) {
-			if quote.HostName(a) != nil {
-				return 0, bad("nodes["+p.Name+"].aliases", a, "not a host name")
+		for _, a := range p.Aliases {
+			if v := spec.CheckAlias(a); v != nil {
+				return 0, bad("peers["+p.Name+"].aliases", a, v.Problem)
 			}
 		}
-		if _, err := netip.ParseAddr(p.Address); err != nil {
-			return 0, bad("nodes["+p.Name+"].address", p.Address, "not an IPv4 address")
+		if a, err := netip.ParseAddr(p.Address); err != nil || !pfx.Contains(a) {
+			return 0, bad("peers["+p.Name+"].address", p.Address, "not inside "+pfx.String())
 		}
 	}
 	for _, s := range in.Stages {

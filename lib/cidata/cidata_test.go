@@ -249,6 +249,58 @@ func TestUserDataContract(t *testing.T) {
 	}
 }
 
+// The login user's uid reaches the guest for any user, not only dba
+// (issue 12, case 2: admin with node_admin_uid 1500 got 1000): user-data
+// creates the user with it and setup.env hands it to the identity stage,
+// which checks it. Only dba gets the admin group; an unset uid (0) is
+// left to the guest and not checked.
+func TestLoginUserUID(t *testing.T) {
+	for _, c := range []struct {
+		user           spec.User
+		uid            any
+		group, envUID  string
+		envGroup, bcmd bool
+	}{
+		{spec.User{Name: "dba", UID: 88}, 88, "admin", "88", true, true},
+		{spec.User{Name: "admin", UID: 1500}, 1500, "", "1500", false, false},
+		{spec.User{Name: "admin", UID: 88}, 88, "", "88", false, false},
+		{spec.User{Name: "admin"}, nil, "", "", false, false},
+	} {
+		in := fixtureInput(t, 1)
+		in.Deployment.User = c.user
+		f, err := Render(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var u struct {
+			Bootcmd    [][]string                       `yaml:"bootcmd"`
+			Users      []map[string]any                 `yaml:"users"`
+			WriteFiles []struct{ Path, Content string } `yaml:"write_files"`
+		}
+		if err := yaml.Unmarshal(f.UserData, &u); err != nil {
+			t.Fatal(err)
+		}
+		if got := u.Users[0]["uid"]; got != c.uid || u.Users[0]["name"] != c.user.Name {
+			t.Errorf("%+v: user-data user %v uid %v, want uid %v", c.user, u.Users[0]["name"], got, c.uid)
+		}
+		if g, _ := u.Users[0]["primary_group"].(string); g != c.group {
+			t.Errorf("%+v: primary_group %q, want %q", c.user, g, c.group)
+		}
+		if (len(u.Bootcmd) > 0) != c.bcmd {
+			t.Errorf("%+v: bootcmd %v", c.user, u.Bootcmd)
+		}
+		env := ""
+		for _, w := range u.WriteFiles {
+			if w.Path == ConfigDir+"/setup.env" {
+				env = w.Content
+			}
+		}
+		if !strings.Contains(env, "\nBARN_UID='"+c.envUID+"'\n") || strings.Contains(env, "BARN_GID='88'") != c.envGroup {
+			t.Errorf("%+v: setup.env\n%s", c.user, env)
+		}
+	}
+}
+
 func TestRenderRefusesBadInput(t *testing.T) {
 	cases := map[string]func(*Input){
 		"dba uid":          func(in *Input) { in.Deployment.User.UID = 1000 },

@@ -7,6 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"barn.dev/lib/spec"
 )
 
 // fakeGuest runs one guest helper under bash with fake system commands:
@@ -47,10 +51,13 @@ case "$v" in [0-9]*) exit "$v" ;; *) echo "$v"; exit 0 ;; esac`,
 	"modprobe":    `exit 0`,
 	"umount":      `exit 0`,
 	"barn-status": `exit 0`,
+	// FAKE_PASSWD and FAKE_GROUP are getent's passwd and group lines.
+	"getent":   `case "$1" in passwd) [ -n "${FAKE_PASSWD:-}" ] && echo "$FAKE_PASSWD" ;; group) [ -n "${FAKE_GROUP:-}" ] && echo "$FAKE_GROUP" ;; *) false ;; esac`,
+	"hostname": `echo "${FAKE_HOSTNAME:-}"`,
 }
 
 // harmless are the host utilities the scripts may use for real.
-var harmless = []string{"awk", "cat", "chmod", "dirname", "grep", "head", "mkdir", "mktemp", "mv", "readlink", "rm", "sed", "seq", "tail", "timeout"}
+var harmless = []string{"awk", "cat", "chmod", "cut", "dirname", "grep", "head", "mkdir", "mktemp", "mv", "readlink", "rm", "sed", "seq", "tail", "timeout"}
 
 func newFakeGuest(t *testing.T) *fakeGuest {
 	t.Helper()
@@ -309,5 +316,47 @@ func TestInitSharesReadOnlyDefaultAndFallback(t *testing.T) {
 		"barn-00000000000000000003 " + odd + " 9p " + opts + ",ro 0 0\n# END BARN SHARES\n"
 	if got := g.fstabText(); got != wantFstab {
 		t.Fatalf("fstab:\n%s\nwant:\n%s", got, wantFstab)
+	}
+}
+
+// The identity stage checks the uid the seed hands it for any login user
+// (issue 12, case 2): setup.env rendered for admin with uid 1500 makes a
+// guest user with uid 1000 fail the stage naming both uids, and the right
+// uid passes the uid check (the stage then stops at the home directory's
+// authorized key, which this host does not have).
+func TestIdentityContractChecksTheSpecUID(t *testing.T) {
+	d, nodes := fixture()
+	d.User = spec.User{Name: "admin", UID: 1500}
+	in := Input{Deployment: d, Node: nodes[1], Peers: nodes, Generation: 1, PublicKey: testKey}
+	f, err := Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var u struct {
+		WriteFiles []struct{ Path, Content string } `yaml:"write_files"`
+	}
+	if err := yaml.Unmarshal(f.UserData, &u); err != nil {
+		t.Fatal(err)
+	}
+	g := newFakeGuest(t)
+	env := filepath.Join(g.dir, "setup.env")
+	for _, w := range u.WriteFiles {
+		if w.Path == ConfigDir+"/setup.env" {
+			if err := os.WriteFile(env, []byte(w.Content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	run := func(uid string) {
+		g.run("barn-identity-contract", "BARN_SETUP_ENV="+env, "FAKE_HOSTNAME=pg-test-1",
+			"FAKE_PASSWD=admin:x:"+uid+":"+uid+"::/home/admin:/bin/bash")
+	}
+	run("1000")
+	if g.code != 1 || !strings.Contains(g.stderr, "login user admin has uid 1000; want 1500") {
+		t.Fatalf("uid 1000: exit %d, stderr %q", g.code, g.stderr)
+	}
+	run("1500")
+	if g.code != 1 || strings.Contains(g.stderr, "uid") || !strings.Contains(g.stderr, "login user admin has no authorized key") {
+		t.Fatalf("uid 1500: exit %d, stderr %q", g.code, g.stderr)
 	}
 }

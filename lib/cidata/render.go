@@ -168,9 +168,10 @@ func renderUserData(in Input, prefix int, stages []string) ([]byte, error) {
 		Name: d.User.Name, Shell: "/bin/bash", LockPasswd: true,
 		Sudo: "ALL=(ALL) NOPASSWD:ALL", SSHAuthorizedKeys: []string{in.PublicKey},
 	}
+	u.UID = d.User.UID // 0 (unset, the guest picks) is omitted
 	var bootcmd [][]string
-	if d.User.Name == "dba" {
-		u.UID, u.PrimaryGroup, u.NoUserGroup = 88, "admin", true
+	if d.User.Name == spec.DbaUser {
+		u.PrimaryGroup, u.NoUserGroup = "admin", true
 		bootcmd = append(bootcmd, []string{"sh", "-c",
 			`if getent group admin >/dev/null; then [ "$(getent group admin | cut -d: -f3)" = 88 ] || groupmod -g 88 admin; else groupadd -g 88 admin; fi`})
 	}
@@ -220,8 +221,11 @@ func renderUserData(in Input, prefix int, stages []string) ([]byte, error) {
 func setupEnv(in Input, prefix int, stages []string) string {
 	d, n := in.Deployment, in.Node
 	uid, group, gid := "", "", ""
-	if d.User.Name == "dba" {
-		uid, group, gid = "88", "admin", "88"
+	if d.User.UID > 0 { // the spec's uid for any user; the identity stage checks it
+		uid = fmt.Sprint(d.User.UID)
+	}
+	if d.User.Name == spec.DbaUser {
+		group, gid = "admin", fmt.Sprint(spec.DbaUID)
 	}
 	control := "0"
 	if n.Control {

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/spec"
 )
 
 // Tool runs qemu-img. The zero value runs "qemu-img" from PATH.
@@ -110,8 +111,8 @@ func (t Tool) CreateOverlay(ctx context.Context, base, baseFormat, dst string, s
 		return Info{}, exitcode.New(exitcode.Integrity, "base image %s has its own backing file %q", base, baseInfo.BackingFilename).
 			WithReason("base_has_backing_file")
 	}
-	if size < baseInfo.VirtualSize {
-		return Info{}, exitcode.New(exitcode.Usage, "root disk size %d bytes is below the image's virtual size %d bytes; never shrinking", size, baseInfo.VirtualSize).
+	if v := spec.CheckRootDiskFits(size, baseInfo.VirtualSize); v != nil { // the spec's rule, again on the real base
+		return Info{}, exitcode.New(exitcode.Usage, "%s: %s; never shrinking; %s", dst, v.Problem, v.Hint).
 			WithReason("root_disk_too_small")
 	}
 	tmp, err := tempName(dst)

@@ -63,3 +63,28 @@ func TestWithCopies(t *testing.T) {
 		t.Errorf("Wrap = %q", w.Error())
 	}
 }
+
+// The batch rule (issue 12, "exit classes mean one thing"): 5 only when
+// some nodes succeeded or the failures differ; integrity always wins.
+func TestBatchClass(t *testing.T) {
+	cases := []struct {
+		total  int
+		failed []Class
+		want   Class
+	}{
+		{3, nil, OK},
+		{1, []Class{Usage}, Usage},                       // 1 of 1 exits as it failed
+		{1, []Class{Integrity}, Integrity},               //
+		{2, []Class{Conflict, Conflict}, Conflict},       // every node, one class
+		{2, []Class{Conflict, Runtime}, Partial},         // different classes
+		{3, []Class{Runtime}, Partial},                   // the others were kept
+		{3, []Class{Runtime, Integrity}, Integrity},      // damaged evidence is never partial
+		{2, []Class{Integrity, Integrity}, Integrity},    //
+		{2, []Class{Capability, Capability}, Capability}, //
+	}
+	for _, c := range cases {
+		if got := BatchClass(c.total, c.failed); got != c.want {
+			t.Errorf("BatchClass(%d, %v) = %s, want %s", c.total, c.failed, got, c.want)
+		}
+	}
+}

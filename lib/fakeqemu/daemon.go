@@ -89,7 +89,7 @@ func selfArgv() ([]string, error) {
 // vm is the running fake machine.
 type vm struct {
 	cfg     *config
-	ln      net.Listener
+	lns     []net.Listener // one per monitor
 	once    sync.Once
 	exiting chan int
 }
@@ -115,15 +115,15 @@ func runVM(cfg *config) int {
 			return fail(fmt.Errorf("could not open serial file: %v", err))
 		}
 	}
-	os.Remove(cfg.qmp) // QEMU unlinks a stale socket path before binding
-	ln, err := net.Listen("unix", cfg.qmp)
-	if err != nil {
-		v.cleanup()
-		return fail(fmt.Errorf("-qmp unix:%s: %v", cfg.qmp, err))
+	for _, path := range cfg.monitors {
+		ln, err := listenLikeQEMU(path)
+		if err != nil {
+			v.cleanup()
+			return fail(fmt.Errorf("monitor unix:%s: %v", path, err))
+		}
+		v.lns = append(v.lns, ln)
+		go v.serve(ln)
 	}
-	ln.(*net.UnixListener).SetUnlinkOnClose(false)
-	v.ln = ln
-	go v.serve()
 
 	if fdStr := os.Getenv(readyFDEnv); fdStr != "" {
 		fd, _ := strconv.Atoi(fdStr)
@@ -170,13 +170,34 @@ func (v *vm) shutdown() {
 }
 
 func (v *vm) cleanup() {
-	if v.ln != nil {
-		v.ln.Close()
+	for _, ln := range v.lns {
+		ln.Close()
 	}
-	os.Remove(v.cfg.qmp)
+	for _, path := range v.cfg.monitors {
+		os.Remove(path)
+	}
 	if v.cfg.pidfile != "" {
 		os.Remove(v.cfg.pidfile)
 	}
+}
+
+// listenLikeQEMU binds a unix socket at path as QEMU's chardev does:
+// a stale path is unlinked first and listen(2) gets a backlog of 1.
+func listenLikeQEMU(path string) (net.Listener, error) {
+	os.Remove(path)
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: path}); err != nil {
+		return nil, err
+	}
+	if err := syscall.Listen(fd, 1); err != nil {
+		return nil, err
+	}
+	return net.FileListener(f)
 }
 
 // detachStdio points 0, 1 and 2 at /dev/null, as QEMU does once daemonized.

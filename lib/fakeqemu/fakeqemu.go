@@ -2,9 +2,13 @@
 // subset of QEMU's argv that package qemu generates, daemonizes like
 // -daemonize (the parent exits 0 only after the daemon wrote its pidfile
 // and listens on QMP), writes -pidfile and the -serial file, and serves QMP
-// on the -qmp unix socket: greeting, qmp_capabilities, query-name,
-// query-uuid, query-status, system_powerdown (exits) and quit (exits). On a
-// clean exit it removes its socket and pidfile, as QEMU does.
+// on every monitor: the -qmp unix socket and each -chardev socket that a
+// -mon mode=control names. Like QEMU it serves one client per monitor at a
+// time and leaves the others queued in a listen backlog of 1 (a third
+// client gets EAGAIN). QMP commands: greeting, qmp_capabilities,
+// query-name, query-uuid, query-status, system_powerdown (exits) and quit
+// (exits). On a clean exit it removes its sockets and pidfile, as QEMU
+// does.
 //
 // Behaviour switches, comma-separated in FAKEQEMU_MODE:
 //
@@ -12,7 +16,7 @@
 //	die-at-start       print an error and exit 1 before daemonizing
 //	die-after-pidfile  the daemon writes its pidfile, then exits before QMP listens
 //	wrong-uuid         query-uuid answers another UUID
-//	hang-qmp           QMP accepts connections and never says anything
+//	hang-qmp           every monitor accepts connections and never says anything
 //	exit-late          quit/powerdown/SIGTERM exit only after FAKEQEMU_EXIT_DELAY (default 3s)
 //	crash-after        the daemon dies by itself FAKEQEMU_EXIT_DELAY after it is ready,
 //	                   leaving pidfile and socket behind
@@ -62,17 +66,17 @@ const childEnv = "FAKEQEMU_DAEMON_CHILD"
 
 // config is the parsed argv.
 type config struct {
-	name, uuid   string
-	qmp, pidfile string
-	serial       string            // the serial console file
-	chardevs     map[string]string // -chardev file,id=ID,path=PATH
-	daemonize    bool
-	paused       bool // -S
-	memMiB       int
-	files        []string // disk images that must exist
-	shareFDs     []int
-	modes        map[string]bool
-	exitDelay    time.Duration
+	name, uuid string
+	monitors   []string // unix socket paths of the QMP monitors, in argv order
+	pidfile    string
+	serial     string // the serial console file
+	daemonize  bool
+	paused     bool // -S
+	memMiB     int
+	files      []string // disk images that must exist
+	shareFDs   []int
+	modes      map[string]bool
+	exitDelay  time.Duration
 }
 
 // valueFlags take one argument; boolFlags take none.
@@ -121,6 +125,8 @@ func fail(err error) int {
 
 func parse(args []string, getenv func(string) string) (*config, error) {
 	cfg := &config{modes: map[string]bool{}, exitDelay: 3 * time.Second}
+	sockets := map[string]string{} // socket chardev id → path
+	files := map[string]string{}   // file chardev id → path
 	for _, m := range strings.Split(getenv("FAKEQEMU_MODE"), ",") {
 		if m = strings.TrimSpace(m); m != "" {
 			cfg.modes[m] = true
@@ -178,28 +184,25 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 			if !ok {
 				return nil, fmt.Errorf("-qmp %s: the fake serves unix sockets only", v)
 			}
-			cfg.qmp = p
+			cfg.monitors = append(cfg.monitors, p)
+		case "-chardev":
+			id, path := optValue(opts, "id"), optValue(opts, "path")
+			if id == "" || path == "" || opts[0] != "socket" && opts[0] != "file" {
+				return nil, fmt.Errorf("-chardev %s: the fake wants socket or file chardevs with id= and path=", v)
+			}
+			if opts[0] == "socket" {
+				sockets[id] = path
+			} else {
+				files[id] = path
+			}
+		case "-mon":
+			path, ok := sockets[optValue(opts, "chardev")]
+			if !ok || optValue(opts, "mode") != "control" {
+				return nil, fmt.Errorf("-mon %s: the fake serves mode=control monitors on an earlier socket -chardev", v)
+			}
+			cfg.monitors = append(cfg.monitors, path)
 		case "-pidfile":
 			cfg.pidfile = v
-		case "-chardev":
-			if opts[0] != "file" {
-				return nil, fmt.Errorf("-chardev %s: the fake writes files only", v)
-			}
-			id, path := "", ""
-			for _, o := range opts[1:] {
-				if x, ok := strings.CutPrefix(o, "id="); ok {
-					id = x
-				} else if x, ok := strings.CutPrefix(o, "path="); ok {
-					path = x
-				}
-			}
-			if id == "" || path == "" {
-				return nil, fmt.Errorf("-chardev %s: id and path are required", v)
-			}
-			if cfg.chardevs == nil {
-				cfg.chardevs = map[string]string{}
-			}
-			cfg.chardevs[id] = path
 		case "-serial":
 			if p, ok := strings.CutPrefix(v, "file:"); ok {
 				cfg.serial = p // QEMU takes the rest literally
@@ -209,7 +212,7 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 			if !ok {
 				return nil, fmt.Errorf("-serial %s: the fake writes files only", v)
 			}
-			p, ok := cfg.chardevs[id]
+			p, ok := files[id]
 			if !ok {
 				return nil, fmt.Errorf("-serial %s: chardev '%s' not found", v, id)
 			}
@@ -243,8 +246,8 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 			}
 		}
 	}
-	if cfg.qmp == "" {
-		return nil, errors.New("fake: -qmp unix:<path>,server=on,wait=off is required")
+	if len(cfg.monitors) == 0 {
+		return nil, errors.New("fake: a QMP monitor is required (-qmp unix:<path>,server=on,wait=off, or -chardev socket + -mon mode=control)")
 	}
 	return cfg, nil
 }
@@ -269,6 +272,16 @@ func (c *config) check() error {
 		return fmt.Errorf("-serial %s: the fake wants absolute paths", c.serial)
 	}
 	return nil
+}
+
+// optValue returns the value of key=value among opts ("" when absent).
+func optValue(opts []string, key string) string {
+	for _, o := range opts {
+		if v, ok := strings.CutPrefix(o, key+"="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // splitOpts splits a QEMU option string at single commas; ",," is a

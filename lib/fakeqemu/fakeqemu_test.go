@@ -1,11 +1,87 @@
 package fakeqemu
 
 import (
+	"bufio"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 )
+
+func TestMain(m *testing.M) {
+	if Invoked() {
+		os.Exit(Main(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+// TestMonitorsServeOneClientAtATime: like QEMU, each monitor serves one
+// client and queues the next until it disconnects, while another monitor
+// of the same process answers independently; a clean quit removes every
+// socket and the pidfile.
+func TestMonitorsServeOneClientAtATime(t *testing.T) {
+	dir := t.TempDir()
+	bin, err := Install(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, own, pidfile := filepath.Join(dir, "qmp.sock"), filepath.Join(dir, "barn.sock"), filepath.Join(dir, "qemu.pid")
+	cmd := exec.Command(bin, "-name", "n1", "-uuid", "6f1c2a52-8d0e-4c43-9a55-2b7f7f1d0c11", "-daemonize",
+		"-qmp", "unix:"+op+",server=on,wait=off", "-chardev", "socket,id=barn,path="+own+",server=on,wait=off",
+		"-mon", "chardev=barn,mode=control", "-pidfile", pidfile)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("fake: %v: %s", err, out)
+	}
+	greeted := func(c net.Conn, within time.Duration) bool {
+		c.SetReadDeadline(time.Now().Add(within))
+		_, err := bufio.NewReader(c).ReadString('\n')
+		return err == nil
+	}
+	dial := func(path string) net.Conn {
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	holder := dial(op)
+	if !greeted(holder, 5*time.Second) {
+		t.Fatal("first client not greeted")
+	}
+	queued := dial(op)
+	if greeted(queued, 300*time.Millisecond) {
+		t.Fatal("a second client of a held monitor was greeted")
+	}
+	ownConn := dial(own)
+	if !greeted(ownConn, 5*time.Second) {
+		t.Fatal("the other monitor does not answer while the first is held")
+	}
+	holder.Close()
+	if !greeted(queued, 5*time.Second) {
+		t.Fatal("the queued client was not greeted after the holder left")
+	}
+	for _, line := range []string{`{"execute":"qmp_capabilities"}`, `{"execute":"quit"}`} {
+		if _, err := ownConn.Write([]byte(line + "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{op, own, pidfile} {
+		for i := 0; i < 250; i++ {
+			if _, err := os.Lstat(p); os.IsNotExist(err) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("%s remains after quit", p)
+		}
+	}
+}
 
 func TestParseGeneratedSubset(t *testing.T) {
 	args := []string{
@@ -13,6 +89,7 @@ func TestParseGeneratedSubset(t *testing.T) {
 		"-cpu", "max", "-smp", "2", "-m", "1024", "-nodefaults", "-no-user-config", "-display", "none",
 		"-qmp", "unix:/r/a,,b/qmp.sock,server=on,wait=off", "-pidfile", "/r/qemu.pid",
 		"-chardev", "file,id=serial0,path=/n/a,,b/serial.log", "-serial", "chardev:serial0",
+		"-chardev", "socket,id=barn,path=/r/a,,b/barn.sock,server=on,wait=off", "-mon", "chardev=barn,mode=control",
 		"-daemonize", "-S",
 		"-blockdev", `{"driver":"file","filename":"/n/root.qcow2","node-name":"root-file"}`,
 		"-blockdev", `{"driver":"qcow2","file":"root-file","node-name":"root"}`,
@@ -24,7 +101,7 @@ func TestParseGeneratedSubset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.name != "n1" || cfg.qmp != "/r/a,b/qmp.sock" || cfg.pidfile != "/r/qemu.pid" || cfg.serial != "/n/a,b/serial.log" ||
+	if cfg.name != "n1" || !reflect.DeepEqual(cfg.monitors, []string{"/r/a,b/qmp.sock", "/r/a,b/barn.sock"}) || cfg.pidfile != "/r/qemu.pid" || cfg.serial != "/n/a,b/serial.log" ||
 		!cfg.daemonize || !cfg.paused || cfg.memMiB != 1024 || cfg.exitDelay != 250*time.Millisecond {
 		t.Fatalf("cfg %+v", cfg)
 	}
@@ -43,6 +120,8 @@ func TestParseRejects(t *testing.T) {
 		{"-qmp", "tcp:localhost:4444"},
 		{"-m", "lots", "-qmp", "unix:/q"},
 		{"-name", "n1"},
+		{"-chardev", "socket,id=m,path=/q,server=on", "-mon", "chardev=other,mode=control"},
+		{"-chardev", "socket,id=m,path=/q,server=on", "-mon", "chardev=m,mode=readline"},
 	} {
 		if _, err := parse(args, func(string) string { return "" }); err == nil {
 			t.Errorf("parse(%q) accepted", args)

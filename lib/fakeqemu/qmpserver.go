@@ -16,13 +16,15 @@ type qmpError struct {
 	Desc  string `json:"desc"`
 }
 
-func (v *vm) serve() {
+// serve is one monitor: like QEMU it serves one client at a time; the
+// next is accepted only when the current one disconnects.
+func (v *vm) serve(ln net.Listener) {
 	for {
-		c, err := v.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
-		go v.handle(c)
+		v.handle(c)
 	}
 }
 

@@ -131,7 +131,7 @@ func TestRealGuest(t *testing.T) {
 	sh(t, "qemu-img", "create", "-q", "-f", "qcow2", data, "1G")
 
 	vmUUID := uuid.NewString()
-	rt := state.Runtime{Directory: dir, QMP: filepath.Join(dir, "qmp.sock"), Pidfile: filepath.Join(dir, "qemu.pid")}
+	rt := state.Runtime{Directory: dir, QMP: filepath.Join(dir, "qmp.sock"), BarnQMP: filepath.Join(dir, "barn-qmp.sock"), Pidfile: filepath.Join(dir, "qemu.pid")}
 	serial := filepath.Join(dir, "serial.log")
 	inv, err := qemu.Invocation(qemu.Input{Node: node, VMUUID: vmUUID, Image: imageBIOS(), RootDisk: root,
 		DataDisks: []state.DataDisk{{Name: "data", Path: data, Serial: "datadiskserialaaaaaa", SizeBytes: 1 << 30, Mount: "/data", RequestedFilesystem: "auto"}},

@@ -6,9 +6,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
-	"path"
 	"regexp"
 	"strings"
+
+	"barn.dev/lib/spec"
 )
 
 // VMKeys are exactly the vm_* variables Barn reads; any other vm_* key is
@@ -23,41 +24,19 @@ var NameKeys = []string{"nodename", "pg_cluster", "pg_seq", "node_admin_username
 func ConsumedKeys() []string { return append(append([]string{}, NameKeys...), VMKeys...) }
 
 var (
-	reNodeName  = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$`)
-	reAlias     = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$`)
-	reDiskName  = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
-	reGuestPath = regexp.MustCompile(`^/[A-Za-z0-9._/-]+$`)
-	reFamily    = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
-	reChannel   = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
-	reVersion   = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z._-]{0,31}$`)
+	reFamily  = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+	reChannel = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+	reVersion = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z._-]{0,31}$`)
 )
 
-// systemPaths may not be data-disk mounts or share targets, nor overlap one.
-var systemPaths = []string{"/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/root", "/run", "/sbin", "/sys", "/usr", "/var/lib/barn"}
-
-// validNodeName reports whether s is 1–63 of [a-z0-9-], not starting or
-// ending with '-'.
-func validNodeName(s string) bool { return reNodeName.MatchString(s) }
-
-// overlaps reports whether clean absolute paths a and b are equal or one
-// contains the other.
-func overlaps(a, b string) bool {
-	if a == b || a == "/" || b == "/" {
-		return true
-	}
-	return strings.HasPrefix(b, a+"/") || strings.HasPrefix(a, b+"/")
-}
-
-// cleanAbs reports whether p is a clean absolute path other than "/".
-func cleanAbs(p string) bool {
-	return strings.HasPrefix(p, "/") && path.Clean(p) == p && p != "/"
-}
-
-// diskName derives a data disk's identity from its mount path: "/data" →
-// "data", "/pg/data" → "pg-data".
-func diskName(mount string) string {
-	return strings.ReplaceAll(strings.Trim(mount, "/"), "/", "-")
-}
+// The node name, path and disk name rules are the spec's (one rule, one
+// place: package spec).
+var (
+	validNodeName = spec.ValidNodeName
+	overlaps      = spec.Overlaps
+	cleanAbs      = spec.CleanAbs
+	diskName      = spec.DiskName
+)
 
 // MACs derives a node's two MAC addresses from its IPv4 address:
 // 0a:ba:<nic>:<b2>:<b3>:<b4>, where nic is 01 for the management NIC and 02

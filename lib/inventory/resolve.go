@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -23,12 +24,12 @@ const (
 	DefaultMemoryMiB = 4096
 	DefaultDiskGiB   = 64
 	DefaultDataGiB   = 128
-	DefaultUser      = "dba"
-	DbaUID           = 88
+	DefaultUser      = spec.DbaUser
+	DbaUID           = spec.DbaUID
 	DefaultCIDR      = "10.10.10.0/24"
-	MaxNodes         = 20
-	MaxShares        = 8
-	MinMemoryBytes   = 512 << 20
+	MaxNodes         = spec.MaxNodes
+	MaxShares        = spec.MaxShares
+	MinMemoryBytes   = spec.MinMemoryBytes
 )
 
 // Warning is a resolve-time warning (see spec.Warning for the codes).
@@ -166,20 +167,14 @@ func (a *analysis) resolveHost(h *host) *hostResult {
 		n.MAC.Management, n.MAC.Private = MACs(hr.addr)
 	}
 	n.Image = a.image(hr)
-	n.CPUs = int(a.intSetting(hr, "vm_cpu", DefaultCPUs, 1, 256))
+	n.CPUs = int(a.intSetting(hr, "vm_cpu", DefaultCPUs, spec.MinCPUs, spec.MaxCPUs))
 	n.MemoryBytes = a.sizeSetting(hr, "vm_mem", DefaultMemoryMiB<<20, 1<<20, "MiB")
 	if s := hr.settings["vm_mem"]; s != nil && n.MemoryBytes > 0 {
-		v := r.val(h.Name, s)
-		switch {
-		case n.MemoryBytes < MinMemoryBytes:
-			v.fail(s.Value, "", "must be at least 512 MiB", "plain integers are MiB; sizes such as 4GiB also work")
-		case n.MemoryBytes%(1<<20) != 0:
-			v.fail(s.Value, "", "memory must be a whole number of MiB (QEMU needs MiB-aligned memory)", fmt.Sprintf("write %dMiB", n.MemoryBytes>>20))
-		}
+		a.check(hr, s, spec.CheckMemory(n.MemoryBytes))
 	}
 	n.RootDiskBytes = a.sizeSetting(hr, "vm_disk", DefaultDiskGiB<<30, 1<<30, "GiB")
-	if s := hr.settings["vm_disk"]; s != nil && n.RootDiskBytes > 0 && n.RootDiskBytes%512 != 0 {
-		r.val(h.Name, s).fail(s.Value, "", "a disk size must be a multiple of 512 bytes", "use MiB or GiB")
+	if s := hr.settings["vm_disk"]; s != nil && n.RootDiskBytes > 0 {
+		a.check(hr, s, spec.CheckDiskSize(n.RootDiskBytes))
 	}
 	hr.arch = DefaultArch
 	if s := hr.settings["vm_arch"]; s != nil {
@@ -204,8 +199,8 @@ func (a *analysis) resolveHost(h *host) *hostResult {
 	if s := hr.settings["node_admin_username"]; s != nil {
 		v := r.val(h.Name, s)
 		if str, ok := v.str(s.Value, ""); ok {
-			if !reUser.MatchString(str) {
-				v.fail(s.Value, "", "is not a valid login name", "use 1–32 of a-z 0-9 _ -, starting with a letter or _")
+			if viol := spec.CheckUserName(str); viol != nil {
+				v.fail(s.Value, "", viol.Problem, viol.Hint)
 			} else {
 				hr.user = str
 			}
@@ -215,8 +210,8 @@ func (a *analysis) resolveHost(h *host) *hostResult {
 		v := r.val(h.Name, s)
 		if uid, ok := v.integer(s.Value, "", 1, 1<<31-2); ok {
 			hr.uid, hr.uidSet = uid, true
-			if hr.user == DefaultUser && uid != DbaUID {
-				v.fail(s.Value, "", "the dba user is provisioned with uid 88", "remove node_admin_uid or set it to 88")
+			if viol := spec.CheckUID(hr.user, int(uid)); viol != nil {
+				v.fail(s.Value, "", viol.Problem, viol.Hint)
 			}
 		}
 	}
@@ -229,7 +224,13 @@ func (a *analysis) resolveHost(h *host) *hostResult {
 	return hr
 }
 
-var reUser = regexpMust(`^[a-z_][a-z0-9_-]{0,31}$`)
+// check reports viol (a spec rule's verdict on setting s of host hr), if
+// any, at s's value.
+func (a *analysis) check(hr *hostResult, s *setting, viol *spec.Violation) {
+	if viol != nil {
+		a.r.val(hr.h.Name, s).fail(s.Value, "", viol.Problem, viol.Hint)
+	}
+}
 
 // name derives the node name: nodename, else <pg_cluster>-<pg_seq>, else
 // node-<last octet>.
@@ -387,34 +388,25 @@ func (a *analysis) disks(hr *hostResult) []spec.Disk {
 		if !ok {
 			continue
 		}
-		if !cleanAbs(p) {
-			v.fail(pn, "vm_disks.path", "must be a clean absolute path other than /", "write e.g. /data")
-			continue
-		}
 		d.Mount, d.Name = p, diskName(p)
-		if !reDiskName.MatchString(d.Name) {
-			v.fail(pn, "vm_disks.path", fmt.Sprintf("derived disk name %q is invalid (needs ^[a-z][a-z0-9-]{0,31}$)", d.Name), "use a short lower-case path such as /data or /pg/data")
-			continue
-		}
-		if sys := systemOverlap(p); sys != "" {
-			v.fail(pn, "vm_disks.path", fmt.Sprintf("overlaps the system path %s", sys), "mount data disks elsewhere, e.g. /data")
+		if viol := cmp.Or(spec.CheckGuestPath(p), spec.CheckDiskName(d.Name)); viol != nil {
+			v.fail(pn, "vm_disks.path", viol.Problem, viol.Hint)
 			continue
 		}
 		if sn := f["size"]; sn != nil {
 			if b, ok := v.size(sn, "vm_disks.size", 1<<30, "GiB"); ok {
-				if b%512 != 0 {
-					v.fail(sn, "vm_disks.size", "a disk size must be a multiple of 512 bytes", "use MiB or GiB")
+				if viol := spec.CheckDiskSize(b); viol != nil {
+					v.fail(sn, "vm_disks.size", viol.Problem, viol.Hint)
 				}
 				d.SizeBytes = b
 			}
 		}
 		if fn := f["fs"]; fn != nil {
 			if fs, ok := v.str(fn, "vm_disks.fs"); ok {
-				switch fs {
-				case "auto", "xfs", "ext4":
+				if viol := spec.CheckFS(fs); viol != nil {
+					v.fail(fn, "vm_disks.fs", viol.Problem, viol.Hint)
+				} else {
 					d.FS = fs
-				default:
-					v.fail(fn, "vm_disks.fs", "unknown filesystem", "write auto, xfs or ext4")
 				}
 			}
 		}
@@ -437,15 +429,6 @@ func (a *analysis) disks(hr *hostResult) []spec.Disk {
 	return out
 }
 
-func systemOverlap(p string) string {
-	for _, s := range systemPaths {
-		if overlaps(p, s) {
-			return s
-		}
-	}
-	return ""
-}
-
 func (a *analysis) aliases(hr *hostResult) []string {
 	s := hr.settings["vm_alias"]
 	out := []string{}
@@ -462,8 +445,8 @@ func (a *analysis) aliases(hr *hostResult) []string {
 		if !ok {
 			continue
 		}
-		if !reAlias.MatchString(str) || len(str) > 253 {
-			v.fail(it, "vm_alias", "must be a lower-case DNS name", "use a-z 0-9 - and dots, e.g. pg.lab")
+		if viol := spec.CheckAlias(str); viol != nil {
+			v.fail(it, "vm_alias", viol.Problem, viol.Hint)
 			continue
 		}
 		out = append(out, str)
@@ -502,16 +485,12 @@ func (a *analysis) shares(hr *hostResult) []spec.Share {
 		if !ok1 || !ok2 {
 			continue
 		}
-		if !cleanAbs(hp) {
-			v.fail(hn, "vm_shares.host", "must be a clean absolute host path (no ~, no relative parts)", "write the full path, e.g. /home/me/src")
+		if viol := spec.CheckHostPath(hp); viol != nil {
+			v.fail(hn, "vm_shares.host", viol.Problem, viol.Hint)
 			continue
 		}
-		if !cleanAbs(gp) || !reGuestPath.MatchString(gp) {
-			v.fail(gn, "vm_shares.guest", "must be a clean absolute guest path of A-Z a-z 0-9 . _ / -", "write e.g. /src")
-			continue
-		}
-		if sys := systemOverlap(gp); sys != "" {
-			v.fail(gn, "vm_shares.guest", fmt.Sprintf("overlaps the system path %s", sys), "share into another directory, e.g. /src")
+		if viol := spec.CheckGuestPath(gp); viol != nil {
+			v.fail(gn, "vm_shares.guest", viol.Problem, viol.Hint)
 			continue
 		}
 		if rn := f["readonly"]; rn != nil {
@@ -682,6 +661,10 @@ func (a *analysis) deployment() {
 	a.warnings = append(a.warnings, a.interfaceWarnings(managed)...)
 	s.Warnings = a.warnings
 	s.Seal()
+	if err := s.Validate(); err != nil { // every rule was checked at its key above
+		r.fileProblem("the resolved spec breaks a rule Barn failed to check at its key: "+err.Error(), err.Hint)
+		return
+	}
 	a.spec = s
 }
 

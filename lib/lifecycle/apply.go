@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/inventory"
 	"barn.dev/lib/plan"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
@@ -18,20 +19,41 @@ type ApplyOptions struct {
 	Rollback bool // remove the artifacts of nodes that failed to prepare in this run
 }
 
-// RePlan is the command that produces a fresh plan.
-const RePlan = "barn-inventory resolve | barn-plan | barn-node apply"
+// applyAgain is the next: hint that plans the spec's inventory afresh and
+// applies it (inventory.Pipeline: it works as printed).
+func applyAgain(source string) string { return inventory.Pipeline(source, "barn-node apply") }
 
-// checkPlan validates a plan document's own consistency.
-func checkPlan(p *plan.Plan) error {
+// appliedSource is the inventory the applied deployment was resolved
+// from ("" when none is applied or it cannot be read: the hints then use
+// discovery).
+func (m *Manager) appliedSource() string {
+	d, err := m.Root.ReadDeployment()
+	if err != nil || d == nil {
+		return ""
+	}
+	return d.Spec.Source
+}
+
+// applyAgain is applyAgain for the applied deployment's inventory.
+func (m *Manager) applyAgain() string { return applyAgain(m.appliedSource()) }
+
+// recreateAgain plans the spec's inventory afresh and recreates names.
+func recreateAgain(source string, names []string) string {
+	return inventory.Pipeline(source, "barn-node recreate "+strings.Join(names, " ")+" --force")
+}
+
+// checkPlan validates a plan document's own consistency; again is the
+// command that makes a fresh one.
+func checkPlan(p *plan.Plan, again string) error {
 	if p.Schema != plan.Schema {
 		return exitcode.New(exitcode.Usage, "plan: schema %q, expected %s", p.Schema, plan.Schema)
 	}
 	if got := spec.DeploymentHash(&p.Spec); got != p.Spec.SpecHash {
-		return exitcode.New(exitcode.Usage, "plan: spec_hash %q does not match its spec (%s)", p.Spec.SpecHash, got).WithReason("plan_hash_mismatch").WithNext(RePlan)
+		return exitcode.New(exitcode.Usage, "plan: spec_hash %q does not match its spec (%s)", p.Spec.SpecHash, got).WithReason("plan_hash_mismatch").WithNext(again)
 	}
 	for _, n := range p.Spec.Nodes {
 		if got := spec.NodeHash(p.Spec.Deployment, n); got != n.SpecHash {
-			return exitcode.New(exitcode.Usage, "plan: node %s spec_hash does not match its definition", n.Name).WithReason("plan_hash_mismatch").WithNext(RePlan)
+			return exitcode.New(exitcode.Usage, "plan: node %s spec_hash does not match its definition", n.Name).WithReason("plan_hash_mismatch").WithNext(again)
 		}
 	}
 	for _, np := range p.Nodes {
@@ -43,7 +65,7 @@ func checkPlan(p *plan.Plan) error {
 }
 
 // checkBasedOn refuses a plan computed against other applied state.
-func checkBasedOn(p *plan.Plan, d *state.Deployment) error {
+func checkBasedOn(p *plan.Plan, d *state.Deployment, again string) error {
 	var gen int64
 	var hash string
 	if d != nil {
@@ -51,9 +73,26 @@ func checkBasedOn(p *plan.Plan, d *state.Deployment) error {
 	}
 	if p.BasedOn.Generation != gen || p.BasedOn.SpecHash != hash {
 		return exitcode.New(exitcode.Conflict, "the plan was computed against applied generation %d but generation %d is applied now", p.BasedOn.Generation, gen).
-			WithReason("stale_plan").WithNext(RePlan)
+			WithReason("stale_plan").WithNext(again)
 	}
 	return nil
+}
+
+// refuseSmallRootDisks refuses, before anything is pulled or written, a
+// plan whose nodes to build ask for a root disk below their exact image's
+// virtual size (plan.RootDiskTooSmall; barn-plan blocks on the same rule).
+// Usage (2), reason root_disk_too_small.
+func refuseSmallRootDisks(p *plan.Plan, names []string) error {
+	var found []string
+	for _, name := range names {
+		if msg := plan.RootDiskTooSmall(p.Spec.Node(name), planNode(p, name).Image); msg != "" {
+			found = append(found, msg)
+		}
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	return exitcode.New(exitcode.Usage, "%s", strings.Join(found, "; ")).WithReason("root_disk_too_small").WithDetail(found)
 }
 
 func namesOf(p *plan.Plan, o plan.Outcome) []string {
@@ -70,10 +109,11 @@ func namesOf(p *plan.Plan, o plan.Outcome) []string {
 // lockForPlan checks that p is a well-formed plan, takes the deployment
 // lock (waiting, as every modifying command does) and the locks of the
 // plan's nodes, reads the applied deployment (nil when none) and refuses a
-// stale plan (conflict, reason stale_plan). The caller must Unlock on
-// success.
-func (m *Manager) lockForPlan(ctx context.Context, p *plan.Plan) (state.Lock, *state.Deployment, error) {
-	if err := checkPlan(p); err != nil {
+// stale plan (conflict, reason stale_plan); again is the caller's command
+// for a fresh plan (the next: hint of those refusals). The caller must
+// Unlock on success.
+func (m *Manager) lockForPlan(ctx context.Context, p *plan.Plan, again string) (state.Lock, *state.Deployment, error) {
+	if err := checkPlan(p, again); err != nil {
 		return nil, nil, err
 	}
 	lock, err := m.Root.LockDeployment(ctx, m.Command, true, m.Waiting)
@@ -89,7 +129,7 @@ func (m *Manager) lockForPlan(ctx context.Context, p *plan.Plan) (state.Lock, *s
 	}
 	applied, err := m.Root.ReadDeployment()
 	if err == nil {
-		err = checkBasedOn(p, applied)
+		err = checkBasedOn(p, applied, again)
 	}
 	if err != nil {
 		_ = lock.Unlock()
@@ -103,21 +143,26 @@ func (m *Manager) lockForPlan(ctx context.Context, p *plan.Plan) (state.Lock, *s
 // interrupted creates, creates `create` nodes (prepared in parallel,
 // bounded), starts `start` nodes without touching running peers, and
 // records the plan's spec as the new applied spec (generation+1 when it
-// changed). Isolated node failures are listed in the result and make the
-// returned error partial (5); successful peers are kept.
+// changed). Node failures are listed in the result; the returned error's
+// class is exitcode.BatchClass over every node of the plan (partial (5)
+// when successful or kept peers remain).
 func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Result, error) {
-	lock, applied, err := m.lockForPlan(ctx, p)
+	again := applyAgain(p.Spec.Source)
+	lock, applied, err := m.lockForPlan(ctx, p, again)
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Unlock()
 	if mi := namesOf(p, plan.Missing); len(mi) > 0 {
 		return nil, exitcode.New(exitcode.Conflict, "applied node(s) %s are absent from the desired spec; apply never destroys by omission: restore their definition or destroy them explicitly", strings.Join(mi, ", ")).
-			WithReason("nodes_removed").WithNext("barn-node destroy " + strings.Join(mi, " ")).WithDetail(mi)
+			WithReason("nodes_removed").WithNext("barn-node destroy " + strings.Join(mi, " ") + " --force").WithDetail(mi)
 	}
 	if rc := namesOf(p, plan.Recreate); len(rc) > 0 {
 		return nil, exitcode.New(exitcode.Conflict, "node definition changed for %s; apply never recreates a node", strings.Join(rc, ", ")).
-			WithReason("recreate_required").WithNext("barn-inventory resolve | barn-plan | barn-node recreate " + strings.Join(rc, " ")).WithDetail(rc)
+			WithReason("recreate_required").WithNext(recreateAgain(p.Spec.Source, rc)).WithDetail(rc)
+	}
+	if err := refuseSmallRootDisks(p, namesOf(p, plan.Create)); err != nil {
+		return nil, err
 	}
 	gen := int64(1)
 	if applied != nil {
@@ -128,7 +173,10 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 	}
 	res := newResult("apply")
 	creates, starts := namesOf(p, plan.Create), namesOf(p, plan.Start)
-	total := len(creates) + len(starts)
+	// Every node of the plan counts: a kept node succeeded too, so one
+	// failed create beside kept peers is partial (5), never that create's
+	// class alone.
+	total := len(creates) + len(starts) + len(namesOf(p, plan.Unchanged))
 
 	if len(creates) > 0 {
 		if err := m.preflight(ctx, &p.Spec); err != nil {
@@ -158,12 +206,12 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 		}
 		res.rolledBack(rec.RolledBack...)
 		if rec.Committed != nil {
-			res.fail(name, "prepare", exitcode.New(exitcode.Conflict, "%s already has committed state (phase %s)", name, rec.Committed.Phase).WithReason("stale_plan").WithNext(RePlan))
+			res.fail(name, "prepare", exitcode.New(exitcode.Conflict, "%s already has committed state (phase %s)", name, rec.Committed.Phase).WithReason("stale_plan").WithNext(again))
 			continue
 		}
 		np := planNode(p, name)
 		if np.Image == nil {
-			res.fail(name, "prepare", exitcode.New(exitcode.Usage, "plan has no exact image for %s", name).WithReason("images_unresolved").WithNext("barn-repo update, then "+RePlan))
+			res.fail(name, "prepare", exitcode.New(exitcode.Usage, "plan has no exact image for %s", name).WithReason("images_unresolved").WithNext("barn-repo update && "+again))
 			continue
 		}
 		port, err := alloc.next()
@@ -208,7 +256,6 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 			n, err := m.Root.ReadNode(np.Name)
 			if err != nil {
 				res.fail(np.Name, "apply", err)
-				total++
 			} else if n != nil {
 				res.addNode(nodeResult(n, "kept"))
 			}
@@ -259,7 +306,7 @@ func (m *Manager) startOne(ctx context.Context, name string, alloc *portAllocato
 		return nil, "start", err
 	}
 	if n == nil {
-		return nil, "start", exitcode.New(exitcode.Usage, "node %s has no committed state", name).WithReason("unknown_node").WithNext(RePlan)
+		return nil, "start", exitcode.New(exitcode.Usage, "node %s has no committed state", name).WithReason("unknown_node").WithNext(m.applyAgain())
 	}
 	obs := m.observe(ctx, n, true)
 	if obs.Converged != "" {

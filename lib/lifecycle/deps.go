@@ -56,9 +56,19 @@ type Liveness struct {
 	QMPErr  error  // why QMP did not prove identity (nil when QMPOK)
 	Detail  string
 	// Inactive: nothing answers QMP (proven unavailable, not merely an
-	// error) and no process evidence is alive. Only then may a node be
-	// converged to stopped or its runtime files and disks removed.
+	// error or busy) and no process evidence is alive: the recorded tuple
+	// (if any) is dead or foreign and no process claims the node's UUID or
+	// runtime paths. Only then may a node be converged to stopped or its
+	// runtime files and disks removed.
 	Inactive bool
+	// Busy: something holds Barn's QMP monitor without answering.
+	Busy bool
+	// Found is the process the process table shows running the node's
+	// recorded invocation when no live recorded tuple proves it.
+	Found *state.Process
+	// Unproven lists the PIDs that keep the evidence ambiguous (see
+	// vm.Liveness.Unproven).
+	Unproven []int
 }
 
 // Machine launches, stops and audits QEMU processes with proven identity.
@@ -67,8 +77,10 @@ type Machine interface {
 	// and must match inv.InheritedFiles (the share directories). The
 	// caller closes them after Launch returns.
 	Launch(ctx context.Context, inv state.Invocation, node, vmUUID string, rt state.Runtime, files []*os.File) (state.Process, error)
-	Stop(ctx context.Context, node, vmUUID string, rt state.Runtime, proc *state.Process) error
-	Audit(ctx context.Context, node, vmUUID string, rt state.Runtime, proc *state.Process) Liveness
+	// Stop and Audit judge the node's recorded runtime, invocation and
+	// process tuple (lib/vm Target).
+	Stop(ctx context.Context, n *state.Node) error
+	Audit(ctx context.Context, n *state.Node) Liveness
 	// Adopt proves an interrupted start: QMP identity, then the pidfile's
 	// process tuple whose argv hash must match inv.
 	Adopt(ctx context.Context, node, vmUUID string, rt state.Runtime, inv state.Invocation) (state.Process, error)
@@ -105,7 +117,8 @@ type Readiness interface {
 
 // Hook is called after each durable step ("journal", "root-overlay",
 // "data-disk", "seed", "nvram", "prepared", "committed", "starting",
-// "running", "destroying", "stopped", "preserved", "artifacts-removed").
+// "launched" (QEMU runs, its tuple not yet recorded), "running",
+// "destroying", "stopped", "preserved", "artifacts-removed").
 // Tests use it for crash injection; production leaves it nil.
 type Hook func(step, node string)
 

@@ -284,7 +284,7 @@ func (m *Manager) destroyNode(ctx context.Context, name string, deletePersistent
 		m.logf("%s: resuming an interrupted destroy (%d step(s) done)", name, len(t.Completed))
 	}
 	if !hasStep(t, "stopped") {
-		l := m.VM.Audit(ctx, n.Node, n.VMUUID, n.Runtime, n.Process)
+		l := m.VM.Audit(ctx, n)
 		if mismatch(l) {
 			return nil, exitcode.New(exitcode.Integrity, "%s: QMP answers with another identity (%v); not stopping or deleting anything", name, l.QMPErr).WithReason("identity_mismatch")
 		}
@@ -392,6 +392,24 @@ func (m *Manager) settleForDestroy(name string) ([]string, error) {
 		}
 	}
 	return nil, m.removeNodeDir(name)
+}
+
+// dropFinishedDestroy removes the transaction record a destroy leaves
+// when it is interrupted after removing the node's artifacts and state
+// (its work is done: only the record and the directory remain) and
+// reports whether it did. Any other record is left alone.
+func (m *Manager) dropFinishedDestroy(name string) (bool, error) {
+	t, err := m.Root.ReadTransaction(name)
+	if err != nil || t == nil || t.To != state.Destroying || !hasStep(t, "artifacts-removed") {
+		return false, err
+	}
+	if n, err := m.Root.ReadNode(name); err != nil || n != nil {
+		return false, err
+	}
+	if err := m.Root.RemoveTransaction(name); err != nil {
+		return false, err
+	}
+	return true, m.removeNodeDir(name)
 }
 
 // removeOwn removes path when it is a regular file directly inside the

@@ -62,11 +62,11 @@ func TestPortAllocatorExhaustedIsResource(t *testing.T) {
 
 func TestStalePlanIsConflict(t *testing.T) {
 	p := &plan.Plan{BasedOn: plan.BasedOn{Generation: 1, SpecHash: "a"}}
-	err := checkBasedOn(p, &state.Deployment{Generation: 2, SpecHash: "b"})
-	if e := exitcode.As(err); e == nil || e.Class != exitcode.Conflict || e.Reason != "stale_plan" || e.Next == "" {
+	err := checkBasedOn(p, &state.Deployment{Generation: 2, SpecHash: "b"}, applyAgain("lab.yml"))
+	if e := exitcode.As(err); e == nil || e.Class != exitcode.Conflict || e.Reason != "stale_plan" || e.Next != "barn-inventory resolve -f lab.yml | barn-plan | barn-node apply" {
 		t.Fatalf("err = %+v", e)
 	}
-	if err := checkBasedOn(&plan.Plan{}, nil); err != nil {
+	if err := checkBasedOn(&plan.Plan{}, nil, ""); err != nil {
 		t.Fatalf("no deployment, empty based_on: %v", err)
 	}
 }

@@ -30,19 +30,24 @@ type observation struct {
 //   - running/stopping with QMP proof → running (an interrupted stop that
 //     left the VM running is resumed as running);
 //   - starting with QMP proof → adopted (process tuple captured);
-//   - a dead runtime, or a recorded PID proven foreign, → stopped, runtime
-//     files removed;
-//   - a QMP identity mismatch, an unreadable process, or a live process
-//     without QMP → an error naming the command that settles it.
+//   - a dead runtime, or a recorded PID proven foreign, with no process
+//     claiming the node in the process table → stopped, runtime files
+//     removed (a missing pidfile or socket alone proves nothing);
+//   - no live recorded tuple but the process table shows the node's exact
+//     invocation running → that process is adopted (its tuple recorded) and
+//     stop is the next step: QMP does not answer it;
+//   - a QMP identity mismatch, a busy monitor, ambiguous process evidence,
+//     or a live process without QMP → an error naming the command that
+//     settles it, never one that leads back here.
 func (m *Manager) observe(ctx context.Context, n *state.Node, act bool) observation {
 	if n.Phase == state.Destroying {
 		return observation{Runtime: RuntimeUnknown, Err: exitcode.New(exitcode.Conflict, "%s: an interrupted destroy is pending", n.Node).
-			WithReason("interrupted_transition").WithNext("barn-node destroy " + n.Node)}
+			WithReason("interrupted_transition").WithNext("barn-node destroy " + n.Node + " --force")}
 	}
-	l := m.VM.Audit(ctx, n.Node, n.VMUUID, n.Runtime, n.Process)
+	l := m.VM.Audit(ctx, n)
 	if mismatch(l) {
 		return observation{Runtime: RuntimeUnknown, Err: exitcode.New(exitcode.Integrity, "%s: QMP answers with another identity (%v); nothing was sent", n.Node, l.QMPErr).
-			WithReason("identity_mismatch").WithNext("barn-node recreate --force " + n.Node)}
+			WithReason("identity_mismatch").WithNext("stop the VM that answers on " + n.Runtime.QMP + " (it is not " + n.Node + "), then barn-node status " + n.Node)}
 	}
 	dead := l.Inactive
 	switch {
@@ -70,7 +75,7 @@ func (m *Manager) observe(ctx context.Context, n *state.Node, act bool) observat
 		}
 	case l.QMPOK:
 		return observation{Runtime: RuntimeUnknown, Err: exitcode.New(exitcode.Integrity, "%s: QMP proves the VM but the recorded process does not match (%s)", n.Node, l.Verdict).
-			WithReason("process_mismatch").WithNext("barn-node recreate --force " + n.Node)}
+			WithReason("process_mismatch").WithNext(processMismatchHint(n.Node, n.Runtime.QMP))}
 	case dead:
 		if n.Phase == state.Stopped || n.Phase == state.Prepared {
 			return observation{Runtime: RuntimeInactive}
@@ -91,12 +96,46 @@ func (m *Manager) observe(ctx context.Context, n *state.Node, act bool) observat
 			why = "the recorded PID now belongs to an unrelated process (never signalled)"
 		}
 		return observation{Runtime: RuntimeInactive, Converged: fmt.Sprintf("%s: was %s but %s; now stopped", n.Node, was, why)}
+	case l.Busy && (l.Verdict == "ours" || l.Found != nil):
+		return observation{Runtime: RuntimeRunning, Err: vm.QMPBusy(n.Node, l.QMPErr, "barn-node status "+n.Node)}
+	case l.Busy:
+		return observation{Runtime: RuntimeUnknown, Err: vm.QMPBusy(n.Node, l.QMPErr, "barn-node status "+n.Node)}
 	case l.Verdict == "ours":
-		return observation{Runtime: RuntimeRunning, Err: exitcode.New(exitcode.Conflict, "%s: the QEMU process runs but QMP does not answer (%v)", n.Node, l.QMPErr).
-			WithReason("qmp_unavailable").WithNext("barn-node stop " + n.Node)}
+		return observation{Runtime: RuntimeRunning, Err: qmpSilent(n, l)}
+	case l.Found != nil:
+		var converged string
+		if act {
+			was := n.Phase
+			n.Process = l.Found
+			if n.Phase == state.Stopped || n.Phase == state.Prepared {
+				n.Phase = state.Running // a recorded process needs a live phase
+			}
+			if err := m.setPhase(n, n.Phase); err != nil {
+				return observation{Runtime: RuntimeRunning, Err: err}
+			}
+			converged = fmt.Sprintf("%s: %s with no live recorded process, but the process table shows pid %d running its invocation; adopted", n.Node, was, l.Found.PID)
+		}
+		return observation{Runtime: RuntimeRunning, Converged: converged, Err: qmpSilent(n, l)}
+	case len(l.Unproven) > 0:
+		return observation{Runtime: RuntimeUnknown, Err: exitcode.New(exitcode.Conflict, "%s: cannot prove whether the VM runs (%s)", n.Node, l.Detail).
+			WithReason("process_unverified").WithNext(vm.UnprovenNext(n.Node, l.Unproven))}
 	}
 	return observation{Runtime: RuntimeUnknown, Err: exitcode.New(exitcode.Conflict, "%s: cannot prove whether the VM runs (%s; %v)", n.Node, l.Detail, l.QMPErr).
 		WithReason("interrupted_transition").WithNext("barn-node stop " + n.Node)}
+}
+
+// processMismatchHint: QMP proves the VM but not as the recorded process,
+// so no Barn command may signal or delete it (stop and recreate refuse
+// the same way); the user must stop it.
+func processMismatchHint(node, qmpSocket string) string {
+	return "stop " + node + "'s QEMU yourself (QMP at " + qmpSocket + " proves it, its process is not the recorded one), then barn-node status " + node
+}
+
+// qmpSilent is the error of a node whose QEMU process is proven to run
+// while QMP does not answer: the stop ladder's verified signals settle it.
+func qmpSilent(n *state.Node, l Liveness) error {
+	return exitcode.New(exitcode.Conflict, "%s: the QEMU process runs but QMP does not answer (%v)", n.Node, l.QMPErr).
+		WithReason("qmp_unavailable").WithNext("barn-node stop " + n.Node)
 }
 
 func mismatch(l Liveness) bool {
@@ -157,7 +196,7 @@ func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocato
 	defer hostshare.CloseAll(files) // QEMU holds its own copies
 	if len(files) != len(n.Invocation.InheritedFiles) {
 		return repairs, exitcode.New(exitcode.Integrity, "%s: the recorded invocation inherits %d descriptors but the node has %d shares",
-			n.Node, len(n.Invocation.InheritedFiles), len(files)).WithReason("invocation_shares_mismatch").WithNext("barn-node recreate " + n.Node)
+			n.Node, len(n.Invocation.InheritedFiles), len(files)).WithReason("invocation_shares_mismatch").WithNext(recreateAgain(m.appliedSource(), []string{n.Node}))
 	}
 	n.Process = nil
 	if err := m.setPhase(n, state.Starting); err != nil {
@@ -171,7 +210,7 @@ func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocato
 		// never touched; a refused cleanup says so). Record stopped only
 		// when an audit proves nothing runs; otherwise the node stays
 		// starting for status to settle on proof.
-		if l := m.VM.Audit(ctx, n.Node, n.VMUUID, n.Runtime, nil); l.Inactive {
+		if l := m.VM.Audit(ctx, n); l.Inactive { // n.Process is nil: none was recorded
 			if werr := m.setPhase(n, state.Stopped); werr != nil {
 				m.logf("%s: recording stopped after a failed launch: %v", n.Node, werr)
 			}
@@ -180,6 +219,7 @@ func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocato
 		}
 		return repairs, err
 	}
+	m.hook("launched", n.Node) // QEMU runs; its tuple is not recorded yet
 	n.Process = &proc
 	if err := m.setPhase(n, state.Running); err != nil {
 		return repairs, err
@@ -208,7 +248,7 @@ func (m *Manager) stop(ctx context.Context, n *state.Node) error {
 	}
 	m.hook("stopping", n.Node)
 	m.logf("%s: stopping (QMP system_powerdown, then quit; verified signals only without QMP)", n.Node)
-	if err := m.VM.Stop(ctx, n.Node, n.VMUUID, n.Runtime, n.Process); err != nil {
+	if err := m.VM.Stop(ctx, n); err != nil {
 		if werr := m.setPhase(n, prev); werr != nil {
 			m.logf("%s: restoring phase %s: %v", n.Node, prev, werr)
 		}

@@ -81,12 +81,10 @@ func (m *Manager) prepare(ctx context.Context, job createJob) (*prepared, error)
 
 	var warnings []Warning
 	root := m.Root.NodeFile(name, state.RootDiskName)
-	size := job.Node.RootDiskBytes
-	if size < job.Image.VirtualSize {
-		warnings = append(warnings, Warning{Stage: "root-disk", Detail: "requested root disk is below the image's virtual size; using the image's size"})
-		size = job.Image.VirtualSize
-	}
-	if _, err := m.Disk.CreateOverlay(ctx, basePath, "qcow2", root, size); err != nil {
+	// Exactly the size the spec records: a disk below the image's virtual
+	// size was refused before anything was pulled (refuseSmallRootDisks),
+	// and CreateOverlay refuses it again rather than grow it.
+	if _, err := m.Disk.CreateOverlay(ctx, basePath, "qcow2", root, job.Node.RootDiskBytes); err != nil {
 		return nil, err
 	}
 	if err := m.complete(j, state.RootOverlay, root); err != nil {

@@ -117,20 +117,20 @@ func (r *realMachine) Launch(ctx context.Context, inv state.Invocation, node, vm
 	return vm.Launch(ctx, inv, node, vmUUID, rt, files...)
 }
 
-func (r *realMachine) Stop(ctx context.Context, node, vmUUID string, rt state.Runtime, proc *state.Process) error {
-	return vm.Stop(ctx, node, vmUUID, rt, proc, r.stop)
+func (r *realMachine) Stop(ctx context.Context, n *state.Node) error {
+	return vm.Stop(ctx, vm.TargetOf(n), r.stop)
 }
 
 func (r *realMachine) Adopt(ctx context.Context, node, vmUUID string, rt state.Runtime, inv state.Invocation) (state.Process, error) {
 	return vm.Adopt(ctx, inv, node, vmUUID, rt, vm.LaunchOptions{})
 }
 
-func (r *realMachine) Audit(ctx context.Context, node, vmUUID string, rt state.Runtime, proc *state.Process) Liveness {
-	l := vm.Audit(ctx, node, vmUUID, rt, proc)
+func (r *realMachine) Audit(ctx context.Context, n *state.Node) Liveness {
+	l := vm.Audit(ctx, vm.TargetOf(n))
 	out := Liveness{Running: l.Running, QMPOK: l.QMP == nil, QMPErr: l.QMP, Detail: l.Detail,
-		Inactive: l.Runtime == vm.RuntimeInactive}
+		Inactive: l.Runtime == vm.RuntimeInactive, Busy: errors.Is(l.QMP, qmp.ErrBusy), Found: l.Found, Unproven: l.Unproven}
 	switch {
-	case proc == nil:
+	case n.Process == nil:
 		out.Verdict = "none"
 	case l.Verdict == procid.Dead:
 		out.Verdict = "dead"

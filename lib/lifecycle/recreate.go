@@ -24,17 +24,17 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 	if len(selectors) == 0 {
 		return nil, exitcode.New(exitcode.Usage, "recreate needs the node names to recreate").WithReason("no_selection")
 	}
-	lock, applied, err := m.lockForPlan(ctx, p)
+	lock, applied, err := m.lockForPlan(ctx, p, recreateAgain(p.Spec.Source, selectors))
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Unlock()
 	if applied == nil {
-		return nil, exitcode.New(exitcode.Conflict, "no deployment is applied; nothing to recreate").WithReason("no_deployment").WithNext(RePlan)
+		return nil, exitcode.New(exitcode.Conflict, "no deployment is applied; nothing to recreate").WithReason("no_deployment").WithNext(applyAgain(p.Spec.Source))
 	}
 	if mi := namesOf(p, plan.Missing); len(mi) > 0 {
 		return nil, exitcode.New(exitcode.Conflict, "applied node(s) %s are absent from the desired spec; restore them or destroy them explicitly first", strings.Join(mi, ", ")).
-			WithReason("nodes_removed").WithNext("barn-node destroy " + strings.Join(mi, " "))
+			WithReason("nodes_removed").WithNext("barn-node destroy " + strings.Join(mi, " ") + " --force")
 	}
 	sel := map[string]bool{}
 	for _, s := range selectors {
@@ -56,7 +56,7 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 		}
 		sort.Strings(all)
 		return nil, exitcode.New(exitcode.Conflict, "unselected node(s) %s also drift; recreate them together so the applied spec stays true", strings.Join(drifting, ", ")).
-			WithReason("unselected_drift").WithNext("barn-node recreate " + strings.Join(all, " "))
+			WithReason("unselected_drift").WithNext(recreateAgain(p.Spec.Source, all))
 	}
 	names := make([]string, 0, len(sel))
 	for s := range sel {
@@ -65,6 +65,9 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 	sort.Strings(names)
 
 	// Prove every prerequisite before touching any node.
+	if err := refuseSmallRootDisks(p, names); err != nil {
+		return nil, err
+	}
 	if err := m.preflight(ctx, &p.Spec); err != nil {
 		return nil, err
 	}
@@ -72,7 +75,7 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 	for _, name := range names {
 		np := planNode(p, name)
 		if np.Image == nil {
-			return nil, exitcode.New(exitcode.Usage, "plan has no exact image for %s", name).WithReason("images_unresolved").WithNext("barn-repo update, then " + RePlan)
+			return nil, exitcode.New(exitcode.Usage, "plan has no exact image for %s", name).WithReason("images_unresolved").WithNext("barn-repo update && " + recreateAgain(p.Spec.Source, names))
 		}
 		if _, _, err := m.Emu.Firmware(np.Image.Boot); err != nil {
 			return nil, err

@@ -65,6 +65,9 @@ type Failure struct {
 	class  exitcode.Class
 }
 
+// Class is the failure's exit class.
+func (f Failure) Class() exitcode.Class { return f.class }
+
 // failureOf records err as node's failure at stage, keeping its class.
 func failureOf(node, stage string, err error) Failure {
 	e := exitcode.As(err)
@@ -113,25 +116,36 @@ func (r *Result) sort() {
 	sort.Strings(r.Retained)
 }
 
-// Err is the command's error for its failures: nil when none; otherwise
-// partial (5) "N of M node(s) failed: node (stage: error); …". A single
-// node that failed alone keeps its own class when it is the whole batch.
-// Damaged evidence outranks both: when any failure is integrity (a damaged
-// document, an identity or ownership mismatch) the class is integrity (7),
-// so a damaged node can never hide behind "some nodes failed".
+// Err is the command's error for its failures among total requested
+// nodes: nil when none; otherwise "N of M node(s) failed: node (stage:
+// error); …" with the class exitcode.BatchClass gives (the failures' own
+// class when every requested node failed with one class, integrity when
+// any failure is integrity, else partial (5): some nodes succeeded and
+// were kept, or the failures differ). The reason and next are the
+// failure's own when one failure decides the class, else "nodes_failed".
 func (r *Result) Err(total int) error {
 	if len(r.Failures) == 0 {
 		return nil
 	}
-	class, reason, next := exitcode.Partial, "nodes_failed", ""
-	if len(r.Failures) == 1 {
-		next = r.Failures[0].Next
-	}
+	classes := make([]exitcode.Class, len(r.Failures))
 	parts := make([]string, len(r.Failures))
 	for i, f := range r.Failures {
+		classes[i] = f.class
 		parts[i] = fmt.Sprintf("%s (%s: %s)", f.Node, f.Stage, f.Error)
-		if f.class == exitcode.Integrity && class != exitcode.Integrity {
-			class, reason, next = exitcode.Integrity, f.Reason, f.Next
+	}
+	class := exitcode.BatchClass(total, classes)
+	reason, next := "nodes_failed", ""
+	if sameFailure(r.Failures) {
+		reason, next = r.Failures[0].Reason, r.Failures[0].Next
+		if class == exitcode.Partial || reason == "" {
+			reason = "nodes_failed"
+		}
+	} else if class == exitcode.Integrity {
+		for _, f := range r.Failures {
+			if f.class == exitcode.Integrity {
+				reason, next = f.Reason, f.Next
+				break
+			}
 		}
 	}
 	e := exitcode.New(class, "%d of %d node(s) failed: %s", len(r.Failures), total, strings.Join(parts, "; ")).
@@ -140,6 +154,17 @@ func (r *Result) Err(total int) error {
 		e = e.WithNext(next)
 	}
 	return e
+}
+
+// sameFailure reports whether every failure has the first one's class,
+// reason and next (always so for one failure).
+func sameFailure(fs []Failure) bool {
+	for _, f := range fs[1:] {
+		if f.class != fs[0].class || f.Reason != fs[0].Reason || f.Next != fs[0].Next {
+			return false
+		}
+	}
+	return true
 }
 
 // RenderText implements the --text view: one aligned row per node (NODE,

@@ -32,7 +32,7 @@ func (m *Manager) settle(name string) (*recovery, error) {
 	}
 	j, err := m.Root.ReadJournal(name)
 	if err != nil {
-		return nil, exitcode.As(err).WithNext("move " + m.Root.NodeFile(name, state.JournalName) + " away after checking the node directory, then retry")
+		return nil, exitcode.As(err).WithNext("move " + m.Root.NodeFile(name, state.JournalName) + " away after checking the node directory, then " + m.applyAgain())
 	}
 	if n != nil {
 		if j != nil {
@@ -44,6 +44,9 @@ func (m *Manager) settle(name string) (*recovery, error) {
 		return &recovery{Committed: n}, nil
 	}
 	if j == nil {
+		if _, err := m.dropFinishedDestroy(name); err != nil {
+			return nil, err
+		}
 		dir := m.Root.NodeDir(name)
 		entries, err := os.ReadDir(dir)
 		if os.IsNotExist(err) {
@@ -63,6 +66,15 @@ func (m *Manager) settle(name string) (*recovery, error) {
 	return &recovery{RolledBack: removed}, nil
 }
 
+// committedStateMissing is the error for a node whose prepare journal says
+// its state was committed while the state file is gone: damaged evidence
+// (integrity), never rolled back or recreated over.
+func (m *Manager) committedStateMissing(name string) error {
+	path := m.Root.NodeFile(name, state.NodeStateName)
+	return exitcode.New(exitcode.Integrity, "%s: the prepare journal says state was committed but %s is missing; not rolling back", name, path).
+		WithReason("journal_committed").WithNext(state.RestoreHint(path))
+}
+
 // rollback removes only the journal's completed artifacts, in reverse
 // order, then the journal and the emptied node directory. It refuses when
 // state is committed, when the runtime QMP socket or pidfile exists, or
@@ -70,25 +82,25 @@ func (m *Manager) settle(name string) (*recovery, error) {
 func (m *Manager) rollback(name string, j *state.Journal) ([]string, error) {
 	dir := m.Root.NodeDir(name)
 	if j.StateCommitted {
-		return nil, exitcode.New(exitcode.Conflict, "%s: the prepare journal says state was committed but %s is missing; not rolling back", name, m.Root.NodeFile(name, state.NodeStateName)).
-			WithReason("journal_committed").WithNext("barn-node status " + name)
+		return nil, m.committedStateMissing(name)
 	}
 	// The runtime paths of the journal's own typed invocation, and those
 	// this environment would use: a socket or pidfile at either means a VM
 	// may run from this unfinished create. Unknowable paths fail closed.
 	rt, err := m.Root.NodeRuntime(name)
 	if err != nil {
+		// The cause's own hint (status would only come back here).
 		return nil, exitcode.Wrap(exitcode.ClassOf(err), err, "%s: cannot tell whether a VM runs from this unfinished create", name).
-			WithReason("runtime_unknown").WithNext("barn-node status " + name)
+			WithReason("runtime_unknown").WithNext(exitcode.As(err).Next)
 	}
-	paths := []string{rt.QMP, rt.Pidfile}
+	paths := append(rt.Sockets(), rt.Pidfile)
 	if j.Invocation != nil {
 		paths = append(paths, invocationRuntimePaths(j.Invocation.Args)...)
 	}
 	for _, p := range paths {
 		if _, err := os.Lstat(p); err == nil {
 			return nil, exitcode.New(exitcode.Conflict, "%s: runtime file %s exists; a VM may be running from this unfinished create", name, p).
-				WithReason("runtime_present").WithNext("barn-node status " + name)
+				WithReason("runtime_present").WithNext("remove " + p + " once no QEMU uses it (fuser " + p + "), then " + m.applyAgain())
 		}
 	}
 	allowed := map[string]bool{state.JournalName: true}
@@ -115,7 +127,7 @@ func (m *Manager) rollback(name string, j *state.Journal) ([]string, error) {
 	if len(unexpected) > 0 {
 		sort.Strings(unexpected)
 		return nil, exitcode.New(exitcode.Conflict, "%s: %s holds files the prepare journal does not list (%s); nothing was removed", name, dir, strings.Join(unexpected, ", ")).
-			WithReason("unexpected_files").WithNext("move them away, then retry")
+			WithReason("unexpected_files").WithNext("move them out of " + dir + ", then " + m.applyAgain())
 	}
 	removed := []string{}
 	for i := len(j.Completed) - 1; i >= 0; i-- {
@@ -164,8 +176,9 @@ func isOurTemp(name string) bool {
 	return base != name[1:] && state.IsNodeFileName(base)
 }
 
-// invocationRuntimePaths returns the QMP socket (-qmp unix:PATH,...) and
-// pidfile (-pidfile PATH) named by a typed QEMU invocation.
+// invocationRuntimePaths returns the QMP sockets (-qmp unix:PATH,... and
+// -chardev socket,...,path=PATH,...) and pidfile (-pidfile PATH) named by
+// a typed QEMU invocation.
 func invocationRuntimePaths(args []string) []string {
 	var out []string
 	for i := 0; i+1 < len(args); i++ {
@@ -176,6 +189,14 @@ func invocationRuntimePaths(args []string) []string {
 			if v, ok := strings.CutPrefix(args[i+1], "unix:"); ok {
 				path, _, _ := strings.Cut(v, ",")
 				out = append(out, path)
+			}
+		case "-chardev":
+			if v, ok := strings.CutPrefix(args[i+1], "socket,"); ok {
+				for _, opt := range strings.Split(v, ",") {
+					if path, ok := strings.CutPrefix(opt, "path="); ok {
+						out = append(out, path)
+					}
+				}
 			}
 		}
 	}

@@ -10,8 +10,9 @@ import (
 // directory is.
 func TestInvocationRuntimePaths(t *testing.T) {
 	args := []string{"-name", "n1", "-qmp", "unix:/run/user/1000/barn/n1/qmp.sock,server=on,wait=off",
+		"-chardev", "socket,id=barn-qmp,path=/run/user/1000/barn/n1/barn-qmp.sock,server=on,wait=off", "-mon", "chardev=barn-qmp,mode=control",
 		"-pidfile", "/run/user/1000/barn/n1/qemu.pid", "-serial", "file:/x/serial.log"}
-	want := []string{"/run/user/1000/barn/n1/qmp.sock", "/run/user/1000/barn/n1/qemu.pid"}
+	want := []string{"/run/user/1000/barn/n1/qmp.sock", "/run/user/1000/barn/n1/barn-qmp.sock", "/run/user/1000/barn/n1/qemu.pid"}
 	if got := invocationRuntimePaths(args); !reflect.DeepEqual(got, want) {
 		t.Errorf("paths = %q, want %q", got, want)
 	}

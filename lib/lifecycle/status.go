@@ -152,15 +152,33 @@ func (m *Manager) statusOne(ctx context.Context, d *state.Deployment, name strin
 	}
 	n := docs.State
 	if n == nil {
+		if j := docs.Journal; j != nil && j.StateCommitted {
+			ns.Phase, ns.Runtime = RuntimeUnknown, RuntimeUnknown
+			return ns, "", m.committedStateMissing(name)
+		}
 		if j := docs.Journal; j != nil {
 			ns.Phase = string(state.Preparing)
+			source := ""
+			if d != nil {
+				source = d.Spec.Source
+			}
+			// The next apply rolls the unfinished create back and creates
+			// the node anew.
 			return ns, "", exitcode.New(exitcode.Conflict, "%s: an unfinished create is journaled (%d artifact(s))", name, len(j.Completed)).
-				WithReason("interrupted_transition").WithNext("barn-node apply --rollback (or re-run the apply pipeline)")
+				WithReason("interrupted_transition").WithNext(applyAgain(source))
+		}
+		conv := ""
+		if act {
+			if done, err := m.dropFinishedDestroy(name); err != nil {
+				return ns, "", err
+			} else if done {
+				conv = name + ": removed the record of a destroy that had finished its work"
+			}
 		}
 		if d != nil && d.Spec.Node(name) != nil {
 			ns.Detail = "applied but not created"
 		}
-		return ns, "", nil
+		return ns, conv, nil
 	}
 	ns.Address = n.Spec.Address
 	conv := ""

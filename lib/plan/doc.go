@@ -51,7 +51,7 @@ const (
 	ActionStart    Action = "start"    // only stopped nodes start
 	ActionNone     Action = "none"     // everything already runs as desired
 	ActionRecreate Action = "recreate" // drift: `barn-node recreate` is required
-	ActionBlocked  Action = "blocked"  // committed nodes are missing from the desired spec
+	ActionBlocked  Action = "blocked"  // committed nodes are missing from the desired spec, or a root disk is below its image's size
 )
 
 // Plan is the barn.plan/v1 document.
@@ -66,9 +66,11 @@ type Plan struct {
 	Images      []imageref.Identity `json:"images"`   // exact images of the selected nodes, sorted
 	Totals      Totals              `json:"totals"`
 	Warnings    []Warning           `json:"warnings"`
-	// Blocked explains, when non-empty, why applying only the selected
-	// nodes cannot settle the deployment (unselected peers drift, or the
-	// deployment envelope changed); empty for a whole-deployment plan.
+	// Blocked explains, when non-empty, why the plan cannot be applied as
+	// it stands: applying only the selected nodes cannot settle the
+	// deployment (unselected peers drift, or the deployment envelope
+	// changed), or a node to build asks for a root disk below its image's
+	// virtual size (RootDiskTooSmall; Next is then empty).
 	Blocked []string `json:"blocked"`
 	// Next lists the commands that apply the required explicit
 	// transitions, in the order to run them; empty when nothing is to do.

@@ -44,7 +44,7 @@ func testNode(i int) spec.Node {
 			Private: fmt.Sprintf("52:54:00:01:00:%02x", oct)},
 		Image: "d12:stable", CPUs: 2, MemoryBytes: 4 * gib, RootDiskBytes: 64 * gib,
 		Disks: []spec.Disk{{Name: "data", Mount: "/data", SizeBytes: 128 * gib, FS: "auto",
-			Serial: fmt.Sprintf("dataserial%010d", oct)}},
+			Serial: "dataserialaaaaaaaa" + string(rune('a'+oct/26)) + string(rune('a'+oct%26))}},
 		Aliases: []string{}, Shares: []spec.Share{},
 	}
 }

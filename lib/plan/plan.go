@@ -12,12 +12,13 @@ import (
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/imageref"
+	"barn.dev/lib/inventory"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
 )
 
 // MaxNodes is the most managed nodes one deployment may have.
-const MaxNodes = 20
+const MaxNodes = spec.MaxNodes
 
 // DefaultCIDR is Barn's default private network.
 const DefaultCIDR = "10.10.10.0/24"
@@ -167,8 +168,12 @@ func Compute(in Input) (*Plan, error) {
 	p.Totals = totals(p)
 	downloads(p, in.Cached)
 	p.Action, p.Destructive = summarize(p.Nodes, in.Applied == nil && len(committed) == 0, len(envChanges) > 0)
-	p.Blocked = blocked(all, sel, len(envChanges) > 0)
-	p.Next = nextCommands(p.Nodes)
+	p.Blocked = blocked(all, sel, len(envChanges) > 0, d.Source)
+	p.Next = nextCommands(p.Nodes, d.Source)
+	if disks := rootDiskBlockers(p); len(disks) > 0 {
+		// No command can build these nodes: the inventory must change.
+		p.Action, p.Blocked, p.Next = ActionBlocked, append(p.Blocked, disks...), []string{}
+	}
 	p.Warnings = append(p.Warnings, configWarnings(p, in)...)
 	sortWarnings(p.Warnings)
 	return p, nil
@@ -189,7 +194,9 @@ func committedNodes(nodes map[string]*state.Node) map[string]*state.Node {
 // classify decides one desired node's outcome against its committed state c
 // (nil when none).
 func classify(want spec.Node, c *state.Node, in Input, envChanges []Change, envLines []string, running func(*state.Node) bool) NodePlan {
-	np := NodePlan{Name: want.Name, Address: want.Address, Changes: []Change{}, Summary: []string{}, Selector: want.Image}
+	// A node without its own image asks for the deployment's default
+	// (itself "" for the active catalog's default).
+	np := NodePlan{Name: want.Name, Address: want.Address, Changes: []Change{}, Summary: []string{}, Selector: cmp.Or(want.Image, in.Desired.Deployment.Image)}
 	if c == nil {
 		np.Outcome = Create
 		np.Summary = append(np.Summary, want.Name+" will be created")
@@ -321,7 +328,7 @@ func summarize(nodes []NodePlan, fresh, envelope bool) (Action, bool) {
 // envelope changed (every node must be recreated together), or a selected
 // recreate leaves unselected peers drifting (recreate refuses that, so the
 // message names the combined selection). Empty without selectors.
-func blocked(all []NodePlan, sel map[string]bool, envelope bool) []string {
+func blocked(all []NodePlan, sel map[string]bool, envelope bool, source string) []string {
 	out := []string{}
 	if sel == nil {
 		return out
@@ -341,14 +348,16 @@ func blocked(all []NodePlan, sel map[string]bool, envelope bool) []string {
 		}
 	}
 	if len(selected) > 0 && len(peers) > 0 {
-		out = append(out, fmt.Sprintf("unselected nodes also drift (%s); select them together: barn-node recreate %s --force",
-			strings.Join(peers, ", "), strings.Join(append(selected, peers...), " ")))
+		out = append(out, fmt.Sprintf("unselected nodes also drift (%s); select them together: %s",
+			strings.Join(peers, ", "), inventory.Pipeline(source, "barn-node recreate "+strings.Join(append(selected, peers...), " ")+" --force")))
 	}
 	return out
 }
 
-// nextCommands lists the explicit transitions the plan requires.
-func nextCommands(nodes []NodePlan) []string {
+// nextCommands lists the explicit transitions the plan requires, each a
+// command line that works as printed: those that need a plan on stdin
+// plan source's inventory afresh (inventory.Pipeline).
+func nextCommands(nodes []NodePlan, source string) []string {
 	var missing, recreate []string
 	apply := false
 	for _, n := range nodes {
@@ -366,10 +375,10 @@ func nextCommands(nodes []NodePlan) []string {
 		out = append(out, "barn-node destroy "+strings.Join(missing, " ")+" --force")
 	}
 	if len(recreate) > 0 {
-		out = append(out, "barn-node recreate "+strings.Join(recreate, " ")+" --force")
+		out = append(out, inventory.Pipeline(source, "barn-node recreate "+strings.Join(recreate, " ")+" --force"))
 	}
 	if apply {
-		out = append(out, "barn-node apply")
+		out = append(out, inventory.Pipeline(source, "barn-node apply"))
 	}
 	return out
 }
@@ -428,7 +437,7 @@ func resolveImages(p *Plan, in Input) error {
 	}
 	if len(unresolved) > 0 {
 		p.Warnings = append(p.Warnings, Warning{Code: "images_unresolved",
-			Message: "no image catalog is active; images are shown as selectors and resolved at apply (" + strings.Join(unresolved, ", ") + ")"})
+			Message: "no image catalog is active, so these nodes have no exact image and apply refuses to build them: run barn-repo update, then plan again (" + strings.Join(unresolved, ", ") + ")"})
 	}
 	seen := map[imageref.Identity]bool{}
 	for _, np := range p.Nodes {

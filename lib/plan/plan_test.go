@@ -80,7 +80,7 @@ func TestCreateWithoutDeployment(t *testing.T) {
 		p.Totals.Disks[1] != (DiskSize{Node: "node-10", Name: "data", SizeBytes: 128 * gib}) {
 		t.Fatalf("per-disk totals = %+v", p.Totals.Disks)
 	}
-	if !reflect.DeepEqual(p.Next, []string{"barn-node apply"}) {
+	if !reflect.DeepEqual(p.Next, []string{"barn-inventory resolve | barn-plan | barn-node apply"}) {
 		t.Fatalf("next = %q", p.Next)
 	}
 	if len(p.Warnings) != 0 {
@@ -108,7 +108,7 @@ func TestUnchangedAndStart(t *testing.T) {
 	if got, want := outcomes(p), "node-10=unchanged node-11=start node-12=unchanged"; got != want {
 		t.Fatalf("outcomes = %s, want %s", got, want)
 	}
-	if p.Action != ActionStart || p.Destructive || !reflect.DeepEqual(p.Next, []string{"barn-node apply"}) {
+	if p.Action != ActionStart || p.Destructive || !reflect.DeepEqual(p.Next, []string{"barn-inventory resolve | barn-plan | barn-node apply"}) {
 		t.Fatalf("action = %s destructive=%t next=%q", p.Action, p.Destructive, p.Next)
 	}
 	if p.Nodes[1].Phase != "running" {
@@ -186,7 +186,7 @@ func TestMemoryChangedRecreatesOnlyThatNode(t *testing.T) {
 	if p.Action != ActionRecreate || !p.Destructive {
 		t.Fatalf("action = %s destructive=%t", p.Action, p.Destructive)
 	}
-	if !reflect.DeepEqual(p.Next, []string{"barn-node recreate node-11 --force"}) {
+	if !reflect.DeepEqual(p.Next, []string{"barn-inventory resolve | barn-plan | barn-node recreate node-11 --force"}) {
 		t.Fatalf("next = %q", p.Next)
 	}
 	// The recreated node gets the newly resolved image; the kept ones their stored one.
@@ -204,9 +204,9 @@ func TestFieldChangesAndLines(t *testing.T) {
 	n.RootDiskBytes = 1536 * gib
 	n.Image = "u24:stable"
 	n.Aliases = []string{"pg"}
-	n.Disks = append(n.Disks, spec.Disk{Name: "logs", Mount: "/logs", SizeBytes: 10 * gib, FS: "xfs", Persistent: true, Serial: "x"})
+	n.Disks = append(n.Disks, spec.Disk{Name: "logs", Mount: "/logs", SizeBytes: 10 * gib, FS: "xfs", Persistent: true, Serial: "logsserialaaaaaaaaaa"})
 	n.Disks[0].SizeBytes = 256 * gib
-	n.Shares = []spec.Share{{Host: "/srv/a", Guest: "/mnt/a", Readonly: true, Tag: "barn-1"}}
+	n.Shares = []spec.Share{{Host: "/srv/a", Guest: "/mnt/a", Readonly: true, Tag: "barn-00000000000000000001"}}
 	want.Seal()
 	p := mustCompute(t, Input{Desired: want, Applied: dep, Nodes: nodes, Resolver: fakeResolver{"u24:stable/amd64": d12}})
 	got := p.Nodes[0].Summary
@@ -316,7 +316,7 @@ func TestSubnetChangeRecreatesEveryNode(t *testing.T) {
 	if !hasWarning(p, "non_default_subnet") {
 		t.Fatalf("warnings = %+v, want non_default_subnet", p.Warnings)
 	}
-	if !reflect.DeepEqual(p.Next, []string{"barn-node recreate node-10 node-11 --force"}) {
+	if !reflect.DeepEqual(p.Next, []string{"barn-inventory resolve | barn-plan | barn-node recreate node-10 node-11 --force"}) {
 		t.Fatalf("next = %q", p.Next)
 	}
 }
@@ -476,7 +476,6 @@ func TestKeptNodesKeepStoredImage(t *testing.T) {
 
 func TestWarnings(t *testing.T) {
 	s := testSpec(2)
-	s.Nodes[1].RootDiskBytes = 2 * gib
 	s.Warnings = []spec.Warning{
 		{Code: "interface_name", Key: "pg_vip_interface", Value: "eth1"},
 		{Code: "interface_name", Key: "vip_interface", Value: "eth2", Nodes: []string{"node-99"}},
@@ -490,14 +489,45 @@ func TestWarnings(t *testing.T) {
 	for _, w := range p.Warnings {
 		codes = append(codes, w.Code+":"+w.Node)
 	}
-	if got := strings.Join(codes, " "); got != "image_testing: interface_names: root_disk_too_small:node-11" {
+	if got := strings.Join(codes, " "); got != "image_testing: interface_names:" {
 		t.Fatalf("warnings = %s (%+v)", got, p.Warnings)
 	}
 	if !strings.Contains(p.Warnings[1].Message, "pg_vip_interface = eth1 (every node)") {
 		t.Fatalf("interface warning = %q", p.Warnings[1].Message)
 	}
-	if !strings.Contains(p.Warnings[2].Message, "raise vm_disk to at least 3 GiB") {
-		t.Fatalf("root disk warning = %q", p.Warnings[2].Message)
+}
+
+// A root disk below the image's virtual size blocks the plan (case 4 of
+// issue 12: it used to be a warning that promised a refusal apply never
+// made): the finding names the node, the inventory field, the image and
+// its virtual size, and no next command is offered. A disk of exactly the
+// image's size, and a kept node, are fine.
+func TestRootDiskBelowImageBlocks(t *testing.T) {
+	s := testSpec(2)
+	s.Nodes[1].RootDiskBytes = 2 * gib // d12 is 3 GiB
+	s.Seal()
+	p := mustCompute(t, Input{Desired: s, Resolver: catalog})
+	want := "node-11: vm_disk: root disk 2GiB is smaller than the image's virtual size 3GiB of image d12@12.13/amd64; raise vm_disk to at least 3GiB"
+	if p.Action != ActionBlocked || len(p.Next) != 0 || strings.Join(p.Blocked, "|") != want {
+		t.Fatalf("action %s, next %q, blocked %q; want blocked, no next, %q", p.Action, p.Next, p.Blocked, want)
+	}
+	for _, w := range p.Warnings {
+		if strings.Contains(w.Message, "vm_disk") {
+			t.Fatalf("the root disk is a warning too: %q", w.Message)
+		}
+	}
+
+	s.Nodes[1].RootDiskBytes = d12.VirtualSize
+	s.Seal()
+	if p := mustCompute(t, Input{Desired: s, Resolver: catalog}); p.Action != ActionCreate || len(p.Blocked) != 0 {
+		t.Fatalf("a root disk of exactly the image's size: action %s, blocked %q", p.Action, p.Blocked)
+	}
+
+	// a recreate to a smaller root disk is blocked too
+	dep, nodes := applied(testSpec(2), state.Running)
+	if p := mustCompute(t, Input{Desired: func() *spec.Spec { w := testSpec(2); w.Nodes[1].RootDiskBytes = gib; w.Seal(); return w }(),
+		Applied: dep, Nodes: nodes, Resolver: catalog}); p.Action != ActionBlocked || !strings.Contains(strings.Join(p.Blocked, "|"), "node-11: vm_disk: root disk 1GiB") {
+		t.Fatalf("recreate to 1 GiB: action %s, blocked %q", p.Action, p.Blocked)
 	}
 }
 
@@ -715,5 +745,18 @@ func TestDownloads(t *testing.T) {
 	p = mustCompute(t, in)
 	if p.Nodes[2].Download != nil || p.Totals.DownloadImages != 0 {
 		t.Fatalf("no cache consulted: %+v %+v", p.Nodes[2].Download, p.Totals)
+	}
+}
+
+// The plan's next commands work as printed (issue 12): each plans the
+// spec's own inventory afresh and hands it to barn-node, never a bare
+// `barn-node apply` that would wait for a plan on stdin.
+func TestNextCommandsPlanTheSpecsInventory(t *testing.T) {
+	s := testSpec(2)
+	s.Source = "my lab.yml"
+	s.Seal()
+	p := mustCompute(t, Input{Desired: s, Resolver: catalog})
+	if want := []string{"barn-inventory resolve -f 'my lab.yml' | barn-plan | barn-node apply"}; !reflect.DeepEqual(p.Next, want) {
+		t.Fatalf("next = %q, want %q", p.Next, want)
 	}
 }

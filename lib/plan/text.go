@@ -85,7 +85,7 @@ func (p *Plan) RenderText(w io.Writer) error {
 	for _, note := range p.Notes {
 		fmt.Fprintf(b, "note: %s\n", note)
 	}
-	if len(p.Next) == 0 {
+	if len(p.Next) == 0 && len(p.Blocked) == 0 {
 		fmt.Fprintln(b, "nothing to do")
 	}
 	for _, next := range p.Next {

@@ -68,7 +68,7 @@ func TestRenderTextPerNodeDisksAndUnresolved(t *testing.T) {
 		"    data disks: none\n",
 		"totals: 4 vCPUs, 8 GiB memory, 256 GiB disk\n",
 		"warning: no image catalog is active",
-		"next: barn-node apply\n",
+		"next: barn-inventory resolve | barn-plan | barn-node apply\n",
 	} {
 		if !bytes.Contains(buf.Bytes(), []byte(want)) {
 			t.Errorf("text lacks %q:\n%s", want, buf.Bytes())

@@ -5,6 +5,7 @@ import (
 	"runtime"
 
 	"barn.dev/lib/imageref"
+	"barn.dev/lib/spec"
 )
 
 // configWarnings are the non-fatal findings about the selected plan:
@@ -14,8 +15,6 @@ import (
 //     "interface_name" warnings, one per node they concern);
 //   - image_preview, image_testing, image_deprecated: an exact image's
 //     catalog status;
-//   - root_disk_too_small: a root disk below its image's virtual size
-//     (apply refuses: an overlay never shrinks its base);
 //   - persistent_disk_shrink: a recreate would attach a persistent disk
 //     that is larger than the size now requested (Barn never shrinks);
 //   - shares_unsupported_on_darwin: on a macOS host, a selected node has
@@ -76,11 +75,6 @@ func configWarnings(p *Plan, in Input) []Warning {
 		if n == nil || (np.Outcome != Create && np.Outcome != Recreate) {
 			continue
 		}
-		if np.Image != nil && np.Image.VirtualSize > n.RootDiskBytes {
-			w = append(w, Warning{Code: "root_disk_too_small", Node: n.Name,
-				Message: fmt.Sprintf("%s root disk %s is smaller than image %s (virtual size %s); apply refuses it: raise vm_disk to at least %s",
-					n.Name, FormatSize(n.RootDiskBytes), IdentityLabel(*np.Image), FormatSize(np.Image.VirtualSize), FormatSize(np.Image.VirtualSize))})
-		}
 		c := in.Nodes[np.Name]
 		if c == nil || np.Outcome != Recreate {
 			continue
@@ -96,6 +90,38 @@ func configWarnings(p *Plan, in Input) []Warning {
 		}
 	}
 	return w
+}
+
+// RootDiskTooSmall is the finding that a node to be created or recreated
+// asks for a root disk below its exact image's virtual size (the rule
+// spec.CheckRootDiskFits), as one line naming the node, the inventory
+// field, the image and its virtual size; "" when the disk fits or the
+// image is not resolved yet. barn-plan blocks on it and barn-node apply
+// and recreate refuse it before pulling anything.
+func RootDiskTooSmall(n *spec.Node, id *imageref.Identity) string {
+	if n == nil || id == nil {
+		return ""
+	}
+	v := spec.CheckRootDiskFits(n.RootDiskBytes, id.VirtualSize)
+	if v == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s: vm_disk: %s of image %s; %s", n.Name, v.Problem, IdentityLabel(*id), v.Hint)
+}
+
+// rootDiskBlockers lists RootDiskTooSmall for every selected node that
+// would be created or recreated.
+func rootDiskBlockers(p *Plan) []string {
+	var out []string
+	for _, np := range p.Nodes {
+		if np.Outcome != Create && np.Outcome != Recreate {
+			continue
+		}
+		if msg := RootDiskTooSmall(p.Spec.Node(np.Name), np.Image); msg != "" {
+			out = append(out, msg)
+		}
+	}
+	return out
 }
 
 // IdentityLabel renders an exact image as image@version/arch, e.g.

@@ -1,6 +1,10 @@
 // Package procid captures and judges the identity tuple of a process (a
 // launched QEMU): PID, executable, start time, argv hash and host boot id.
-// All of it must match before Barn ever signals a recorded PID.
+// All of it must match before Barn ever signals a recorded PID. When no
+// tuple was recorded or the runtime files are gone, Find re-derives the
+// evidence from the process table: the processes whose argv claims a
+// node's VM UUID or runtime paths, and which of them runs the node's
+// invocation exactly. Frozen tells a stopped process (SIGSTOP) apart.
 //
 // Sources (Linux, proc(5)): /proc/<pid>/exe (executable), /proc/<pid>/stat
 // field 22 starttime in clock ticks since boot, /proc/<pid>/cmdline
@@ -196,10 +200,36 @@ func Alive(pid int) bool {
 	return err == nil && st.state != "Z" && st.state != "X"
 }
 
-type stat struct {
-	state string // field 3
-	start string // field 22, clock ticks since boot
+// Frozen reports whether every thread of the live process pid is stopped
+// (state T, a job-control stop such as SIGSTOP, or t, a tracing stop): no
+// thread can run, so nothing in it can answer a socket until it is
+// continued. An unreadable or vanished process is not frozen.
+func Frozen(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("%s/%d/task", procRoot, pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("%s/%d/task/%s/stat", procRoot, pid, t.Name()))
+		if err != nil {
+			return false
+		}
+		st, err := parseStat(pid, b)
+		if err != nil || st.state != "T" && st.state != "t" {
+			return false
+		}
+	}
+	return true
 }
+
+type stat struct {
+	state  string // field 3
+	start  string // field 22, clock ticks since boot
+	kernel bool   // field 9 (flags) has PF_KTHREAD: a kernel thread
+}
+
+// pfKthread is PF_KTHREAD in stat(5)'s flags field (include/linux/sched.h).
+const pfKthread = 0x00200000
 
 // readStat parses /proc/<pid>/stat. The comm field (2) may contain spaces
 // and parentheses, so fields are counted after the last ')'.
@@ -208,6 +238,11 @@ func readStat(pid int) (stat, error) {
 	if err != nil {
 		return stat{}, procErr(pid, "stat", err)
 	}
+	return parseStat(pid, b)
+}
+
+// parseStat parses the contents b of a stat(5) file of pid.
+func parseStat(pid int, b []byte) (stat, error) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
 		return stat{}, fmt.Errorf("parsing /proc/%d/stat: no comm field", pid)
@@ -220,7 +255,8 @@ func readStat(pid int) (stat, error) {
 	if _, err := strconv.ParseUint(f[19], 10, 64); err != nil {
 		return stat{}, fmt.Errorf("parsing /proc/%d/stat starttime %q: %w", pid, f[19], err)
 	}
-	return stat{state: f[0], start: f[19]}, nil
+	flags, _ := strconv.ParseUint(f[6], 10, 64)
+	return stat{state: f[0], start: f[19], kernel: flags&pfKthread != 0}, nil
 }
 
 func readExe(pid int) (string, error) {

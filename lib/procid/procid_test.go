@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -141,3 +142,34 @@ func TestStatParsesHostileComm(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestFrozen: a process is frozen only while every thread is stopped.
+func TestFrozen(t *testing.T) {
+	c := startSleep(t)
+	pid := c.Process.Pid
+	if Frozen(pid) {
+		t.Fatal("a sleeping process reported frozen")
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !Frozen(pid) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !Frozen(pid) {
+		t.Fatal("a SIGSTOPped process is not reported frozen")
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	for Frozen(pid) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if Frozen(pid) {
+		t.Error("a continued process is still reported frozen")
+	}
+	if Frozen(1 << 30) {
+		t.Error("a missing process reported frozen")
+	}
+}

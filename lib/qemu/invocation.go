@@ -26,7 +26,11 @@ const (
 const RootDiskSerial = "barn-root"
 
 // MaxShares is the most 9p shares one node may have.
-const MaxShares = 8
+const MaxShares = spec.MaxShares
+
+// BarnMonitorID is the chardev id of Barn's own QMP monitor
+// (Runtime.BarnQMP).
+const BarnMonitorID = "barn-qmp"
 
 // MaxSocketPath is the longest unix socket path Linux accepts (sun_path
 // is 108 bytes including the terminating NUL).
@@ -53,7 +57,7 @@ type Input struct {
 	NVRAM     string            // per-node UEFI vars (uefi images only)
 	Firmware  string            // read-only UEFI code (uefi images only)
 	SSHPort   int               // management forward 127.0.0.1:<SSHPort> → guest :22
-	Runtime   state.Runtime     // QMP socket and pidfile
+	Runtime   state.Runtime     // QMP sockets (operators' and Barn's own) and pidfile
 	SerialLog string            // serial console file
 	Shares    []ShareFD
 }
@@ -82,7 +86,12 @@ func Invocation(in Input, p Profile) (state.Invocation, error) {
 	a.add("-nodefaults")
 	a.add("-no-user-config")
 	a.add("-display", "none")
+	// Two QMP monitors: QEMU serves each to one client at a time, so the
+	// operators' -qmp socket can be held (socat, a debugging session)
+	// while Barn's own, which no one else should use, stays free.
 	a.add("-qmp", "unix:"+quote.QEMUOpt(in.Runtime.QMP)+",server=on,wait=off")
+	a.add("-chardev", "socket,id="+BarnMonitorID+",path="+quote.QEMUOpt(in.Runtime.BarnQMP)+",server=on,wait=off")
+	a.add("-mon", "chardev="+BarnMonitorID+",mode=control")
 	a.add("-pidfile", in.Runtime.Pidfile) // a plain argument: taken literally
 	// The serial console as a chardev: its path is a QemuOpts value like
 	// every other path here ("-serial file:PATH" takes the rest literally,

@@ -28,7 +28,7 @@ func baseInput() Input {
 		RootDisk:  dir + "/root.qcow2",
 		Seed:      dir + "/seed.iso",
 		SSHPort:   2222,
-		Runtime:   state.Runtime{Directory: rt, QMP: rt + "/qmp.sock", Pidfile: rt + "/qemu.pid"},
+		Runtime:   state.Runtime{Directory: rt, QMP: rt + "/qmp.sock", BarnQMP: rt + "/barn-qmp.sock", Pidfile: rt + "/qemu.pid"},
 		SerialLog: dir + "/serial.log",
 	}
 }
@@ -73,7 +73,7 @@ var goldenCases = []struct {
 			dir := `/home/u/barn home, #1 'q' "d" é/nodes/pg-meta-1`
 			rt := `/run/user/1000/rt,x #2/pg-meta-1`
 			in.RootDisk, in.Seed, in.SerialLog = dir+"/root.qcow2", dir+"/seed.iso", dir+"/serial.log"
-			in.Runtime = state.Runtime{Directory: rt, QMP: rt + "/qmp.sock", Pidfile: rt + "/qemu.pid"}
+			in.Runtime = state.Runtime{Directory: rt, QMP: rt + "/qmp.sock", BarnQMP: rt + "/barn,qmp.sock", Pidfile: rt + "/qemu.pid"}
 			in.Image.Boot, in.Firmware, in.NVRAM = "uefi", "/usr/share/OVMF/OVMF_CODE_4M.fd", dir+"/nvram.fd"
 			in.DataDisks = []state.DataDisk{{Name: "data", Path: dir + "/data,1.qcow2", Serial: "x4bq2mzk7dfa3wq5nrt2"}}
 			return in
@@ -146,6 +146,8 @@ func TestInvocationInvariants(t *testing.T) {
 	for _, want := range []string{
 		"-name pg-meta-1", "-uuid " + uuid1, "-machine q35", "-accel kvm", "-cpu host", "-smp 2", "-m 2048",
 		"-nodefaults", "-no-user-config", "-display none", "-qmp unix:/run/user/1000/barn/pg-meta-1/qmp.sock,server=on,wait=off",
+		"-chardev socket,id=barn-qmp,path=/run/user/1000/barn/pg-meta-1/barn-qmp.sock,server=on,wait=off",
+		"-mon chardev=barn-qmp,mode=control",
 		"-pidfile /run/user/1000/barn/pg-meta-1/qemu.pid", "-chardev file,id=serial0,path=/home/u/.barn/nodes/pg-meta-1/serial.log", "-serial chardev:serial0", "-daemonize",
 		"hostfwd=tcp:127.0.0.1:2222-:22", "mac=52:54:00:0a:0a:0a,bus=pcie.0,addr=0x2", "mac=52:54:00:8a:0a:0a,bus=pcie.0,addr=0x3",
 		"bridge,id=private,br=barn0,helper=/usr/lib/qemu/qemu-bridge-helper", "serial=barn-root,bootindex=1",
@@ -187,13 +189,17 @@ func TestInvocationRejectsBadInput(t *testing.T) {
 		{"bios with vars", func(in *Input, _ *Profile) { in.NVRAM = "/n.fd" }, "nvram"},
 		{"share fd 2", func(in *Input, _ *Profile) { in.Shares = []ShareFD{{Tag: "barn-a", FD: 2}} }, "shares[0].fd"},
 		{"dup serial", func(in *Input, _ *Profile) {
-			in.DataDisks = []state.DataDisk{{Path: "/a.qcow2", Serial: "s1"}, {Path: "/b.qcow2", Serial: "s1"}}
+			in.DataDisks = []state.DataDisk{{Path: "/a.qcow2", Serial: "x4bq2mzk7dfa3wq5nrt2"}, {Path: "/b.qcow2", Serial: "x4bq2mzk7dfa3wq5nrt2"}}
 		}, "data_disks[1].serial"},
+		{"bad serial", func(in *Input, _ *Profile) { in.DataDisks = []state.DataDisk{{Path: "/a.qcow2", Serial: "s1"}} }, "data_disks[0].serial"},
+		{"bad tag", func(in *Input, _ *Profile) { in.Shares = []ShareFD{{Tag: "barn-a", FD: 3}} }, "shares[0].tag"},
 		{"9 shares", func(in *Input, _ *Profile) {
 			for i := 0; i < 9; i++ {
 				in.Shares = append(in.Shares, ShareFD{Tag: fmt.Sprintf("t%d", i), FD: 3 + i})
 			}
 		}, "shares"},
+		{"no barn monitor", func(in *Input, _ *Profile) { in.Runtime.BarnQMP = "" }, "runtime.barn_qmp"},
+		{"barn socket too long", func(in *Input, _ *Profile) { in.Runtime.BarnQMP = "/" + strings.Repeat("s", 107) }, "socket path"},
 		{"tcg host cpu", func(_ *Input, p *Profile) { p.Accel = AccelTCG }, "profile.cpu"},
 		{"relative binary", func(_ *Input, p *Profile) { p.Binary = "qemu" }, "profile.binary"},
 		{"bridge without helper", func(_ *Input, p *Profile) { p.BridgeHelper = "" }, "profile.bridge_helper"},

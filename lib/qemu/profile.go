@@ -133,7 +133,7 @@ func DetectProfile(getenv func(string) string, lookPath func(string) (string, er
 			return Profile{}, exitcode.New(exitcode.Capability,
 				"no usable hardware accelerator: /dev/kvm is missing or not accessible to this user; Barn does not fall back to TCG silently").
 				WithReason("accelerator_unavailable").
-				WithNext("BARN_ACCEL=tcg barn-node apply   # explicit software emulation (slow; performance figures not meaningful)")
+				WithNext("export BARN_ACCEL=tcg   # explicit software emulation (slow; performance figures not meaningful), then run the command again")
 		}
 		p.Accel, p.CPU = AccelKVM, "host"
 	case AccelTCG:

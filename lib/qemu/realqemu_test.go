@@ -47,7 +47,7 @@ func TestInvocationStartsRealQEMUUnderOddPaths(t *testing.T) {
 	}
 	in := baseInput()
 	in.RootDisk, in.Seed, in.SerialLog = dir+"/root.qcow2", dir+"/seed,1.iso", dir+"/serial.log"
-	in.Runtime = state.Runtime{Directory: rt, QMP: rt + "/qmp.sock", Pidfile: rt + "/qemu.pid"}
+	in.Runtime = state.Runtime{Directory: rt, QMP: rt + "/qmp.sock", BarnQMP: rt + "/barn,qmp.sock", Pidfile: rt + "/qemu.pid"}
 	in.Image.Boot, in.Firmware, in.NVRAM = "uefi", code, dir+"/nvram,x.fd"
 	in.DataDisks = []state.DataDisk{{Name: "data", Path: dir + "/data,1 #.qcow2", Serial: "x4bq2mzk7dfa3wq5nrt2"}}
 	in.Node.MemoryBytes = 512 << 20
@@ -111,7 +111,7 @@ func TestInvocationStartsRealQEMUUnderOddPaths(t *testing.T) {
 	if _, err := os.Stat(in.SerialLog); err != nil {
 		t.Errorf("serial log: %v", err)
 	}
-	if err := mon.Quit(ctx); err != nil {
+	if err := mon.Execute(ctx, "quit", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; syscall.Kill(pid, 0) == nil; i++ {

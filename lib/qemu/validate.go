@@ -1,27 +1,33 @@
 package qemu
 
 import (
+	"cmp"
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"strconv"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/spec"
 )
 
 var (
-	nodeNameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]{0,61}[A-Za-z0-9])?$`)
-	uuidRE     = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-	macRE      = regexp.MustCompile(`^[0-9a-f]{2}(:[0-9a-f]{2}){5}$`)
-	serialRE   = regexp.MustCompile(`^[A-Za-z0-9-]{1,20}$`)
-	tagRE      = regexp.MustCompile(`^[A-Za-z0-9_-]{1,31}$`)
-	bridgeRE   = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,15}$`)
+	uuidRE   = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	bridgeRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,15}$`)
 )
-
-const minMemoryBytes = 512 * mib
 
 func invalid(field string, value any, why string) error {
 	return exitcode.New(exitcode.Usage, "QEMU invocation: %s = %v: %s", field, value, why).
 		WithReason("invalid_invocation")
+}
+
+// breaks reports a spec rule's violation of field as an invalid
+// invocation; nil when the rule holds.
+func breaks(field string, value any, v *spec.Violation) error {
+	if v == nil {
+		return nil
+	}
+	return invalid(field, value, v.Problem)
 }
 
 func validate(in Input, p Profile) error {
@@ -50,38 +56,43 @@ func validate(in Input, p Profile) error {
 		return invalid("profile.private_net", p.PrivateNet, `want "bridge" or "none"`)
 	}
 
+	// The node's own fields by the spec's rules (the same functions
+	// barn-inventory resolved them with).
 	n := in.Node
+	if err := cmp.Or(
+		breaks("node.name", n.Name, spec.CheckNodeName(n.Name)),
+		breaks("node.cpus", n.CPUs, spec.CheckCPUs(n.CPUs)),
+		breaks("node.memory_bytes", n.MemoryBytes, spec.CheckMemory(n.MemoryBytes)),
+		breaks("node.mac.management", n.MAC.Management, spec.CheckMAC(n.MAC.Management)),
+	); err != nil {
+		return err
+	}
+	if p.PrivateNet == PrivateNetBridge {
+		if err := breaks("node.mac.private", n.MAC.Private, spec.CheckMAC(n.MAC.Private)); err != nil {
+			return err
+		}
+	}
 	switch {
-	case !nodeNameRE.MatchString(n.Name):
-		return invalid("node.name", n.Name, "not a host name")
 	case !uuidRE.MatchString(in.VMUUID):
 		return invalid("vm_uuid", in.VMUUID, "not a lower-case canonical UUID")
-	case n.CPUs < 1 || n.CPUs > 256:
-		return invalid("node.cpus", n.CPUs, "want 1–256")
-	case n.MemoryBytes%mib != 0:
-		return invalid("node.memory_bytes", n.MemoryBytes, "bytes must be a whole number of MiB")
-	case n.MemoryBytes < minMemoryBytes:
-		return invalid("node.memory_bytes", n.MemoryBytes, "bytes: want at least 512 MiB")
-	case !macRE.MatchString(n.MAC.Management):
-		return invalid("node.mac.management", n.MAC.Management, "not a lower-case colon-separated MAC")
-	case p.PrivateNet == PrivateNetBridge && !macRE.MatchString(n.MAC.Private):
-		return invalid("node.mac.private", n.MAC.Private, "not a lower-case colon-separated MAC")
 	case in.SSHPort < 1 || in.SSHPort > 65535:
 		return invalid("ssh_port", in.SSHPort, "want 1–65535")
 	}
 	for field, path := range map[string]string{
 		"root_disk": in.RootDisk, "seed": in.Seed, "serial_log": in.SerialLog,
-		"runtime.qmp": in.Runtime.QMP, "runtime.pidfile": in.Runtime.Pidfile,
+		"runtime.qmp": in.Runtime.QMP, "runtime.barn_qmp": in.Runtime.BarnQMP, "runtime.pidfile": in.Runtime.Pidfile,
 	} {
 		if !filepath.IsAbs(path) || filepath.Clean(path) != path {
 			return invalid(field, path, "must be a clean absolute path")
 		}
 	}
-	if l := len(in.Runtime.QMP); l > MaxSocketPath {
-		return exitcode.New(exitcode.Usage, "QMP socket path %s is %d bytes; unix sockets allow at most %d",
-			in.Runtime.QMP, l, MaxSocketPath).
-			WithReason("socket_path_too_long").
-			WithNext("BARN_RUNTIME_DIR=/tmp/barn-rt barn-node start   # a shorter runtime directory")
+	for _, sock := range []string{in.Runtime.QMP, in.Runtime.BarnQMP} {
+		if l := len(sock); l > MaxSocketPath {
+			return exitcode.New(exitcode.Usage, "QMP socket path %s is %d bytes; unix sockets allow at most %d",
+				sock, l, MaxSocketPath).
+				WithReason("socket_path_too_long").
+				WithNext("export BARN_RUNTIME_DIR=/var/tmp/barn-$(id -u)   # any short directory that survives logout (not under $XDG_RUNTIME_DIR)")
+		}
 	}
 	switch in.Image.Boot {
 	case "uefi":
@@ -103,24 +114,27 @@ func validate(in Input, p Profile) error {
 		if !filepath.IsAbs(d.Path) || filepath.Clean(d.Path) != d.Path {
 			return invalid("data_disks["+strconv.Itoa(i)+"].path", d.Path, "must be a clean absolute path")
 		}
-		if !serialRE.MatchString(d.Serial) {
-			return invalid("data_disks["+strconv.Itoa(i)+"].serial", d.Serial, "want 1–20 of [A-Za-z0-9-]")
+		if err := breaks("data_disks["+strconv.Itoa(i)+"].serial", d.Serial, spec.CheckDiskSerial(d.Serial)); err != nil {
+			return err
 		}
 		if serials[d.Serial] {
 			return invalid("data_disks["+strconv.Itoa(i)+"].serial", d.Serial, "duplicate disk serial")
 		}
 		serials[d.Serial] = true
 	}
-	if len(in.Shares) > MaxShares {
-		return invalid("shares", len(in.Shares), "at most 8 shares")
+	if len(in.Shares) > spec.MaxShares {
+		return invalid("shares", len(in.Shares), fmt.Sprintf("at most %d shares", spec.MaxShares))
 	}
 	fds, tags := map[int]bool{}, map[string]bool{}
 	for i, s := range in.Shares {
 		if s.FD < 3 || fds[s.FD] {
 			return invalid("shares["+strconv.Itoa(i)+"].fd", s.FD, "want a unique descriptor ≥3")
 		}
-		if !tagRE.MatchString(s.Tag) || tags[s.Tag] {
-			return invalid("shares["+strconv.Itoa(i)+"].tag", s.Tag, "want a unique mount tag of 1–31 [A-Za-z0-9_-]")
+		if err := breaks("shares["+strconv.Itoa(i)+"].tag", s.Tag, spec.CheckShareTag(s.Tag)); err != nil {
+			return err
+		}
+		if tags[s.Tag] {
+			return invalid("shares["+strconv.Itoa(i)+"].tag", s.Tag, "duplicate mount tag")
 		}
 		fds[s.FD], tags[s.Tag] = true, true
 	}

@@ -1,14 +1,38 @@
 // Package qmp is a small client for the QEMU Machine Protocol over a unix
-// socket (format: QEMU docs/interop/qmp-spec.rst). It opens one short
-// connection per command: greeting, qmp_capabilities, the command, close.
+// socket (format: QEMU docs/interop/qmp-spec.rst). A Session is one
+// connection: greeting, qmp_capabilities, then commands. Everything Barn
+// decides from QMP is decided on one Session: Verified checks query-name
+// and query-uuid and sends the command on the same connection, so a socket
+// swapped between two connections can never make one QEMU's identity
+// authorise a command to another.
 //
-// It is Barn's own client rather than go-qemu's because go-qemu's
-// SocketMonitor drops the error class of a QMP error reply; here a reply
-// {"error": {"class": C, "desc": D}} becomes an *Error keeping both.
+// # Why not go-qemu
 //
-// Every operation is bounded by the Monitor's Timeout (default 5 s) and the
-// caller's ctx. When nothing answers on the socket (no socket, refused,
-// reset, closed or silent until the timeout) the error wraps ErrUnavailable.
+// Barn has its own client rather than github.com/digitalocean/go-qemu's
+// qmp.SocketMonitor because that one cannot keep the two things Barn's
+// safety decisions rest on:
+//
+//   - Error classes. Its response.Err returns errors.New(desc): the QMP class
+//     ("CommandNotFound", "DeviceNotActive", …) is dropped. Here a reply
+//     {"error": {"class": C, "desc": D}} becomes an *Error keeping both.
+//   - Deadlines. NewSocketMonitor's timeout bounds only the dial; Connect
+//     reads the greeting and Run waits for a reply with no deadline and no
+//     context. QEMU serves one client per monitor and queues the others
+//     in the listen backlog, so against a monitor another client holds,
+//     go-qemu blocks forever, and a caller that adds its own timer cannot
+//     tell "nothing listens" from "something listens but is busy". Here
+//     every Session is bounded by the Monitor's Timeout and the caller's
+//     ctx, and the two outcomes are distinct error classes.
+//
+// # Error classes
+//
+// ErrUnavailable: nothing answers, provably: no socket (ENOENT), nobody
+// listening (ECONNREFUSED), or the peer closed or reset the connection
+// before answering. ErrBusy: something listens but does not answer in
+// time: the connection was accepted or queued and then stayed silent
+// (another client holds the monitor, or the process cannot run), or the
+// listen backlog is full (EAGAIN). A busy monitor is evidence that a
+// process owns the socket; it must never be read as an absent QEMU.
 package qmp
 
 import (
@@ -25,16 +49,21 @@ import (
 	"time"
 )
 
-// DefaultTimeout bounds one QMP operation (connect to reply).
+// DefaultTimeout bounds one Session (connect to the last reply).
 const DefaultTimeout = 5 * time.Second
 
 // maxRead bounds the bytes read from one connection.
 const maxRead = 1 << 20
 
 // ErrUnavailable is wrapped by every error meaning "nothing answers QMP on
-// this socket": missing socket, refused or reset connection, closed before
-// a reply, or silence until the timeout.
+// this socket, provably": missing socket, refused or reset connection, or
+// closed before a reply.
 var ErrUnavailable = errors.New("QMP unavailable")
+
+// ErrBusy is wrapped by every error meaning "something listens on this
+// socket but did not answer within the timeout": silence after connecting,
+// or a full listen backlog.
+var ErrBusy = errors.New("QMP busy")
 
 // ErrIdentityMismatch is wrapped by *MismatchError: QMP answered with
 // another name or UUID than expected. It is always fail-closed.
@@ -69,6 +98,25 @@ func (e *UnavailableError) Unwrap() error { return e.Err }
 // Is makes errors.Is(err, ErrUnavailable) true.
 func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
 
+// BusyError says something listens on Socket but stayed silent at Op for
+// the whole timeout (or refused to queue another client); it matches
+// ErrBusy.
+type BusyError struct {
+	Socket string
+	Op     string
+	Err    error
+}
+
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("QMP busy on %s (%s): something listens but does not answer: %v", e.Socket, e.Op, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *BusyError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrBusy) true.
+func (e *BusyError) Is(target error) bool { return target == ErrBusy }
+
 // MismatchError is an identity check failure; it matches ErrIdentityMismatch.
 type MismatchError struct {
 	Socket             string
@@ -85,8 +133,8 @@ func (e *MismatchError) Error() string {
 func (e *MismatchError) Is(target error) bool { return target == ErrIdentityMismatch }
 
 // ProtocolError is a malformed conversation: something answered on the
-// socket but not as QMP. It is not ErrUnavailable: a live, confused peer
-// must not be bypassed with signals.
+// socket but not as QMP. It is neither ErrUnavailable nor ErrBusy: a live,
+// confused peer must not be bypassed with signals.
 type ProtocolError struct {
 	Socket string
 	Msg    string
@@ -109,69 +157,115 @@ type Monitor struct {
 	Timeout time.Duration
 }
 
+// Session is one negotiated QMP connection. Every command sent on it
+// reaches the QEMU that greeted it. It is bounded, from Open, by the
+// Monitor's Timeout and the ctx given to Open; it is not safe for
+// concurrent use.
+type Session struct {
+	socket      string
+	conn        net.Conn
+	dec         *json.Decoder
+	ctx         context.Context // the caller's
+	parentBound bool            // the caller's deadline ends before ours
+	cancel      context.CancelFunc
+	stop        func() bool
+}
+
 var reqID atomic.Uint64
 
-// Execute runs one command with optional arguments (nil for none) on a
-// fresh connection and decodes its "return" value into out (nil to
-// discard). Errors: *Error for a QMP error reply, *UnavailableError, ctx's
-// error when ctx ends, *ProtocolError otherwise.
-func (m Monitor) Execute(ctx context.Context, command string, args any, out any) error {
+// Open connects, reads the greeting and negotiates capabilities. Errors:
+// *UnavailableError, *BusyError, ctx's error when ctx ends, *ProtocolError
+// or *Error otherwise.
+func (m Monitor) Open(ctx context.Context) (*Session, error) {
 	timeout := m.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
 	parentDL, hasParentDL := ctx.Deadline()
-	parentBound := hasParentDL && !parentDL.After(time.Now().Add(timeout))
+	s := &Session{socket: m.Socket, ctx: ctx,
+		parentBound: hasParentDL && !parentDL.After(time.Now().Add(timeout))}
 	opCtx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	s.cancel = cancel
 
-	unavailable := func(op string, err error) error {
-		if ctx.Err() != nil {
-			return fmt.Errorf("QMP %s on %s: %w", command, m.Socket, ctx.Err())
-		}
-		if parentBound && isTimeout(err) {
-			// The caller's deadline, not ours, ran out.
-			return fmt.Errorf("QMP %s on %s: %w", command, m.Socket, context.DeadlineExceeded)
-		}
-		return &UnavailableError{Socket: m.Socket, Op: op, Err: err}
-	}
-
-	var d net.Dialer
-	conn, err := d.DialContext(opCtx, "unix", m.Socket)
+	conn, err := dial(opCtx, m.Socket)
 	if err != nil {
-		return unavailable("connect", err)
+		cancel()
+		return nil, s.transport("connect", "connect", err)
 	}
-	defer conn.Close()
+	s.conn = conn
 	deadline, _ := opCtx.Deadline()
 	conn.SetDeadline(deadline)
-	stop := context.AfterFunc(opCtx, func() { conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
+	s.stop = context.AfterFunc(opCtx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	s.dec = json.NewDecoder(io.LimitReader(conn, maxRead))
 
-	dec := json.NewDecoder(io.LimitReader(conn, maxRead))
 	var greeting map[string]json.RawMessage
-	if err := dec.Decode(&greeting); err != nil {
+	if err := s.dec.Decode(&greeting); err != nil {
+		s.Close()
 		if isTransport(err) {
-			return unavailable("greeting", err)
+			return nil, s.transport("connect", "greeting", err)
 		}
-		return &ProtocolError{Socket: m.Socket, Msg: "reading greeting: " + err.Error()}
+		return nil, &ProtocolError{Socket: m.Socket, Msg: "reading greeting: " + err.Error()}
 	}
 	if _, ok := greeting["QMP"]; !ok {
-		return &ProtocolError{Socket: m.Socket, Msg: "first message is not a QMP greeting"}
+		s.Close()
+		return nil, &ProtocolError{Socket: m.Socket, Msg: "first message is not a QMP greeting"}
 	}
-	if err := m.call(dec, conn, "qmp_capabilities", nil, nil); err != nil {
-		if isTransport(err) {
-			return unavailable("qmp_capabilities", err)
+	if err := s.Execute("qmp_capabilities", nil, nil); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// dial connects to the unix socket path. A full listen backlog (EAGAIN:
+// QEMU has not yet accepted the clients queued before us) is retried every
+// 20 ms until ctx ends; the last EAGAIN is returned then.
+func dial(ctx context.Context, path string) (net.Conn, error) {
+	var d net.Dialer
+	for {
+		conn, err := d.DialContext(ctx, "unix", path)
+		if !errors.Is(err, syscall.EAGAIN) {
+			return conn, err
 		}
-		return err
-	}
-	err = m.call(dec, conn, command, args, out)
-	if err != nil && isTransport(err) {
-		if command == "quit" && !isTimeout(err) {
-			return nil // QEMU closes the monitor as it quits
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
 		}
-		return unavailable(command, err)
 	}
-	return err
+}
+
+// Close closes the connection.
+func (s *Session) Close() error {
+	if s.stop != nil {
+		s.stop()
+	}
+	s.cancel()
+	if s.conn == nil {
+		return nil
+	}
+	return s.conn.Close()
+}
+
+// transport classifies a transport error at op: the caller's context,
+// busy (a timeout, or EAGAIN from a full backlog) or unavailable.
+func (s *Session) transport(command, op string, err error) error {
+	if s.ctx.Err() != nil {
+		return fmt.Errorf("QMP %s on %s: %w", command, s.socket, s.ctx.Err())
+	}
+	if isTimeout(err) {
+		if s.parentBound {
+			// The caller's deadline, not ours, ran out.
+			return fmt.Errorf("QMP %s on %s: %w", command, s.socket, context.DeadlineExceeded)
+		}
+		return &BusyError{Socket: s.socket, Op: op, Err: err}
+	}
+	if errors.Is(err, syscall.EAGAIN) {
+		return &BusyError{Socket: s.socket, Op: op, Err: err}
+	}
+	return &UnavailableError{Socket: s.socket, Op: op, Err: err}
 }
 
 type reply struct {
@@ -184,7 +278,23 @@ type reply struct {
 	ID    any    `json:"id"`
 }
 
-func (m Monitor) call(dec *json.Decoder, w io.Writer, command string, args any, out any) error {
+// Execute runs one command with optional arguments (nil for none) on this
+// session and decodes its "return" value into out (nil to discard).
+// Errors: *Error for a QMP error reply, *UnavailableError, *BusyError,
+// ctx's error when ctx ends, *ProtocolError otherwise. A quit that closes
+// the connection before replying succeeded (QEMU closes as it quits).
+func (s *Session) Execute(command string, args any, out any) error {
+	err := s.call(command, args, out)
+	if err != nil && isTransport(err) {
+		if command == "quit" && !isTimeout(err) {
+			return nil
+		}
+		return s.transport(command, command, err)
+	}
+	return err
+}
+
+func (s *Session) call(command string, args any, out any) error {
 	id := "barn-" + strconv.FormatUint(reqID.Add(1), 10)
 	req := map[string]any{"execute": command, "id": id}
 	if args != nil {
@@ -194,16 +304,16 @@ func (m Monitor) call(dec *json.Decoder, w io.Writer, command string, args any, 
 	if err != nil {
 		return fmt.Errorf("encoding QMP %s: %w", command, err)
 	}
-	if _, err := w.Write(append(b, '\n')); err != nil {
+	if _, err := s.conn.Write(append(b, '\n')); err != nil {
 		return err
 	}
 	for {
 		var r reply
-		if err := dec.Decode(&r); err != nil {
+		if err := s.dec.Decode(&r); err != nil {
 			if isTransport(err) {
 				return err
 			}
-			return &ProtocolError{Socket: m.Socket, Msg: "reading reply to " + command + ": " + err.Error()}
+			return &ProtocolError{Socket: s.socket, Msg: "reading reply to " + command + ": " + err.Error()}
 		}
 		if r.Event != "" {
 			continue // asynchronous event interleaved with replies
@@ -215,11 +325,11 @@ func (m Monitor) call(dec *json.Decoder, w io.Writer, command string, args any, 
 			return &Error{Command: command, Class: r.Error.Class, Desc: r.Error.Desc}
 		}
 		if r.Return == nil {
-			return &ProtocolError{Socket: m.Socket, Msg: "reply to " + command + " has neither return nor error"}
+			return &ProtocolError{Socket: s.socket, Msg: "reply to " + command + " has neither return nor error"}
 		}
 		if out != nil {
 			if err := json.Unmarshal(r.Return, out); err != nil {
-				return &ProtocolError{Socket: m.Socket, Msg: "decoding reply to " + command + ": " + err.Error()}
+				return &ProtocolError{Socket: s.socket, Msg: "decoding reply to " + command + ": " + err.Error()}
 			}
 		}
 		return nil
@@ -239,56 +349,79 @@ func isTransport(err error) bool {
 	return errors.As(err, &oe)
 }
 
-// Identity returns QEMU's -name and -uuid (query-name, query-uuid).
-func (m Monitor) Identity(ctx context.Context) (name, uuid string, err error) {
+// Identity returns this QEMU's -name and -uuid (query-name, query-uuid,
+// both on this session).
+func (s *Session) Identity() (name, uuid string, err error) {
 	var n struct {
 		Name string `json:"name"`
 	}
-	if err := m.Execute(ctx, "query-name", nil, &n); err != nil {
+	if err := s.Execute("query-name", nil, &n); err != nil {
 		return "", "", err
 	}
 	var u struct {
 		UUID string `json:"UUID"`
 	}
-	if err := m.Execute(ctx, "query-uuid", nil, &u); err != nil {
+	if err := s.Execute("query-uuid", nil, &u); err != nil {
 		return "", "", err
 	}
 	return n.Name, u.UUID, nil
 }
 
-// Verify checks that QMP answers as name and uuid (UUID compared
-// case-insensitively); a difference is a *MismatchError.
-func (m Monitor) Verify(ctx context.Context, name, uuid string) error {
-	gotName, gotUUID, err := m.Identity(ctx)
+// Verify checks that this session's QEMU answers as name and uuid (UUID
+// compared case-insensitively); a difference is a *MismatchError.
+func (s *Session) Verify(name, uuid string) error {
+	gotName, gotUUID, err := s.Identity()
 	if err != nil {
 		return err
 	}
 	if gotName != name || !strings.EqualFold(gotUUID, uuid) {
-		return &MismatchError{Socket: m.Socket, WantName: name, WantUUID: uuid, GotName: gotName, GotUUID: gotUUID}
+		return &MismatchError{Socket: s.socket, WantName: name, WantUUID: uuid, GotName: gotName, GotUUID: gotUUID}
 	}
 	return nil
 }
 
-// Status returns query-status's "status" (e.g. "running", "paused",
-// "prelaunch", "shutdown").
-func (m Monitor) Status(ctx context.Context) (string, error) {
-	var s struct {
-		Status string `json:"status"`
+// Verified runs command on one connection after proving on that same
+// connection that QEMU answers as name and uuid; with command "" it only
+// verifies. Errors are Open's, Verify's and Execute's.
+func (m Monitor) Verified(ctx context.Context, name, uuid, command string, args, out any) error {
+	s, err := m.Open(ctx)
+	if err != nil {
+		return err
 	}
-	if err := m.Execute(ctx, "query-status", nil, &s); err != nil {
-		return "", err
+	defer s.Close()
+	if err := s.Verify(name, uuid); err != nil {
+		return err
 	}
-	return s.Status, nil
+	if command == "" {
+		return nil
+	}
+	return s.Execute(command, args, out)
 }
 
-// Powerdown sends system_powerdown (an ACPI power-button press; the guest
-// may ignore it).
-func (m Monitor) Powerdown(ctx context.Context) error {
-	return m.Execute(ctx, "system_powerdown", nil, nil)
+// Verify proves on one connection that QMP answers as name and uuid.
+func (m Monitor) Verify(ctx context.Context, name, uuid string) error {
+	return m.Verified(ctx, name, uuid, "", nil, nil)
 }
 
-// Quit sends quit: QEMU exits without a guest shutdown.
-func (m Monitor) Quit(ctx context.Context) error { return m.Execute(ctx, "quit", nil, nil) }
+// Execute runs one command on a fresh session, with no identity check.
+func (m Monitor) Execute(ctx context.Context, command string, args any, out any) error {
+	s, err := m.Open(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return s.Execute(command, args, out)
+}
+
+// Identity returns QEMU's -name and -uuid, read on one connection.
+func (m Monitor) Identity(ctx context.Context) (name, uuid string, err error) {
+	s, err := m.Open(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	defer s.Close()
+	return s.Identity()
+}
 
 // Identity is Monitor{Socket: socket}.Identity.
 func Identity(ctx context.Context, socket string) (name, uuid string, err error) {
@@ -299,16 +432,3 @@ func Identity(ctx context.Context, socket string) (name, uuid string, err error)
 func Verify(ctx context.Context, socket, name, uuid string) error {
 	return Monitor{Socket: socket}.Verify(ctx, name, uuid)
 }
-
-// Status is Monitor{Socket: socket}.Status.
-func Status(ctx context.Context, socket string) (string, error) {
-	return Monitor{Socket: socket}.Status(ctx)
-}
-
-// Powerdown is Monitor{Socket: socket}.Powerdown.
-func Powerdown(ctx context.Context, socket string) error {
-	return Monitor{Socket: socket}.Powerdown(ctx)
-}
-
-// Quit is Monitor{Socket: socket}.Quit.
-func Quit(ctx context.Context, socket string) error { return Monitor{Socket: socket}.Quit(ctx) }

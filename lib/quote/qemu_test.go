@@ -84,7 +84,7 @@ func TestQEMUOptIsReadByQEMU(t *testing.T) {
 			t.Errorf("QMP does not list chardev c%d (%s): %v", i, p, got)
 		}
 	}
-	if err := (qmp.Monitor{Socket: sock}).Quit(ctx); err != nil {
+	if err := (qmp.Monitor{Socket: sock}).Execute(ctx, "quit", nil, nil); err != nil {
 		t.Fatalf("quit: %v", err)
 	}
 	select {

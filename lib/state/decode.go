@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -95,12 +96,12 @@ func unwrapPath(err error) error {
 // naming path.
 func decodeDocument(path string, data []byte, want string, v any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
-		return integrity(path, "is empty; expected a %s document", want)
+		return damaged(path, want, "is empty; expected a %s document", want)
 	}
 	var probe map[string]any
 	if err := wire.DecodeStrict(data, &probe); err != nil {
 		// Not even one well-formed JSON object: report the decoder's error.
-		return integrity(path, "invalid %s document: %v", want, err)
+		return damaged(path, want, "invalid %s document: %v", want, err)
 	}
 	got, _ := probe["schema"].(string)
 	if err := checkSchema(got, want); err != nil {
@@ -111,9 +112,29 @@ func decodeDocument(path string, data []byte, want string, v any) error {
 		return e
 	}
 	if err := wire.DecodeStrict(data, v); err != nil {
-		return integrity(path, "invalid %s document: %v", want, err)
+		return damaged(path, want, "invalid %s document: %v", want, err)
 	}
 	return nil
+}
+
+// damaged is integrity for a document of schema want whose bytes are
+// damaged (empty, truncated, not its schema). Nothing Barn runs can settle
+// it: the evidence it held is gone, and Barn never deletes what it cannot
+// prove it owns. The one action is the user's: restore the file, or, for
+// the record of an unfinished operation (a prepare journal or a destroy
+// transaction), move it aside once checked.
+func damaged(path, want, format string, args ...any) *exitcode.Error {
+	next := RestoreHint(path)
+	if want == JournalSchema || want == TransactionSchema {
+		next = "check " + path + " (a damaged record of an unfinished operation) and move it out of " + filepath.Dir(path) + ", then barn-node status"
+	}
+	return integrity(path, format, args...).WithNext(next)
+}
+
+// RestoreHint is the next: hint of a damaged or missing state document:
+// restore path (barn-state verify lists every damaged document).
+func RestoreHint(path string) string {
+	return "restore " + path + " from a backup (barn-state verify lists every damaged document)"
 }
 
 type schemaError struct {

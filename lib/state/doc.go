@@ -9,9 +9,11 @@
 // absolute, not a symlink, not $HOME itself, a 0700 directory owned by the
 // user. A bad value is usage (2); a symlinked, foreign-owned or non-0700
 // root is integrity (7). The runtime directory (QMP sockets,
-// pidfiles) is BARN_RUNTIME_DIR, else $XDG_RUNTIME_DIR/barn when
-// XDG_RUNTIME_DIR is owned and 0700, else /tmp/barn-<uid>; every socket path
-// is checked against the 107-byte limit (NodeRuntime, CheckSocketPath).
+// pidfiles) is BARN_RUNTIME_DIR, else <BARN_HOME>/run: never under
+// $XDG_RUNTIME_DIR, which systemd removes at the user's last logout while
+// QEMU keeps running. Every socket path is checked against the 107-byte
+// limit (NodeRuntime, CheckSocketPath); a node name too long for it gets
+// the short directory <runtime>/@<16 hex of SHA-256(node)>.
 //
 // # Layout
 //

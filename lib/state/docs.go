@@ -83,11 +83,36 @@ type DataDisk struct {
 	ActualFilesystem    string `json:"actual_filesystem,omitempty"` // as reported by the guest
 }
 
-// Runtime holds the per-node runtime paths (outside BARN_HOME).
+// Runtime holds the per-node runtime paths.
 type Runtime struct {
 	Directory string `json:"directory"`
-	QMP       string `json:"qmp"`     // unix socket, ≤107 bytes
-	Pidfile   string `json:"pidfile"` // written by QEMU -pidfile
+	QMP       string `json:"qmp"` // the operators' QMP monitor (unix socket, ≤107 bytes)
+	// BarnQMP is Barn's own QMP monitor (unix socket, ≤107 bytes): QEMU
+	// serves each monitor to one client at a time, so an operator's
+	// session on QMP cannot take it. Empty in state recorded before Barn
+	// had its own monitor; then QMP was Barn's.
+	BarnQMP string `json:"barn_qmp,omitempty"`
+	Pidfile string `json:"pidfile"` // written by QEMU -pidfile
+}
+
+// BarnMonitor is the socket Barn talks QMP on: BarnQMP, or QMP when the
+// state predates Barn's own monitor.
+func (rt Runtime) BarnMonitor() string {
+	if rt.BarnQMP != "" {
+		return rt.BarnQMP
+	}
+	return rt.QMP
+}
+
+// Sockets are the monitor sockets of rt that are set (QMP, then BarnQMP).
+func (rt Runtime) Sockets() []string {
+	var out []string
+	for _, s := range []string{rt.QMP, rt.BarnQMP} {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Invocation is the typed QEMU command line: Binary plus Args exactly as

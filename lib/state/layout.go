@@ -1,11 +1,13 @@
 package state
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/spec"
 )
 
 // The state root layout: every file name Barn uses under BARN_HOME and the
@@ -24,9 +26,12 @@ import (
 //	    root.qcow2 <disk>.qcow2 seed.iso nvram.fd serial.log qemu.log
 //	  disks/<node>/<disk>/            retained persistent disks
 //	  images/                         image cache (owned by the repo code)
-//	<runtime>/<node>/{qmp.sock,qemu.pid}
-//	  runtime = BARN_RUNTIME_DIR, else $XDG_RUNTIME_DIR/barn when
-//	  XDG_RUNTIME_DIR is owned and 0700, else /tmp/barn-<uid>
+//	  run/                            default runtime directory (below)
+//	<runtime>/<node>/{qmp.sock,barn-qmp.sock,qemu.pid}
+//	  runtime = BARN_RUNTIME_DIR, else <BARN_HOME>/run (never under
+//	  $XDG_RUNTIME_DIR, which vanishes at logout while QEMU runs); the
+//	  node directory is <runtime>/@<16 hex of SHA-256(node)> instead when
+//	  <runtime>/<node>/barn-qmp.sock would exceed 107 bytes
 const (
 	// Directly under BARN_HOME.
 	DeploymentFileName = "state.json"
@@ -36,6 +41,7 @@ const (
 	KeysDirName        = "keys"
 	DisksDirName       = "disks"
 	ImagesDirName      = "images"
+	RunDirName         = "run" // the default runtime directory
 
 	// Under locks/.
 	DeploymentLockName = "deployment.lock"
@@ -64,8 +70,9 @@ const (
 	RetainedDiskName = "disk.qcow2"
 
 	// Inside <runtime>/<node>/.
-	QMPSocketName = "qmp.sock"
-	PidfileName   = "qemu.pid"
+	QMPSocketName     = "qmp.sock"      // the operators' QMP monitor
+	BarnQMPSocketName = "barn-qmp.sock" // Barn's own QMP monitor
+	PidfileName       = "qemu.pid"
 
 	// MaxSocketPath is the longest unix socket path Linux accepts (bytes;
 	// sun_path is 108 bytes including the terminating NUL).
@@ -80,19 +87,14 @@ var nodeFileNames = map[string]bool{
 	SerialLogName: true, QEMULogName: true,
 }
 
-var (
-	nodeNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
-	dnsLabelRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-)
+// ValidNodeName reports whether name can be a node directory name: the
+// spec's node name rule (spec.ValidNodeName: one DNS label, which is also
+// a single safe path component).
+func ValidNodeName(name string) bool { return spec.ValidNodeName(name) }
 
-// ValidNodeName reports whether name can be a node directory name: it must
-// match ^[a-z0-9][a-z0-9_.-]{0,63}$ (the event log's name rule), which
-// also keeps it a single safe path component.
-func ValidNodeName(name string) bool { return nodeNameRE.MatchString(name) }
-
-// ValidDiskName reports whether name can be a data disk name: a DNS label
-// other than "root".
-func ValidDiskName(name string) bool { return name != "root" && dnsLabelRE.MatchString(name) }
+// ValidDiskName reports whether name can be a data disk name: the spec's
+// disk name rule (spec.CheckDiskName).
+func ValidDiskName(name string) bool { return spec.CheckDiskName(name) == nil }
 
 // IsNodeFileName reports whether name is one of the node-directory file
 // names of the layout table, including <disk>.qcow2 for a valid disk name.
@@ -170,29 +172,41 @@ func (r *Root) lockFile(lockName string) (string, error) {
 	return "", exitcode.New(exitcode.Usage, "unknown lock %q: want deployment, images or node/<node>", lockName)
 }
 
-// Runtime paths of node: <RuntimeDir>/<node>/{qmp.sock,qemu.pid}. Returns a
-// usage error (reason "socket_path_too_long") naming the path and its length
-// when the QMP socket path is longer than MaxSocketPath bytes; it is never
-// truncated.
+// Runtime paths of node: <RuntimeDir>/<node>/{qmp.sock,barn-qmp.sock,qemu.pid},
+// or, when a socket path there would be longer than MaxSocketPath bytes
+// (a long node name), the same names in <RuntimeDir>/@<16 hex of
+// SHA-256(node)> ('@' is never in a node name). When even that is too
+// long it returns a usage error (reason "socket_path_too_long") naming the
+// path and its length; a path is never truncated.
 func (r *Root) NodeRuntime(node string) (Runtime, error) {
 	if err := checkNodeName(node); err != nil {
 		return Runtime{}, err
 	}
-	dir := filepath.Join(r.RuntimeDir, node)
-	rt := Runtime{Directory: dir, QMP: filepath.Join(dir, QMPSocketName), Pidfile: filepath.Join(dir, PidfileName)}
-	if err := CheckSocketPath(rt.QMP); err != nil {
-		return Runtime{}, err
+	rt := runtimeIn(filepath.Join(r.RuntimeDir, node))
+	if len(rt.BarnQMP) > MaxSocketPath {
+		sum := sha256.Sum256([]byte(node))
+		rt = runtimeIn(filepath.Join(r.RuntimeDir, "@"+hex.EncodeToString(sum[:8])))
+	}
+	for _, s := range rt.Sockets() {
+		if err := CheckSocketPath(s); err != nil {
+			return Runtime{}, err
+		}
 	}
 	return rt, nil
+}
+
+func runtimeIn(dir string) Runtime {
+	return Runtime{Directory: dir, QMP: filepath.Join(dir, QMPSocketName),
+		BarnQMP: filepath.Join(dir, BarnQMPSocketName), Pidfile: filepath.Join(dir, PidfileName)}
 }
 
 // CheckSocketPath returns a usage error naming path and its length in
 // bytes when path is longer than MaxSocketPath.
 func CheckSocketPath(path string) error {
 	if len(path) > MaxSocketPath {
-		return exitcode.New(exitcode.Usage, "socket path %s is %d bytes; unix sockets allow at most %d", path, len(path), MaxSocketPath).
+		return exitcode.New(exitcode.Usage, "socket path %s is %d bytes; unix sockets allow at most %d (BARN_HOME or BARN_RUNTIME_DIR is too deep)", path, len(path), MaxSocketPath).
 			WithReason("socket_path_too_long").
-			WithNext("export BARN_RUNTIME_DIR=/tmp/barn-$(id -u)")
+			WithNext("export BARN_RUNTIME_DIR=/var/tmp/barn-$(id -u)   # any short directory that survives logout (not under $XDG_RUNTIME_DIR)")
 	}
 	return nil
 }

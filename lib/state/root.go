@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -110,7 +109,7 @@ func resolve(getenv func(string) string) (*Root, error) {
 			WithReason("invalid_state_root").WithNext("export BARN_HOME=" + filepath.Join(home, ".barn"))
 	}
 	r := &Root{Dir: dir, LockWait: DefaultLockWait, ImagesLockWait: DefaultImagesLockWait, Now: time.Now, uid: os.Geteuid()}
-	rt, err := runtimeDir(getenv, r.uid)
+	rt, err := runtimeDir(getenv, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -130,21 +129,17 @@ func sameDir(a, b string) bool {
 }
 
 // runtimeDir picks the runtime directory: BARN_RUNTIME_DIR, else
-// $XDG_RUNTIME_DIR/barn when XDG_RUNTIME_DIR is owned by uid and 0700,
-// else /tmp/barn-<uid>.
-func runtimeDir(getenv func(string) string, uid int) (string, error) {
+// <stateRoot>/run. It is never under $XDG_RUNTIME_DIR: systemd removes that
+// at the user's last logout while QEMU keeps running, and with it the only
+// way to reach the VM's monitors.
+func runtimeDir(getenv func(string) string, stateRoot string) (string, error) {
 	if d := getenv("BARN_RUNTIME_DIR"); d != "" {
 		if !filepath.IsAbs(d) {
 			return "", exitcode.New(exitcode.Usage, "BARN_RUNTIME_DIR %q is not an absolute path", d).WithReason("invalid_runtime_dir")
 		}
 		return filepath.Clean(d), nil
 	}
-	if x := getenv("XDG_RUNTIME_DIR"); x != "" && filepath.IsAbs(x) {
-		if fi, err := os.Lstat(x); err == nil && fi.IsDir() && fi.Mode().Perm() == 0o700 && ownerOf(fi) == uid {
-			return filepath.Join(filepath.Clean(x), "barn"), nil
-		}
-	}
-	return "/tmp/barn-" + strconv.Itoa(uid), nil
+	return filepath.Join(stateRoot, RunDirName), nil
 }
 
 func ownerOf(fi fs.FileInfo) int {
@@ -260,13 +255,20 @@ func (r *Root) EnsureRetainedDiskDir(node, disk string) (string, error) {
 	return r.ensureSubdir(DisksDirName, node, disk)
 }
 
-// EnsureNodeRuntime creates the runtime directory and <RuntimeDir>/<node>
-// (0700, owned, not symlinks) and returns the node's runtime paths, with
-// the socket length check of NodeRuntime.
+// EnsureNodeRuntime creates the runtime directory and the node's runtime
+// directory (0700, owned, not symlinks) and returns the node's runtime
+// paths, with the socket length check of NodeRuntime. The default runtime
+// directory, <Dir>/run, is created like every state directory (the root
+// first).
 func (r *Root) EnsureNodeRuntime(node string) (Runtime, error) {
 	rt, err := r.NodeRuntime(node)
 	if err != nil {
 		return Runtime{}, err
+	}
+	if r.RuntimeDir == filepath.Join(r.Dir, RunDirName) {
+		if _, err := r.ensureSubdir(RunDirName); err != nil {
+			return Runtime{}, err
+		}
 	}
 	for _, d := range []string{r.RuntimeDir, rt.Directory} {
 		if err := r.ensureDir(d, false); err != nil {

@@ -3,7 +3,6 @@ package state
 import (
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -149,38 +148,70 @@ func TestInspectCreatesNothing(t *testing.T) {
 	}
 }
 
+// TestRuntimeDir: the runtime directory (QMP sockets, pidfiles) lives in
+// the state root by default, never under $XDG_RUNTIME_DIR, which systemd
+// removes at the user's last logout while QEMU keeps running.
 func TestRuntimeDir(t *testing.T) {
-	uid := os.Geteuid()
 	xdg := t.TempDir()
 	if err := os.Chmod(xdg, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	open := func(env map[string]string) *Root {
+	home := t.TempDir()
+	open := func(env map[string]string) (*Root, error) {
 		t.Helper()
-		env["HOME"] = t.TempDir()
-		r, err := Inspect(envOf(env))
-		if err != nil {
-			t.Fatal(err)
+		env["HOME"] = home
+		return Inspect(envOf(env))
+	}
+	for name, env := range map[string]map[string]string{
+		"owned 0700 XDG_RUNTIME_DIR": {"XDG_RUNTIME_DIR": xdg},
+		"no XDG_RUNTIME_DIR":         {},
+	} {
+		r, err := open(env)
+		if err != nil || r.RuntimeDir != filepath.Join(home, ".barn", "run") {
+			t.Errorf("%s: runtime = %v %v, want %s/.barn/run", name, r, err, home)
 		}
-		return r
 	}
-	if got := open(map[string]string{"XDG_RUNTIME_DIR": xdg}).RuntimeDir; got != filepath.Join(xdg, "barn") {
-		t.Errorf("owned 0700 XDG_RUNTIME_DIR: runtime = %s, want %s/barn", got, xdg)
+	if r, _ := open(map[string]string{"BARN_HOME": "/srv/lab"}); r.RuntimeDir != "/srv/lab/run" {
+		t.Errorf("BARN_HOME=/srv/lab: runtime = %s, want /srv/lab/run", r.RuntimeDir)
 	}
-	loose := t.TempDir()
-	if err := os.Chmod(loose, 0o755); err != nil {
+	if r, _ := open(map[string]string{"BARN_RUNTIME_DIR": "/r/", "XDG_RUNTIME_DIR": xdg}); r.RuntimeDir != "/r" {
+		t.Errorf("BARN_RUNTIME_DIR: runtime = %s, want /r", r.RuntimeDir)
+	}
+	_, err := open(map[string]string{"BARN_RUNTIME_DIR": "rel/run"})
+	wantClass(t, err, exitcode.Usage, "BARN_RUNTIME_DIR")
+}
+
+// TestDefaultRuntimeDirIsAStateDirectory: <BARN_HOME>/run is created 0700
+// like every state directory, and verify holds it to the same rule.
+func TestDefaultRuntimeDirIsAStateDirectory(t *testing.T) {
+	home := t.TempDir()
+	r, err := Open(envOf(map[string]string{"HOME": home}))
+	if err != nil {
 		t.Fatal(err)
 	}
-	want := "/tmp/barn-" + strconv.Itoa(uid)
-	if got := open(map[string]string{"XDG_RUNTIME_DIR": loose}).RuntimeDir; got != want {
-		t.Errorf("0755 XDG_RUNTIME_DIR: runtime = %s, want %s", got, want)
+	rt, err := r.EnsureNodeRuntime("pg-1")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := open(map[string]string{}).RuntimeDir; got != want {
-		t.Errorf("no XDG_RUNTIME_DIR: runtime = %s, want %s", got, want)
+	if rt.Directory != filepath.Join(home, ".barn", "run", "pg-1") {
+		t.Fatalf("runtime directory %s", rt.Directory)
 	}
-	if got := open(map[string]string{"BARN_RUNTIME_DIR": "/r", "XDG_RUNTIME_DIR": xdg}).RuntimeDir; got != "/r" {
-		t.Errorf("BARN_RUNTIME_DIR: runtime = %s, want /r", got)
+	for _, d := range []string{r.RuntimeDir, rt.Directory} {
+		if fi, err := os.Lstat(d); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Fatalf("%s: %v %v, want a 0700 directory", d, fi, err)
+		}
 	}
+	if probs := r.Verify(); len(probs) != 0 {
+		t.Fatalf("verify of a fresh runtime directory: %v", probs)
+	}
+	if err := os.Chmod(r.RuntimeDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if probs := r.Verify(); len(probs) != 1 || probs[0].File != r.RuntimeDir {
+		t.Fatalf("verify of a 0755 runtime directory: %v, want one problem naming it", probs)
+	}
+	_, err = r.EnsureNodeRuntime("pg-2")
+	wantClass(t, err, exitcode.Integrity, "0700")
 }
 
 func TestNodeRuntimeSocketLimit(t *testing.T) {
@@ -189,24 +220,38 @@ func TestNodeRuntimeSocketLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Runtime{Directory: "/run/user/1000/barn/pg-meta-1", QMP: "/run/user/1000/barn/pg-meta-1/qmp.sock", Pidfile: "/run/user/1000/barn/pg-meta-1/qemu.pid"}
+	want := Runtime{Directory: "/run/user/1000/barn/pg-meta-1", QMP: "/run/user/1000/barn/pg-meta-1/qmp.sock",
+		BarnQMP: "/run/user/1000/barn/pg-meta-1/barn-qmp.sock", Pidfile: "/run/user/1000/barn/pg-meta-1/qemu.pid"}
 	if rt != want {
 		t.Fatalf("NodeRuntime = %+v, want %+v", rt, want)
 	}
-	// 107 bytes exactly is allowed; 108 is refused, naming path and length.
+	// 107 bytes exactly is allowed for the longest socket (Barn's own
+	// monitor); 108 is refused, naming path and length.
 	node := "n"
 	base := "/r/"
-	pad := MaxSocketPath - len(base) - len("/"+node+"/qmp.sock")
+	pad := MaxSocketPath - len(base) - len("/"+node+"/"+BarnQMPSocketName)
 	r.RuntimeDir = base + strings.Repeat("x", pad)
 	rt, err = r.NodeRuntime(node)
-	if err != nil || len(rt.QMP) != MaxSocketPath {
-		t.Fatalf("107-byte socket: %v, len %d", err, len(rt.QMP))
+	if err != nil || len(rt.BarnQMP) != MaxSocketPath {
+		t.Fatalf("107-byte socket: %v, len %d", err, len(rt.BarnQMP))
 	}
-	r.RuntimeDir += "y"
-	_, err = r.NodeRuntime(node)
-	wantClass(t, err, exitcode.Usage, "is 108 bytes")
-	if !strings.Contains(exitcode.As(err).Message, r.RuntimeDir+"/n/qmp.sock") {
-		t.Fatalf("error does not name the path: %v", err)
+	// One byte more: a node name too long for the socket gets the short
+	// directory @<16 hex of SHA-256(name)>, which no node name can spell.
+	r.RuntimeDir = "/home/someone-with-a-long-name/.barn/run"
+	long := strings.Repeat("n", 63) // the longest node name
+	rt, err = r.NodeRuntime(long)
+	if err != nil || rt.Directory != r.RuntimeDir+"/@73dcf996417209ec" || len(rt.BarnQMP) > MaxSocketPath {
+		t.Fatalf("a 63-byte node name: %+v %v", rt, err)
+	}
+	if other, _ := r.NodeRuntime(strings.Repeat("n", 62) + "m"); other.Directory == rt.Directory {
+		t.Fatal("two long node names share a runtime directory")
+	}
+	// Too deep even for that: refused, naming the path and its length.
+	r.RuntimeDir = base + strings.Repeat("x", 80)
+	_, err = r.NodeRuntime(long)
+	wantClass(t, err, exitcode.Usage, "qmp.sock is 110 bytes")
+	if e := exitcode.As(err); !strings.Contains(e.Message, "/@73dcf996417209ec/") || !strings.Contains(e.Next, "BARN_RUNTIME_DIR") {
+		t.Fatalf("error does not name the path or the way out: %v", err)
 	}
 }
 

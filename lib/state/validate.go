@@ -178,8 +178,13 @@ func checkRuntime(p *problems, rt Runtime) {
 	if rt.QMP != filepath.Join(rt.Directory, QMPSocketName) {
 		p.addf("runtime.qmp %q is not %s inside runtime.directory", rt.QMP, QMPSocketName)
 	}
-	if len(rt.QMP) > MaxSocketPath {
-		p.addf("runtime.qmp %s is %d bytes; unix sockets allow at most %d", rt.QMP, len(rt.QMP), MaxSocketPath)
+	if rt.BarnQMP != "" && rt.BarnQMP != filepath.Join(rt.Directory, BarnQMPSocketName) {
+		p.addf("runtime.barn_qmp %q is not %s inside runtime.directory", rt.BarnQMP, BarnQMPSocketName)
+	}
+	for _, s := range rt.Sockets() {
+		if len(s) > MaxSocketPath {
+			p.addf("runtime socket %s is %d bytes; unix sockets allow at most %d", s, len(s), MaxSocketPath)
+		}
 	}
 	if rt.Pidfile != filepath.Join(rt.Directory, PidfileName) {
 		p.addf("runtime.pidfile %q is not %s inside runtime.directory", rt.Pidfile, PidfileName)

@@ -42,7 +42,7 @@ func (r *Root) Verify() []Problem {
 	_, err := r.ReadDeployment()
 	add(err)
 
-	for _, d := range []string{LocksDirName, KeysDirName, DisksDirName, ImagesDirName} {
+	for _, d := range []string{LocksDirName, KeysDirName, DisksDirName, ImagesDirName, RunDirName} {
 		if err := r.checkDir(filepath.Join(r.Dir, d), false); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			add(err)
 		}

@@ -20,7 +20,7 @@ func BenchmarkLaunchFake(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StopTimer()
-		if err := vm.Stop(ctx, f.node, f.uuid, f.rt, &proc, quick()); err != nil {
+		if err := vm.Stop(ctx, f.target(&proc), quick()); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"barn.dev/lib/exitcode"
@@ -61,7 +62,8 @@ func (o LaunchOptions) withDefaults() LaunchOptions {
 
 // Launch runs inv (QEMU with -daemonize), passing files as descriptors 3, 4,
 // … (they must match inv.InheritedFiles), then waits up to 15 s for QMP on
-// rt.QMP to answer with name node and UUID vmUUID, reads rt.Pidfile,
+// Barn's own monitor (rt.BarnMonitor) to answer with name node and UUID
+// vmUUID, reads rt.Pidfile,
 // captures the process tuple and checks that its argv hash is
 // procid.ArgvHash(inv). It returns the tuple to persist.
 //
@@ -137,10 +139,10 @@ func prove(ctx context.Context, inv state.Invocation, node, vmUUID string, rt st
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
 			return state.Process{}, exitcode.New(exitcode.Runtime,
-				"QMP on %s did not answer within %s: %v", rt.QMP, o.QMPWait, last).
+				"QMP on %s did not answer within %s: %v", rt.BarnMonitor(), o.QMPWait, last).
 				WithReason("qmp_timeout").WithNext("barn-node logs " + node)
 		}
-		m := qmp.Monitor{Socket: rt.QMP, Timeout: min(o.QMPTimeout, remaining)}
+		m := qmp.Monitor{Socket: rt.BarnMonitor(), Timeout: min(o.QMPTimeout, remaining)}
 		err := m.Verify(ctx, node, vmUUID)
 		if err == nil {
 			break
@@ -155,10 +157,10 @@ func prove(ctx context.Context, inv state.Invocation, node, vmUUID string, rt st
 		case errors.As(err, &qe):
 			return state.Process{}, exitcode.Wrap(exitcode.Runtime, err, "QMP of %s refused identity queries", node).
 				WithReason("qmp_error").WithDetail(map[string]string{"class": qe.Class})
-		case !errors.Is(err, qmp.ErrUnavailable):
+		case !errors.Is(err, qmp.ErrUnavailable) && !errors.Is(err, qmp.ErrBusy):
 			return state.Process{}, exitcode.Wrap(exitcode.Runtime, err, "QMP of %s", node).WithReason("qmp_error")
 		}
-		// Unavailable: still starting, or already dead?
+		// Unavailable or not greeting yet: still starting, or already dead?
 		if pid, perr := ReadPidfile(rt.Pidfile); perr == nil && !procid.Alive(pid) {
 			tail := ""
 			if errLog != "" {
@@ -198,8 +200,11 @@ func prove(ctx context.Context, inv state.Invocation, node, vmUUID string, rt st
 }
 
 // abort is launch compensation (30 s budget, detached from cancellation):
-// QMP quit when the identity matches; otherwise verified signals to the
-// pidfile's process when it is stable and runs inv; nothing on a mismatch.
+// QMP quit when the identity matches (proven and sent on one session);
+// otherwise verified signals to the pidfile's process when it is stable
+// and runs inv (this launch's own, never proven, process: a monitor that
+// stayed busy through the whole launch is no reason to leave it running);
+// nothing on a mismatch.
 // It returns nil when nothing of the launch remains running.
 func abort(ctx context.Context, inv state.Invocation, node, vmUUID string, rt state.Runtime) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), AbortBudget)
@@ -208,7 +213,7 @@ func abort(ctx context.Context, inv state.Invocation, node, vmUUID string, rt st
 	if err == nil {
 		// Nothing of the launch runs: remove the stale socket and pidfile
 		// QEMU may have left when it failed (CleanupRuntime refuses live ones).
-		if cerr := CleanupRuntime(ctx, rt); cerr != nil {
+		if cerr := cleanupSettled(ctx, rt); cerr != nil {
 			return fmt.Errorf("cleanup: %w", cerr)
 		}
 	}
@@ -216,7 +221,7 @@ func abort(ctx context.Context, inv state.Invocation, node, vmUUID string, rt st
 }
 
 func stopLaunched(ctx context.Context, inv state.Invocation, node, vmUUID string, rt state.Runtime) error {
-	m := qmp.Monitor{Socket: rt.QMP, Timeout: 2 * time.Second}
+	m := qmp.Monitor{Socket: rt.BarnMonitor(), Timeout: 2 * time.Second}
 	pid, perr := ReadPidfile(rt.Pidfile)
 	var proc *state.Process
 	if perr == nil {
@@ -227,18 +232,18 @@ func stopLaunched(ctx context.Context, inv state.Invocation, node, vmUUID string
 			}
 		}
 	}
-	err := m.Verify(ctx, node, vmUUID)
+	err := m.Verified(ctx, node, vmUUID, "quit", nil, nil)
+	var qe *qmp.Error
 	switch {
 	case err == nil:
-		if err := m.Quit(ctx); err != nil && !errors.Is(err, qmp.ErrUnavailable) {
-			return fmt.Errorf("cleanup: QMP quit: %w", err)
-		}
 		if waitGone(ctx, proc, m, DefaultQuitWait, DefaultPoll) {
 			return nil
 		}
 		return fmt.Errorf("cleanup: QEMU still runs 10 s after QMP quit")
 	case errors.Is(err, qmp.ErrIdentityMismatch):
 		return fmt.Errorf("cleanup refused: %w", err)
+	case errors.As(err, &qe):
+		return fmt.Errorf("cleanup: QMP quit: %w", err)
 	}
 	if perr != nil {
 		if errors.Is(perr, os.ErrNotExist) {
@@ -291,6 +296,10 @@ func checkLaunchInput(inv state.Invocation, rt state.Runtime, files []*os.File) 
 	return nil
 }
 
+// ensureRuntimeDir creates dir (0700) when missing and requires it to be a
+// real directory owned by this user with no group or world access, the
+// rule of the state root: the QMP sockets inside it control the VM and the
+// pidfile names what Barn may signal.
 func ensureRuntimeDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return exitcode.Wrap(exitcode.Resource, err, "creating runtime directory").WithReason("runtime_dir")
@@ -299,9 +308,21 @@ func ensureRuntimeDir(dir string) error {
 	if err != nil {
 		return exitcode.Wrap(exitcode.Resource, err, "runtime directory").WithReason("runtime_dir")
 	}
-	if !fi.IsDir() || fi.Mode().Perm()&0o022 != 0 {
-		return exitcode.New(exitcode.Integrity, "runtime directory %s is not a private directory (mode %s)", dir, fi.Mode()).
+	uid := os.Geteuid()
+	owner := -1
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		owner = int(st.Uid)
+	}
+	switch {
+	case !fi.IsDir():
+		return exitcode.New(exitcode.Integrity, "runtime directory %s is not a directory (%s)", dir, fi.Mode().Type()).
 			WithReason("runtime_dir")
+	case owner != uid:
+		return exitcode.New(exitcode.Integrity, "runtime directory %s is owned by uid %d, not by this user (uid %d)", dir, owner, uid).
+			WithReason("runtime_dir")
+	case fi.Mode().Perm()&0o077 != 0:
+		return exitcode.New(exitcode.Integrity, "runtime directory %s has mode %04o; it must be 0700 (no group or world access)", dir, fi.Mode().Perm()).
+			WithReason("runtime_dir").WithNext("chmod 0700 " + dir)
 	}
 	return nil
 }

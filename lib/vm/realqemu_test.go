@@ -1,12 +1,16 @@
 package vm_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -68,15 +72,17 @@ func TestRealQEMULaunchIdentityPowerdownIgnoredQuit(t *testing.T) {
 	if pid, err := vm.ReadPidfile(f.rt.Pidfile); err != nil || pid != proc.PID {
 		t.Errorf("pidfile %d %v, want %d", pid, err, proc.PID)
 	}
-	name, uuid, err := qmp.Identity(context.Background(), f.rt.QMP)
-	if err != nil || name != f.node || uuid != f.uuid {
-		t.Errorf("QMP identity %q %q %v", name, uuid, err)
+	for _, sock := range f.rt.Sockets() { // QEMU reads both monitors from Barn's argv
+		name, uuid, err := qmp.Identity(context.Background(), sock)
+		if err != nil || name != f.node || uuid != f.uuid {
+			t.Errorf("QMP identity on %s: %q %q %v", sock, name, uuid, err)
+		}
 	}
 	var qe *qmp.Error
 	if err := (qmp.Monitor{Socket: f.rt.QMP}).Execute(context.Background(), "no-such-command", nil, nil); !errors.As(err, &qe) || qe.Class != "CommandNotFound" {
 		t.Errorf("unknown command: %v, want a QMP error keeping class CommandNotFound", err)
 	}
-	l := vm.Audit(context.Background(), f.node, f.uuid, f.rt, &proc)
+	l := vm.Audit(context.Background(), f.target(&proc))
 	if !l.Running || l.Runtime != vm.RuntimeRunning || l.Status != "running" {
 		t.Errorf("audit %+v", l)
 	}
@@ -84,7 +90,9 @@ func TestRealQEMULaunchIdentityPowerdownIgnoredQuit(t *testing.T) {
 	// Wrong expected UUID: integrity, nothing sent, QEMU keeps running.
 	o := quick()
 	log := steps(&o)
-	err = vm.Stop(context.Background(), f.node, "00000000-0000-4000-8000-000000000001", f.rt, &proc, o)
+	other := f.target(&proc)
+	other.UUID = "00000000-0000-4000-8000-000000000001"
+	err := vm.Stop(context.Background(), other, o)
 	if e := exitcode.As(err); e == nil || e.Class != exitcode.Integrity || len(*log) != 0 {
 		t.Fatalf("stop with another uuid: %v steps %q", err, *log)
 	}
@@ -96,7 +104,7 @@ func TestRealQEMULaunchIdentityPowerdownIgnoredQuit(t *testing.T) {
 	o = quick()
 	o.Graceful = time.Second
 	log = steps(&o)
-	if err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, o); err != nil {
+	if err := vm.Stop(context.Background(), f.target(&proc), o); err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Join(*log, "\n")
@@ -112,17 +120,15 @@ func TestRealQEMULaunchIdentityPowerdownIgnoredQuit(t *testing.T) {
 func TestRealQEMUSIGTERMWhenQMPUnavailable(t *testing.T) {
 	f := realQEMU(t)
 	proc := launchReal(t, f)
-	// Make QMP unavailable: the socket path is gone (a damaged runtime dir).
-	if err := os.Remove(f.rt.QMP); err != nil {
-		t.Fatal(err)
-	}
-	l := vm.Audit(context.Background(), f.node, f.uuid, f.rt, &proc)
+	// Make QMP unavailable: the socket paths are gone (a damaged runtime dir).
+	removeSockets(t, f.rt)
+	l := vm.Audit(context.Background(), f.target(&proc))
 	if !errors.Is(l.QMP, qmp.ErrUnavailable) || l.Verdict != procid.Ours || l.Runtime != vm.RuntimeUnknown {
 		t.Errorf("audit with QMP gone %+v", l)
 	}
 	o := quick()
 	log := steps(&o)
-	if err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, o); err != nil {
+	if err := vm.Stop(context.Background(), f.target(&proc), o); err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Join(*log, "\n")
@@ -146,11 +152,12 @@ func TestRealQEMUEarlyExitReturnsStderr(t *testing.T) {
 	assertNoRuntimeFiles(t, f.rt)
 }
 
-// TestRealQEMUHungQMPEscalates freezes QEMU (SIGSTOP): the kernel accepts
-// QMP connections but nobody greets, so QMP is unavailable; a stopped
-// process ignores SIGTERM until continued, so the ladder must re-capture and
-// SIGKILL.
-func TestRealQEMUHungQMPEscalates(t *testing.T) {
+// TestRealQEMUFrozenEscalates freezes QEMU (SIGSTOP): the kernel accepts
+// QMP connections but nobody greets, so QMP is busy, and the process table
+// proves why: every thread is stopped, so no monitor can answer until it
+// is continued. A stopped process ignores SIGTERM until continued, so the
+// ladder must re-capture and SIGKILL.
+func TestRealQEMUFrozenEscalates(t *testing.T) {
 	f := realQEMU(t)
 	proc := launchReal(t, f)
 	if err := syscall.Kill(proc.PID, syscall.SIGSTOP); err != nil {
@@ -159,17 +166,109 @@ func TestRealQEMUHungQMPEscalates(t *testing.T) {
 	o := quick()
 	o.TermWait = 500 * time.Millisecond
 	log := steps(&o)
-	if err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, o); err != nil {
+	if err := vm.Stop(context.Background(), f.target(&proc), o); err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Join(*log, "\n")
-	if !strings.Contains(got, "QMP unavailable") || !strings.Contains(got, "SIGTERM") || !strings.Contains(got, "SIGKILL") {
+	if !strings.Contains(got, "is stopped") || !strings.Contains(got, "SIGTERM") || !strings.Contains(got, "SIGKILL") {
 		t.Errorf("ladder steps:\n%s", got)
 	}
 	if v := procid.Observe(proc); v != procid.Dead {
 		t.Errorf("after stop: %s", v)
 	}
 	assertNoRuntimeFiles(t, f.rt) // SIGKILL left them; Stop removed the stale ones
+}
+
+// TestRealQEMUOperatorSessionDoesNotBlockBarn: an operator's session (socat,
+// a debugging client) holds the QMP socket Barn leaves to operators. QEMU
+// serves each monitor to one client, but Barn has a monitor of its own, so
+// stop still proves the identity and powers down cleanly over QMP: no
+// guest OS handles the power button here, so system_powerdown is ignored
+// and QMP quit ends it, with no signal.
+func TestRealQEMUOperatorSessionDoesNotBlockBarn(t *testing.T) {
+	f := realQEMU(t)
+	proc := launchReal(t, f)
+	holdMonitor(t, f.rt.QMP)
+	if _, _, err := (qmp.Monitor{Socket: f.rt.QMP, Timeout: 300 * time.Millisecond}).Identity(context.Background()); !errors.Is(err, qmp.ErrBusy) {
+		t.Fatalf("a second client of the held operator socket: %v, want busy (QEMU serves one client per monitor)", err)
+	}
+	if l := vm.Audit(context.Background(), f.target(&proc)); l.Runtime != vm.RuntimeRunning || l.Status != "running" {
+		t.Errorf("audit with the operator socket held %+v", l)
+	}
+	o := quick()
+	o.Graceful = time.Second
+	log := steps(&o)
+	if err := vm.Stop(context.Background(), f.target(&proc), o); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(*log, "\n"); !strings.Contains(got, "system_powerdown") || !strings.Contains(got, "QMP quit") || strings.Contains(got, "SIG") {
+		t.Errorf("ladder steps with the operator socket held:\n%s", got)
+	}
+	if v := procid.Observe(proc); v != procid.Dead {
+		t.Errorf("after stop: %s", v)
+	}
+	assertNoRuntimeFiles(t, f.rt)
+}
+
+// TestRealQEMUHeldBarnMonitorIsBusyNotAbsent: something holds Barn's own
+// monitor. QEMU queues Barn's connection and never greets it: that is a
+// busy monitor, not an absent QEMU. Stop sends nothing, no signal either,
+// and says who to ask; once the other client leaves, stop powers the VM
+// down over QMP.
+func TestRealQEMUHeldBarnMonitorIsBusyNotAbsent(t *testing.T) {
+	f := realQEMU(t)
+	proc := launchReal(t, f)
+	release := holdMonitor(t, f.rt.BarnQMP)
+
+	o := quick()
+	o.Graceful = time.Second
+	log := steps(&o)
+	err := vm.Stop(context.Background(), f.target(&proc), o)
+	holder := "pid " + strconv.Itoa(os.Getpid()) // this test holds it
+	if e := exitcode.As(err); e == nil || e.Class != exitcode.Conflict || e.Reason != "qmp_busy" ||
+		!strings.Contains(e.Message, "held by "+holder) || !strings.Contains(e.Next, "end the QMP session of "+holder+" on "+f.rt.BarnQMP) {
+		t.Fatalf("stop with Barn's monitor held by another client: %v, want conflict qmp_busy naming the socket and its holder", err)
+	}
+	if got := strings.Join(*log, "\n"); strings.Contains(got, "SIG") || strings.Contains(got, "unavailable") {
+		t.Errorf("ladder steps with a held monitor:\n%s", got)
+	}
+	if v := procid.Observe(proc); v != procid.Ours {
+		t.Fatalf("QEMU after a refused stop: %s", v)
+	}
+	if l := vm.Audit(context.Background(), f.target(&proc)); !errors.Is(l.QMP, qmp.ErrBusy) || !l.Running || l.Runtime == vm.RuntimeInactive {
+		t.Errorf("audit with a held monitor %+v", l)
+	}
+
+	release()
+	log = steps(&o)
+	if err := vm.Stop(context.Background(), f.target(&proc), o); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(*log, "\n"); !strings.Contains(got, "system_powerdown") || strings.Contains(got, "SIG") {
+		t.Errorf("ladder steps once released:\n%s", got)
+	}
+	if v := procid.Observe(proc); v != procid.Dead {
+		t.Errorf("after stop: %s", v)
+	}
+}
+
+// holdMonitor connects to a QMP socket as another client would, reads the
+// greeting and keeps the connection open until the returned release (or
+// the test's end).
+func holdMonitor(t *testing.T, sock string) (release func()) {
+	t.Helper()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := bufio.NewReader(c).ReadString('\n'); err != nil {
+		t.Fatalf("holding %s: no greeting: %v", sock, err)
+	}
+	var once sync.Once
+	release = func() { once.Do(func() { c.Close() }) }
+	t.Cleanup(release)
+	return release
 }
 
 func TestRealQEMUCrashIsInactive(t *testing.T) {
@@ -180,11 +279,11 @@ func TestRealQEMUCrashIsInactive(t *testing.T) {
 	for procid.Observe(proc) == procid.Ours && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	l := vm.Audit(context.Background(), f.node, f.uuid, f.rt, &proc)
+	l := vm.Audit(context.Background(), f.target(&proc))
 	if l.Running || l.Runtime != vm.RuntimeInactive || l.Verdict != procid.Dead {
 		t.Fatalf("audit after crash %+v", l)
 	}
-	if err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, quick()); err != nil {
+	if err := vm.Stop(context.Background(), f.target(&proc), quick()); err != nil {
 		t.Fatal(err)
 	}
 	assertNoRuntimeFiles(t, f.rt)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -48,91 +49,163 @@ func (o StopOptions) withDefaults() StopOptions {
 	return o
 }
 
-// Stop runs the stop ladder for the VM node/vmUUID whose recorded process
-// tuple is proc (nil when none was recorded, e.g. an interrupted start):
+// Stop runs the stop ladder for t (t.Process nil when no tuple was
+// recorded, e.g. an interrupted start). Every QMP step is one session on
+// Barn's own monitor (lib/qmp): the identity is proven on the connection
+// the command is then sent on.
 //
 //  1. QMP identity: a mismatch is an integrity error (reason
-//     "qmp_identity_mismatch") and nothing is sent; unavailable → step 5.
+//     "qmp_identity_mismatch") and nothing is sent; unavailable → step 5;
+//     busy → step 6.
 //  2. The recorded process must be Ours (QMP ok + other process → conflict
 //     "process_mismatch").
 //  3. system_powerdown, wait up to o.Graceful.
 //  4. Re-verify QMP and process, QMP quit, wait o.QuitWait.
-//  5. Only with QMP proven unavailable: Observe(proc) — Dead or Foreign is
-//     stopped (a Foreign PID is never signalled), Unknown is a conflict
-//     "process_unverified"; Ours gets SIGTERM (through a pidfd opened before
-//     the check), wait o.TermWait, re-capture and match, SIGKILL, wait
-//     o.KillWait.
+//  5. Only with QMP proven unavailable: the process to signal is the
+//     recorded tuple when Observe says Ours (Unknown is a conflict
+//     "process_unverified"); when it is Dead or Foreign (never signalled)
+//     or none was recorded, the process table decides (procid.Find): the
+//     one process running t.Invocation exactly is adopted, no claimant at
+//     all means stopped, anything else is "process_unverified". A missing
+//     pidfile proves nothing. The chosen process gets SIGTERM (through a
+//     pidfd opened before the check), wait o.TermWait, re-capture and
+//     match, SIGKILL, wait o.KillWait.
+//  6. QMP busy (something listens but stays silent: another client holds
+//     the monitor) is never read as absence: conflict "qmp_busy", nothing
+//     sent. The one exception is a recorded process proven Ours whose
+//     every thread is stopped (SIGSTOP, a debugger): it cannot answer any
+//     monitor until continued, so step 5's verified signals apply.
 //
 // It returns nil once the VM is proven stopped, and then removes the stale
-// runtime socket and pidfile. A still-answering, matching QMP after quit is
-// a runtime error "stop_failed": no signal bypasses a live control plane.
-func Stop(ctx context.Context, node, vmUUID string, rt state.Runtime, proc *state.Process, o StopOptions) error {
+// runtime sockets and pidfile. A still-answering, matching QMP after quit
+// is a runtime error "stop_failed": no signal bypasses a live control plane.
+func Stop(ctx context.Context, t Target, o StopOptions) error {
 	o = o.withDefaults()
-	m := qmp.Monitor{Socket: rt.QMP, Timeout: o.QMPTimeout}
+	m := qmp.Monitor{Socket: t.Runtime.BarnMonitor(), Timeout: o.QMPTimeout}
+	node, proc := t.Node, t.Process
 
-	qerr := m.Verify(ctx, node, vmUUID)
-	switch {
-	case ctx.Err() != nil || errors.Is(qerr, context.DeadlineExceeded) || errors.Is(qerr, context.Canceled):
-		return exitcode.Wrap(exitcode.Cancelled, ctx.Err(), "stopping %s", node)
-	case errors.Is(qerr, qmp.ErrIdentityMismatch):
-		return mismatch(node, qerr)
-	case errors.Is(qerr, qmp.ErrUnavailable):
-		o.Progress(fmt.Sprintf("%s: QMP unavailable (%v); verifying the recorded process", node, qerr))
-		return signalPath(ctx, node, rt, proc, o)
-	case qerr != nil:
-		return exitcode.Wrap(exitcode.Runtime, qerr, "QMP of %s answers but failed; not bypassing it with signals", node).
-			WithReason("qmp_error").WithNext("barn-node status " + node)
+	s, err := verifiedSession(ctx, m, t)
+	if err != nil {
+		return qmpFailed(ctx, t, o, err)
 	}
-	if err := checkOurs(node, proc); err != nil {
-		return err
-	}
-
 	o.Progress(fmt.Sprintf("%s: system_powerdown; waiting up to %s for the guest", node, o.Graceful))
-	if err := m.Powerdown(ctx); err != nil && !errors.Is(err, qmp.ErrUnavailable) {
-		return exitcode.Wrap(exitcode.ClassOf(ctxOr(ctx, err)), err, "stopping %s", node).WithReason("qmp_error")
+	err = s.Execute("system_powerdown", nil, nil)
+	s.Close()
+	if err != nil && !errors.Is(err, qmp.ErrUnavailable) {
+		return qmpFailed(ctx, t, o, err)
 	}
 	if waitGone(ctx, proc, m, o.Graceful, o.Poll) {
-		return finish(ctx, node, rt)
+		return finish(ctx, node, t.Runtime)
 	}
 	if ctx.Err() != nil {
 		return exitcode.Wrap(exitcode.Cancelled, ctx.Err(), "stopping %s", node)
 	}
 
 	o.Progress(fmt.Sprintf("%s: guest did not power off within %s; QMP quit", node, o.Graceful))
-	qerr = m.Verify(ctx, node, vmUUID)
-	switch {
-	case errors.Is(qerr, qmp.ErrIdentityMismatch):
-		return mismatch(node, qerr)
-	case errors.Is(qerr, qmp.ErrUnavailable):
-		return signalPath(ctx, node, rt, proc, o)
-	case qerr != nil:
-		return exitcode.Wrap(exitcode.ClassOf(ctxOr(ctx, qerr)), qerr, "re-verifying %s before quit", node).WithReason("qmp_error")
+	if s, err = verifiedSession(ctx, m, t); err != nil {
+		return qmpFailed(ctx, t, o, err)
 	}
-	if err := checkOurs(node, proc); err != nil {
-		return err
-	}
-	if err := m.Quit(ctx); err != nil && !errors.Is(err, qmp.ErrUnavailable) {
-		return exitcode.Wrap(exitcode.ClassOf(ctxOr(ctx, err)), err, "QMP quit of %s", node).WithReason("qmp_error")
+	err = s.Execute("quit", nil, nil)
+	s.Close()
+	if err != nil && !errors.Is(err, qmp.ErrUnavailable) {
+		return qmpFailed(ctx, t, o, err)
 	}
 	if waitGone(ctx, proc, m, o.QuitWait, o.Poll) {
-		return finish(ctx, node, rt)
+		return finish(ctx, node, t.Runtime)
 	}
 	if ctx.Err() != nil {
 		return exitcode.Wrap(exitcode.Cancelled, ctx.Err(), "stopping %s", node)
 	}
-	if qerr := m.Verify(ctx, node, vmUUID); !errors.Is(qerr, qmp.ErrUnavailable) {
+	if qerr := m.Verify(ctx, node, t.UUID); !errors.Is(qerr, qmp.ErrUnavailable) {
+		// Stopping again would end here again: the one action left is the
+		// user's.
 		return exitcode.New(exitcode.Runtime, "%s still runs %s after QMP quit and its QMP still answers; no signal sent", node, o.QuitWait).
-			WithReason("stop_failed").WithNext("barn-node stop " + node)
+			WithReason("stop_failed").WithNext(fmt.Sprintf("kill -9 %d once you have checked it is %s's QEMU (ps -o args= -p %d), then barn-node status %s", proc.PID, node, proc.PID, node))
 	}
 	o.Progress(fmt.Sprintf("%s: QMP gone but the process remains; verified signals", node))
-	return signalPath(ctx, node, rt, proc, o)
+	return signalPath(ctx, t, o)
 }
 
-func ctxOr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
+// verifiedSession opens one QMP session, proves on it that QEMU answers as
+// t's node and UUID and checks that the recorded process (if any) is Ours;
+// the caller sends its command on that same session and closes it.
+func verifiedSession(ctx context.Context, m qmp.Monitor, t Target) (*qmp.Session, error) {
+	s, err := m.Open(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return err
+	if err := s.Verify(t.Node, t.UUID); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := checkOurs(t.Node, t.Process); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// qmpFailed turns a failed QMP step of the ladder into the next step or
+// the error that ends it.
+func qmpFailed(ctx context.Context, t Target, o StopOptions, err error) error {
+	var ee *exitcode.Error
+	switch {
+	case ctx.Err() != nil:
+		return exitcode.Wrap(exitcode.Cancelled, ctx.Err(), "stopping %s", t.Node)
+	case errors.Is(err, qmp.ErrIdentityMismatch):
+		return mismatch(t.Node, err)
+	case errors.As(err, &ee):
+		return err // the recorded process does not match
+	case errors.Is(err, qmp.ErrUnavailable):
+		o.Progress(fmt.Sprintf("%s: QMP unavailable (%v); verifying the process", t.Node, err))
+		return signalPath(ctx, t, o)
+	case errors.Is(err, qmp.ErrBusy): // before deadlines: a busy monitor's silence is a timeout
+		return busyPath(ctx, t, o, err)
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		return exitcode.Wrap(exitcode.Cancelled, err, "stopping %s", t.Node) // the caller's deadline (lib/qmp)
+	}
+	return exitcode.Wrap(exitcode.Runtime, err, "QMP of %s answers but failed; not bypassing it with signals", t.Node).
+		WithReason("qmp_error").WithNext("barn-node status " + t.Node)
+}
+
+// busyPath is step 6: something holds QMP open without answering.
+func busyPath(ctx context.Context, t Target, o StopOptions, qerr error) error {
+	if p := t.Process; p != nil && procid.Observe(*p) == procid.Ours && procid.Frozen(p.PID) {
+		o.Progress(fmt.Sprintf("%s: QMP is silent because pid %d is stopped (SIGSTOP or a debugger) and cannot answer; verified signals", t.Node, p.PID))
+		if err := signalLadder(ctx, *p, o); err != nil {
+			return err
+		}
+		return finish(ctx, t.Node, t.Runtime)
+	}
+	return QMPBusy(t.Node, qerr, "barn-node stop "+t.Node)
+}
+
+// QMPBusy is the error of an operation refused because node's QMP monitor
+// is held by another client (conflict "qmp_busy"; nothing was sent). It
+// names the holding processes when sock_diag shows them
+// (procid.SocketClients); its next step is to end that session, then run
+// then.
+func QMPBusy(node string, qerr error, then string) error {
+	sock := ""
+	var be *qmp.BusyError
+	if errors.As(qerr, &be) {
+		sock = be.Socket
+	}
+	holders, _ := procid.SocketClients(sock)
+	held, next := "held by another client or not answering",
+		fmt.Sprintf("close the other client of %s (find it: ss -xp | grep %s), then %s", sock, sock, then)
+	if len(holders) > 0 {
+		pids := make([]string, len(holders))
+		for i, p := range holders {
+			pids[i] = strconv.Itoa(p)
+		}
+		list := strings.Join(pids, ",")
+		held = "held by pid " + list
+		next = fmt.Sprintf("end the QMP session of pid %s on %s (ps -o pid,user,args -p %s), then %s", list, sock, list, then)
+	}
+	return exitcode.Wrap(exitcode.Conflict, qerr,
+		"%s: its QMP monitor is %s; a busy monitor is not an absent QEMU, so nothing was sent", node, held).
+		WithReason("qmp_busy").WithNext(next)
 }
 
 // checkOurs requires the recorded process (when there is one) to be Ours
@@ -144,37 +217,42 @@ func checkOurs(node string, proc *state.Process) error {
 	if v := procid.Observe(*proc); v != procid.Ours {
 		return exitcode.New(exitcode.Conflict,
 			"QMP of %s proves the VM runs, but recorded pid %d is %s; refusing to act on a process that does not match",
-			node, proc.PID, v).WithReason("process_mismatch").WithNext("barn-node recreate --force " + node)
+			node, proc.PID, v).WithReason("process_mismatch").
+			WithNext(fmt.Sprintf("stop %s's QEMU yourself (QMP proves it; recorded pid %d is not it), then barn-node status %s", node, proc.PID, node))
 	}
 	return nil
 }
 
 // signalPath is step 5: QMP is proven unavailable.
-func signalPath(ctx context.Context, node string, rt state.Runtime, proc *state.Process, o StopOptions) error {
-	if proc == nil {
-		pid, err := ReadPidfile(rt.Pidfile)
-		if errors.Is(err, os.ErrNotExist) || (err == nil && !procid.Alive(pid)) {
-			return finish(ctx, node, rt)
+func signalPath(ctx context.Context, t Target, o StopOptions) error {
+	node := t.Node
+	if p := t.Process; p != nil {
+		switch v := procid.Observe(*p); v {
+		case procid.Ours:
+			if err := signalLadder(ctx, *p, o); err != nil {
+				return err
+			}
+			return finish(ctx, node, t.Runtime)
+		case procid.Unknown:
+			return exitcode.New(exitcode.Conflict,
+				"QMP of %s is unavailable and the identity of recorded pid %d cannot be verified; no signal sent", node, p.PID).
+				WithReason("process_unverified").WithNext(UnprovenNext(node, []int{p.PID}))
+		case procid.Foreign:
+			o.Progress(fmt.Sprintf("%s: recorded pid %d now belongs to an unrelated process (not signalled); checking the process table", node, p.PID))
 		}
-		return exitcode.New(exitcode.Conflict,
-			"QMP of %s is unavailable, no process identity is recorded and pidfile %s names a live or unreadable process",
-			node, rt.Pidfile).WithReason("process_unverified").WithNext("barn-node status " + node)
 	}
-	switch v := procid.Observe(*proc); v {
-	case procid.Dead:
-		return finish(ctx, node, rt)
-	case procid.Foreign:
-		o.Progress(fmt.Sprintf("%s: recorded pid %d now belongs to an unrelated process; treating the VM as stopped (not signalled)", node, proc.PID))
-		return finish(ctx, node, rt)
-	case procid.Unknown:
-		return exitcode.New(exitcode.Conflict,
-			"QMP of %s is unavailable and the identity of recorded pid %d cannot be verified; no signal sent", node, proc.PID).
-			WithReason("process_unverified").WithNext("barn-node status " + node)
+	tab, err := t.table()
+	sole := tab.Sole()
+	switch {
+	case err == nil && sole != nil:
+		o.Progress(fmt.Sprintf("%s: no live recorded process, but the process table shows pid %d running this node's invocation; adopting it", node, sole.PID))
+		if err := signalLadder(ctx, *sole, o); err != nil {
+			return err
+		}
+	case err != nil || !tab.Absent():
+		return unproven(node, tab, err)
 	}
-	if err := signalLadder(ctx, *proc, o); err != nil {
-		return err
-	}
-	return finish(ctx, node, rt)
+	return finish(ctx, node, t.Runtime)
 }
 
 // signalLadder sends verified SIGTERM then, after re-capturing, SIGKILL.
@@ -253,33 +331,45 @@ func waitGone(ctx context.Context, proc *state.Process, m qmp.Monitor, d, poll t
 }
 
 func finish(ctx context.Context, node string, rt state.Runtime) error {
-	// A killed multi-threaded QEMU can show as a zombie (Dead) a moment
-	// before its last thread exits and its sockets close: allow it a short,
-	// bounded grace before calling the socket busy.
-	err := CleanupRuntime(ctx, rt)
-	for i := 0; err != nil && i < 40 && sleep(ctx, 50*time.Millisecond); i++ {
-		err = CleanupRuntime(ctx, rt)
-	}
-	if err != nil {
+	if err := cleanupSettled(ctx, rt); err != nil {
 		return exitcode.Wrap(exitcode.ClassOf(err), err, "%s stopped, but its runtime files remain", node).
 			WithReason("runtime_cleanup")
 	}
 	return nil
 }
 
-// CleanupRuntime removes a stale QMP socket and pidfile of rt. It refuses
-// (conflict "runtime_busy") to unlink a socket something listens on (250 ms
-// dial) or a pidfile naming a live process; it never removes the directory.
+// cleanupSettled is CleanupRuntime with a short, bounded grace (2 s) for
+// a QEMU that is going away: a killed multi-threaded QEMU can show as a
+// zombie (Dead) a moment before its last thread exits, and a QEMU that
+// failed at startup closes its monitors one by one as it exits.
+func cleanupSettled(ctx context.Context, rt state.Runtime) error {
+	err := CleanupRuntime(ctx, rt)
+	for i := 0; err != nil && i < 40 && sleep(ctx, 50*time.Millisecond); i++ {
+		err = CleanupRuntime(ctx, rt)
+	}
+	return err
+}
+
+// CleanupRuntime removes the stale QMP sockets (the operators' and Barn's
+// own) and pidfile of rt. It refuses (conflict "runtime_busy") to unlink a
+// socket something listens on (250 ms dial) or a pidfile naming a live
+// process; it never removes the directory.
 func CleanupRuntime(ctx context.Context, rt state.Runtime) error {
-	if fi, err := os.Lstat(rt.QMP); err == nil {
+	for _, sock := range rt.Sockets() {
+		fi, err := os.Lstat(sock)
+		if err != nil {
+			continue
+		}
 		if fi.Mode().Type() != os.ModeSocket {
-			return exitcode.New(exitcode.Conflict, "%s exists and is not a socket; not removing it", rt.QMP).WithReason("runtime_busy")
+			return exitcode.New(exitcode.Conflict, "%s exists and is not a socket; not removing it", sock).WithReason("runtime_busy")
 		}
-		if socketListening(rt.QMP) {
-			return exitcode.New(exitcode.Conflict, "something listens on QMP socket %s; not removing it", rt.QMP).
-				WithReason("runtime_busy").WithNext("barn-node status")
+		if socketListening(sock) {
+			// status would come back here: the listener is the user's to
+			// identify.
+			return exitcode.New(exitcode.Conflict, "something listens on QMP socket %s; not removing it", sock).
+				WithReason("runtime_busy").WithNext("stop what listens on " + sock + " (ss -xlp | grep " + sock + ") if it is a leftover QEMU, then barn-node status")
 		}
-		if err := os.Remove(rt.QMP); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return exitcode.Wrap(exitcode.Runtime, err, "removing stale QMP socket")
 		}
 	}
@@ -290,7 +380,7 @@ func CleanupRuntime(ctx context.Context, rt state.Runtime) error {
 		}
 		if procid.Alive(pid) && !foreignToPidfile(pid, rt.Pidfile) {
 			return exitcode.New(exitcode.Conflict, "pidfile %s names live pid %d; not removing it", rt.Pidfile, pid).
-				WithReason("runtime_busy").WithNext("barn-node status")
+				WithReason("runtime_busy").WithNext(fmt.Sprintf("stop pid %d if it is a leftover QEMU (ps -o args= -p %d), then barn-node status", pid, pid))
 		}
 		if err := os.Remove(rt.Pidfile); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return exitcode.Wrap(exitcode.Runtime, err, "removing stale pidfile")

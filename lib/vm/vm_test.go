@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/fakeqemu"
 	"barn.dev/lib/imageref"
@@ -42,8 +44,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-const testUUID = "6f1c2a52-8d0e-4c43-9a55-2b7f7f1d0c11"
-
 // fixture is one prepared node: files exist, invocation built.
 type fixture struct {
 	node string
@@ -57,8 +57,11 @@ func newFixture(t testing.TB, binary string) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	rtDir := filepath.Join(dir, "rt")
-	f := &fixture{node: "n1", uuid: testUUID, dir: dir, rt: state.Runtime{
-		Directory: rtDir, QMP: filepath.Join(rtDir, "qmp.sock"), Pidfile: filepath.Join(rtDir, "qemu.pid"),
+	// A fresh VM UUID per fixture, as Barn gives every node: the process
+	// table scan must never see another test's (or another checkout's) QEMU.
+	f := &fixture{node: "n1", uuid: uuid.NewString(), dir: dir, rt: state.Runtime{
+		Directory: rtDir, QMP: filepath.Join(rtDir, "qmp.sock"), BarnQMP: filepath.Join(rtDir, "barn-qmp.sock"),
+		Pidfile: filepath.Join(rtDir, "qemu.pid"),
 	}}
 	root := filepath.Join(dir, "root.qcow2")
 	seed := filepath.Join(dir, "seed.iso")
@@ -79,6 +82,11 @@ func newFixture(t testing.TB, binary string) *fixture {
 	}
 	f.inv = inv
 	return f
+}
+
+// target is f's node as recorded with tuple proc (nil: none recorded).
+func (f *fixture) target(proc *state.Process) vm.Target {
+	return vm.Target{Node: f.node, UUID: f.uuid, Runtime: f.rt, Invocation: f.inv, Process: proc}
 }
 
 func fakeEnv(mode string) []string {
@@ -134,20 +142,22 @@ func TestLaunchProvesIdentityAndTuple(t *testing.T) {
 	if v := procid.Observe(proc); v != procid.Ours {
 		t.Errorf("Observe = %s, want ours", v)
 	}
-	name, uuid, err := qmp.Identity(context.Background(), f.rt.QMP)
-	if err != nil || name != f.node || uuid != f.uuid {
-		t.Errorf("QMP identity %q %q %v", name, uuid, err)
+	for _, sock := range f.rt.Sockets() { // the operators' monitor and Barn's own
+		name, uuid, err := qmp.Identity(context.Background(), sock)
+		if err != nil || name != f.node || uuid != f.uuid {
+			t.Errorf("QMP identity on %s: %q %q %v", sock, name, uuid, err)
+		}
 	}
 	serial, _ := os.ReadFile(filepath.Join(f.dir, "serial.log"))
 	if !strings.Contains(string(serial), "n1") {
 		t.Errorf("serial log %q", serial)
 	}
-	l := vm.Audit(context.Background(), f.node, f.uuid, f.rt, &proc)
+	l := vm.Audit(context.Background(), f.target(&proc))
 	if !l.Running || l.Runtime != vm.RuntimeRunning || l.QMP != nil || l.Verdict != procid.Ours || l.Status != "running" {
 		t.Errorf("audit %+v", l)
 	}
 	// A second launch on the same runtime is refused: something answers.
-	_, err = vm.LaunchWith(context.Background(), f.inv, f.node, f.uuid, f.rt, vm.LaunchOptions{Env: fakeEnv("")})
+	_, err := vm.LaunchWith(context.Background(), f.inv, f.node, f.uuid, f.rt, vm.LaunchOptions{Env: fakeEnv("")})
 	if e := exitcode.As(err); e == nil || e.Class != exitcode.Conflict || e.Reason != "runtime_busy" {
 		t.Errorf("second launch: %v, want conflict runtime_busy", err)
 	}
@@ -159,7 +169,7 @@ func TestStopPowerdownHonoured(t *testing.T) {
 	o := quick()
 	o.Graceful = 15 * time.Second
 	log := steps(&o)
-	if err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, o); err != nil {
+	if err := vm.Stop(context.Background(), f.target(&proc), o); err != nil {
 		t.Fatal(err)
 	}
 	if v := procid.Observe(proc); v != procid.Dead {
@@ -169,7 +179,7 @@ func TestStopPowerdownHonoured(t *testing.T) {
 		t.Errorf("ladder steps:\n%s", got)
 	}
 	assertNoRuntimeFiles(t, f.rt)
-	l := vm.Audit(context.Background(), f.node, f.uuid, f.rt, &proc)
+	l := vm.Audit(context.Background(), f.target(&proc))
 	if l.Running || l.Runtime != vm.RuntimeInactive || !errors.Is(l.QMP, qmp.ErrUnavailable) {
 		t.Errorf("audit after stop %+v", l)
 	}
@@ -181,7 +191,7 @@ func TestStopPowerdownIgnoredThenQuit(t *testing.T) {
 	o := quick()
 	log := steps(&o)
 	start := time.Now()
-	if err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, o); err != nil {
+	if err := vm.Stop(context.Background(), f.target(&proc), o); err != nil {
 		t.Fatal(err)
 	}
 	if time.Since(start) < o.Graceful {
@@ -197,12 +207,8 @@ func TestStopPowerdownIgnoredThenQuit(t *testing.T) {
 	assertNoRuntimeFiles(t, f.rt)
 }
 
-func TestStopQMPHungUsesVerifiedSIGTERM(t *testing.T) {
+func TestLaunchWithSilentQMPIsCompensated(t *testing.T) {
 	f := newFixture(t, fakeBin)
-	// With a hung QMP, Launch cannot prove identity: launch with a working
-	// QMP, then restart the same tuple? No: hang-qmp must be set at launch, so
-	// prove the launch failure first, then exercise Stop on a hung VM
-	// started directly.
 	_, err := vm.LaunchWith(context.Background(), f.inv, f.node, f.uuid, f.rt,
 		vm.LaunchOptions{Env: fakeEnv(fakeqemu.HangQMP), QMPWait: 1500 * time.Millisecond, QMPTimeout: 300 * time.Millisecond})
 	if e := exitcode.As(err); e == nil || e.Reason != "qmp_timeout" {
@@ -213,33 +219,77 @@ func TestStopQMPHungUsesVerifiedSIGTERM(t *testing.T) {
 	}
 	// Compensation signalled the verified pidfile process: nothing remains.
 	assertNoRuntimeProcess(t, f.rt)
+}
 
-	f2 := newFixture(t, fakeBin)
-	proc := startDirect(t, f2, fakeqemu.HangQMP)
+// TestStopBusyQMPSendsNothing: a monitor that accepts connections and
+// stays silent (another client holds it) is busy, not absent: stop sends
+// no signal and says so (conflict qmp_busy); the audit never calls it
+// inactive.
+func TestStopBusyQMPSendsNothing(t *testing.T) {
+	f := newFixture(t, fakeBin)
+	proc := startDirect(t, f, fakeqemu.HangQMP)
 	o := quick()
 	log := steps(&o)
-	if err := vm.Stop(context.Background(), f2.node, f2.uuid, f2.rt, &proc, o); err != nil {
+	err := vm.Stop(context.Background(), f.target(&proc), o)
+	if e := exitcode.As(err); e == nil || e.Class != exitcode.Conflict || e.Reason != "qmp_busy" || !errors.Is(err, qmp.ErrBusy) ||
+		!strings.Contains(e.Next, "barn-node stop "+f.node) || !strings.Contains(e.Next, f.rt.BarnQMP) {
+		t.Fatalf("stop with a busy monitor: %v, want conflict qmp_busy naming the socket", err)
+	}
+	if got := strings.Join(*log, "\n"); strings.Contains(got, "SIG") {
+		t.Errorf("ladder steps:\n%s", got)
+	}
+	if v := procid.Observe(proc); v != procid.Ours {
+		t.Fatalf("after a refused stop: %s, want still running", v)
+	}
+	l := vm.Audit(context.Background(), f.target(&proc))
+	if !errors.Is(l.QMP, qmp.ErrBusy) || !l.Running || l.Runtime != vm.RuntimeUnknown {
+		t.Errorf("audit of a busy monitor %+v", l)
+	}
+	if l := vm.Audit(context.Background(), f.target(nil)); l.Runtime == vm.RuntimeInactive {
+		t.Errorf("audit of a busy monitor with no recorded process: %+v, never inactive", l)
+	}
+}
+
+// TestStopFrozenUsesVerifiedSignals: a QEMU whose every thread is stopped
+// (SIGSTOP) cannot answer any monitor; that, with its tuple Ours, is
+// provable, so the ladder's verified signals apply: SIGTERM stays pending
+// on a stopped process, and the re-captured SIGKILL ends it.
+func TestStopFrozenUsesVerifiedSignals(t *testing.T) {
+	f := newFixture(t, fakeBin)
+	proc := startDirect(t, f, "")
+	if err := syscall.Kill(proc.PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 200 && !procid.Frozen(proc.PID); i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	o := quick()
+	o.TermWait = 500 * time.Millisecond
+	log := steps(&o)
+	if err := vm.Stop(context.Background(), f.target(&proc), o); err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Join(*log, "\n")
-	if !strings.Contains(got, "QMP unavailable") || !strings.Contains(got, "SIGTERM") || strings.Contains(got, "SIGKILL") {
+	if !strings.Contains(got, "is stopped") || !strings.Contains(got, "SIGTERM") || !strings.Contains(got, "SIGKILL") {
 		t.Errorf("ladder steps:\n%s", got)
 	}
 	if v := procid.Observe(proc); v != procid.Dead {
 		t.Errorf("after stop: %s", v)
 	}
+	assertNoRuntimeFiles(t, f.rt)
 }
 
 func TestStopEscalatesToSIGKILL(t *testing.T) {
 	f := newFixture(t, fakeBin)
-	proc := startDirect(t, f, fakeqemu.HangQMP+","+fakeqemu.IgnoreTerm)
+	proc := startDirect(t, f, fakeqemu.IgnoreTerm)
+	removeSockets(t, f.rt) // QMP provably gone: signals only
 	o := quick()
 	o.TermWait = 500 * time.Millisecond
 	log := steps(&o)
-	if err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, o); err != nil {
+	if err := vm.Stop(context.Background(), f.target(&proc), o); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(*log, "\n"); !strings.Contains(got, "SIGTERM") || !strings.Contains(got, "SIGKILL") {
+	if got := strings.Join(*log, "\n"); !strings.Contains(got, "QMP unavailable") || !strings.Contains(got, "SIGTERM") || !strings.Contains(got, "SIGKILL") {
 		t.Errorf("ladder steps:\n%s", got)
 	}
 	if v := procid.Observe(proc); v != procid.Dead {
@@ -267,7 +317,7 @@ func TestStopWrongUUIDSendsNothing(t *testing.T) {
 
 	o := quick()
 	log := steps(&o)
-	err = vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, o)
+	err = vm.Stop(context.Background(), f.target(&proc), o)
 	if e := exitcode.As(err); e == nil || e.Class != exitcode.Integrity || e.Reason != "qmp_identity_mismatch" {
 		t.Fatalf("stop wrong uuid: %v, want integrity", err)
 	}
@@ -278,10 +328,13 @@ func TestStopWrongUUIDSendsNothing(t *testing.T) {
 	if v := procid.Observe(proc); v != procid.Ours {
 		t.Errorf("wrong-uuid VM after refused stop: %s, want still running", v)
 	}
-	if status, err := qmp.Status(context.Background(), f.rt.QMP); err != nil || status != "running" {
-		t.Errorf("QMP after refused stop: %q %v", status, err)
+	var st struct {
+		Status string `json:"status"`
 	}
-	l := vm.Audit(context.Background(), f.node, f.uuid, f.rt, &proc)
+	if err := (qmp.Monitor{Socket: f.rt.QMP}).Execute(context.Background(), "query-status", nil, &st); err != nil || st.Status != "running" {
+		t.Errorf("QMP after refused stop: %q %v", st.Status, err)
+	}
+	l := vm.Audit(context.Background(), f.target(&proc))
 	if l.Runtime != vm.RuntimeUnknown || !errors.Is(l.QMP, qmp.ErrIdentityMismatch) {
 		t.Errorf("audit %+v", l)
 	}
@@ -303,7 +356,7 @@ func TestStopForeignPIDIsStoppedAndNeverSignalled(t *testing.T) {
 	}
 	o := quick()
 	log := steps(&o)
-	if err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &recorded, o); err != nil {
+	if err := vm.Stop(context.Background(), f.target(&recorded), o); err != nil {
 		t.Fatalf("stop of a foreign PID: %v, want stopped", err)
 	}
 	if got := strings.Join(*log, "\n"); !strings.Contains(got, "not signalled") || strings.Contains(got, "SIGTERM") {
@@ -317,14 +370,14 @@ func TestStopForeignPIDIsStoppedAndNeverSignalled(t *testing.T) {
 	if v := procid.Observe(other); v != procid.Foreign {
 		t.Errorf("other boot: %s, want foreign", v)
 	}
-	if err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &other, o); err != nil {
+	if err := vm.Stop(context.Background(), f.target(&other), o); err != nil {
 		t.Errorf("stop other boot: %v", err)
 	}
 	time.Sleep(200 * time.Millisecond)
 	if err := sleep.Process.Signal(syscall.Signal(0)); err != nil || !procid.Alive(sleep.Process.Pid) {
 		t.Fatalf("the unrelated sleep did not survive: %v", err)
 	}
-	l := vm.Audit(context.Background(), f.node, f.uuid, f.rt, &recorded)
+	l := vm.Audit(context.Background(), f.target(&recorded))
 	if l.Running || l.Runtime != vm.RuntimeInactive || l.Verdict != procid.Foreign {
 		t.Errorf("audit %+v", l)
 	}
@@ -340,7 +393,7 @@ func TestStopUnknownProcessBlocks(t *testing.T) {
 	// Same start time and executable, other argv: ambiguous, never signalled.
 	p := mustCapture(t, sleep.Process.Pid)
 	p.ArgvHash = procid.ArgvHash(f.inv)
-	err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &p, quick())
+	err := vm.Stop(context.Background(), f.target(&p), quick())
 	if e := exitcode.As(err); e == nil || e.Class != exitcode.Conflict || e.Reason != "process_unverified" {
 		t.Fatalf("stop of an ambiguous process: %v, want conflict process_unverified", err)
 	}
@@ -354,7 +407,7 @@ func TestStopQMPOKButRecordedProcessOtherBlocks(t *testing.T) {
 	proc := f.launch(t, "")
 	bad := proc
 	bad.Started = "procstat:1"
-	err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &bad, quick())
+	err := vm.Stop(context.Background(), f.target(&bad), quick())
 	if e := exitcode.As(err); e == nil || e.Class != exitcode.Conflict || e.Reason != "process_mismatch" {
 		t.Fatalf("stop: %v, want conflict process_mismatch", err)
 	}
@@ -408,7 +461,7 @@ func TestAuditCrashedVMIsInactive(t *testing.T) {
 	for procid.Alive(proc.PID) && procid.Observe(proc) == procid.Ours && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	l := vm.Audit(context.Background(), f.node, f.uuid, f.rt, &proc)
+	l := vm.Audit(context.Background(), f.target(&proc))
 	if l.Running || l.Runtime != vm.RuntimeInactive || l.Verdict != procid.Dead {
 		t.Fatalf("audit after crash %+v", l)
 	}
@@ -416,7 +469,7 @@ func TestAuditCrashedVMIsInactive(t *testing.T) {
 	if _, err := os.Stat(f.rt.Pidfile); err != nil {
 		t.Fatalf("crash should leave the pidfile: %v", err)
 	}
-	if err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, quick()); err != nil {
+	if err := vm.Stop(context.Background(), f.target(&proc), quick()); err != nil {
 		t.Fatal(err)
 	}
 	assertNoRuntimeFiles(t, f.rt)
@@ -429,7 +482,7 @@ func TestStopExitLateWaitsBounded(t *testing.T) {
 	o.Graceful = 10 * time.Second
 	log := steps(&o)
 	start := time.Now()
-	if err := vm.Stop(context.Background(), f.node, f.uuid, f.rt, &proc, o); err != nil {
+	if err := vm.Stop(context.Background(), f.target(&proc), o); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d < 900*time.Millisecond || d > 8*time.Second {
@@ -447,7 +500,7 @@ func TestStopCancelled(t *testing.T) {
 	defer cancel()
 	o := quick()
 	o.Graceful = time.Minute
-	err := vm.Stop(ctx, f.node, f.uuid, f.rt, &proc, o)
+	err := vm.Stop(ctx, f.target(&proc), o)
 	if exitcode.ClassOf(err) != exitcode.Cancelled {
 		t.Fatalf("stop under a cancelled ctx: %v, want cancelled", err)
 	}
@@ -491,9 +544,20 @@ func mustCapture(t testing.TB, pid int) state.Process {
 
 func assertNoRuntimeFiles(t *testing.T, rt state.Runtime) {
 	t.Helper()
-	for _, p := range []string{rt.QMP, rt.Pidfile} {
+	for _, p := range append(rt.Sockets(), rt.Pidfile) {
 		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s remains (%v)", p, err)
+		}
+	}
+}
+
+// removeSockets deletes rt's QMP sockets, as a damaged runtime directory
+// would: nothing can reach QEMU's monitors any more.
+func removeSockets(t *testing.T, rt state.Runtime) {
+	t.Helper()
+	for _, sock := range rt.Sockets() {
+		if err := os.Remove(sock); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
@@ -542,4 +606,41 @@ func TestLaunchRefusesPidfileOfLiveQEMU(t *testing.T) {
 	if procid.Observe(proc) != procid.Ours {
 		t.Fatal("live VM disturbed")
 	}
+}
+
+// TestLaunchRequiresAPrivateRuntimeDir: the runtime directory holds the
+// QMP sockets that control the VM and the pidfile that names what Barn
+// may signal, so, like the state root, it must be 0700 and the user's.
+func TestLaunchRequiresAPrivateRuntimeDir(t *testing.T) {
+	f := newFixture(t, fakeBin)
+	if err := os.MkdirAll(f.rt.Directory, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(f.rt.Directory, 0o755)
+	_, err := vm.LaunchWith(context.Background(), f.inv, f.node, f.uuid, f.rt, vm.LaunchOptions{Env: fakeEnv("")})
+	if e := exitcode.As(err); e == nil || e.Class != exitcode.Integrity || e.Reason != "runtime_dir" || e.Next != "chmod 0700 "+f.rt.Directory {
+		t.Fatalf("launch in a 0755 runtime directory: %v, want integrity runtime_dir with a chmod hint", err)
+	}
+	assertNoRuntimeProcess(t, f.rt)
+
+	other := newFixture(t, fakeBin)
+	if os.Geteuid() == 0 {
+		if err := os.MkdirAll(other.rt.Directory, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(other.rt.Directory, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	} else { // a directory that exists, is 0700 and is root's
+		other.rt.Directory = "/root"
+	}
+	_, err = vm.LaunchWith(context.Background(), other.inv, other.node, other.uuid, other.rt, vm.LaunchOptions{Env: fakeEnv("")})
+	if e := exitcode.As(err); e == nil || e.Class != exitcode.Integrity || e.Reason != "runtime_dir" || !strings.Contains(e.Message, "owned by uid") {
+		t.Fatalf("launch in another user's runtime directory: %v, want integrity runtime_dir", err)
+	}
+
+	if err := os.Chmod(f.rt.Directory, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f.launch(t, "")
 }

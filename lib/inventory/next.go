@@ -1,0 +1,30 @@
+package inventory
+
+import (
+	"strings"
+
+	"barn.dev/lib/quote"
+)
+
+// Pipeline is the command line that resolves again the inventory a spec
+// was read from (source: spec.Spec.Source), plans it and hands the plan to
+// tail, e.g. Pipeline("pigsty.yml", "barn-node apply") is
+//
+//	barn-inventory resolve -f pigsty.yml | barn-plan | barn-node apply
+//
+// It is the next: hint of every state whose settling needs a fresh plan,
+// so it must work as printed: a source that is empty or stdin gives the
+// discovery form (`barn-inventory resolve` finds barn.yml, barn.yaml,
+// pigsty.yml or pigsty.yaml in the working directory); a relative source
+// is relative to where it was resolved. An empty tail stops at barn-plan.
+func Pipeline(source, tail string) string {
+	resolve := "barn-inventory resolve"
+	if source != "" && source != "-" && !strings.HasPrefix(source, "<") {
+		resolve += " -f " + quote.ShellIfNeeded(source)
+	}
+	line := resolve + " | barn-plan"
+	if tail != "" {
+		line += " | " + tail
+	}
+	return line
+}

@@ -1,0 +1,272 @@
+package spec
+
+import (
+	"fmt"
+	"net/netip"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// The field rules of barn.spec/v1. Each rule is written once, here:
+// barn-inventory checks every value it resolves with these functions (and
+// reports a violation at the inventory's file, line and key), and
+// Validate, which barn-plan, barn-node apply and the seed renderer call,
+// checks a whole document with the same functions. Other packages that
+// check a spec value again as defense in depth call these too, never their
+// own pattern.
+
+// Limits of a resolved spec.
+const (
+	MaxNodes       = 20        // managed nodes per deployment
+	MaxShares      = 8         // 9p shares per node
+	MinCPUs        = 1         // vCPUs per node
+	MaxCPUs        = 256       //
+	MinMemoryBytes = 512 << 20 // 512 MiB
+	SectorBytes    = 512       // every disk size is a whole number of sectors
+	DbaUser        = "dba"     // the default login user
+	DbaUID         = 88        // dba's fixed uid (and its group admin's gid)
+	MinUserUID     = 1000      // Debian's first uid for a normal account (adduser.conf FIRST_UID)
+	MaxUserUID     = 59999     // Debian's last one (LAST_UID)
+)
+
+// Violation is why one value breaks its field's rule: Problem says what is
+// wrong ("must be at least 512 MiB"), Hint how to fix it in the inventory.
+type Violation struct {
+	Problem string
+	Hint    string
+}
+
+func (v *Violation) Error() string { return v.Problem }
+
+func violation(problem, hint string) *Violation { return &Violation{Problem: problem, Hint: hint} }
+
+var (
+	dnsLabelRE  = `[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?`
+	nodeNameRE  = regexp.MustCompile(`^` + dnsLabelRE + `$`)
+	aliasRE     = regexp.MustCompile(`^` + dnsLabelRE + `(?:\.` + dnsLabelRE + `)*$`)
+	userNameRE  = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+	diskNameRE  = regexp.MustCompile(`^[a-z](?:[a-z0-9-]{0,30}[a-z0-9])?$`)
+	guestPathRE = regexp.MustCompile(`^/[A-Za-z0-9._/-]+$`)
+	macRE       = regexp.MustCompile(`^[0-9a-f]{2}(:[0-9a-f]{2}){5}$`)
+	serialRE    = regexp.MustCompile(`^[a-z2-7]{20}$`)
+	shareTagRE  = regexp.MustCompile(`^barn-[0-9a-f]{20}$`)
+)
+
+// SystemPaths are guest directories no data disk or share may mount on or
+// overlap.
+var SystemPaths = []string{"/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/root", "/run", "/sbin", "/sys", "/usr", "/var/lib/barn"}
+
+// SystemAccounts are the login names a Debian guest already uses for
+// system accounts (base-passwd's static list, plus the accounts the Barn
+// image's packages create). cloud-init would reuse such an account with
+// its own home and shell, so it can never be Barn's login user.
+var SystemAccounts = []string{
+	"root", "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp", "proxy", "www-data",
+	"backup", "list", "irc", "gnats", "nobody", "_apt", "messagebus", "sshd", "polkitd",
+	"systemd-network", "systemd-resolve", "systemd-timesync", "systemd-coredump",
+}
+
+// ValidNodeName reports whether s is a node name: 1–63 of a-z 0-9 and -,
+// not starting or ending with - (one DNS label, also a safe directory
+// name).
+func ValidNodeName(s string) bool { return nodeNameRE.MatchString(s) }
+
+// CheckNodeName is the node name rule (ValidNodeName).
+func CheckNodeName(s string) *Violation {
+	if ValidNodeName(s) {
+		return nil
+	}
+	return violation("invalid node name", "use 1–63 of a-z 0-9 and -, not starting or ending with -")
+}
+
+// CheckAlias: an alias is a lower-case DNS name of at most 253 bytes.
+func CheckAlias(s string) *Violation {
+	if len(s) <= 253 && aliasRE.MatchString(s) {
+		return nil
+	}
+	return violation("must be a lower-case DNS name", "use a-z 0-9 - and dots, e.g. pg.lab")
+}
+
+// CheckUserName: the login user is 1–32 of a-z 0-9 _ -, starting with a
+// letter or _, and not one of SystemAccounts.
+func CheckUserName(s string) *Violation {
+	if !userNameRE.MatchString(s) {
+		return violation("is not a valid login name", "use 1–32 of a-z 0-9 _ -, starting with a letter or _")
+	}
+	if slices.Contains(SystemAccounts, s) {
+		return violation(fmt.Sprintf("%s is a system account of the guest and cannot be the login user", s),
+			"use another name, such as the default dba")
+	}
+	return nil
+}
+
+// CheckUID is the login user's uid rule. uid 0 means unset (the guest
+// picks one) and is allowed for any user but dba. dba is always uid 88;
+// any other user may have 88 (Pigsty's default) or a uid in Debian's
+// range for normal accounts, MinUserUID–MaxUserUID: the others belong to
+// the guest's system accounts.
+func CheckUID(user string, uid int) *Violation {
+	switch {
+	case user == DbaUser && uid != DbaUID:
+		return violation("the dba user is provisioned with uid 88", "remove node_admin_uid or set it to 88")
+	case uid == 0 || uid == DbaUID || (uid >= MinUserUID && uid <= MaxUserUID):
+		return nil
+	}
+	return violation(fmt.Sprintf("uid %d is reserved for the guest's system accounts", uid),
+		fmt.Sprintf("use %d (Pigsty's default) or a uid from %d to %d", DbaUID, MinUserUID, MaxUserUID))
+}
+
+// CheckCPUs: 1–256 vCPUs.
+func CheckCPUs(n int) *Violation {
+	if n >= MinCPUs && n <= MaxCPUs {
+		return nil
+	}
+	return violation(fmt.Sprintf("must be %d to %d", MinCPUs, MaxCPUs), "set vm_cpu to a whole number of vCPUs")
+}
+
+// CheckMemory: at least 512 MiB, a whole number of MiB (QEMU's -m unit).
+func CheckMemory(b int64) *Violation {
+	switch {
+	case b < MinMemoryBytes:
+		return violation("must be at least 512 MiB", "plain integers are MiB; sizes such as 4GiB also work")
+	case b%(1<<20) != 0:
+		return violation("memory must be a whole number of MiB (QEMU needs MiB-aligned memory)", fmt.Sprintf("write %dMiB", b>>20))
+	}
+	return nil
+}
+
+// CheckDiskSize: a root or data disk size is positive and a whole number
+// of 512-byte sectors.
+func CheckDiskSize(b int64) *Violation {
+	switch {
+	case b <= 0:
+		return violation("a disk size must be positive", "give a size such as 64GiB")
+	case b%SectorBytes != 0:
+		return violation("a disk size must be a multiple of 512 bytes", "use MiB or GiB")
+	}
+	return nil
+}
+
+// CheckRootDiskFits: a root disk may not be smaller than its image's
+// virtual size (the qcow2 overlay never shrinks its base, and Barn never
+// silently grows what the inventory asked for).
+func CheckRootDiskFits(rootBytes, imageVirtualBytes int64) *Violation {
+	if rootBytes >= imageVirtualBytes {
+		return nil
+	}
+	return violation(fmt.Sprintf("root disk %s is smaller than the image's virtual size %s", sizeText(rootBytes), sizeText(imageVirtualBytes)),
+		fmt.Sprintf("raise vm_disk to at least %s", sizeText((imageVirtualBytes+1<<20-1)/(1<<20)*(1<<20))))
+}
+
+// CheckDiskName: a data disk name (derived from its mount path) is 1–32 of
+// a-z 0-9 -, starting with a letter and not ending with -; "root" is the
+// root disk's.
+func CheckDiskName(s string) *Violation {
+	if s != "root" && diskNameRE.MatchString(s) {
+		return nil
+	}
+	return violation(fmt.Sprintf("derived disk name %q is invalid (1–32 of a-z 0-9 -, starting with a letter, not root)", s),
+		"use a short lower-case path such as /data or /pg/data")
+}
+
+// CheckGuestPath: a data disk mount or share target is a clean absolute
+// guest path other than / of A-Z a-z 0-9 . _ / -, not overlapping a
+// SystemPaths entry.
+func CheckGuestPath(p string) *Violation {
+	if !CleanAbs(p) || !guestPathRE.MatchString(p) {
+		return violation("must be a clean absolute guest path of A-Z a-z 0-9 . _ / -", "write e.g. /data")
+	}
+	for _, s := range SystemPaths {
+		if Overlaps(p, s) {
+			return violation("overlaps the system path "+s, "use another directory, e.g. /data")
+		}
+	}
+	return nil
+}
+
+// CheckHostPath: a share source is a clean absolute host path other than /.
+func CheckHostPath(p string) *Violation {
+	if CleanAbs(p) {
+		return nil
+	}
+	return violation("must be a clean absolute host path (no ~, no relative parts)", "write the full path, e.g. /home/me/src")
+}
+
+// CheckFS: a data disk filesystem is auto, xfs or ext4.
+func CheckFS(fs string) *Violation {
+	if slices.Contains([]string{"auto", "xfs", "ext4"}, fs) {
+		return nil
+	}
+	return violation("unknown filesystem", "write auto, xfs or ext4")
+}
+
+// CheckArch: native, amd64 or arm64.
+func CheckArch(a string) *Violation {
+	if slices.Contains([]string{"native", "amd64", "arm64"}, a) {
+		return nil
+	}
+	return violation("unknown architecture", "write native, amd64 or arm64")
+}
+
+// CheckMAC: a lower-case colon-separated unicast MAC.
+func CheckMAC(m string) *Violation {
+	if macRE.MatchString(m) {
+		return nil
+	}
+	return violation("not a lower-case colon-separated MAC", "re-run barn-inventory resolve: MACs are derived from the address")
+}
+
+// CheckDiskSerial: a data disk's virtio serial is 20 of [a-z2-7].
+func CheckDiskSerial(s string) *Violation {
+	if serialRE.MatchString(s) {
+		return nil
+	}
+	return violation("want 20 characters [a-z2-7]", "re-run barn-inventory resolve: serials are derived from the node and disk")
+}
+
+// CheckShareTag: a 9p mount tag is "barn-" and 20 hex digits.
+func CheckShareTag(s string) *Violation {
+	if shareTagRE.MatchString(s) {
+		return nil
+	}
+	return violation("want barn-<20 hex>", "re-run barn-inventory resolve: tags are derived from the share")
+}
+
+// CleanAbs reports whether p is a clean absolute path other than "/".
+func CleanAbs(p string) bool {
+	return strings.HasPrefix(p, "/") && path.Clean(p) == p && p != "/"
+}
+
+// Overlaps reports whether clean absolute paths a and b are equal or one
+// contains the other.
+func Overlaps(a, b string) bool {
+	if a == b || a == "/" || b == "/" {
+		return true
+	}
+	return strings.HasPrefix(b, a+"/") || strings.HasPrefix(a, b+"/")
+}
+
+// checkIPv4 parses an IPv4 address.
+func checkIPv4(s string) (netip.Addr, *Violation) {
+	a, err := netip.ParseAddr(s)
+	if err != nil || !a.Is4() {
+		return netip.Addr{}, violation("is not an IPv4 address", "write a dotted quad such as 10.10.10.11")
+	}
+	return a, nil
+}
+
+// sizeText renders bytes as the largest binary unit that divides them
+// (the inventory's own spelling), else as bytes.
+func sizeText(b int64) string {
+	for _, u := range []struct {
+		n    int64
+		name string
+	}{{1 << 40, "TiB"}, {1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
+		if b != 0 && b%u.n == 0 {
+			return fmt.Sprintf("%d%s", b/u.n, u.name)
+		}
+	}
+	return fmt.Sprintf("%d bytes", b)
+}

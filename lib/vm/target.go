@@ -1,0 +1,74 @@
+package vm
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/procid"
+	"barn.dev/lib/state"
+)
+
+// Target is one node's QEMU as Barn recorded it: what Stop and Audit
+// judge the live evidence against.
+type Target struct {
+	Node       string
+	UUID       string           // the VM UUID QEMU runs with (-uuid)
+	Runtime    state.Runtime    // its QMP sockets and pidfile
+	Invocation state.Invocation // what was launched: the process table is matched against it
+	Process    *state.Process   // the recorded tuple; nil when none was recorded (an interrupted start)
+}
+
+// TargetOf is the Target a node's state records.
+func TargetOf(n *state.Node) Target {
+	return Target{Node: n.Node, UUID: n.VMUUID, Runtime: n.Runtime, Invocation: n.Invocation, Process: n.Process}
+}
+
+// table scans the process table for processes claiming t: its VM UUID or
+// one of its runtime paths (see procid.Find).
+func (t Target) table() (procid.Table, error) {
+	return procid.Find(procid.Claim{UUID: t.UUID, Paths: append(t.Runtime.Sockets(), t.Runtime.Pidfile)}, t.Invocation)
+}
+
+// describe is one sentence on what a table that proves neither absence
+// nor a sole match shows.
+func describe(tab procid.Table) string {
+	var parts []string
+	for _, m := range tab.Matches {
+		switch {
+		case m.Process == nil:
+			parts = append(parts, fmt.Sprintf("pid %d claims it (identity unreadable)", m.PID))
+		case m.Exact:
+			parts = append(parts, fmt.Sprintf("pid %d runs its invocation", m.PID))
+		default:
+			parts = append(parts, fmt.Sprintf("pid %d claims its UUID or runtime paths with another command line", m.PID))
+		}
+	}
+	if len(tab.Unreadable) > 0 {
+		parts = append(parts, fmt.Sprintf("%d process(es) of this user could not be read (%v)", len(tab.Unreadable), tab.Unreadable))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// unproven is the conflict (reason "process_unverified") of a node whose
+// process table evidence is ambiguous: nothing is signalled.
+func unproven(node string, tab procid.Table, err error) error {
+	if err != nil {
+		return exitcode.Wrap(exitcode.Conflict, err, "%s: the process table cannot be read; cannot prove whether its QEMU runs, no signal sent", node).
+			WithReason("process_unverified")
+	}
+	return exitcode.New(exitcode.Conflict, "%s: QMP does not answer and the process table does not prove which QEMU is this node's (%s); no signal sent",
+		node, describe(tab)).WithReason("process_unverified").WithNext(UnprovenNext(node, tab.PIDs()))
+}
+
+// UnprovenNext is the one action that settles ambiguous process evidence:
+// look at the processes, stop whichever is not wanted, then let status
+// judge again.
+func UnprovenNext(node string, pids []int) string {
+	s := make([]string, len(pids))
+	for i, p := range pids {
+		s[i] = strconv.Itoa(p)
+	}
+	return fmt.Sprintf("ps -o pid,user,args -p %s   # stop what is not wanted, then: barn-node status %s", strings.Join(s, ","), node)
+}
