@@ -33,7 +33,11 @@ func (c *execCmd) Run(env *tool.Env) error {
 	if err != nil {
 		return err
 	}
-	code, err := guest.Run(env.Ctx, guest.ExecArgv(t, argv), guest.Streams{In: env.In, Out: env.Out, Err: env.Err})
+	sshArgv, err := guest.ExecArgv(t, argv)
+	if err != nil {
+		return err
+	}
+	code, err := guest.Run(env.Ctx, sshArgv, guest.Streams{In: env.In, Out: env.Out, Err: env.Err})
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/hostnet"
+	"barn.dev/lib/quote"
 	"barn.dev/lib/state"
 	"barn.dev/lib/tool"
 )
@@ -22,7 +23,11 @@ type HostsDoc struct {
 // RenderText prints the lines the hosts file would get.
 func (d HostsDoc) RenderText(w io.Writer) error {
 	for _, e := range d.Entries {
-		if _, err := io.WriteString(w, hostnet.HostsLine(e)+"\n"); err != nil {
+		l, err := quote.HostsLine(e.Address, e.Names)
+		if err != nil {
+			return err
+		}
+		if _, err := io.WriteString(w, l+"\n"); err != nil {
 			return err
 		}
 	}

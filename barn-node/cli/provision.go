@@ -106,7 +106,11 @@ func (c *provisionCmd) Run(env *tool.Env) error {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			var out, errb bytes.Buffer
-			code, err := guest.Run(ctx, guest.ExecArgv(t, remote), guest.Streams{In: bytes.NewReader(script), Out: &out, Err: &errb})
+			argv, err := guest.ExecArgv(t, remote)
+			code := 0
+			if err == nil {
+				code, err = guest.Run(ctx, argv, guest.Streams{In: bytes.NewReader(script), Out: &out, Err: &errb})
+			}
 			results[i] = ProvisionResult{Node: t.Node, ExitCode: code, Stdout: out.String(), Stderr: errb.String()}
 			switch {
 			case err != nil && ctx.Err() == context.DeadlineExceeded && env.Ctx.Err() == nil:

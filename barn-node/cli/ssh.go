@@ -36,7 +36,11 @@ func (c *sshCmd) Run(env *tool.Env) error {
 	if err != nil {
 		return err
 	}
-	code, err := guest.Run(env.Ctx, guest.ShellArgv(t, cmd, env.InIsTerminal), guest.Streams{In: env.In, Out: env.Out, Err: env.Err})
+	argv, err := guest.ShellArgv(t, cmd, env.InIsTerminal)
+	if err != nil {
+		return err
+	}
+	code, err := guest.Run(env.Ctx, argv, guest.Streams{In: env.In, Out: env.Out, Err: env.Err})
 	if err != nil {
 		return err
 	}

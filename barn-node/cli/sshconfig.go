@@ -56,7 +56,11 @@ func (c *sshConfigCmd) Run(env *tool.Env) error {
 		return exitcode.New(exitcode.Usage, "HOME is not set").WithReason("home_unset")
 	}
 	paths := guest.Paths(home, c.Name)
-	doc := SSHConfigDoc{Schema: "barn.ssh-config/v1", Fragment: paths.Fragment, Include: paths.IncludeLine(), Entries: []guest.HostEntry{}}
+	include, err := paths.IncludeLine()
+	if err != nil {
+		return err
+	}
+	doc := SSHConfigDoc{Schema: "barn.ssh-config/v1", Fragment: paths.Fragment, Include: include, Entries: []guest.HostEntry{}}
 	if c.Remove {
 		res, err := guest.Remove(paths)
 		if err != nil {
@@ -83,10 +87,17 @@ func (c *sshConfigCmd) Run(env *tool.Env) error {
 		hosts = append(hosts, h)
 	}
 	if c.Ansible {
-		doc.Action, doc.Config = "ansible", string(guest.RenderAnsibleInventory(hosts))
+		inv, err := guest.RenderAnsibleInventory(hosts)
+		if err != nil {
+			return err
+		}
+		doc.Action, doc.Config = "ansible", string(inv)
 		return env.Emit(doc)
 	}
-	frag := guest.RenderFragment(doc.Entries)
+	frag, err := guest.RenderFragment(doc.Entries)
+	if err != nil {
+		return err
+	}
 	doc.Config = string(frag)
 	if !c.Install {
 		doc.Action = "print"

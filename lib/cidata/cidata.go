@@ -133,7 +133,10 @@ func Render(in Input) (Files, error) {
 	if stages == nil {
 		stages = DefaultStages(in.Node)
 	}
-	meta := renderMetaData(in)
+	meta, err := renderMetaData(in)
+	if err != nil {
+		return Files{}, err
+	}
 	netcfg, err := renderNetworkConfig(in, prefix)
 	if err != nil {
 		return Files{}, err

@@ -228,7 +228,7 @@ func TestUserDataContract(t *testing.T) {
 			t.Errorf("setup.env lacks %s:\n%s", want, env)
 		}
 	}
-	if got := files["/etc/barn/hosts"].Content; got != "10.10.10.10 meta pg-meta infra\n10.10.10.11 pg-test-1\n" {
+	if got := files["/etc/barn/hosts"].Content; got != "10.10.10.10\tmeta pg-meta infra\n10.10.10.11\tpg-test-1\n" {
 		t.Errorf("hosts block = %q", got)
 	}
 	for _, s := range scriptNames {
@@ -311,6 +311,10 @@ func TestRenderRefusesBadInput(t *testing.T) {
 		"generation 0":     func(in *Input) { in.Generation = 0 },
 		"unknown stage":    func(in *Input) { in.Stages = []string{"identity"} },
 		"bad serial":       func(in *Input) { in.Node.Disks = []spec.Disk{{Name: "d", Mount: "/d", Serial: "x", FS: "auto"}} },
+		// /etc/hosts has no quoting: names are host names (quote.HostName)
+		"alias underscore": func(in *Input) { in.Node.Aliases = []string{"pg_meta"} },
+		"alias space":      func(in *Input) { in.Node.Aliases = []string{"pg meta"} },
+		"alias comment":    func(in *Input) { in.Node.Aliases = []string{"#x"} },
 	}
 	for name, mut := range cases {
 		in := fixtureInput(t, 1)
@@ -394,7 +398,7 @@ func TestFQDNNodeSeed(t *testing.T) {
 	for _, w := range u.WriteFiles {
 		files[w.Path] = w.Content
 	}
-	if got := files["/etc/barn/hosts"]; got != "10.10.10.10 meta pg-meta infra\n10.10.10.11 pigsty.cc pigsty\n" {
+	if got := files["/etc/barn/hosts"]; got != "10.10.10.10\tmeta pg-meta infra\n10.10.10.11\tpigsty.cc pigsty\n" {
 		t.Errorf("hosts block:\n%s", got)
 	}
 	if env := files["/etc/barn/setup.env"]; !strings.Contains(env, "BARN_NODE='pigsty'\nBARN_HOSTNAME='pigsty.cc'\n") {
@@ -407,7 +411,7 @@ func TestFQDNNodeSeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(pf.UserData), "10.10.10.11 pigsty.cc pigsty\n") {
+	if !strings.Contains(hostsFile(t, pf.UserData), "10.10.10.11\tpigsty.cc pigsty\n") {
 		t.Errorf("peer hosts block lacks the FQDN:\n%s", pf.UserData)
 	}
 	// Without an FQDN nothing changes: no fqdn keys at all.
@@ -424,4 +428,53 @@ func TestFQDNNodeSeed(t *testing.T) {
 			t.Errorf("fqdn %q: %v", bad, err)
 		}
 	}
+}
+
+// TestControlSSHConfigIsReadBySSH: OpenSSH reads the control node's block
+// so that every peer, by name, alias and address, goes to its private
+// address as the login user with the deployment key only.
+func TestControlSSHConfigIsReadBySSH(t *testing.T) {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Skip("ssh is not installed")
+	}
+	in := fixtureInput(t, 0)
+	cfg, err := ControlSSHConfig(in.Deployment, in.Peers, in.Node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range in.Peers {
+		for _, host := range append(append([]string{p.Name}, p.Aliases...), p.Address) {
+			out, err := exec.Command("ssh", "-G", "-F", path, host).CombinedOutput()
+			if err != nil {
+				t.Fatalf("ssh -G %s: %v %s", host, err, out)
+			}
+			for _, want := range []string{"hostname " + p.Address + "\n", "user " + in.Deployment.User.Name + "\n", "identitiesonly yes\n", "identityfile ~/.ssh/id_ed25519\n"} {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("ssh -G %s lacks %q", host, want)
+				}
+			}
+		}
+	}
+}
+
+// hostsFile is the content of /etc/barn/hosts in user-data.
+func hostsFile(t *testing.T, userData []byte) string {
+	t.Helper()
+	var u struct {
+		WriteFiles []struct{ Path, Content string } `yaml:"write_files"`
+	}
+	if err := yaml.Unmarshal(userData, &u); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range u.WriteFiles {
+		if w.Path == "/etc/barn/hosts" {
+			return w.Content
+		}
+	}
+	t.Fatal("user-data writes no /etc/barn/hosts")
+	return ""
 }

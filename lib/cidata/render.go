@@ -9,6 +9,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"barn.dev/lib/quote"
 	"barn.dev/lib/spec"
 )
 
@@ -40,9 +41,7 @@ func ScriptNames() []string { return append([]string(nil), scriptNames...) }
 // sexagesimal integer.
 type q string
 
-func (s q) MarshalYAML() (any, error) {
-	return &yaml.Node{Kind: yaml.ScalarNode, Style: yaml.DoubleQuotedStyle, Value: string(s)}, nil
-}
+func (s q) MarshalYAML() (any, error) { return quote.YAMLNode(string(s), ""), nil }
 
 func marshal(header string, v any) ([]byte, error) {
 	var b bytes.Buffer
@@ -58,9 +57,14 @@ func marshal(header string, v any) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-func renderMetaData(in Input) []byte {
-	// Two fixed keys; both values are validated names, quoted anyway.
-	return fmt.Appendf(nil, "instance-id: %q\nlocal-hostname: %q\n", InstanceID(in.Node.Name, in.Generation), Hostname(in.Node))
+type metaData struct {
+	InstanceID    q `yaml:"instance-id"`
+	LocalHostname q `yaml:"local-hostname"`
+}
+
+// renderMetaData: the NoCloud meta-data, YAML like the other seed files.
+func renderMetaData(in Input) ([]byte, error) {
+	return marshal("", metaData{InstanceID: q(InstanceID(in.Node.Name, in.Generation)), LocalHostname: q(Hostname(in.Node))})
 }
 
 // Hostname is the guest's hostname: what Pigsty sets (`hostname
@@ -189,20 +193,28 @@ func renderUserData(in Input, prefix int, stages []string) ([]byte, error) {
 		bootcmd = append(bootcmd, []string{"sh", "-c",
 			`if getent group admin >/dev/null; then [ "$(getent group admin | cut -d: -f3)" = 88 ] || groupmod -g 88 admin; else groupadd -g 88 admin; fi`})
 	}
+	hosts, err := hostsBlock(in)
+	if err != nil {
+		return nil, err
+	}
 	files := []writeFile{
 		{Path: ConfigDir + "/setup.env", Owner: "root:root", Permissions: "0644", Content: setupEnv(in, prefix, stages)},
-		{Path: ConfigDir + "/hosts", Owner: "root:root", Permissions: "0644", Content: hostsBlock(in)},
+		{Path: ConfigDir + "/hosts", Owner: "root:root", Permissions: "0644", Content: hosts},
 		{Path: ConfigDir + "/disks", Owner: "root:root", Permissions: "0644", Content: disksTable(n)},
 		{Path: ConfigDir + "/shares", Owner: "root:root", Permissions: "0644", Content: sharesTable(n)},
 	}
 	if n.Control && in.ControlPrivateKey != "" {
+		sshConfig, err := ControlSSHConfig(d, in.Peers, n)
+		if err != nil {
+			return nil, err
+		}
 		key := in.ControlPrivateKey
 		if !strings.HasSuffix(key, "\n") {
 			key += "\n"
 		}
 		files = append(files,
 			writeFile{Path: StateDir + "/control-id_ed25519", Owner: "root:root", Permissions: "0600", Content: key},
-			writeFile{Path: StateDir + "/control-ssh-config", Owner: "root:root", Permissions: "0600", Content: ControlSSHConfig(d, in.Peers, n)},
+			writeFile{Path: StateDir + "/control-ssh-config", Owner: "root:root", Permissions: "0600", Content: sshConfig},
 		)
 	}
 	for _, name := range scriptNames {
@@ -223,9 +235,6 @@ func renderUserData(in Input, prefix int, stages []string) ([]byte, error) {
 		Runcmd:       [][]string{{Finalize}},
 	})
 }
-
-// shq single-quotes s for a POSIX shell.
-func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func setupEnv(in Input, prefix int, stages []string) string {
 	d, n := in.Deployment, in.Node
@@ -261,7 +270,7 @@ func setupEnv(in Input, prefix int, stages []string) string {
 	var b strings.Builder
 	b.WriteString("# Barn guest setup contract " + SetupVersion + "; rendered by barn-node.\n")
 	for _, p := range kv {
-		b.WriteString(p[0] + "=" + shq(p[1]) + "\n")
+		b.WriteString(p[0] + "=" + quote.Shell(p[1]) + "\n")
 	}
 	return b.String()
 }
@@ -298,20 +307,25 @@ func addrLess(a, b string) bool {
 	return false
 }
 
-// hostsBlock is the body of the guest's marked /etc/hosts block: one row
-// per node, "<address> <name> <aliases…>", or "<address> <fqdn> <name>
-// <aliases…>" for a node with an FQDN (the canonical name first, so
-// `hostname -f` prints it).
-func hostsBlock(in Input) string {
+// hostsBlock is the body of the guest's marked /etc/hosts block: one
+// quote.HostsLine per node, "<address>\t<name> <aliases…>", or
+// "<address>\t<fqdn> <name> <aliases…>" for a node with an FQDN (the
+// canonical name first, so `hostname -f` prints it); the host's hosts
+// block is written by the same function.
+func hostsBlock(in Input) (string, error) {
 	var b strings.Builder
 	for _, p := range allNodes(in) {
-		names := []string{p.Address, p.Name}
+		names := []string{p.Name}
 		if p.FQDN != "" {
-			names = []string{p.Address, p.FQDN, p.Name}
+			names = []string{p.FQDN, p.Name}
 		}
-		b.WriteString(strings.Join(append(names, p.Aliases...), " ") + "\n")
+		l, err := quote.HostsLine(p.Address, append(names, p.Aliases...))
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(l + "\n")
 	}
-	return b.String()
+	return b.String(), nil
 }
 
 func disksTable(n spec.Node) string {
@@ -341,15 +355,28 @@ func sharesTable(n spec.Node) string {
 // ControlSSHConfig is the managed block the control node installs in the
 // login user's ~/.ssh/config: every node by name, aliases and address,
 // reached over the private network with the deployment key. Peers' host
-// keys are not recorded, so recreated peers stay reachable.
-func ControlSSHConfig(d spec.Deployment, peers []spec.Node, self spec.Node) string {
+// keys are not recorded, so recreated peers stay reachable. Names, the
+// address and the user are ssh_config words (quote.SSHWord).
+func ControlSSHConfig(d spec.Deployment, peers []spec.Node, self spec.Node) (string, error) {
 	var b strings.Builder
 	b.WriteString("# barn:begin\n")
+	user, err := quote.SSHWord(d.User.Name)
+	if err != nil {
+		return "", err
+	}
 	for _, p := range allNodes(Input{Node: self, Peers: peers}) {
-		fmt.Fprintf(&b, "Host %s\n", strings.Join(append(append([]string{p.Name}, p.Aliases...), p.Address), " "))
-		fmt.Fprintf(&b, "  HostName %s\n  User %s\n  IdentityFile ~/.ssh/id_ed25519\n  IdentitiesOnly yes\n", p.Address, d.User.Name)
+		var patterns []string
+		for _, n := range append(append([]string{p.Name}, p.Aliases...), p.Address) {
+			w, err := quote.SSHWord(n)
+			if err != nil {
+				return "", err
+			}
+			patterns = append(patterns, w)
+		}
+		fmt.Fprintf(&b, "Host %s\n", strings.Join(patterns, " "))
+		fmt.Fprintf(&b, "  HostName %s\n  User %s\n  IdentityFile ~/.ssh/id_ed25519\n  IdentitiesOnly yes\n", patterns[len(patterns)-1], user)
 		b.WriteString("  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n")
 	}
 	b.WriteString("# barn:end\n")
-	return b.String()
+	return b.String(), nil
 }

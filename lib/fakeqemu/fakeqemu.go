@@ -78,7 +78,7 @@ type config struct {
 	accel      string
 	monitors   []string // unix socket paths of the QMP monitors, in argv order
 	pidfile    string
-	serial     string
+	serial     string // the serial console file
 	daemonize  bool
 	paused     bool // -S
 	smoke      bool // -S without a monitor or -daemonize: a capability smoke start
@@ -142,7 +142,8 @@ func fail(err error) int {
 
 func parse(args []string, getenv func(string) string) (*config, error) {
 	cfg := &config{modes: parseModes(getenv("FAKEQEMU_MODE")), exitDelay: 3 * time.Second}
-	chardevs := map[string]string{} // socket chardev id → path
+	sockets := map[string]string{} // socket chardev id → path
+	files := map[string]string{}   // file chardev id → path
 	if d := getenv("FAKEQEMU_EXIT_DELAY"); d != "" {
 		v, err := time.ParseDuration(d)
 		if err != nil {
@@ -199,15 +200,17 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 			}
 			cfg.monitors = append(cfg.monitors, p)
 		case "-chardev":
+			id, path := optValue(opts, "id"), optValue(opts, "path")
+			if id == "" || path == "" || opts[0] != "socket" && opts[0] != "file" {
+				return nil, fmt.Errorf("-chardev %s: the fake wants socket or file chardevs with id= and path=", v)
+			}
 			if opts[0] == "socket" {
-				id, path := optValue(opts, "id"), optValue(opts, "path")
-				if id == "" || path == "" {
-					return nil, fmt.Errorf("-chardev %s: the fake wants socket chardevs with id= and path=", v)
-				}
-				chardevs[id] = path
+				sockets[id] = path
+			} else {
+				files[id] = path
 			}
 		case "-mon":
-			path, ok := chardevs[optValue(opts, "chardev")]
+			path, ok := sockets[optValue(opts, "chardev")]
 			if !ok || optValue(opts, "mode") != "control" {
 				return nil, fmt.Errorf("-mon %s: the fake serves mode=control monitors on an earlier socket -chardev", v)
 			}
@@ -215,9 +218,17 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 		case "-pidfile":
 			cfg.pidfile = v
 		case "-serial":
-			p, ok := strings.CutPrefix(opts[0], "file:")
+			if p, ok := strings.CutPrefix(v, "file:"); ok {
+				cfg.serial = p // QEMU takes the rest literally
+				break
+			}
+			id, ok := strings.CutPrefix(v, "chardev:")
 			if !ok {
 				return nil, fmt.Errorf("-serial %s: the fake writes files only", v)
+			}
+			p, ok := files[id]
+			if !ok {
+				return nil, fmt.Errorf("-serial %s: chardev '%s' not found", v, id)
 			}
 			cfg.serial = p
 		case "-blockdev":
@@ -286,7 +297,7 @@ func (c *config) check() error {
 		}
 	}
 	if c.serial != "" && !filepath.IsAbs(c.serial) {
-		return fmt.Errorf("-serial file:%s: the fake wants absolute paths", c.serial)
+		return fmt.Errorf("-serial %s: the fake wants absolute paths", c.serial)
 	}
 	return nil
 }

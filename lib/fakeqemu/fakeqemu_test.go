@@ -87,7 +87,8 @@ func TestParseGeneratedSubset(t *testing.T) {
 	args := []string{
 		"-name", "n1", "-uuid", "6f1c2a52-8d0e-4c43-9a55-2b7f7f1d0c11", "-machine", "q35", "-accel", "tcg,thread=multi",
 		"-cpu", "max", "-smp", "2", "-m", "1024", "-nodefaults", "-no-user-config", "-display", "none",
-		"-qmp", "unix:/r/a,,b/qmp.sock,server=on,wait=off", "-pidfile", "/r/qemu.pid", "-serial", "file:/n/serial.log",
+		"-qmp", "unix:/r/a,,b/qmp.sock,server=on,wait=off", "-pidfile", "/r/qemu.pid",
+		"-chardev", "file,id=serial0,path=/n/a,,b/serial.log", "-serial", "chardev:serial0",
 		"-chardev", "socket,id=barn,path=/r/a,,b/barn.sock,server=on,wait=off", "-mon", "chardev=barn,mode=control",
 		"-daemonize", "-S",
 		"-blockdev", `{"driver":"file","filename":"/n/root.qcow2","node-name":"root-file"}`,
@@ -100,7 +101,7 @@ func TestParseGeneratedSubset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.name != "n1" || !reflect.DeepEqual(cfg.monitors, []string{"/r/a,b/qmp.sock", "/r/a,b/barn.sock"}) || cfg.pidfile != "/r/qemu.pid" || cfg.serial != "/n/serial.log" ||
+	if cfg.name != "n1" || !reflect.DeepEqual(cfg.monitors, []string{"/r/a,b/qmp.sock", "/r/a,b/barn.sock"}) || cfg.pidfile != "/r/qemu.pid" || cfg.serial != "/n/a,b/serial.log" ||
 		!cfg.daemonize || !cfg.paused || cfg.memMiB != 1024 || cfg.exitDelay != 250*time.Millisecond {
 		t.Fatalf("cfg %+v", cfg)
 	}

@@ -3,6 +3,7 @@ package guest
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,31 +11,24 @@ import (
 
 	"barn.dev/lib/cidata"
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/sshkeys"
 )
 
 const uuidA = "6f9619ff-8b86-d011-b42d-00c04fc964ff"
 const uuidB = "0b7c4f2e-4a57-4d3c-9d0e-5f0a1a2b3c4d"
 
-func TestQuote(t *testing.T) {
-	for in, want := range map[string]string{"": "''", "a b": "'a b'", "it's": `'it'\''s'`, "$HOME": "'$HOME'"} {
-		if got := Quote(in); got != want {
-			t.Errorf("Quote(%q) = %s, want %s", in, got, want)
-		}
-	}
-}
-
 func TestArgsShape(t *testing.T) {
 	tg := Target{Node: "meta", Port: 2222, User: "dba", VMUUID: uuidA}
 	tg.Keys.PrivatePath, tg.Keys.KnownHosts = "/k/id_ed25519", "/k/known_hosts"
-	got := strings.Join(ExecArgv(tg, []string{"echo", "a b"}), " ")
-	want := "ssh -F /dev/null -i /k/id_ed25519 -o BatchMode=yes -o IdentitiesOnly=yes -o StrictHostKeyChecking=accept-new -o LogLevel=ERROR -o UserKnownHostsFile=/k/known_hosts -o ConnectTimeout=5 -o HostKeyAlias=barn-"
+	got := strings.Join(execArgv(t, tg, []string{"echo", "a b"}), " ")
+	want := "ssh -F /dev/null -o IdentityFile=/k/id_ed25519 -o BatchMode=yes -o IdentitiesOnly=yes -o StrictHostKeyChecking=accept-new -o LogLevel=ERROR -o UserKnownHostsFile=/k/known_hosts -o ConnectTimeout=5 -o HostKeyAlias=barn-"
 	if !strings.HasPrefix(got, want) || !strings.HasSuffix(got, " -p 2222 dba@127.0.0.1 -- 'echo' 'a b'") {
 		t.Fatalf("argv = %s", got)
 	}
-	if sh := ShellArgv(tg, nil, false); !contains(sh, "-t") {
+	if sh := shellArgv(t, tg, nil, false); !contains(sh, "-t") {
 		t.Errorf("interactive ssh lacks -t: %v", sh)
 	}
-	if sh := ShellArgv(tg, []string{"echo", "$HOME"}, false); sh[len(sh)-1] != "echo $HOME" || contains(sh, "-t") {
+	if sh := shellArgv(t, tg, []string{"echo", "$HOME"}, false); sh[len(sh)-1] != "echo $HOME" || contains(sh, "-t") {
 		t.Errorf("ssh with a command: %v", sh)
 	}
 }
@@ -54,22 +48,61 @@ func contains(a []string, s string) bool {
 func TestExecAgainstRealSSHD(t *testing.T) {
 	s := startSSHD(t)
 	tg := s.target(uuidA)
-	code, out, errs := run(t, ExecArgv(tg, []string{"sh", "-c", `for a in "$@"; do printf '[%s]' "$a"; done; exit 37`, "x", "a b", "", "it's", "$HOME", "l1\nl2", "*"}))
+	code, out, errs := run(t, execArgv(t, tg, []string{"sh", "-c", `for a in "$@"; do printf '[%s]' "$a"; done; exit 37`, "x", "a b", "", "it's", "$HOME", "l1\nl2", "*"}))
 	if code != 37 {
 		t.Fatalf("exit = %d, want 37 (stderr %s)", code, errs)
 	}
 	if want := "[a b][][it's][$HOME][l1\nl2][*]"; out != want {
 		t.Fatalf("out = %q, want %q", out, want)
 	}
-	if code, _, _ := run(t, ExecArgv(tg, []string{"sh", "-c", "exit 255"})); code != 255 {
+	if code, _, _ := run(t, execArgv(t, tg, []string{"sh", "-c", "exit 255"})); code != 255 {
 		t.Fatalf("exit = %d, want 255", code)
 	}
-	if code, _, _ := run(t, ExecArgv(tg, []string{"true"})); code != 0 {
+	if code, _, _ := run(t, execArgv(t, tg, []string{"true"})); code != 0 {
 		t.Fatalf("exit = %d, want 0", code)
 	}
 	// ssh NODE -- CMD uses remote shell semantics.
-	if code, out, _ := run(t, ShellArgv(tg, []string{"echo", "$((6*7))"}, false)); code != 0 || strings.TrimSpace(out) != "42" {
+	if code, out, _ := run(t, shellArgv(t, tg, []string{"echo", "$((6*7))"}, false)); code != 0 || strings.TrimSpace(out) != "42" {
 		t.Fatalf("shell: %d %q", code, out)
+	}
+}
+
+// TestExecWithKeysUnderOddPath: a BARN_HOME with spaces, a comma, '#',
+// quotes, '%'-tokens and non-ASCII text still reaches the real sshd with
+// the deployment key, and the host key lands in Barn's known_hosts at
+// exactly its path (an unquoted -o UserKnownHostsFile once split at the
+// space and wrote a stray file outside BARN_HOME).
+func TestExecWithKeysUnderOddPath(t *testing.T) {
+	odd := `barn home,#1 'q' "d" 100%h %% é\x`
+	s := startSSHDKeysAt(t, filepath.Join(odd, "keys"))
+	cwd := t.TempDir()
+	cmd := exec.Command("sh", "-c", `exec "$@"`, "sh")
+	cmd.Args = append(cmd.Args, execArgv(t, s.target(uuidA), []string{"echo", "ok"})...)
+	cmd.Dir = cwd
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ok" {
+		t.Fatalf("ssh with keys under %q: %v: %s", odd, err, out)
+	}
+	kh, err := os.ReadFile(s.keys.KnownHosts)
+	if err != nil || !strings.HasPrefix(string(kh), sshkeys.HostKeyAlias(uuidA)+" ") {
+		t.Fatalf("known_hosts at %s: %v %q", s.keys.KnownHosts, err, kh)
+	}
+	if ents, _ := os.ReadDir(cwd); len(ents) != 0 {
+		t.Errorf("ssh wrote %d stray files into its working directory", len(ents))
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(s.keys.KnownHosts)); len(ents) != 4 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("keys dir holds %q, want the key pair, keys.json and known_hosts", names)
+	}
+	for _, bad := range []string{"/tmp/${HOME}/k", "/tmp/a\nb/k"} {
+		tg := s.target(uuidA)
+		tg.Keys.PrivatePath = bad
+		if _, err := ExecArgv(tg, []string{"true"}); exitcode.As(err) == nil || exitcode.As(err).Reason != "unrepresentable_value" {
+			t.Errorf("key path %q: %v, want an unrepresentable_value refusal", bad, err)
+		}
 	}
 }
 
@@ -77,7 +110,7 @@ func TestExecAgainstRealSSHD(t *testing.T) {
 // refused; a recreated VM (new UUID) on the same port is accepted.
 func TestHostKeyTrustIsPerInstance(t *testing.T) {
 	s := startSSHD(t)
-	if code, _, errs := run(t, ExecArgv(s.target(uuidA), []string{"true"})); code != 0 {
+	if code, _, errs := run(t, execArgv(t, s.target(uuidA), []string{"true"})); code != 0 {
 		t.Fatalf("first connection: %d %s", code, errs)
 	}
 	kh, _ := os.ReadFile(s.keys.KnownHosts)
@@ -85,11 +118,11 @@ func TestHostKeyTrustIsPerInstance(t *testing.T) {
 		t.Fatalf("known_hosts is not keyed by HostKeyAlias:\n%s", kh)
 	}
 	s.restartWithNewHostKey()
-	code, _, errs := run(t, ExecArgv(s.target(uuidA), []string{"true"}))
+	code, _, errs := run(t, execArgv(t, s.target(uuidA), []string{"true"}))
 	if code != 255 || PermanentSSHError(errs) != "host_key_mismatch" {
 		t.Fatalf("swapped host key for the same instance: exit %d, stderr %q", code, errs)
 	}
-	if code, _, errs := run(t, ExecArgv(s.target(uuidB), []string{"true"})); code != 0 {
+	if code, _, errs := run(t, execArgv(t, s.target(uuidB), []string{"true"})); code != 0 {
 		t.Fatalf("recreated instance on the same port refused: %d %s", code, errs)
 	}
 	// WaitReady fails fast (not after the timeout) on the mismatch.

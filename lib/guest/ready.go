@@ -11,6 +11,7 @@ import (
 
 	"barn.dev/lib/cidata"
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/quote"
 )
 
 // DefaultReadyTimeout is the readiness wait when the spec sets none.
@@ -67,7 +68,7 @@ var stateDir = cidata.StateDir
 
 // probeCommand prints "error <json>", "ready <json>" or "pending".
 func probeCommand() string {
-	e, r := Quote(stateDir+"/error.json"), Quote(stateDir+"/ready.json")
+	e, r := quote.Shell(stateDir+"/error.json"), quote.Shell(stateDir+"/ready.json")
 	return "if [ -r " + e + " ]; then printf 'error '; cat " + e + "; elif [ -r " + r + " ]; then printf 'ready '; cat " + r + "; else echo pending; fi"
 }
 
@@ -91,10 +92,14 @@ func WaitReady(ctx context.Context, t Target, timeout time.Duration) (Ready, err
 	}
 	deadline := time.Now().Add(timeout)
 	last := "no answer yet"
+	probe, err := ExecArgv(t, []string{"sh", "-c", probeCommand()})
+	if err != nil {
+		return Ready{}, err
+	}
 	for probes := 1; ; probes++ {
 		pctx, cancel := context.WithTimeout(ctx, min(15*time.Second, time.Until(deadline)+time.Second))
 		var out, errb bytes.Buffer
-		code, err := Run(pctx, ExecArgv(t, []string{"sh", "-c", probeCommand()}), Streams{Out: &out, Err: &errb})
+		code, err := Run(pctx, probe, Streams{Out: &out, Err: &errb})
 		cancel()
 		if ctx.Err() != nil {
 			return Ready{}, exitcode.Wrap(exitcode.Cancelled, ctx.Err(), "cancelled while waiting for %s", t.Node)
@@ -200,8 +205,12 @@ func UpdateHelpers(ctx context.Context, t Target) error {
 		fmt.Fprintf(&b, "printf %%s %s | base64 -d > %s.new && chmod 0755 %s.new && mv -f %s.new %s\n",
 			base64.StdEncoding.EncodeToString(body), path, path, path, path)
 	}
+	argv, err := ExecArgv(t, []string{"sudo", "-n", "sh", "-c", b.String()})
+	if err != nil {
+		return err
+	}
 	var errb bytes.Buffer
-	code, err := Run(ctx, ExecArgv(t, []string{"sudo", "-n", "sh", "-c", b.String()}), Streams{Err: &errb})
+	code, err := Run(ctx, argv, Streams{Err: &errb})
 	if err != nil {
 		return err
 	}
@@ -224,8 +233,12 @@ func RunStages(ctx context.Context, t Target, stages []string) error {
 	if err := UpdateHelpers(ctx, t); err != nil {
 		return err
 	}
+	argv, err := ExecArgv(t, append([]string{"sudo", "-n", cidata.Finalize}, stages...))
+	if err != nil {
+		return err
+	}
 	var errb bytes.Buffer
-	code, err := Run(ctx, ExecArgv(t, append([]string{"sudo", "-n", cidata.Finalize}, stages...)), Streams{Out: &bytes.Buffer{}, Err: &errb})
+	code, err := Run(ctx, argv, Streams{Out: &bytes.Buffer{}, Err: &errb})
 	if err != nil {
 		return err
 	}

@@ -206,7 +206,7 @@ func TestRealGuest(t *testing.T) {
 
 	exe := func(argv ...string) (int, string) {
 		var out, errb bytes.Buffer
-		code, err := Run(ctx, ExecArgv(tg, argv), Streams{Out: &out, Err: &errb})
+		code, err := Run(ctx, execArgv(t, tg, argv), Streams{Out: &out, Err: &errb})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -227,7 +227,7 @@ func TestRealGuest(t *testing.T) {
 	}
 	// The host side reaches the planned IP on the bridge.
 	in("ping", "-c", "1", "-W", "5", "10.10.10.10")
-	if _, out := exe("cat", "/etc/hosts"); !strings.Contains(out, "# BEGIN BARN HOSTS\n10.10.10.10 meta infra\n# END BARN HOSTS") {
+	if _, out := exe("cat", "/etc/hosts"); !strings.Contains(out, "# BEGIN BARN HOSTS\n10.10.10.10\tmeta infra\n# END BARN HOSTS") {
 		t.Errorf("/etc/hosts block missing:\n%s", out)
 	}
 	if _, out := exe("findmnt", "-no", "FSTYPE", "/data"); strings.TrimSpace(out) != "xfs" {

@@ -3,14 +3,18 @@
 // preserved argument boundaries, the ~/.ssh/config integration and the
 // Ansible connection export.
 //
-// Every ssh invocation uses only the deployment key and Barn's own
-// known_hosts under the VM instance's HostKeyAlias
-// (barn-reference-behaviour.md §3.11):
+// Every ssh invocation reads no ssh_config (-F /dev/null) and uses only the
+// deployment key and Barn's own known_hosts under the VM instance's
+// HostKeyAlias (barn-reference-behaviour.md §3.11):
 //
-//	ssh -F /dev/null -i KEY -o BatchMode=yes -o IdentitiesOnly=yes
+//	ssh -F /dev/null -o IdentityFile=KEY -o BatchMode=yes -o IdentitiesOnly=yes
 //	    -o StrictHostKeyChecking=accept-new -o LogLevel=ERROR
 //	    -o UserKnownHostsFile=KNOWN -o ConnectTimeout=5
 //	    -o HostKeyAlias=barn-<sha256(uuid)> -p PORT USER@127.0.0.1
+//
+// KEY and KNOWN are written with quote.SSHPath: ssh reads each -o value as
+// an ssh_config line and %-expands both file names (so does -i, which is
+// therefore not used).
 package guest
 
 import (
@@ -22,6 +26,7 @@ import (
 	"strings"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/quote"
 	"barn.dev/lib/sshkeys"
 )
 
@@ -53,37 +58,45 @@ func (t Target) binary() string {
 	return t.SSH
 }
 
-// Options returns the ssh -o options shared by every Barn connection to t
-// (also used for the Ansible export), without -F/-i/-p/destination.
-func (t Target) Options() []string {
+// Options returns the ssh -o options of every Barn connection to t,
+// without -F/-p/destination. A key or known_hosts path that ssh_config
+// cannot carry is a usage error (quote.SSHPath).
+func (t Target) Options() ([]string, error) {
+	key, err := quote.SSHPath(t.Keys.PrivatePath)
+	if err != nil {
+		return nil, err
+	}
+	known, err := quote.SSHPath(t.Keys.KnownHosts)
+	if err != nil {
+		return nil, err
+	}
 	return []string{
+		"IdentityFile=" + key,
 		"BatchMode=yes",
 		"IdentitiesOnly=yes",
 		"StrictHostKeyChecking=accept-new",
 		"LogLevel=ERROR",
-		"UserKnownHostsFile=" + t.Keys.KnownHosts,
+		"UserKnownHostsFile=" + known,
 		"ConnectTimeout=5",
 		"HostKeyAlias=" + sshkeys.HostKeyAlias(t.VMUUID),
-	}
+	}, nil
 }
 
 // Args returns the ssh arguments (without the binary) up to and including
 // the destination. tty adds -t (interactive sessions).
-func (t Target) Args(tty bool) []string {
-	a := []string{"-F", "/dev/null", "-i", t.Keys.PrivatePath}
-	for _, o := range t.Options() {
+func (t Target) Args(tty bool) ([]string, error) {
+	opts, err := t.Options()
+	if err != nil {
+		return nil, err
+	}
+	a := []string{"-F", "/dev/null"}
+	for _, o := range opts {
 		a = append(a, "-o", o)
 	}
 	if tty {
 		a = append(a, "-t")
 	}
-	return append(a, "-p", strconv.Itoa(t.Port), t.User+"@"+t.host())
-}
-
-// Quote single-quotes s for a POSIX shell: the result is one word whose
-// value is exactly s (spaces, empty strings, quotes, newlines included).
-func Quote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	return append(a, "-p", strconv.Itoa(t.Port), t.User+"@"+t.host()), nil
 }
 
 // RemoteCommand joins argv into one remote shell command line that the
@@ -91,26 +104,34 @@ func Quote(s string) string {
 func RemoteCommand(argv []string) string {
 	q := make([]string, len(argv))
 	for i, a := range argv {
-		q[i] = Quote(a)
+		q[i] = quote.Shell(a)
 	}
 	return strings.Join(q, " ")
 }
 
 // ExecArgv is the full argv (binary first) running argv on t with argument
-// boundaries preserved.
-func ExecArgv(t Target, argv []string) []string {
-	return append(append([]string{t.binary()}, t.Args(false)...), "--", RemoteCommand(argv))
+// boundaries preserved. Errors as Options.
+func ExecArgv(t Target, argv []string) ([]string, error) {
+	a, err := t.Args(false)
+	if err != nil {
+		return nil, err
+	}
+	return append(append([]string{t.binary()}, a...), "--", RemoteCommand(argv)), nil
 }
 
 // ShellArgv is the full argv of `ssh NODE [-- CMD...]`: with no command an
 // interactive login (tty); with a command, its words joined by spaces and
 // interpreted by the remote shell (like ssh itself).
-func ShellArgv(t Target, cmd []string, tty bool) []string {
-	a := append([]string{t.binary()}, t.Args(tty || len(cmd) == 0)...)
+func ShellArgv(t Target, cmd []string, tty bool) ([]string, error) {
+	args, err := t.Args(tty || len(cmd) == 0)
+	if err != nil {
+		return nil, err
+	}
+	a := append([]string{t.binary()}, args...)
 	if len(cmd) > 0 {
 		a = append(a, "--", strings.Join(cmd, " "))
 	}
-	return a
+	return a, nil
 }
 
 // Streams are the standard streams of a remote command.

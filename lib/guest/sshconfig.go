@@ -7,11 +7,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/quote"
 	"barn.dev/lib/safefile"
 )
 
@@ -36,19 +36,71 @@ type HostEntry struct {
 	HostKeyAlias string   `json:"host_key_alias"`
 }
 
+// fragmentPins are the options of every Host block besides the
+// per-node ones: everything Barn relies on is set here, because in
+// ssh_config the first value obtained wins and the fragment is included
+// at the top of ~/.ssh/config, so a user's own "Host *" or
+// "Host 10.10.10.*" block (a jump host, a ControlMaster, IdentitiesOnly
+// no, a KnownHostsCommand) cannot redirect the connection, reuse another
+// instance's master connection or trust another host key.
+var fragmentPins = []string{
+	"IdentitiesOnly yes",
+	"StrictHostKeyChecking accept-new",
+	"CheckHostIP no",
+	"UpdateHostKeys no",
+	"KnownHostsCommand none",
+	"VerifyHostKeyDNS no",
+	"ProxyJump none",
+	"ProxyCommand none",
+	"ControlMaster no",
+	"ControlPath none",
+	"CanonicalizeHostname no",
+	"RemoteCommand none",
+}
+
 // RenderFragment returns the marked fragment: one Host block per node
 // (patterns: node name then aliases) reaching it address-free through the
-// management port forward on 127.0.0.1.
-func RenderFragment(entries []HostEntry) []byte {
+// management port forward on 127.0.0.1, with HostName, Port, User,
+// IdentityFile, UserKnownHostsFile and HostKeyAlias plus fragmentPins.
+// Values are written with quote.SSHWord/SSHPath; one they cannot carry is
+// a usage error naming it.
+func RenderFragment(entries []HostEntry) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString(FragmentBegin + "\n# Managed by barn-node ssh-config; edits are overwritten.\n")
 	for _, e := range entries {
-		fmt.Fprintf(&b, "Host %s\n", strings.Join(append([]string{e.Node}, e.Aliases...), " "))
-		fmt.Fprintf(&b, "  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n  IdentitiesOnly yes\n", e.Port, e.User, e.IdentityFile)
-		fmt.Fprintf(&b, "  UserKnownHostsFile %s\n  StrictHostKeyChecking accept-new\n  HostKeyAlias %s\n", e.KnownHosts, e.HostKeyAlias)
+		var patterns []string
+		for _, n := range append([]string{e.Node}, e.Aliases...) {
+			w, err := quote.SSHWord(n)
+			if err != nil {
+				return nil, err
+			}
+			patterns = append(patterns, w)
+		}
+		user, err := quote.SSHWord(e.User)
+		if err != nil {
+			return nil, err
+		}
+		key, err := quote.SSHPath(e.IdentityFile)
+		if err != nil {
+			return nil, err
+		}
+		known, err := quote.SSHPath(e.KnownHosts)
+		if err != nil {
+			return nil, err
+		}
+		alias, err := quote.SSHWord(e.HostKeyAlias)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(&b, "Host %s\n", strings.Join(patterns, " "))
+		fmt.Fprintf(&b, "  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n  UserKnownHostsFile %s\n  HostKeyAlias %s\n",
+			e.Port, user, key, known, alias)
+		for _, p := range fragmentPins {
+			b.WriteString("  " + p + "\n")
+		}
 	}
 	b.WriteString(FragmentEnd + "\n")
-	return b.Bytes()
+	return b.Bytes(), nil
 }
 
 // SSHConfigPaths are the files the integration touches.
@@ -68,22 +120,30 @@ func Paths(home, name string) SSHConfigPaths {
 	return SSHConfigPaths{Dir: dir, Config: filepath.Join(dir, "config"), Fragment: filepath.Join(dir, name+"_config")}
 }
 
-// IncludeLine is the line ~/.ssh/config needs.
-func (p SSHConfigPaths) IncludeLine() string { return "Include " + p.Fragment }
+// IncludeLine is the line ~/.ssh/config needs (quote.SSHInclude: the
+// fragment's path as a glob that matches only it).
+func (p SSHConfigPaths) IncludeLine() (string, error) {
+	inc, err := quote.SSHInclude(p.Fragment)
+	if err != nil {
+		return "", err
+	}
+	return "Include " + inc, nil
+}
 
 // InstallResult says what Install changed.
 type InstallResult struct {
 	Fragment       string `json:"fragment"`
 	Config         string `json:"config"`
 	FragmentChange string `json:"fragment_change"` // created, updated, unchanged
-	IncludeChange  string `json:"include_change"`  // inserted, present
+	IncludeChange  string `json:"include_change"`  // inserted, moved, present
 }
 
-var hostOrMatch = regexp.MustCompile(`(?i)^\s*(host|match)(\s|=)`)
-
 // Install publishes fragment (from RenderFragment) at p.Fragment (0600)
-// and inserts the marked Include block before the first Host/Match line of
-// p.Config (creating it 0600 when missing).
+// and inserts the marked Include block at the top of p.Config (creating it
+// 0600 when missing): ssh_config keeps the first value it obtains, so only
+// there do the fragment's options win over the user's own, top-level
+// options included. A marked Include left below other options by an
+// older Barn is moved to the top ("moved").
 //
 // Refused (conflict, the file untouched): an existing fragment without
 // Barn's markers (reason "ssh_config_unmarked"), an unmarked Include of the
@@ -93,6 +153,10 @@ var hostOrMatch = regexp.MustCompile(`(?i)^\s*(host|match)(\s|=)`)
 // carries the line to add by hand).
 func Install(p SSHConfigPaths, fragment []byte) (InstallResult, error) {
 	res := InstallResult{Fragment: p.Fragment, Config: p.Config}
+	include, err := p.IncludeLine()
+	if err != nil {
+		return res, err
+	}
 	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
 		return res, exitcode.Wrap(exitcode.Runtime, err, "create %s: %v", p.Dir, err)
 	}
@@ -115,36 +179,51 @@ func Install(p SSHConfigPaths, fragment []byte) (InstallResult, error) {
 			return res, err
 		}
 	}
-	cfg, mode, err := readConfig(p)
+	cfg, mode, err := readConfig(p, include)
 	if err != nil {
 		return res, err
 	}
 	lines := splitLines(cfg)
-	if i := markedInclude(lines, p); i >= 0 {
-		res.IncludeChange = "present"
-		return res, nil
-	}
-	if unmarkedInclude(lines, p) {
+	res.IncludeChange = "inserted"
+	if i := markedInclude(lines, include); i >= 0 {
+		if onlyComments(lines[:i]) {
+			res.IncludeChange = "present"
+			return res, nil
+		}
+		lines, res.IncludeChange = withoutBlock(lines, i), "moved"
+	} else if unmarkedInclude(lines, p) {
 		return res, exitcode.New(exitcode.Conflict, "%s already includes %s without Barn's %q marker; refusing to edit it", p.Config, p.Fragment, IncludeMarker).
 			WithReason("ssh_config_unmarked")
 	}
-	at := len(lines)
-	for i, l := range lines {
-		if hostOrMatch.MatchString(l) {
-			at = i
-			break
-		}
-	}
-	block := []string{IncludeMarker, p.IncludeLine()}
-	if at < len(lines) {
+	block := []string{IncludeMarker, include}
+	if len(lines) > 0 {
 		block = append(block, "")
 	}
-	out := append(append(append([]string{}, lines[:at]...), block...), lines[at:]...)
-	if err := writeAtomic(p.Config, joinLines(out), mode); err != nil {
+	if err := writeAtomic(p.Config, joinLines(append(block, lines...)), mode); err != nil {
 		return res, err
 	}
-	res.IncludeChange = "inserted"
 	return res, nil
+}
+
+// onlyComments reports whether lines hold nothing but comments and blank
+// lines (so an Include after them is still the first option).
+func onlyComments(lines []string) bool {
+	for _, l := range lines {
+		if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "#") {
+			return false
+		}
+	}
+	return true
+}
+
+// withoutBlock removes the marked Include block starting at line i and the
+// blank line Install put after it.
+func withoutBlock(lines []string, i int) []string {
+	end := i + 2
+	if end < len(lines) && lines[end] == "" {
+		end++
+	}
+	return append(append([]string{}, lines[:i]...), lines[end:]...)
 }
 
 // RemoveResult says what Remove changed.
@@ -160,18 +239,17 @@ type RemoveResult struct {
 // reasons as Install). Absent files are fine.
 func Remove(p SSHConfigPaths) (RemoveResult, error) {
 	res := RemoveResult{Fragment: p.Fragment, Config: p.Config}
-	cfg, mode, err := readConfig(p)
+	include, err := p.IncludeLine()
+	if err != nil {
+		return res, err
+	}
+	cfg, mode, err := readConfig(p, include)
 	if err != nil {
 		return res, err
 	}
 	lines := splitLines(cfg)
-	if i := markedInclude(lines, p); i >= 0 {
-		end := i + 2
-		if end < len(lines) && lines[end] == "" {
-			end++
-		}
-		out := append(append([]string{}, lines[:i]...), lines[end:]...)
-		if err := writeAtomic(p.Config, joinLines(out), mode); err != nil {
+	if i := markedInclude(lines, include); i >= 0 {
+		if err := writeAtomic(p.Config, joinLines(withoutBlock(lines, i)), mode); err != nil {
 			return res, err
 		}
 		res.IncludeRemoved = true
@@ -194,7 +272,7 @@ func Remove(p SSHConfigPaths) (RemoveResult, error) {
 
 // readConfig reads ~/.ssh/config, refusing links. A missing file reads
 // as empty with mode 0600.
-func readConfig(p SSHConfigPaths) ([]byte, os.FileMode, error) {
+func readConfig(p SSHConfigPaths, include string) ([]byte, os.FileMode, error) {
 	fi, err := os.Lstat(p.Config)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, 0o600, nil
@@ -207,8 +285,8 @@ func readConfig(p SSHConfigPaths) ([]byte, os.FileMode, error) {
 		linked = true
 	}
 	if linked {
-		return nil, 0, exitcode.New(exitcode.Conflict, "%s is a symlink or hard link, so Barn does not edit it; add this line near the top of that file: %s", p.Config, p.IncludeLine()).
-			WithReason("ssh_config_linked").WithDetail(map[string]string{"include": p.IncludeLine(), "config": p.Config})
+		return nil, 0, exitcode.New(exitcode.Conflict, "%s is a symlink or hard link, so Barn does not edit it; add this line at the top of that file: %s", p.Config, include).
+			WithReason("ssh_config_linked").WithDetail(map[string]string{"include": include, "config": p.Config})
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, 0, exitcode.New(exitcode.Conflict, "%s is not a regular file", p.Config).WithReason("ssh_config_linked")
@@ -238,9 +316,9 @@ func readSmall(path string) ([]byte, error) {
 	return b, nil
 }
 
-func markedInclude(lines []string, p SSHConfigPaths) int {
+func markedInclude(lines []string, include string) int {
 	for i := 0; i+1 < len(lines); i++ {
-		if lines[i] == IncludeMarker && strings.TrimSpace(lines[i+1]) == p.IncludeLine() {
+		if lines[i] == IncludeMarker && strings.TrimSpace(lines[i+1]) == include {
 			return i
 		}
 	}

@@ -16,7 +16,16 @@ func entries(port int, user string, keys sshkeys.KeyPair) []HostEntry {
 		IdentityFile: keys.PrivatePath, KnownHosts: keys.KnownHosts, HostKeyAlias: sshkeys.HostKeyAlias(uuidA)}}
 }
 
-func TestInstallInsertsBeforeFirstHostAndIsIdempotent(t *testing.T) {
+func fragment(t *testing.T, e []HostEntry) []byte {
+	t.Helper()
+	f, err := RenderFragment(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func TestInstallInsertsAtTopAndIsIdempotent(t *testing.T) {
 	home := t.TempDir()
 	p := Paths(home, "")
 	_ = os.MkdirAll(p.Dir, 0o700)
@@ -24,13 +33,13 @@ func TestInstallInsertsBeforeFirstHostAndIsIdempotent(t *testing.T) {
 	if err := os.WriteFile(p.Config, []byte(orig), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	frag := RenderFragment(entries(2222, "dba", sshkeys.Paths("/k")))
+	frag := fragment(t, entries(2222, "dba", sshkeys.Paths("/k")))
 	res, err := Install(p, frag)
 	if err != nil || res.FragmentChange != "created" || res.IncludeChange != "inserted" {
 		t.Fatalf("%+v %v", res, err)
 	}
 	got, _ := os.ReadFile(p.Config)
-	want := "# mine\nServerAliveInterval 30\n\n# barn:include\nInclude " + p.Fragment + "\n\nHost work\n  User me\n"
+	want := "# barn:include\nInclude " + p.Fragment + "\n\n# mine\nServerAliveInterval 30\n\nHost work\n  User me\n"
 	if string(got) != want {
 		t.Fatalf("config =\n%s\nwant\n%s", got, want)
 	}
@@ -60,7 +69,7 @@ func TestInstallInsertsBeforeFirstHostAndIsIdempotent(t *testing.T) {
 
 func TestInstallCreatesConfig(t *testing.T) {
 	p := Paths(t.TempDir(), "")
-	if _, err := Install(p, RenderFragment(nil)); err != nil {
+	if _, err := Install(p, fragment(t, nil)); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := os.ReadFile(p.Config)
@@ -87,7 +96,7 @@ func TestInstallNeverEditsLinkedConfig(t *testing.T) {
 			} else {
 				_ = os.Link(real, p.Config)
 			}
-			_, err := Install(p, RenderFragment(nil))
+			_, err := Install(p, fragment(t, nil))
 			e := exitcode.As(err)
 			if e == nil || e.Class != exitcode.Conflict || e.Reason != "ssh_config_linked" || !strings.Contains(e.Message, "Include "+p.Fragment) {
 				t.Fatalf("err = %v", err)
@@ -106,7 +115,7 @@ func TestInstallRefusesUnmarked(t *testing.T) {
 	p := Paths(t.TempDir(), "")
 	_ = os.MkdirAll(p.Dir, 0o700)
 	_ = os.WriteFile(p.Fragment, []byte("Host hand-written\n"), 0o600)
-	if e := exitcode.As(func() error { _, err := Install(p, RenderFragment(nil)); return err }()); e == nil || e.Reason != "ssh_config_unmarked" {
+	if e := exitcode.As(func() error { _, err := Install(p, fragment(t, nil)); return err }()); e == nil || e.Reason != "ssh_config_unmarked" {
 		t.Fatalf("unmarked fragment: %v", e)
 	}
 	if b, _ := os.ReadFile(p.Fragment); string(b) != "Host hand-written\n" {
@@ -114,7 +123,7 @@ func TestInstallRefusesUnmarked(t *testing.T) {
 	}
 	_ = os.Remove(p.Fragment)
 	_ = os.WriteFile(p.Config, []byte("Include ~/.ssh/barn_config\n"), 0o600)
-	if e := exitcode.As(func() error { _, err := Install(p, RenderFragment(nil)); return err }()); e == nil || e.Reason != "ssh_config_unmarked" {
+	if e := exitcode.As(func() error { _, err := Install(p, fragment(t, nil)); return err }()); e == nil || e.Reason != "ssh_config_unmarked" {
 		t.Fatalf("unmarked include: %v", e)
 	}
 }
@@ -125,7 +134,7 @@ func TestInstalledConfigWorksWithRealSSH(t *testing.T) {
 	s := startSSHD(t)
 	home := t.TempDir()
 	p := Paths(home, "")
-	if _, err := Install(p, RenderFragment(entries(s.port, s.user, s.keys))); err != nil {
+	if _, err := Install(p, fragment(t, entries(s.port, s.user, s.keys))); err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.Command("ssh", "-G", "-F", p.Config, "pg-meta").Output()
@@ -140,26 +149,5 @@ func TestInstalledConfigWorksWithRealSSH(t *testing.T) {
 	code, o, errs := run(t, []string{"ssh", "-F", p.Config, "-o", "BatchMode=yes", "meta", "echo", "hello"})
 	if code != 0 || strings.TrimSpace(o) != "hello" {
 		t.Fatalf("ssh -F config meta: %d %q %s", code, o, errs)
-	}
-}
-
-func TestRenderAnsibleInventory(t *testing.T) {
-	got := string(RenderAnsibleInventory([]AnsibleHost{
-		{Address: "10.10.10.10", User: "dba", IdentityFile: "/k/id", KnownHosts: "/k/kh", HostKeyAlias: "barn-x"},
-		{Address: "10.10.10.11", Host: "127.0.0.1", Port: 2223, User: "dba", IdentityFile: "/k/id", KnownHosts: "/k/kh", HostKeyAlias: "barn-y"}}))
-	for _, want := range []string{`    "10.10.10.10":`, `ansible_user: "dba"`,
-		"\"10.10.10.10\":\n      ansible_host: \"10.10.10.10\"\n      ansible_port: 22\n",
-		"\"10.10.10.11\":\n      ansible_host: \"127.0.0.1\"\n      ansible_port: 2223\n", `ansible_ssh_private_key_file: "/k/id"`, `-o HostKeyAlias=barn-x`, `-o UserKnownHostsFile=/k/kh`} {
-		if !strings.Contains(got, want) {
-			t.Errorf("inventory lacks %q:\n%s", want, got)
-		}
-	}
-	if _, err := exec.LookPath("ansible-inventory"); err == nil {
-		f := filepath.Join(t.TempDir(), "barn.yml")
-		_ = os.WriteFile(f, []byte(got), 0o600)
-		out, err := exec.Command("ansible-inventory", "-i", f, "--host", "10.10.10.10").CombinedOutput()
-		if err != nil || !strings.Contains(string(out), `"ansible_user": "dba"`) || !strings.Contains(string(out), `"ansible_port": 22`) {
-			t.Fatalf("ansible-inventory: %v\n%s", err, out)
-		}
 	}
 }

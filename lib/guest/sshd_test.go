@@ -31,7 +31,11 @@ type sshd struct {
 // startSSHD starts sshd on 127.0.0.1 accepting the deployment key of a
 // fresh keys dir for the current user. It skips (saying why) when sshd is
 // not installed.
-func startSSHD(t testing.TB) *sshd {
+func startSSHD(t testing.TB) *sshd { t.Helper(); return startSSHDKeysAt(t, "keys") }
+
+// startSSHDKeysAt is startSSHD with the deployment keys in the directory
+// keysDir (relative to the server's temporary directory).
+func startSSHDKeysAt(t testing.TB, keysDir string) *sshd {
 	t.Helper()
 	bin, err := exec.LookPath("sshd")
 	if err != nil {
@@ -52,7 +56,7 @@ func startSSHD(t testing.TB) *sshd {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	keys, err := sshkeys.Ensure(filepath.Join(dir, "keys"), false)
+	keys, err := sshkeys.Ensure(filepath.Join(dir, keysDir), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,4 +145,22 @@ func run(t *testing.T, argv []string) (int, string, string) {
 		t.Fatal(err)
 	}
 	return code, out.String(), errb.String()
+}
+
+func execArgv(t *testing.T, tg Target, argv []string) []string {
+	t.Helper()
+	a, err := ExecArgv(tg, argv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func shellArgv(t *testing.T, tg Target, cmd []string, tty bool) []string {
+	t.Helper()
+	a, err := ShellArgv(tg, cmd, tty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

@@ -201,6 +201,10 @@ func (h *Host) checkOwnership(o Observed, br string) error {
 		return exitcode.New(exitcode.Conflict, "%s already has an unmarked \"allow %s\"; refusing to take it over", h.BridgeConf(), br).
 			WithReason("bridge_conf_foreign")
 	}
+	if acl.Problem != "" {
+		return exitcode.New(exitcode.Conflict, "%s %s: qemu-bridge-helper refuses the whole file, so Barn's allow line would not help; fix that line first", h.BridgeConf(), acl.Problem).
+			WithReason(FindBridgeConfInvalid).WithNext("sudoedit " + h.BridgeConf())
+	}
 	hs := o.Helper
 	switch {
 	case !hs.Exists:

@@ -131,6 +131,9 @@ func TestPlanRefusals(t *testing.T) {
 		{"unmarked allow", func(o *Observed, _ *Options) {
 			o.BridgeConf = FileState{Path: "/etc/qemu/bridge.conf", Exists: true, Mode: "0644", Content: "allow barn0\n"}
 		}, exitcode.Conflict, "bridge_conf_foreign"},
+		{"a line the helper refuses", func(o *Observed, _ *Options) {
+			o.BridgeConf = FileState{Path: "/etc/qemu/bridge.conf", Exists: true, Mode: "0644", Content: "allow br7 # the old lab\n"}
+		}, exitcode.Conflict, FindBridgeConfInvalid},
 		{"stale block", func(o *Observed, _ *Options) {
 			o.BridgeConf = FileState{Path: "/etc/qemu/bridge.conf", Exists: true, Mode: "0644", Content: ManagedBlock("barn0")}
 		}, exitcode.Conflict, "bridge_conf_stale_block"},

@@ -7,11 +7,11 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/quote"
 	"barn.dev/lib/wire"
 )
 
@@ -68,17 +68,6 @@ func (h *Host) HostsPath() string { return filepath.Join(h.EtcDir, "hosts") }
 // HostsManifestPath is <StateDir>/hosts.json.
 func (h *Host) HostsManifestPath() string { return filepath.Join(h.StateDir, "hosts.json") }
 
-// hostnameRE is what a name in the hosts file may be (RFC 1123 labels,
-// dot-separated); it also keeps whitespace, '#' and newlines out.
-var hostnameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,62})?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62})?)*$`)
-
-// HostsLine renders one hosts(5) line: the address, a tab, the names
-// separated by spaces. (The quoting/format function of the writers
-// workstream can replace this one; it is the only place a line is built.)
-func HostsLine(e HostEntry) string {
-	return e.Address + "\t" + strings.Join(e.Names, " ")
-}
-
 // RenderHostsBlock validates entries and returns Barn's block, markers
 // included, ending with a newline. Usage errors name the bad value.
 func RenderHostsBlock(entries []HostEntry) (string, error) {
@@ -93,7 +82,7 @@ func RenderHostsBlock(entries []HostEntry) (string, error) {
 			return "", exitcode.New(exitcode.Usage, "hosts entry %s has no names", e.Address).WithReason("bad_hosts_entry")
 		}
 		for _, n := range e.Names {
-			if len(n) > 253 || !hostnameRE.MatchString(n) {
+			if quote.HostName(n) != nil {
 				return "", exitcode.New(exitcode.Usage, "hosts entry %s: %q is not a host name", e.Address, n).WithReason("bad_hosts_entry")
 			}
 			k := strings.ToLower(n)
@@ -102,7 +91,11 @@ func RenderHostsBlock(entries []HostEntry) (string, error) {
 			}
 			seen[k] = e.Address
 		}
-		b.WriteString(HostsLine(e) + "\n")
+		l, err := quote.HostsLine(e.Address, e.Names) // validated above: cannot fail
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(l + "\n")
 	}
 	b.WriteString(HostsBlockEnd + "\n")
 	return b.String(), nil

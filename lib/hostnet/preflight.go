@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
-	"strings"
+	"strconv"
+	"syscall"
 
 	"barn.dev/lib/exitcode"
 )
@@ -28,6 +30,8 @@ const (
 	FindHelperNotSetuid    = "helper_not_setuid"
 	FindBridgeConfMissing  = "bridge_conf_missing"
 	FindBridgeConfBad      = "bridge_conf_unreadable"
+	FindBridgeConfInvalid  = "bridge_conf_invalid"
+	FindBridgeConfIgnored  = "bridge_conf_ignored"
 	FindBridgeNotAllowed   = "bridge_not_allowed"
 	FindBridgeAbsent       = "bridge_absent"
 	FindBridgeNotBridge    = "bridge_not_a_bridge"
@@ -151,22 +155,100 @@ func (h *Host) checkHelper(add func(code, sev, fix, format string, args ...any))
 	}
 }
 
+// checkACL reads bridge.conf and its includes as qemu-bridge-helper will
+// (loadACL), for the user h.UID: an error finding for exactly what makes
+// the helper refuse (a missing or unreadable bridge.conf, a line it
+// rejects) or deny the bridge; a warning for what it silently ignores.
 func (h *Host) checkACL(bridge string, add func(code, sev, fix, format string, args ...any)) {
 	path := h.BridgeConf()
-	acl, err := loadACL(path, bridge, 0)
+	cwd, _ := os.Getwd()
+	acl, notes, err := loadACL(path, bridge, cwd, h.readAs)
 	switch {
-	case errors.Is(err, fs.ErrNotExist) && !strings.Contains(err.Error(), "include"):
+	case errors.Is(err, fs.ErrNotExist):
 		add(FindBridgeConfMissing, SevError, "barn-net install",
 			"%s does not exist: the helper fails with \"failed to parse default acl file\"", path)
+		return
+	case errors.Is(err, fs.ErrPermission):
+		add(FindBridgeConfBad, SevError, "barn-net install",
+			"%s (or a directory above it) is not readable by uid %d: the setuid helper reads it after dropping root's file access and fails with \"failed to parse default acl file\"", path, h.UID)
+		return
 	case err != nil:
 		add(FindBridgeConfBad, SevError, "barn-net status", "%s cannot be read: %v", path, err)
-	case h.UID != 0 && !othersCanRead(path):
-		add(FindBridgeConfBad, SevError, "barn-net install",
-			"%s (or its directory) is not readable by other users: the setuid helper reads it after dropping root's file access and fails with \"failed to parse default acl file\"", path)
+		return
+	}
+	for _, n := range notes {
+		add(FindBridgeConfIgnored, SevWarning, "sudoedit "+path, "%s", n)
+	}
+	switch {
+	case acl.Problem != "":
+		add(FindBridgeConfInvalid, SevError, "sudoedit "+path,
+			"%s %s: the helper refuses the whole file (\"failed to parse default acl file\")", path, acl.Problem)
 	case !acl.Allows(bridge):
 		add(FindBridgeNotAllowed, SevError, "barn-net install",
 			"%s does not allow bridge %s: the helper fails with \"access denied by acl file\"", path, bridge)
 	}
+}
+
+// readAs reads path as the helper running as h.UID could: the calling
+// user's own reads are exact; for another user (root judging a user) the
+// permission bits of the file and of every directory above it are checked
+// for that user and its groups first (POSIX ACLs are not consulted).
+func (h *Host) readAs(path string) ([]byte, error) {
+	if h.UID != os.Geteuid() && h.UID != 0 {
+		if err := accessibleBy(path, h.UID); err != nil {
+			return nil, err
+		}
+	}
+	return os.ReadFile(path)
+}
+
+// accessibleBy checks search permission on every directory of path's real
+// location and read permission on the file itself for uid.
+func accessibleBy(path string, uid int) error {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return err
+	}
+	real, err = filepath.Abs(real)
+	if err != nil {
+		return err
+	}
+	groups := map[uint32]bool{}
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		if ids, err := u.GroupIds(); err == nil {
+			for _, g := range ids {
+				if n, err := strconv.ParseUint(g, 10, 32); err == nil {
+					groups[uint32(n)] = true
+				}
+			}
+		}
+	}
+	allowed := func(p string, bit uint32) error {
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil {
+			return &fs.PathError{Op: "stat", Path: p, Err: err}
+		}
+		shift := uint32(0) // other
+		switch {
+		case st.Uid == uint32(uid):
+			shift = 6
+		case groups[st.Gid]:
+			shift = 3
+		}
+		if st.Mode&(bit<<shift) == 0 {
+			return &fs.PathError{Op: "open", Path: p, Err: fs.ErrPermission}
+		}
+		return nil
+	}
+	for d := filepath.Dir(real); ; d = filepath.Dir(d) {
+		if err := allowed(d, 0o1); err != nil {
+			return err
+		}
+		if d == "/" {
+			break
+		}
+	}
+	return allowed(real, 0o4)
 }
 
 func checkBridge(links []LinkInfo, bridge string, sn Subnet, add func(code, sev, fix, format string, args ...any)) {
@@ -205,19 +287,4 @@ func checkBridge(links []LinkInfo, bridge string, sn Subnet, add func(code, sev,
 	default:
 		add(FindBridgeAddrMissing, SevError, "barn-net install", "bridge %s has no address %s", bridge, want)
 	}
-}
-
-// othersCanRead: the file has o+r and its directory o+x.
-func othersCanRead(path string) bool {
-	f, err := StatFile(path, false)
-	if err != nil || !f.Exists {
-		return false
-	}
-	d, err := StatFile(filepath.Dir(path), false)
-	if err != nil || !d.Exists {
-		return false
-	}
-	fm, _ := parseMode(f.Mode)
-	dm, _ := parseMode(d.Mode)
-	return fm&0o004 != 0 && dm&0o001 != 0
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/quote"
 )
 
 // DiscoveryNames are tried in order in the working directory when no file
@@ -47,7 +48,7 @@ func ReadFile(path string) ([]byte, error) {
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		return nil, exitcode.New(exitcode.Usage, "inventory %s is a symlink; Barn reads only regular files", path).
-			WithReason("invalid_inventory").WithNext(fmt.Sprintf("barn-inventory resolve -f \"$(realpath %s)\"", shellQuote(path)))
+			WithReason("invalid_inventory").WithNext(fmt.Sprintf("barn-inventory resolve -f \"$(realpath %s)\"", quote.ShellIfNeeded(path)))
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, exitcode.New(exitcode.Usage, "inventory %s is not a regular file", path).WithReason("invalid_inventory")
@@ -65,7 +66,7 @@ func ReadFile(path string) ([]byte, error) {
 		// Ansible's script plugin comes before its yaml plugin and runs an
 		// executable file with a #! line as a dynamic inventory.
 		return nil, exitcode.New(exitcode.Usage, "inventory %s is executable and starts with #!, so Ansible runs it as an inventory script; Barn reads only YAML inventories", path).
-			WithReason("invalid_inventory").WithNext("chmod a-x " + shellQuote(path))
+			WithReason("invalid_inventory").WithNext("chmod a-x " + quote.ShellIfNeeded(path))
 	}
 	return data, err
 }

@@ -1,6 +1,10 @@
 package inventory
 
-import "strings"
+import (
+	"strings"
+
+	"barn.dev/lib/quote"
+)
 
 // Pipeline is the command line that resolves again the inventory a spec
 // was read from (source: spec.Spec.Source), plans it and hands the plan to
@@ -16,7 +20,7 @@ import "strings"
 func Pipeline(source, tail string) string {
 	resolve := "barn-inventory resolve"
 	if source != "" && source != "-" && !strings.HasPrefix(source, "<") {
-		resolve += " -f " + shellQuote(source)
+		resolve += " -f " + quote.ShellIfNeeded(source)
 	}
 	line := resolve + " | barn-plan"
 	if tail != "" {

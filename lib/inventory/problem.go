@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/quote"
 )
 
 // Problem is one structured inventory error. File/Line/Column locate the
@@ -131,7 +132,7 @@ func errorOf(list []Problem) *exitcode.Error {
 	// Stdin cannot be read twice, and "-f <stdin>" would be a shell
 	// redirection: only a named file gets the hint.
 	if f := list[0].File; len(list) > 1 && f != "" && f != "-" && f != "<stdin>" {
-		e = e.WithNext("barn-inventory validate -f " + shellQuote(f))
+		e = e.WithNext("barn-inventory validate -f " + quote.ShellIfNeeded(f))
 	}
 	return e
 }
@@ -147,20 +148,4 @@ func Problems(err error) []Problem {
 		return l
 	}
 	return nil
-}
-
-// shellQuote returns s unchanged when it is a plain word of a file name and
-// single-quoted for a POSIX shell otherwise, so a next: hint can be pasted.
-func shellQuote(s string) string {
-	plain := s != ""
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./+,:@%", r)) {
-			plain = false
-			break
-		}
-	}
-	if plain {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

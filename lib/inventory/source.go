@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/quote"
 )
 
 // Input is one inventory as Ansible reads it: the inventory file (or every
@@ -73,7 +74,7 @@ func Open(path string) (*Input, error) {
 	}
 	if ext := filepath.Ext(path); ext != "" && !contains(yamlExtensions, ext) {
 		return nil, exitcode.New(exitcode.Usage, "inventory %s: Ansible's yaml inventory plugin reads only files named .yml, .yaml, .json or without an extension, and would read this one with another plugin", path).
-			WithReason("invalid_inventory").WithNext("rename it, e.g. mv " + shellQuote(path) + " " + shellQuote(strings.TrimSuffix(path, ext)+".yml"))
+			WithReason("invalid_inventory").WithNext("rename it, e.g. mv " + quote.ShellIfNeeded(path) + " " + quote.ShellIfNeeded(strings.TrimSuffix(path, ext)+".yml"))
 	}
 	data, err := ReadFile(path)
 	if err != nil {
@@ -141,7 +142,7 @@ func readInventoryDir(dir string) ([]File, error) {
 			}
 			if ext := path.Ext(e.Name()); ext != "" && !contains(yamlExtensions, ext) {
 				return exitcode.New(exitcode.Usage, "inventory directory %s holds %s, which Ansible would read with its ini, toml or script plugin; Barn reads only YAML inventories", dir, p).
-					WithReason("invalid_inventory").WithNext("move " + shellQuote(p) + " out of the directory or name the YAML inventory file with -f")
+					WithReason("invalid_inventory").WithNext("move " + quote.ShellIfNeeded(p) + " out of the directory or name the YAML inventory file with -f")
 			}
 			data, err := ReadFile(p)
 			if err != nil {

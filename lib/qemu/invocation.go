@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"barn.dev/lib/imageref"
+	"barn.dev/lib/quote"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
 )
@@ -75,7 +76,7 @@ func Invocation(in Input, p Profile) (state.Invocation, error) {
 		accel = "tcg,thread=multi"
 	}
 	a := &argv{}
-	a.add("-name", n.Name)
+	a.add("-name", quote.QEMUOpt(n.Name))
 	a.add("-uuid", in.VMUUID)
 	a.add("-machine", p.Machine)
 	a.add("-accel", accel)
@@ -88,23 +89,27 @@ func Invocation(in Input, p Profile) (state.Invocation, error) {
 	// Two QMP monitors: QEMU serves each to one client at a time, so the
 	// operators' -qmp socket can be held (socat, a debugging session)
 	// while Barn's own, which no one else should use, stays free.
-	a.add("-qmp", "unix:"+optEscape(in.Runtime.QMP)+",server=on,wait=off")
-	a.add("-chardev", "socket,id="+BarnMonitorID+",path="+optEscape(in.Runtime.BarnQMP)+",server=on,wait=off")
+	a.add("-qmp", "unix:"+quote.QEMUOpt(in.Runtime.QMP)+",server=on,wait=off")
+	a.add("-chardev", "socket,id="+BarnMonitorID+",path="+quote.QEMUOpt(in.Runtime.BarnQMP)+",server=on,wait=off")
 	a.add("-mon", "chardev="+BarnMonitorID+",mode=control")
-	a.add("-pidfile", in.Runtime.Pidfile)
-	a.add("-serial", "file:"+in.SerialLog) // literal: commas are refused by validate
+	a.add("-pidfile", in.Runtime.Pidfile) // a plain argument: taken literally
+	// The serial console as a chardev: its path is a QemuOpts value like
+	// every other path here ("-serial file:PATH" takes the rest literally,
+	// a second syntax).
+	a.add("-chardev", "file,id=serial0,path="+quote.QEMUOpt(in.SerialLog))
+	a.add("-serial", "chardev:serial0")
 	a.add("-daemonize")
 
 	if in.Image.Boot == "uefi" {
-		a.add("-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+optEscape(in.Firmware))
-		a.add("-drive", "if=pflash,format=raw,unit=1,file="+optEscape(in.NVRAM))
+		a.add("-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+quote.QEMUOpt(in.Firmware))
+		a.add("-drive", "if=pflash,format=raw,unit=1,file="+quote.QEMUOpt(in.NVRAM))
 	}
 
 	// NICs first, at pinned slots.
 	a.add("-netdev", "user,id=mgmt,hostfwd=tcp:127.0.0.1:"+strconv.Itoa(in.SSHPort)+"-:22")
 	a.add("-device", "virtio-net-pci,netdev=mgmt,mac="+n.MAC.Management+",bus=pcie.0,addr="+ManagementNICAddr)
 	if p.PrivateNet == PrivateNetBridge {
-		a.add("-netdev", "bridge,id=private,br="+optEscape(p.Bridge)+",helper="+optEscape(p.BridgeHelper))
+		a.add("-netdev", "bridge,id=private,br="+quote.QEMUOpt(p.Bridge)+",helper="+quote.QEMUOpt(p.BridgeHelper))
 		a.add("-device", "virtio-net-pci,netdev=private,mac="+n.MAC.Private+",bus=pcie.0,addr="+PrivateNICAddr)
 	}
 
@@ -147,9 +152,6 @@ const mib = 1 << 20
 type argv struct{ args []string }
 
 func (a *argv) add(s ...string) { a.args = append(a.args, s...) }
-
-// optEscape doubles commas, QEMU's escape inside key=value option strings.
-func optEscape(s string) string { return strings.ReplaceAll(s, ",", ",,") }
 
 // blockdev renders a -blockdev argument in QEMU's JSON syntax (keys sorted by
 // encoding/json), which needs no comma escaping for paths.

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/spec"
@@ -85,17 +84,6 @@ func validate(in Input, p Profile) error {
 	} {
 		if !filepath.IsAbs(path) || filepath.Clean(path) != path {
 			return invalid(field, path, "must be a clean absolute path")
-		}
-	}
-	// Paths inside QEMU option strings: -serial file: takes the rest
-	// literally while -qmp/-drive split at commas, so no single escaping is
-	// right for both; refuse commas there (-blockdev JSON paths may have them).
-	for field, path := range map[string]string{
-		"serial_log": in.SerialLog, "runtime.qmp": in.Runtime.QMP, "runtime.barn_qmp": in.Runtime.BarnQMP, "firmware": in.Firmware,
-		"nvram": in.NVRAM, "profile.bridge_helper": p.BridgeHelper,
-	} {
-		if strings.ContainsRune(path, ',') {
-			return invalid(field, path, "QEMU option paths must not contain a comma")
 		}
 	}
 	for _, sock := range []string{in.Runtime.QMP, in.Runtime.BarnQMP} {

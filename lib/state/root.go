@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/quote"
 )
 
 // DefaultLockWait bounds how long a waiting LockDeployment or LockNode
@@ -93,6 +94,15 @@ func resolve(getenv func(string) string) (*Root, error) {
 	dir = filepath.Clean(dir)
 	if dir == "/" {
 		return nil, exitcode.New(exitcode.Usage, "BARN_HOME must not be /").WithReason("invalid_state_root")
+	}
+	// The deployment key and known_hosts under BARN_HOME are written into
+	// ssh arguments, ssh_config and YAML: refuse a path those cannot carry
+	// now rather than after a lab was built.
+	if _, err := quote.SSHPath(filepath.Join(dir, "keys")); err != nil {
+		return nil, exitcode.New(exitcode.Usage, "BARN_HOME %q cannot be used: %v", dir, err).WithReason("invalid_state_root")
+	}
+	if _, err := quote.YAML(dir); err != nil {
+		return nil, exitcode.New(exitcode.Usage, "BARN_HOME %q cannot be used: %v", dir, err).WithReason("invalid_state_root")
 	}
 	if home != "" && filepath.IsAbs(home) && sameDir(dir, filepath.Clean(home)) {
 		return nil, exitcode.New(exitcode.Usage, "BARN_HOME %s is the home directory itself; use a directory inside it", dir).

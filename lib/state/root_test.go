@@ -88,6 +88,9 @@ func TestOpenRejections(t *testing.T) {
 		{"world-writable", ww, exitcode.Integrity, "must be 0700"},
 		{"0755, which the README's 0700 does not allow", readable, exitcode.Integrity, "has mode 0755; it must be 0700"},
 		{"not a directory", file, exitcode.Integrity, "not a directory"},
+		{"an environment reference ssh would expand", home + "/${USER}/.barn", exitcode.Usage, "cannot be used"},
+		{"a line break", home + "/a\nb", exitcode.Usage, "cannot be used"},
+		{"invalid UTF-8", home + "/\xff", exitcode.Usage, "cannot be used"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -99,6 +102,11 @@ func TestOpenRejections(t *testing.T) {
 	}
 	if _, err := Open(envOf(map[string]string{})); err == nil {
 		t.Fatal("Open without HOME and BARN_HOME succeeded")
+	}
+	// Spaces, commas, '#', quotes, '%' and non-ASCII text are fine.
+	odd := filepath.Join(home, `barn home, #1 'q' "d" 100% é`)
+	if _, err := Open(envOf(map[string]string{"HOME": home, "BARN_HOME": odd})); err != nil {
+		t.Fatalf("Open(%q): %v", odd, err)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/posener/complete"
 	"github.com/willabides/kongplete"
+
+	"barn.dev/lib/quote"
 )
 
 // Shell completion is derived from the kong grammar by kongplete (which
@@ -128,10 +130,12 @@ type CompletionCmd struct {
 }
 
 // completionCode is the registration each shell needs for posener/complete's
-// protocol; {bin} is the tool's absolute path, {name} its command name.
+// protocol; {bin} is the tool's absolute path as one shell word, {cmd} the
+// same word quoted once more: `complete -C` stores a command line that the
+// shell parses again at every Tab, {name} the tool's command name.
 var completionCode = map[string]string{
-	"bash": "complete -C {bin} {name}\n",
-	"zsh":  "autoload -U +X bashcompinit && bashcompinit\ncomplete -C {bin} {name}\n",
+	"bash": "complete -C {cmd} {name}\n",
+	"zsh":  "autoload -U +X bashcompinit && bashcompinit\ncomplete -C {cmd} {name}\n",
 	"fish": `function __complete_{name}
     set -lx COMP_LINE (commandline -cp)
     test -z (commandline -ct)
@@ -151,15 +155,13 @@ func (c *CompletionCmd) Run(env *Env) error {
 	if abs, err := filepath.Abs(bin); err == nil {
 		bin = abs
 	}
-	code := strings.NewReplacer("{bin}", shellQuote(bin), "{name}", env.Tool).Replace(completionCode[c.Shell])
-	_, err = fmt.Fprint(env.Out, code)
+	_, err = fmt.Fprint(env.Out, completionScript(c.Shell, bin, env.Tool))
 	return err
 }
 
-// shellQuote single-quotes s for bash, zsh and fish when it needs quoting.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+// completionScript is the registration code of shell for the tool at the
+// absolute path bin, called name.
+func completionScript(shell, bin, name string) string {
+	return strings.NewReplacer("{bin}", quote.ShellIfNeeded(bin), "{cmd}", quote.ShellIfNeeded(quote.ShellIfNeeded(bin)),
+		"{name}", name).Replace(completionCode[shell])
 }

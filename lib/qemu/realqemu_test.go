@@ -1,0 +1,130 @@
+package qemu
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"barn.dev/lib/qmp"
+	"barn.dev/lib/state"
+)
+
+// TestInvocationStartsRealQEMUUnderOddPaths: the argv Invocation builds
+// for a state root and runtime directory whose names hold spaces, commas,
+// '#', both quotes and non-ASCII text is accepted by the real
+// qemu-system-x86_64 (UEFI, so pflash -drive values too; paused with -S):
+// it daemonizes, writes its pidfile, answers QMP on the socket at exactly
+// its path with the node's name and UUID, opens every disk at exactly its
+// path and writes the serial log where Barn reads it.
+func TestInvocationStartsRealQEMUUnderOddPaths(t *testing.T) {
+	bin, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		t.Skip("qemu-system-x86_64 is not installed")
+	}
+	const code, vars = "/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd"
+	if _, err := os.Stat(code); err != nil {
+		t.Skip("OVMF is not installed")
+	}
+	base := t.TempDir()
+	dir := filepath.Join(base, `barn home, #1 'q' "d" é`, "nodes", "pg-meta-1")
+	rtBase, err := os.MkdirTemp("/tmp", "rt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(rtBase) })
+	rt := filepath.Join(rtBase, `rt,x #2 'é'`, "pg-meta-1")
+	for _, d := range []string{dir, rt} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := baseInput()
+	in.RootDisk, in.Seed, in.SerialLog = dir+"/root.qcow2", dir+"/seed,1.iso", dir+"/serial.log"
+	in.Runtime = state.Runtime{Directory: rt, QMP: rt + "/qmp.sock", BarnQMP: rt + "/barn,qmp.sock", Pidfile: rt + "/qemu.pid"}
+	in.Image.Boot, in.Firmware, in.NVRAM = "uefi", code, dir+"/nvram,x.fd"
+	in.DataDisks = []state.DataDisk{{Name: "data", Path: dir + "/data,1 #.qcow2", Serial: "x4bq2mzk7dfa3wq5nrt2"}}
+	in.Node.MemoryBytes = 512 << 20
+	for _, q := range []string{in.RootDisk, in.DataDisks[0].Path} {
+		if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", q, "16M").CombinedOutput(); err != nil {
+			t.Fatalf("qemu-img: %v %s", err, out)
+		}
+	}
+	if err := os.WriteFile(in.Seed, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nv, err := os.ReadFile(vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(in.NVRAM, nv, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := tcgProfile()
+	p.Binary = bin
+	inv, err := Invocation(in, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(inv.Binary, append(inv.Args, "-S")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("QEMU refused the argv: %v\n%s\n%s", err, out, strings.Join(Lines(inv), "\n"))
+	}
+	pidText, err := os.ReadFile(in.Runtime.Pidfile)
+	if err != nil {
+		t.Fatalf("pidfile: %v", err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(pidText)))
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) }) // the daemon this test started
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mon := qmp.Monitor{Socket: in.Runtime.QMP}
+	if err := mon.Verify(ctx, in.Node.Name, in.VMUUID); err != nil {
+		t.Fatalf("QMP identity on %s: %v", in.Runtime.QMP, err)
+	}
+	var blocks []struct {
+		Inserted *struct {
+			File string `json:"file"`
+		} `json:"inserted"`
+	}
+	if err := mon.Execute(ctx, "query-block", nil, &blocks); err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, b := range blocks {
+		if b.Inserted != nil {
+			files = append(files, b.Inserted.File)
+		}
+	}
+	want := []string{in.RootDisk, in.DataDisks[0].Path, in.Seed, in.Firmware, in.NVRAM}
+	sort.Strings(files)
+	sort.Strings(want)
+	if strings.Join(files, "\n") != strings.Join(want, "\n") {
+		t.Errorf("QEMU opened\n%s\nwant\n%s", strings.Join(files, "\n"), strings.Join(want, "\n"))
+	}
+	if _, err := os.Stat(in.SerialLog); err != nil {
+		t.Errorf("serial log: %v", err)
+	}
+	if err := mon.Execute(ctx, "quit", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; syscall.Kill(pid, 0) == nil; i++ {
+		if i > 100 {
+			t.Fatal("QEMU did not exit after quit")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Nothing landed beside the intended files (a mis-split path would).
+	for _, d := range []string{filepath.Dir(dir), rtBase} {
+		ents, _ := os.ReadDir(d)
+		if len(ents) != 1 {
+			t.Errorf("%s holds %d entries, want 1", d, len(ents))
+		}
+	}
+}
