@@ -105,9 +105,13 @@ func bindReadiness(env *tool.Env, m *lifecycle.Manager, noWait bool) bool {
 	return m.Ready != nil
 }
 
-// emit writes the result document and turns its failures into the exit
-// status without a second document on stdout.
+// emit writes the result document (a barn.result/v1 with the command's
+// elapsed time) and turns its failures into the exit status without a
+// second document on stdout.
 func emit(env *tool.Env, doc any, err error) error {
+	if r, ok := doc.(*lifecycle.Result); ok && !env.Started.IsZero() {
+		r.ElapsedMS = max(1, env.Now().Sub(env.Started).Milliseconds())
+	}
 	if doc != nil {
 		if eerr := env.Emit(doc); eerr != nil {
 			return eerr
