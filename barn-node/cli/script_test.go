@@ -86,6 +86,7 @@ func params(dir string) testscript.Params {
 			"argvhash":   cmdArgvHash,
 			"sshd":       cmdSSHD,
 			"sshport":    cmdSSHPort,
+			"guestready": cmdGuestReady,
 			"event":      cmdEvent,
 			"shipped":    cmdShipped,
 		},
