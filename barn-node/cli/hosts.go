@@ -5,6 +5,7 @@ import (
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/hostnet"
+	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
 	"barn.dev/lib/tool"
 )
@@ -12,7 +13,8 @@ import (
 type hostsCmd struct{}
 
 // HostsDoc is barn.hosts/v1: every applied node's private address and the
-// names it answers to (node name, then aliases), for
+// names it answers to (hostNames: node name, then aliases), in the applied
+// spec's node order, for
 // `barn-node hosts | sudo barn-net hosts install`.
 type HostsDoc struct {
 	Schema  string              `json:"schema"`
@@ -44,8 +46,16 @@ func (c *hostsCmd) Run(env *tool.Env) error {
 	}
 	doc := HostsDoc{Schema: "barn.hosts/v1", Entries: []hostnet.HostEntry{}}
 	for _, n := range d.Spec.Nodes {
-		names := append([]string{n.Name}, n.Aliases...)
-		doc.Entries = append(doc.Entries, hostnet.HostEntry{Address: n.Address, Names: names})
+		doc.Entries = append(doc.Entries, hostnet.HostEntry{Address: n.Address, Names: hostNames(n)})
 	}
 	return env.Emit(doc)
+}
+
+// hostNames are the names a node answers to in the hosts file, in the
+// order hosts(5) reads them: the node name (canonical), then every other
+// name the applied spec gives it (its aliases). A new kind of name is one
+// more append here.
+func hostNames(n spec.Node) []string {
+	names := []string{n.Name}
+	return append(names, n.Aliases...)
 }
