@@ -357,6 +357,13 @@ func (h *Host) UninstallHosts(apply bool) (HostsResult, error) {
 	if err := os.Remove(res.Manifest); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return res, exitcode.Wrap(exitcode.Runtime, err, "removing %s", res.Manifest)
 	}
+	removed, err := h.releaseStateDir()
+	for _, d := range removed {
+		res.Notes = append(res.Notes, "removed "+d+" (Barn created it for its manifests)")
+	}
+	if err != nil {
+		return res, exitcode.Wrap(exitcode.Runtime, err, "removing the state directory %s", h.StateDir)
+	}
 	return res, nil
 }
 
@@ -402,7 +409,7 @@ func (h *Host) writeHostsManifest(m *HostsManifest) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(h.StateDir, 0o755); err != nil {
+	if err := h.ensureStateDir(); err != nil {
 		return err
 	}
 	return writeAtomic(h.HostsManifestPath(), append(b, '\n'), 0o600)
