@@ -28,7 +28,15 @@
 # (the lines between the "recipe:" markers below), in $BARN_IMAGE_CACHE (default /var/cache/barn/images
 # as root, else ~/.cache/barn/images); later runs only print the path.
 # Needs root (debootstrap, loop devices, mount) and the Debian mirror that
-# apt is configured with. Usage: build-image.sh [--force]
+# apt is configured with. Usage: build-image.sh [--force | --remove-cache]
+#
+# The cache is this script's, not Barn's state: Barn never reads it except
+# through the repository path printed here. --remove-cache removes what this
+# script wrote there (each recipe directory whose repo.yaml names this
+# script and that recipe, interrupted builds' .work.* directories when
+# nothing is mounted under them, the lock), then the emptied cache directory
+# and its parent when that is an empty directory named barn; anything else
+# is kept and listed. `make uninstall IMAGES=1` runs it.
 set -euo pipefail
 
 # recipe: begin
@@ -46,8 +54,13 @@ top=$(cd "$here/.." && pwd)
 log() { printf 'build-image: %s\n' "$*" >&2; }
 die() { printf 'build-image: error: %s\n' "$*" >&2; exit 1; }
 
-force=0
-[ "${1:-}" = "--force" ] && force=1
+force=0 remove=0
+case "${1:-}" in
+  --force) force=1 ;;
+  --remove-cache) remove=1 ;;
+  "") ;;
+  *) die "unknown argument ${1}; usage: build-image.sh [--force | --remove-cache]" ;;
+esac
 
 if [ "$(id -u)" -eq 0 ]; then default_cache=/var/cache/barn/images
 else default_cache=${XDG_CACHE_HOME:-$HOME/.cache}/barn/images; fi
@@ -57,6 +70,75 @@ out=$cache/$key
 repo=$out/repo
 uefi_image=$repo/images/d12-$VERSION-amd64.qcow2
 bios_image=$repo/images/d12-bios-$VERSION-amd64.qcow2
+
+# remove_recipe DIR removes the files publish and the build write in one
+# recipe directory, then its emptied directories; it fails (keeping what
+# is left) when anything else is there.
+remove_recipe() {
+  local d=$1
+  rm -f -- "$d/.published" "$d/keys/catalog.key" "$d/keys/catalog.pub" \
+    "$d/repo/repo.yaml" "$d/repo/catalog.json" "$d/repo/catalog.json.minisig" "$d/repo/catalog.pub" \
+    "$d"/repo/images/d12-*-amd64.qcow2
+  rmdir -- "$d/keys" "$d/repo/images" "$d/repo" "$d" 2>/dev/null
+}
+
+# is_recipe DIR: a recipe directory this script wrote (its name is a recipe
+# key, and its repo.yaml's provenance names this script and that key).
+is_recipe() {
+  local d=$1 k
+  k=$(basename "$d")
+  [[ $k =~ ^[0-9a-f]{16}$ ]] && [ -d "$d" ] && [ ! -L "$d" ] &&
+    grep -qF "built locally by scripts/build-image.sh (recipe $k)" "$d/repo/repo.yaml" 2>/dev/null
+}
+
+remove_cache() {
+  if [ ! -d "$cache" ]; then
+    log "no build cache at $cache"
+    return 0
+  fi
+  exec 9>>"$cache/.lock"
+  flock -n 9 || die "a build is running (it holds $cache/.lock); retry when it finishes"
+  local e kept=()
+  shopt -s dotglob nullglob
+  for e in "$cache"/*; do
+    case $(basename "$e") in
+      .lock) ;;
+      .work.*)
+        if [ -d "$e" ] && [ ! -L "$e" ] && ! findmnt -rno TARGET | grep -qF "$e/"; then
+          rm -rf --one-file-system -- "$e" && log "removed the interrupted build $e"
+        else
+          kept+=("$e (something is mounted under it)")
+        fi ;;
+      *)
+        if is_recipe "$e" && remove_recipe "$e"; then
+          log "removed the recipe directory $e"
+        elif is_recipe "$e"; then
+          kept+=("$e (it holds files this script did not write)")
+        else
+          kept+=("$e (not written by build-image.sh)")
+        fi ;;
+    esac
+  done
+  shopt -u dotglob nullglob
+  if [ ${#kept[@]} -gt 0 ]; then
+    printf 'build-image: kept %s\n' "${kept[@]}" >&2
+    return 0
+  fi
+  rm -f -- "$cache/.lock"
+  rmdir -- "$cache" && log "removed the build cache $cache"
+  local parent
+  parent=$(dirname "$cache")
+  if [ "$(basename "$parent")" = barn ] && rmdir -- "$parent" 2>/dev/null; then
+    log "removed $parent (empty)"
+  fi
+  return 0
+}
+
+if [ $remove -eq 1 ]; then
+  remove_cache
+  exit 0
+fi
+
 mkdir -p "$cache"
 
 exec 9>"$cache/.lock"

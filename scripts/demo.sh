@@ -13,6 +13,8 @@
 # the namespace, installs the host network inside it, trusts and activates the
 # local repository, runs
 #   barn-inventory resolve -f demo/pigsty-trio.yml | barn-plan | barn-node apply
+# publishes the node names in the namespace's own /etc/hosts
+#   barn-node hosts | ip netns exec barn-demo barn-net hosts install
 # and then proves the lab with Ansible: `ansible all -m ping` given the same
 # inventory plus `barn-node ssh-config --ansible`, every host answering on its
 # inventory address. Re-running `up` on a running lab converges (plan: none).
@@ -31,7 +33,11 @@
 #     needs the mount point /etc/qemu on the host: when it is missing we
 #     create it (empty) and remove it again on `down` if we created it, it is
 #     still empty and no other namespace (/etc/netns/*/qemu) still uses it.
-#   * barn-net's manifest goes to BARN_NET_STATE=$HOME/.barn-demo-net/netstate
+#   * The node names go to the namespace's own hosts file: `ip netns exec`
+#     bind-mounts /etc/netns/barn-demo/hosts over /etc/hosts, so we create it
+#     (a copy of the host's /etc/hosts) before barn-net writes its block
+#     there; without it barn-net refuses (the file would be the host's).
+#   * barn-net's manifests go to BARN_NET_STATE=$HOME/.barn-demo-net/netstate
 #     instead of the host-global /var/lib/barn/network.json, so this lab's
 #     network transaction can never be confused with another one.
 #   * The lab's state root is BARN_HOME=$HOME/.barn-demo and its sockets and
@@ -39,9 +45,11 @@
 #     ~/.barn lab (and its runtime directory) is never touched.
 #   * The only host-wide change is the one barn-net records in its manifest:
 #     the setuid bit on qemu-bridge-helper, restored by `barn-net uninstall`.
-# `down` destroys the lab (barn-node destroy --force --purge), uninstalls the
-# network, deletes the namespace and /etc/netns/barn-demo; the verified image
-# cache (~/.barn-demo/images, /var/cache/barn/images) stays.
+# `down` destroys the lab (barn-node destroy --force --purge), removes the
+# hosts block and uninstalls the network inside the namespace (recreating an
+# empty one when it is gone, so what barn-net recorded there is undone where
+# it was made), deletes the namespace and /etc/netns/barn-demo; the verified
+# image cache (~/.barn-demo/images, /var/cache/barn/images) stays.
 #
 # Environment: BARN_ACCEL (default tcg: an explicit, printed opt-in to
 # software emulation; kvm on a host where KVM works), BARN_DEMO_INVENTORY
@@ -87,6 +95,17 @@ etc_qemu() {
     : > "$marker"
     log "created the empty mount point /etc/qemu (removed again by demo-down)"
   fi
+}
+
+# etc_hosts gives the namespace its own hosts file (a copy of the host's)
+# when it has none, so barn-net hosts edits that one and never /etc/hosts.
+etc_hosts() {
+  local own=/etc/netns/$NS/hosts
+  [ -f "$own" ] && return
+  mkdir -p "/etc/netns/$NS"
+  cp /etc/hosts "$own" 2>/dev/null || : > "$own"
+  chmod 0644 "$own"
+  log "created $own (the namespace's own /etc/hosts; removed by demo-down)"
 }
 
 up() {
@@ -152,6 +171,14 @@ up() {
   fi
   log "apply done"
 
+  log "names: barn-node hosts | barn-net hosts install, in $NS's own /etc/hosts"
+  etc_hosts
+  "$bin/barn-node" hosts | inns "$bin/barn-net" hosts install --yes >/dev/null
+  local control
+  control=$("$bin/barn-inventory" resolve -f "$inventory" --jq '.control')
+  inns getent hosts "$control" >/dev/null || die "$control does not resolve inside $NS after barn-net hosts install"
+  log "names: inside $NS, $control is $(inns getent hosts "$control" | awk '{print $1}')"
+
   log "ansible: barn-node ssh-config --ansible, then ansible all -m ping inside $NS"
   inns "$bin/barn-node" ssh-config --ansible --text > "$hosts_file"
   local ping deadline want got
@@ -201,6 +228,7 @@ summary() {
       printf '    reach it:  %s\n' "$(reach "$name")"
     done
   echo "Ansible: ip netns exec $NS ansible all -i ${inventory#"$top"/} -i $hosts_file -m ping"
+  echo "Names:   ip netns exec $NS getent hosts $(inns "$bin/barn-node" status --jq '.nodes[0].name')   (the namespace's own /etc/hosts)"
   echo "Tear down: make demo-down (images stay cached)"
   echo
   inns "$bin/barn-node" status --text
@@ -222,8 +250,20 @@ down() {
   else
     log "no demo lab under $BARN_HOME"
   fi
+  if [ ${#run[@]} -eq 0 ] && { [ -e "$BARN_NET_STATE/hosts.json" ] || [ -e "$BARN_NET_STATE/network.json" ]; }; then
+    # What barn-net recorded lives in /etc/netns/$NS (bound by ip netns exec)
+    # and in the helper's mode: undo it from inside an empty namespace of the
+    # same name, where those paths are the ones recorded.
+    log "barn-net recorded changes inside $NS, which is gone; recreating it empty to undo them there"
+    ip netns add "$NS"
+    etc_qemu
+    run=(ip netns exec "$NS")
+  fi
+  if [ -e "$BARN_NET_STATE/hosts.json" ]; then
+    log "removing the node names from $NS's /etc/hosts (barn-net hosts uninstall)"
+    "${run[@]}" "$bin/barn-net" hosts uninstall --yes >/dev/null
+  fi
   if [ -e "$BARN_NET_STATE/network.json" ]; then
-    [ ${#run[@]} -gt 0 ] || die "$BARN_NET_STATE/network.json records a network installed in namespace $NS, which is gone; inspect: BARN_NET_STATE=$BARN_NET_STATE $bin/barn-net status"
     log "uninstalling the host network inside $NS (barn-net uninstall)"
     "${run[@]}" "$bin/barn-net" uninstall --yes >/dev/null
   fi

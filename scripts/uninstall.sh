@@ -1,19 +1,36 @@
 #!/usr/bin/env bash
-# Leave the machine as before Barn, in the order that keeps every step
-# provable: nodes first (the network refuses while a node is attached),
-# then the integrations, then the host network, then (on request) the
-# state root's keys, persistent disks and image cache.
+# Leave the machine as before Barn (make uninstall). Every step is a Barn
+# command that removes only what its manifest, marker or layout proves
+# Barn wrote, in the order that keeps each step provable: nodes first (the
+# network refuses while a node is attached), then the integrations, then
+# the host network, then (on request) the image cache and the state root.
 #
 #   scripts/uninstall.sh [--purge] [--images] [--yes]
 #
-#   --purge   also delete persistent disks and the deployment's keys
-#   --images  also delete the verified image cache (BARN_HOME/images)
+#   --purge   also delete persistent disks, the deployment's keys and event
+#             log (barn-node destroy --purge) and, once nothing but Barn's
+#             lock files is left, the state root and runtime directory
+#   --images  also delete the verified image cache (barn-repo purge) and
+#             the build cache of `make image` (build-image.sh --remove-cache)
 #   --yes     do not ask (scripts); otherwise each destructive step asks
 #
+#   0. the demo lab, when this user has one (~/.barn-demo, ~/.barn-demo-net):
+#      scripts/demo.sh down (its namespace, /etc/netns/barn-demo, its network)
+#   1. barn-node destroy [--purge]          every node (QEMU, disks, taps)
+#   2. barn-node ssh-config --remove         the Include line, ~/.ssh/barn_config
+#                                            (and ~/.ssh, ~/.ssh/config if Barn created them)
+#   3. barn-net hosts uninstall              the hosts block, the file as it was
+#   4. barn-net uninstall                    the bridge, bridge.conf, the helper's mode,
+#                                            the manifest directory when Barn created it
+#   5. --images: barn-repo purge, build-image.sh --remove-cache
+#   6. --purge:  barn-node purge             the state root, once only lock files are left
+#
 # Root is needed for the host network and /etc/hosts (sudo is used when
-# not root). BARN_HOME, BARN_NET_ETC and BARN_NET_STATE are honoured.
+# not root). BARN_HOME, BARN_NET_ETC, BARN_NET_STATE, BARN_NET_RUN and
+# BARN_IMAGE_CACHE are honoured. Whatever is left is listed at the end.
 set -euo pipefail
-bin="$(cd "$(dirname "$0")/.." && pwd)/bin"
+top=$(cd "$(dirname "$0")/.." && pwd)
+bin=$top/bin
 purge= images= yes=
 for a in "$@"; do
   case "$a" in
@@ -22,13 +39,36 @@ for a in "$@"; do
   esac
 done
 sudo=; [ "$(id -u)" -eq 0 ] || sudo=sudo
-root_env=(env "BARN_NET_ETC=${BARN_NET_ETC:-}" "BARN_NET_STATE=${BARN_NET_STATE:-}")
+root_env=(env "BARN_NET_ETC=${BARN_NET_ETC:-}" "BARN_NET_STATE=${BARN_NET_STATE:-}" "BARN_NET_RUN=${BARN_NET_RUN:-}")
 
 step() { echo "uninstall: $*" >&2; }
 
+# ask QUESTION: yes with --yes; otherwise the terminal answers; without one
+# the step is skipped (the Barn commands that ask do so themselves).
+ask() {
+  [ -n "$yes" ] && return 0
+  if { : </dev/tty; } 2>/dev/null; then
+    local a
+    read -r -p "$1 [y/N] " a </dev/tty
+    case $a in [yY]*) return 0 ;; esac
+    step "skipped"
+    return 1
+  fi
+  step "skipped: no terminal to ask (make uninstall FORCE=1 does not ask)"
+  return 1
+}
+
+# 0. The demo lab keeps its own state root, network manifest and namespace;
+# demo.sh down removes them (its image cache stays until step 5).
+if [ -e "$HOME/.barn-demo" ] || [ -e "$HOME/.barn-demo-net" ]; then
+  step "removing the demo lab (scripts/demo.sh down)"
+  $sudo env HOME="$HOME" "$top/scripts/demo.sh" down
+fi
+
 home=$("$bin/barn-state" path --jq .root)
 if [ -e "$home/state.json" ] || [ -d "$home/nodes" ]; then
-  step "destroying every node (persistent disks and keys ${purge:+are deleted}${purge:-are kept})"
+  if [ -n "$purge" ]; then step "destroying every node (persistent disks and keys are deleted)"
+  else step "destroying every node (persistent disks and keys are kept)"; fi
   "$bin/barn-node" destroy --text ${yes:+--force} ${purge:+--purge}
 fi
 step "removing the ssh-config integration"
@@ -37,19 +77,37 @@ step "removing the hosts integration"
 $sudo "${root_env[@]}" "$bin/barn-net" hosts uninstall --text ${yes:+--yes}
 step "removing the host network"
 $sudo "${root_env[@]}" "$bin/barn-net" uninstall --text ${yes:+--yes}
-if [ -n "$images" ] && [ -d "$home/images" ]; then
-  step "removing the image cache $home/images"
-  rm -rf -- "$home/images"
-fi
-if [ -n "$purge" ] && [ -n "$images" ] && [ -d "$home" ]; then
-  # what a purged deployment leaves is Barn's own bookkeeping: the event
-  # log and lock files; the state root goes when nothing else is in it
-  left=$(find "$home" -mindepth 1 -maxdepth 1 ! -name events.jsonl ! -name locks | head -1)
-  if [ -z "$left" ]; then
-    step "removing the empty state root $home"
-    rm -rf -- "$home"
-  else
-    step "keeping $home: it still holds $left"
+
+if [ -n "$images" ]; then
+  demo_home=$HOME/.barn-demo
+  for h in "$home" "$demo_home"; do
+    [ -d "$h/images" ] || continue
+    step "the verified image cache $(BARN_HOME=$h "$bin/barn-repo" purge --dry-run --text | tail -n 1)"
+    if ask "remove the image cache $h/images?"; then
+      BARN_HOME=$h "$bin/barn-repo" purge --yes --text >/dev/null
+      step "removed the image cache $h/images"
+      if [ "$h" = "$demo_home" ]; then # the demo's root goes with its cache (demo.sh down purged the rest)
+        BARN_HOME=$h BARN_RUNTIME_DIR=/tmp/barn-demo-$(id -u) "$bin/barn-node" purge --text >&2
+      fi
+    fi
+  done
+  if ask "remove the build cache of make image (scripts/build-image.sh --remove-cache)?"; then
+    "$top/scripts/build-image.sh" --remove-cache
+    # a build made as root (sudo make image) caches under /var/cache/barn
+    if [ -n "$sudo" ] && [ -z "${BARN_IMAGE_CACHE:-}" ] && [ -d /var/cache/barn/images ]; then
+      sudo "$top/scripts/build-image.sh" --remove-cache
+    fi
   fi
+fi
+
+if [ -n "$purge" ] && [ -e "$home" ]; then
+  if [ ! -e "$home/keys" ] && [ ! -e "$home/disks" ] || ask "delete the deployment's keys and retained disks in $home?"; then
+    step "purging $home (the state root goes once nothing but Barn's lock files is left)"
+    "$bin/barn-node" purge --text
+  fi
+fi
+
+if [ -e "$home" ]; then
+  step "kept $home (barn-node purge says what keeps it; make uninstall PURGE=1 IMAGES=1 removes all of it)"
 fi
 step "done"

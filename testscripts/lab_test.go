@@ -33,7 +33,7 @@ func TestLab(t *testing.T) {
 		if err := setup(env); err != nil {
 			return err
 		}
-		ns, err := newNamespace()
+		ns, err := newNamespace("barn-e2e-")
 		if err != nil {
 			return err
 		}
@@ -86,11 +86,12 @@ func labUnavailable() string {
 	return ""
 }
 
-// newNamespace creates a network namespace with loopback up.
-func newNamespace() (string, error) {
+// newNamespace creates a network namespace named prefix plus 8 random hex
+// digits, with loopback up.
+func newNamespace(prefix string) (string, error) {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	ns := "barn-e2e-" + hex.EncodeToString(b)
+	ns := prefix + hex.EncodeToString(b)
 	for _, args := range [][]string{{"netns", "add", ns}, {"-n", ns, "link", "set", "lo", "up"}} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			return "", fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
@@ -140,10 +141,16 @@ func cmdKillQEMU(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Fatalf("pid %d survived SIGKILL", st.Process.PID)
 }
 
-// cmdNoQEMU runs `noqemu`: fails when any process's command line mentions
-// this script's state root or runtime directory.
+// cmdNoQEMU runs `noqemu [MARK...]`: fails when any QEMU command line mentions
+// this script's state root or runtime directory (or one of the MARKs).
 func cmdNoQEMU(ts *testscript.TestScript, neg bool, args []string) {
 	marks := [][]byte{[]byte(ts.Getenv("BARN_HOME")), []byte(ts.Getenv("BARN_RUNTIME_DIR"))}
+	if len(args) > 0 { // `noqemu MARK...`: these paths instead
+		marks = nil
+		for _, a := range args {
+			marks = append(marks, []byte(a))
+		}
+	}
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	var found []string
 	for _, p := range procs {

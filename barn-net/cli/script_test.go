@@ -1,8 +1,12 @@
 package cli
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -23,7 +27,8 @@ func TestMain(m *testing.M) {
 // Goldens: BARN_UPDATE=1.
 func TestScripts(t *testing.T) {
 	testscript.Run(t, scripttest.Configure(testscript.Params{
-		Dir: "testdata/script",
+		Dir:  "testdata/script",
+		Cmds: map[string]func(*testscript.TestScript, bool, []string){"netns": cmdNetns},
 		Condition: func(cond string) (bool, error) {
 			if cond == "root" {
 				return os.Geteuid() == 0, nil
@@ -46,4 +51,30 @@ func TestScripts(t *testing.T) {
 			return os.WriteFile(w+"/qemu-bridge-helper", []byte("#!/bin/sh\nexit 1\n"), 0o755)
 		},
 	}))
+}
+
+// cmdNetns is `netns`: create a uniquely named network namespace
+// (barn-hosts-<hex>, loopback up) and its empty /etc/netns/$NS directory,
+// set $NS, and remove both when the script ends (/etc/netns too when this
+// left it empty). Root only.
+func cmdNetns(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 0 {
+		ts.Fatalf("usage: netns")
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	ns := "barn-hosts-" + hex.EncodeToString(b)
+	for _, a := range [][]string{{"netns", "add", ns}, {"-n", ns, "link", "set", "lo", "up"}} {
+		if out, err := exec.Command("ip", a...).CombinedOutput(); err != nil {
+			ts.Fatalf("ip %v: %v: %s", a, err, out)
+		}
+	}
+	etc := filepath.Join("/etc/netns", ns)
+	ts.Defer(func() {
+		_ = exec.Command("ip", "netns", "del", ns).Run()
+		_ = os.RemoveAll(etc)
+		_ = os.Remove("/etc/netns") // only when empty
+	})
+	ts.Check(os.MkdirAll(etc, 0o755))
+	ts.Setenv("NS", ns)
 }

@@ -14,9 +14,12 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"barn.dev/lib/cidata"
+	"barn.dev/lib/guest"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/sshkeys"
 	"barn.dev/lib/state"
+	"barn.dev/lib/wire"
 )
 
 // sshdBinary returns the OpenSSH server binary, or "" when not installed.
@@ -61,15 +64,29 @@ var (
 // the script ends. `sshd -newkey NODE...` restarts with a new host key (a
 // different machine answering on new ports). A second `sshd` replaces the
 // first server (list every node it should serve).
+//
+// `sshd -guest NODE...` also stands in for each guest's setup state: every
+// command that reaches NODE's port runs through a ForceCommand that
+// replaces the guest's state directory (cidata.StateDir, /var/lib/barn) in
+// it with $WORK/guest/NODE, so the readiness probe barn-node really sends
+// reads a ready.json or error.json the script writes there.
 func cmdSSHD(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) == 0 {
-		ts.Fatalf("usage: sshd [-newkey] NODE...")
+		ts.Fatalf("usage: sshd [-newkey] [-guest] NODE...")
 	}
 	stopSSHD(ts)
-	if args[0] == "-newkey" {
+	guestState := false
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		switch args[0] {
+		case "-newkey":
+			_ = os.Remove(ts.MkAbs(".sshd/host_key"))
+			_ = os.Remove(ts.MkAbs(".sshd/host_key.pub"))
+		case "-guest":
+			guestState = true
+		default:
+			ts.Fatalf("sshd: unknown flag %s", args[0])
+		}
 		args = args[1:]
-		_ = os.Remove(ts.MkAbs(".sshd/host_key"))
-		_ = os.Remove(ts.MkAbs(".sshd/host_key.pub"))
 	}
 	bin := sshdBinary()
 	if bin == "" {
@@ -107,6 +124,17 @@ func cmdSSHD(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	fmt.Fprintf(&conf, "HostKey %s\nAuthorizedKeysFile %s\nPermitUserEnvironment SHLVL\nPidFile none\nStrictModes no\nUsePAM no\n", hostKey, auth)
 	conf.WriteString("PasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nSubsystem sftp internal-sftp\nMaxStartups 50\nPerSourcePenalties no\n")
+	if guestState {
+		// Match blocks come last: everything after a Match belongs to it.
+		for _, n := range args {
+			gdir := ts.MkAbs(filepath.Join("guest", n))
+			ts.Check(os.MkdirAll(gdir, 0o755))
+			wrapper := filepath.Join(dir, "guest-"+n+".sh")
+			script := "#!/bin/sh\nexec sh -c \"$(printf '%s' \"$SSH_ORIGINAL_COMMAND\" | sed 's|" + cidata.StateDir + "/|" + gdir + "/|g')\"\n"
+			ts.Check(os.WriteFile(wrapper, []byte(script), 0o755))
+			fmt.Fprintf(&conf, "Match LocalPort %d\n  ForceCommand %s\n", ports[n], wrapper)
+		}
+	}
 	cfg := filepath.Join(dir, "sshd_config")
 	ts.Check(os.WriteFile(cfg, []byte(conf.String()), 0o600))
 	if out, err := exec.Command(bin, "-t", "-f", cfg).CombinedOutput(); err != nil {
@@ -225,4 +253,27 @@ func cmdEvent(ts *testscript.TestScript, neg bool, args []string) {
 	root, err := state.Open(ts.Getenv)
 	ts.Check(err)
 	ts.Check(root.AppendEvent(state.Event{Node: args[0], Action: args[1], Phase: "done", OperationID: "op-test-0001", Message: strings.Join(args[2:], " ")}))
+}
+
+// cmdGuestReady is `guestready NODE`: write the ready marker NODE's guest
+// writes when its setup finished ($WORK/guest/NODE/ready.json, read through
+// `sshd -guest`), for NODE's committed generation and node spec hash.
+func cmdGuestReady(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: guestready NODE")
+	}
+	root, err := state.Open(ts.Getenv)
+	ts.Check(err)
+	n, err := root.ReadNode(args[0])
+	ts.Check(err)
+	if n == nil {
+		ts.Fatalf("guestready: no committed node %s", args[0])
+	}
+	m := guest.Marker{Node: n.Node, Generation: n.Generation, SpecHash: n.SpecHash, SetupVersion: cidata.SetupVersion,
+		Warnings: []guest.Warning{}, Repairs: []string{}, Disks: []guest.Disk{}}
+	b, err := wire.Marshal(m)
+	ts.Check(err)
+	dir := ts.MkAbs(filepath.Join("guest", args[0]))
+	ts.Check(os.MkdirAll(dir, 0o755))
+	ts.Check(os.WriteFile(filepath.Join(dir, "ready.json"), b, 0o644))
 }

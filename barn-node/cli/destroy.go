@@ -5,13 +5,14 @@ import (
 	"strings"
 
 	"barn.dev/lib/lifecycle"
+	"barn.dev/lib/state"
 	"barn.dev/lib/tool"
 )
 
 type destroyCmd struct {
 	Force            bool     `help:"Do not ask for confirmation (required without a terminal)."`
 	DeletePersistent bool     `help:"Also delete persistent disks, retained ones included (whole deployment only)."`
-	Purge            bool     `help:"Also delete persistent disks, keys and deployment state (whole deployment only)."`
+	Purge            bool     `help:"Also delete persistent disks, keys and deployment state, and the state root once only Barn's lock files are left (whole deployment only)."`
 	Nodes            []string `arg:"" optional:"" name:"node" predictor:"node" help:"Nodes to destroy (default: the whole deployment)."`
 }
 
@@ -37,6 +38,9 @@ func (c *destroyCmd) Run(env *tool.Env) error {
 		return err
 	}
 	res, err := m.Destroy(env.Ctx, c.Nodes, lifecycle.DestroyOptions{DeletePersistent: c.DeletePersistent, Purge: c.Purge})
+	if err == nil && c.Purge && len(c.Nodes) == 0 {
+		err = removeStateRoot(env, m.Root, res)
+	}
 	return emit(env, resultOrNil(res), err)
 }
 
@@ -48,5 +52,35 @@ func (c *purgeCmd) Run(env *tool.Env) error {
 		return err
 	}
 	res, err := m.Purge(env.Ctx)
+	if err == nil {
+		err = removeStateRoot(env, m.Root, res)
+	}
 	return emit(env, resultOrNil(res), err)
+}
+
+// removeStateRoot ends a whole-deployment purge: when nothing but Barn's
+// idle lock files is left under BARN_HOME (the image cache gone too, by
+// barn-repo purge), the state root itself goes, and the runtime directory
+// when it is empty and Barn chose it (BARN_RUNTIME_DIR unset); otherwise
+// the result's notes say what keeps it and which command removes that.
+func removeStateRoot(env *tool.Env, root *state.Root, res *lifecycle.Result) error {
+	rr, err := root.RemoveRoot(env.Ctx, "barn-node purge", env.Getenv("BARN_RUNTIME_DIR") == "")
+	if err != nil {
+		return err
+	}
+	if res == nil {
+		return nil
+	}
+	for _, p := range rr.Removed {
+		switch p {
+		case root.Dir:
+			res.Notes = append(res.Notes, "removed the state root "+p+": nothing but Barn's lock files was left")
+		case root.RuntimeDir:
+			res.Notes = append(res.Notes, "removed the runtime directory "+p)
+		}
+	}
+	for _, k := range rr.Kept {
+		res.Notes = append(res.Notes, "kept "+k)
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/hostnet"
 	"barn.dev/lib/quote"
+	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
 	"barn.dev/lib/tool"
 )
@@ -13,7 +14,8 @@ import (
 type hostsCmd struct{}
 
 // HostsDoc is barn.hosts/v1: every applied node's private address and the
-// names it answers to (node name, then aliases), for
+// names it answers to (hostNames: node name, then aliases), in the applied
+// spec's node order, for
 // `barn-node hosts | sudo barn-net hosts install`.
 type HostsDoc struct {
 	Schema  string              `json:"schema"`
@@ -49,8 +51,20 @@ func (c *hostsCmd) Run(env *tool.Env) error {
 	}
 	doc := HostsDoc{Schema: "barn.hosts/v1", Entries: []hostnet.HostEntry{}}
 	for _, n := range d.Spec.Nodes {
-		names := append([]string{n.Name}, n.Aliases...)
-		doc.Entries = append(doc.Entries, hostnet.HostEntry{Address: n.Address, Names: names})
+		doc.Entries = append(doc.Entries, hostnet.HostEntry{Address: n.Address, Names: hostNames(n)})
 	}
 	return env.Emit(doc)
+}
+
+// hostNames are the names a node answers to in the hosts file, in the
+// order hosts(5) reads them: the canonical name first (its FQDN when its
+// nodename is fully qualified, else its name), then its name and its
+// aliases — the same names, in the same order, as every guest's own
+// hosts block.
+func hostNames(n spec.Node) []string {
+	names := []string{n.Name}
+	if n.FQDN != "" {
+		names = []string{n.FQDN, n.Name} // the canonical name first, as in the guests
+	}
+	return append(names, n.Aliases...)
 }

@@ -22,7 +22,7 @@ type lifecycleCommands struct {
 	Status   statusCmd   `cmd:"" aliases:"st" help:"Show applied nodes with a live identity audit; converge interrupted transitions."`
 	Recreate recreateCmd `cmd:"" aliases:"rc" help:"Destroy and recreate drifted nodes from a barn.plan/v1 on stdin."`
 	Destroy  destroyCmd  `cmd:"" aliases:"de" help:"Destroy nodes (all when none are named); persistent disks are retained."`
-	Purge    purgeCmd    `cmd:"" help:"Destroy everything including retained disks and keys (images and network are kept)."`
+	Purge    purgeCmd    `cmd:"" help:"Destroy everything including retained disks and keys (images and network are kept); the state root itself goes once only Barn's lock files are left."`
 }
 
 // Environment knobs read by the lifecycle commands.
@@ -120,9 +120,13 @@ func bindReadiness(env *tool.Env, m *lifecycle.Manager, noWait bool) bool {
 	return m.Ready != nil
 }
 
-// emit writes the result document and turns its failures into the exit
-// status without a second document on stdout.
+// emit writes the result document (a barn.result/v1 with the command's
+// elapsed time) and turns its failures into the exit status without a
+// second document on stdout.
 func emit(env *tool.Env, doc any, err error) error {
+	if r, ok := doc.(*lifecycle.Result); ok && !env.Started.IsZero() {
+		r.ElapsedMS = max(1, env.Now().Sub(env.Started).Milliseconds())
+	}
 	if doc != nil {
 		if eerr := env.Emit(doc); eerr != nil {
 			return eerr

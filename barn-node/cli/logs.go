@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"barn.dev/lib/exitcode"
@@ -18,7 +19,8 @@ import (
 type logsCmd struct {
 	Node   string `arg:"" optional:"" predictor:"node" help:"Node (not accepted with --source events)."`
 	Source string `default:"serial" enum:"serial,qemu,events" help:"serial (console, default), qemu (diagnostics) or events (deployment event log)."`
-	Follow bool   `short:"f" help:"Keep printing new lines until interrupted (Ctrl-C exits 130); JSON lines on a pipe, the raw lines as text."`
+	Follow bool   `short:"f" help:"Keep printing new lines until interrupted (Ctrl-C exits 130); JSON lines on a pipe, the raw lines as text. Following a node's serial console also prints the node's new events."`
+	Events bool   `default:"true" negatable:"" help:"With -f on the serial console: interleave the node's events appended while following (--no-events: the console only)."`
 }
 
 // LogsDoc is barn.logs/v1.
@@ -94,12 +96,37 @@ func (c *logsCmd) Run(env *tool.Env) error {
 		}
 		return env.Emit(LogsDoc{Schema: "barn.logs/v1", Node: c.Node, Source: c.Source, Path: path, Lines: lines})
 	}
-	return c.follow(env, path, f)
+	return c.follow(env, root, path, f)
 }
 
 // follow prints complete lines as barn.log-line/v1 JSON lines, polling
-// every 250 ms, until ctx is cancelled (exit 130).
-func (c *logsCmd) follow(env *tool.Env, path string, f *os.File) error {
+// every 250 ms, until ctx is cancelled (exit 130). Following the serial
+// console (unless --no-events) also prints each event of the node that is
+// appended to the event log while following: a barn.event/v1 JSON line,
+// or in the text view the event's row prefixed "[event] ". Past events
+// are left to `logs --source events`.
+func (c *logsCmd) follow(env *tool.Env, root *state.Root, path string, f *os.File) error {
+	var mu sync.Mutex // one writer at a time: console lines and events interleave by line
+	eventErr := make(chan error, 1)
+	if c.Source == "serial" && c.Events {
+		since := env.Now()
+		go func() {
+			eventErr <- root.FollowEvents(env.Ctx, state.EventFilter{Node: c.Node}, 250*time.Millisecond, func(e state.Event) error {
+				if e.Time.Before(since) {
+					return nil
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if env.Output.Text {
+					var row strings.Builder
+					_ = state.EventsText{e}.RenderText(&row)
+					_, err := io.WriteString(env.Out, "[event] "+row.String())
+					return err
+				}
+				return wire.Write(env.Out, e)
+			})
+		}()
+	}
 	var partial string
 	buf := make([]byte, 64<<10)
 	for {
@@ -120,7 +147,10 @@ func (c *logsCmd) follow(env *tool.Env, path string, f *os.File) error {
 						}
 						line := strings.TrimRight(partial[:i], "\r")
 						partial = partial[i+1:]
-						if err := c.writeLine(env, line); err != nil {
+						mu.Lock()
+						err := c.writeLine(env, line)
+						mu.Unlock()
+						if err != nil {
 							return err
 						}
 					}
@@ -136,6 +166,10 @@ func (c *logsCmd) follow(env *tool.Env, path string, f *os.File) error {
 				f.Close()
 			}
 			return interrupted()
+		case err := <-eventErr:
+			if err != nil {
+				return err // a damaged event log: integrity, as logs --source events says
+			}
 		case <-time.After(250 * time.Millisecond):
 		}
 		// QEMU truncates or replaces serial.log when the node starts again:
@@ -177,6 +211,9 @@ type EventsDoc struct {
 	Events []state.Event `json:"events"`
 }
 
+// RenderText prints the events as one aligned table (state.EventsText).
+func (d EventsDoc) RenderText(w io.Writer) error { return state.EventsText(d.Events).RenderText(w) }
+
 func (c *logsCmd) events(env *tool.Env, root *state.Root) error {
 	if !c.Follow {
 		evs, err := root.ReadEvents(state.EventFilter{})
@@ -186,6 +223,9 @@ func (c *logsCmd) events(env *tool.Env, root *state.Root) error {
 		return env.Emit(EventsDoc{Schema: "barn.events/v1", Events: evs})
 	}
 	err := root.FollowEvents(env.Ctx, state.EventFilter{}, 250*time.Millisecond, func(e state.Event) error {
+		if env.Output.Text {
+			return state.EventsText{e}.RenderText(env.Out)
+		}
 		return wire.Write(env.Out, e)
 	})
 	if env.Ctx.Err() != nil {

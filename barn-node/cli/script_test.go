@@ -89,6 +89,7 @@ func params(dir string) testscript.Params {
 			"flipbyte":   cmdFlipByte,
 			"sshd":       cmdSSHD,
 			"sshport":    cmdSSHPort,
+			"guestready": cmdGuestReady,
 			"event":      cmdEvent,
 			"shipped":    cmdShipped,
 			"specreach":  cmdSpecReach,
@@ -210,6 +211,7 @@ type planOptions struct {
 	uefiOnly      map[string]bool         // only these nodes' image boots UEFI (a forged, mixed plan)
 	arch          string                  // the image's architecture (default amd64)
 	aliases       map[string][]string     // node → aliases
+	fqdns         map[string]string       // node → FQDN (an FQDN nodename)
 	shares        map[string][]spec.Share // node → vm_shares
 }
 
@@ -239,6 +241,7 @@ func testPlan(getenv func(string) string, names []string, o planOptions) (*plan.
 			MAC:   spec.NICs{Management: fmt.Sprintf("52:54:00:00:0a:%02x", octet), Private: fmt.Sprintf("52:54:00:01:0a:%02x", octet)},
 			Image: "t1", CPUs: 1, MemoryBytes: o.memMiB << 20, RootDiskBytes: 32 << 20, Disks: []spec.Disk{}, Aliases: []string{}, Shares: []spec.Share{}}
 		sn.Aliases = append(sn.Aliases, o.aliases[n]...)
+		sn.FQDN = o.fqdns[n]
 		for _, d := range o.pdisks {
 			sn.Disks = append(sn.Disks, spec.Disk{Name: d, Mount: "/" + d, SizeBytes: 64 << 20, FS: "auto", Persistent: true, Serial: serial(n, d)})
 		}
@@ -337,7 +340,7 @@ func testPlan(getenv func(string) string, names []string, o planOptions) (*plan.
 //	                    a vm_shares entry of NODE (HOST relative to $WORK;
 //	                    read-only unless :rw), tagged like barn-inventory
 func cmdTestplan(ts *testscript.TestScript, neg bool, args []string) {
-	o := planOptions{aliases: map[string][]string{}, shares: map[string][]spec.Share{}}
+	o := planOptions{aliases: map[string][]string{}, fqdns: map[string]string{}, shares: map[string][]spec.Share{}}
 	var names []string
 	for _, a := range args {
 		switch {
@@ -368,6 +371,12 @@ func cmdTestplan(ts *testscript.TestScript, neg bool, args []string) {
 			o.uefiOnly[strings.TrimPrefix(a, "-uefi=")] = true
 		case strings.HasPrefix(a, "-arch="):
 			o.arch = strings.TrimPrefix(a, "-arch=")
+		case strings.HasPrefix(a, "-fqdn="):
+			n, f, ok := strings.Cut(strings.TrimPrefix(a, "-fqdn="), ":")
+			if !ok {
+				ts.Fatalf("testplan: want -fqdn=NODE:FQDN, got %q", a)
+			}
+			o.fqdns[n] = f
 		case strings.HasPrefix(a, "-alias="):
 			n, al, ok := strings.Cut(strings.TrimPrefix(a, "-alias="), ":")
 			if !ok {

@@ -40,6 +40,12 @@ func (d SSHConfigDoc) RenderText(w io.Writer) error {
 		_, err = fmt.Fprintf(w, "fragment %s %s; include %s in %s\n", d.Fragment, d.Installed.FragmentChange, d.Installed.IncludeChange, d.Installed.Config)
 	case "remove":
 		_, err = fmt.Fprintf(w, "fragment removed: %v; include removed: %v\n", d.Removed.FragmentRemoved, d.Removed.IncludeRemoved)
+		for _, p := range d.Removed.CreatedRemoved {
+			fmt.Fprintf(w, "removed %s (Barn created it; empty now)\n", p)
+		}
+		for _, p := range d.Removed.CreatedKept {
+			fmt.Fprintf(w, "kept %s (Barn created it, but it holds more now)\n", p)
+		}
 	}
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"barn.dev/lib/human"
 	"barn.dev/lib/repository"
 	"barn.dev/lib/tool"
 )
@@ -20,7 +21,7 @@ func (d buildDoc) RenderText(w io.Writer) error {
 	if d.Changed {
 		state = "written"
 	}
-	_, err := fmt.Fprintf(w, "%s %s: revision %d, %d bytes, sha256 %s\n", d.Path, state, d.Revision, d.Bytes, d.SHA256)
+	_, err := fmt.Fprintf(w, "%s %s: revision %d, %s, sha256 %s\n", d.Path, state, d.Revision, human.Size(int64(d.Bytes)), d.SHA256)
 	return err
 }
 

@@ -34,6 +34,7 @@ type grammar struct {
 	Pull    pullCmd    `cmd:"" aliases:"p" help:"Download and verify an image into the cache."`
 	Import  importCmd  `cmd:"" aliases:"i" help:"Copy a local qcow2 into the cache (images/local), optionally under a local-NAME selector."`
 	Prune   pruneCmd   `cmd:"" aliases:"pr" help:"Remove cached images that no active catalog, applied node or import protects."`
+	Purge   purgeCmd   `cmd:"" help:"Remove the whole image cache: cached and imported images, catalog records and trusted keys (refused while a deployment is applied; for uninstall)."`
 	Reset   resetCmd   `cmd:"" help:"Return the selected repository to its built-in catalog (the embedded one for the official repository, none otherwise); keeps its anti-rollback and signer record."`
 	tool.Globals
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"barn.dev/lib/catalog"
+	"barn.dev/lib/human"
 	"barn.dev/lib/imagecache"
 	"barn.dev/lib/imageref"
 	"barn.dev/lib/tool"
@@ -31,7 +32,7 @@ type infoDoc struct {
 func (d infoDoc) RenderText(w io.Writer) error {
 	i := d.Image
 	fmt.Fprintf(w, "%s → %s@%s %s (%s, %s)\n", i.Selector, i.Image, i.Version, i.Arch, i.Boot, i.Status)
-	fmt.Fprintf(w, "  file %s, %d bytes, sha256 %s, virtual size %d\n", i.File, i.SizeBytes, i.SHA256, i.VirtualSize)
+	fmt.Fprintf(w, "  file %s, %s, sha256 %s, virtual size %s\n", i.File, human.Size(i.SizeBytes), i.SHA256, human.Size(i.VirtualSize))
 	fmt.Fprintf(w, "  source user %s; cached %v at %s\n", i.SourceUser, d.Cached, d.CachePath)
 	return nil
 }

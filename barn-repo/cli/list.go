@@ -33,19 +33,22 @@ type listDoc struct {
 	Local      []catalog.LocalImage `json:"local"`
 }
 
+// RenderText prints the catalog's images, then the local imports, as one
+// table; SIZE is the download (the qcow2 file) in binary units.
 func (d listDoc) RenderText(w io.Writer) error {
 	fmt.Fprintf(w, "%s: catalog revision %d\n", d.Repository.Root, d.Record.ActiveRevision)
 	tw := human.Table(w)
-	fmt.Fprintln(tw, "IMAGE\tVERSION\tARCH\tBOOT\tSTATUS\tCHANNELS\tALIASES\tCACHED")
+	fmt.Fprintln(tw, "IMAGE\tVERSION\tARCH\tBOOT\tSTATUS\tSIZE\tCHANNELS\tALIASES\tCACHED")
 	for _, e := range d.Images {
 		c := "no"
 		if e.Cached {
 			c = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Image, e.Version, e.Arch, e.Boot, e.Status, list(e.Channels), list(e.Aliases), c)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Image, e.Version, e.Arch, e.Boot, e.Status, human.Size(e.SizeBytes), list(e.Channels), list(e.Aliases), c)
 	}
+	// an import exists only as a file in the cache
 	for _, l := range d.Local {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\timported\t-\t-\t%s\n", dashed(l.Name), l.Release, l.Arch, dashed(l.Boot), human.Size(l.SizeBytes))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\timported\t%s\t-\t-\tyes\n", dashed(l.Name), l.Release, l.Arch, dashed(l.Boot), human.Size(l.SizeBytes))
 	}
 	return tw.Flush()
 }

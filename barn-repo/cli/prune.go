@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/human"
 	"barn.dev/lib/imagecache"
 	"barn.dev/lib/tool"
 )
@@ -24,7 +25,7 @@ func (d pruneDoc) RenderText(w io.Writer) error {
 	for _, c := range d.Candidates {
 		fmt.Fprintf(w, "%s %s\n", verb, c)
 	}
-	_, err := fmt.Fprintf(w, "%d files, %d bytes; %d protected\n", len(d.Candidates), d.Bytes, len(d.Protected))
+	_, err := fmt.Fprintf(w, "%d file(s), %s; %d protected\n", len(d.Candidates), human.Size(d.Bytes), len(d.Protected))
 	return err
 }
 

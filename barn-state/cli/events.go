@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"fmt"
-	"io"
 	"time"
 
 	"barn.dev/lib/exitcode"
@@ -16,19 +14,12 @@ type EventsCmd struct {
 	Node   string `placeholder:"NODE" help:"Only events of this node (or \"deployment\")."`
 }
 
-// eventView adds a --text rendering to an event.
-type eventView struct{ state.Event }
-
-// RenderText implements tool.TextRenderer.
-func (e eventView) RenderText(w io.Writer) error {
-	_, err := fmt.Fprintf(w, "%s %-5s %s %s/%s: %s\n", e.Time.Local().Format(time.RFC3339), e.Level, e.Node, e.Action, e.Phase, e.Message)
-	return err
-}
-
 // followInterval is how often --follow polls the log.
 const followInterval = 200 * time.Millisecond
 
-// Run prints each matching event as one JSON line (NDJSON), oldest first.
+// Run prints each matching event as one JSON line (NDJSON), oldest first;
+// the text view is one aligned table (state.EventsText), and a followed
+// event is printed as it arrives.
 func (c *EventsCmd) Run(env *tool.Env) error {
 	if c.Node != "" && c.Node != state.DeploymentEventNode && !state.ValidNodeName(c.Node) {
 		return exitcode.New(exitcode.Usage, "--node %q is not a valid node name", c.Node)
@@ -38,13 +29,21 @@ func (c *EventsCmd) Run(env *tool.Env) error {
 		return err
 	}
 	filter := state.EventFilter{Node: c.Node}
-	emit := func(e state.Event) error { return env.Emit(eventView{e}) }
+	emit := func(e state.Event) error {
+		if env.Output.Text {
+			return env.Emit(state.EventsText{e})
+		}
+		return env.Emit(e)
+	}
 	if c.Follow {
 		return r.FollowEvents(env.Ctx, filter, followInterval, emit)
 	}
 	events, err := r.ReadEvents(filter)
 	if err != nil {
 		return err
+	}
+	if env.Output.Text {
+		return env.Emit(state.EventsText(events))
 	}
 	for _, e := range events {
 		if err := emit(e); err != nil {

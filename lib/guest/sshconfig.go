@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -17,9 +18,13 @@ import (
 
 // Markers of the ~/.ssh integration.
 const (
-	FragmentBegin  = "# barn:begin"
-	FragmentEnd    = "# barn:end"
-	IncludeMarker  = "# barn:include"
+	FragmentBegin = "# barn:begin"
+	FragmentEnd   = "# barn:end"
+	IncludeMarker = "# barn:include"
+	// CreatedMarker starts a fragment line recording a path Install
+	// created (~/.ssh, ~/.ssh/config), which Remove deletes again when
+	// Barn's removal leaves it empty.
+	CreatedMarker  = "# barn:created "
 	DefaultName    = "barn"  // fragment ~/.ssh/barn_config
 	maxConfigBytes = 1 << 20 // files over 1 MiB are refused
 )
@@ -136,6 +141,9 @@ type InstallResult struct {
 	Config         string `json:"config"`
 	FragmentChange string `json:"fragment_change"` // created, updated, unchanged
 	IncludeChange  string `json:"include_change"`  // inserted, moved, present
+	// Created lists what Barn created for the integration (this time or
+	// before), as recorded in the fragment.
+	Created []string `json:"created"`
 }
 
 // Install publishes fragment (from RenderFragment) at p.Fragment (0600)
@@ -143,7 +151,9 @@ type InstallResult struct {
 // 0600 when missing): ssh_config keeps the first value it obtains, so only
 // there do the fragment's options win over the user's own, top-level
 // options included. A marked Include left below other options by an
-// older Barn is moved to the top ("moved").
+// older Barn is moved to the top ("moved"). What it creates (p.Dir, 0700,
+// and p.Config) is recorded in the fragment as "# barn:created PATH"
+// lines, kept across later installs, so Remove can leave ~/.ssh as it was.
 //
 // Refused (conflict, the file untouched): an existing fragment without
 // Barn's markers (reason "ssh_config_unmarked"), an unmarked Include of the
@@ -152,15 +162,27 @@ type InstallResult struct {
 // ("ssh_config_linked": the fragment is still published, and the message
 // carries the line to add by hand).
 func Install(p SSHConfigPaths, fragment []byte) (InstallResult, error) {
-	res := InstallResult{Fragment: p.Fragment, Config: p.Config}
+	res := InstallResult{Fragment: p.Fragment, Config: p.Config, Created: []string{}}
 	include, err := p.IncludeLine()
 	if err != nil {
 		return res, err
+	}
+	var created []string
+	if _, err := os.Lstat(p.Dir); errors.Is(err, fs.ErrNotExist) {
+		created = append(created, p.Dir)
 	}
 	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
 		return res, exitcode.Wrap(exitcode.Runtime, err, "create %s: %v", p.Dir, err)
 	}
 	old, err := readSmall(p.Fragment)
+	if err == nil && bytes.HasPrefix(old, []byte(FragmentBegin+"\n")) {
+		created = append(recordedCreated(old), created...)
+	}
+	if _, err := os.Lstat(p.Config); errors.Is(err, fs.ErrNotExist) {
+		created = append(created, p.Config)
+	}
+	fragment = withCreated(fragment, created)
+	res.Created = append(res.Created, created...)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		res.FragmentChange = "created"
@@ -228,20 +250,27 @@ func withoutBlock(lines []string, i int) []string {
 
 // RemoveResult says what Remove changed.
 type RemoveResult struct {
-	Fragment        string `json:"fragment"`
-	Config          string `json:"config"`
-	FragmentRemoved bool   `json:"fragment_removed"`
-	IncludeRemoved  bool   `json:"include_removed"`
+	Fragment        string   `json:"fragment"`
+	Config          string   `json:"config"`
+	FragmentRemoved bool     `json:"fragment_removed"`
+	IncludeRemoved  bool     `json:"include_removed"`
+	CreatedRemoved  []string `json:"created_removed"` // what Install had created, now empty and removed
+	CreatedKept     []string `json:"created_kept"`    // what Install had created, kept because it holds something else now
 }
 
 // Remove deletes the marked Include block from p.Config and the marked
-// fragment. Unmarked or linked files are never edited (conflict, same
-// reasons as Install). Absent files are fine.
+// fragment, then what the fragment records Install created (p.Config,
+// p.Dir) when that is now empty. Unmarked or linked files are never edited
+// (conflict, same reasons as Install). Absent files are fine.
 func Remove(p SSHConfigPaths) (RemoveResult, error) {
-	res := RemoveResult{Fragment: p.Fragment, Config: p.Config}
+	res := RemoveResult{Fragment: p.Fragment, Config: p.Config, CreatedRemoved: []string{}, CreatedKept: []string{}}
 	include, err := p.IncludeLine()
 	if err != nil {
 		return res, err
+	}
+	var created []string
+	if old, err := readSmall(p.Fragment); err == nil && bytes.HasPrefix(old, []byte(FragmentBegin+"\n")) {
+		created = recordedCreated(old)
 	}
 	cfg, mode, err := readConfig(p, include)
 	if err != nil {
@@ -267,7 +296,76 @@ func Remove(p SSHConfigPaths) (RemoveResult, error) {
 		}
 		res.FragmentRemoved = true
 	}
+	if !res.FragmentRemoved {
+		return res, nil // no record of what Barn created: nothing more is Barn's
+	}
+	// The config before the directory: each only when empty.
+	for _, path := range []string{p.Config, p.Dir} {
+		if !slices.Contains(created, path) {
+			continue
+		}
+		removed, err := removeIfEmpty(path)
+		switch {
+		case err != nil:
+			return res, exitcode.Wrap(exitcode.Runtime, err, "remove %s: %v", path, err)
+		case removed:
+			res.CreatedRemoved = append(res.CreatedRemoved, path)
+		default:
+			res.CreatedKept = append(res.CreatedKept, path)
+		}
+	}
 	return res, nil
+}
+
+// removeIfEmpty removes an empty regular file or an empty directory (never
+// following a symlink); it reports false for anything else or absent.
+func removeIfEmpty(path string) (bool, error) {
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, err
+	case fi.Mode().IsRegular() && fi.Size() == 0:
+		return true, os.Remove(path)
+	case fi.IsDir():
+		if err := syscall.Rmdir(path); err != nil {
+			if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
+				return false, nil
+			}
+			return false, err
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+// recordedCreated returns the paths a fragment records as created.
+func recordedCreated(fragment []byte) []string {
+	var out []string
+	for _, l := range splitLines(fragment) {
+		if p, ok := strings.CutPrefix(l, CreatedMarker); ok && filepath.IsAbs(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// withCreated returns fragment with one "# barn:created PATH" line per
+// path (deduplicated, in order) after its begin marker.
+func withCreated(fragment []byte, created []string) []byte {
+	if len(created) == 0 {
+		return fragment
+	}
+	lines := splitLines(fragment)
+	var rec []string
+	for _, c := range created {
+		if l := CreatedMarker + c; !slices.Contains(rec, l) {
+			rec = append(rec, l)
+		}
+	}
+	out := append(append(append([]string{}, lines[:1]...), rec...), lines[1:]...)
+	return joinLines(out)
 }
 
 // readConfig reads ~/.ssh/config, refusing links. A missing file reads

@@ -81,6 +81,75 @@ func TestInstallCreatesConfig(t *testing.T) {
 	}
 }
 
+// What Install created (~/.ssh and ~/.ssh/config) is recorded in the
+// fragment, survives a re-install, and Remove takes it away again: the
+// home directory is as before. What the user added since is kept.
+func TestRemoveLeavesHomeAsBefore(t *testing.T) {
+	home := t.TempDir()
+	p := Paths(home, "")
+	res, err := Install(p, fragmentOf(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(res.Created, " ") != p.Dir+" "+p.Config {
+		t.Fatalf("created %v", res.Created)
+	}
+	again, err := Install(p, fragmentOf(t, entries(2222, "dba", sshkeys.Paths("/k"))))
+	if err != nil || strings.Join(again.Created, " ") != p.Dir+" "+p.Config {
+		t.Fatalf("re-install: created %v, %v", again.Created, err)
+	}
+	frag, _ := os.ReadFile(p.Fragment)
+	if !strings.HasPrefix(string(frag), FragmentBegin+"\n"+CreatedMarker+p.Dir+"\n"+CreatedMarker+p.Config+"\n") {
+		t.Fatalf("fragment does not record what was created:\n%s", frag)
+	}
+	rm, err := Remove(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(rm.CreatedRemoved, " ") != p.Config+" "+p.Dir {
+		t.Fatalf("removed %v, kept %v", rm.CreatedRemoved, rm.CreatedKept)
+	}
+	if ents, _ := os.ReadDir(home); len(ents) != 0 {
+		t.Fatalf("home keeps %v", ents)
+	}
+
+	// a config the user wrote into meanwhile, and a key in ~/.ssh, stay
+	if _, err := Install(p, fragmentOf(t, nil)); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := os.ReadFile(p.Config)
+	must(t, os.WriteFile(p.Config, append(cfg, "Host mine\n"...), 0o600))
+	must(t, os.WriteFile(filepath.Join(p.Dir, "id_mine"), []byte("k"), 0o600))
+	rm, err = Remove(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rm.CreatedRemoved) != 0 || strings.Join(rm.CreatedKept, " ") != p.Config+" "+p.Dir {
+		t.Fatalf("removed %v, kept %v", rm.CreatedRemoved, rm.CreatedKept)
+	}
+	if b, _ := os.ReadFile(p.Config); string(b) != "Host mine\n" {
+		t.Fatalf("config = %q", b)
+	}
+}
+
+// An existing ~/.ssh and config are not Barn's: nothing is recorded, and
+// an emptied config stays.
+func TestRemoveKeepsWhatExisted(t *testing.T) {
+	p := Paths(t.TempDir(), "")
+	must(t, os.MkdirAll(p.Dir, 0o700))
+	must(t, os.WriteFile(p.Config, nil, 0o600))
+	res, err := Install(p, fragmentOf(t, nil))
+	if err != nil || len(res.Created) != 0 {
+		t.Fatalf("created %v, %v", res.Created, err)
+	}
+	if _, err := Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(p.Config); err != nil || len(b) != 0 {
+		t.Fatalf("config %q, %v", b, err)
+	}
+}
+
 func TestInstallNeverEditsLinkedConfig(t *testing.T) {
 	for _, kind := range []string{"symlink", "hardlink"} {
 		t.Run(kind, func(t *testing.T) {
@@ -149,5 +218,22 @@ func TestInstalledConfigWorksWithRealSSH(t *testing.T) {
 	code, o, errs := run(t, []string{"ssh", "-F", p.Config, "-o", "BatchMode=yes", "meta", "echo", "hello"})
 	if code != 0 || strings.TrimSpace(o) != "hello" {
 		t.Fatalf("ssh -F config meta: %d %q %s", code, o, errs)
+	}
+}
+
+// fragmentOf is RenderFragment(es), which must succeed.
+func fragmentOf(t *testing.T, es []HostEntry) []byte {
+	t.Helper()
+	f, err := RenderFragment(es)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -22,7 +22,8 @@ var HelperPaths = []string{"/usr/lib/qemu/qemu-bridge-helper", "/usr/libexec/qem
 type Host struct {
 	EtcDir   string // "/etc"
 	StateDir string // "/var/lib/barn"
-	RunDir   string // "/run"
+	RunDir   string // "/run" (named network namespaces: <RunDir>/netns/NAME)
+	ProcDir  string // "/proc" when empty (tests point it at a fixture tree)
 	Helper   string // qemu-bridge-helper path
 	QEMU     string // qemu-system-x86_64 binary for the attach proof
 	Bridge   string // bridge name, default barn0

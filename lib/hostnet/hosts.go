@@ -32,6 +32,10 @@ import (
 //   - uninstall removes only the block (and the newline Barn added): when
 //     nothing else changed, the file is byte-for-byte its prestate.
 //
+//   - the file must be the hosts file of the network namespace barn-net
+//     runs in (netns.go), and the manifest records that namespace: a block
+//     written in a namespace is changed and removed only from there.
+//
 // The file is replaced by rename when possible; when it is a mount point
 // (a bind-mounted /etc/hosts in a namespace or a container, where rename
 // fails with EBUSY) it is rewritten in place.
@@ -60,6 +64,10 @@ type HostsManifest struct {
 	AddedNewline bool      `json:"added_newline"` // Barn ended a file that lacked a final newline
 	Block        string    `json:"block"`         // the block as written (markers included)
 	Previous     string    `json:"previous"`      // the block it replaced ("" when none): intact too, for a crash between the two writes
+	// Namespace is the named network namespace the block was written in
+	// ("" outside one): the file is that namespace's own hosts file, so
+	// only a barn-net running there may change or remove the block.
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // HostsPath is <EtcDir>/hosts.
@@ -197,6 +205,13 @@ func (h *Host) prepareHosts(entries []HostEntry) (*HostsManifest, string, HostsR
 	if err != nil {
 		return nil, "", res, err
 	}
+	ns, err := h.sameNamespace(m)
+	if err != nil {
+		return nil, "", res, err
+	}
+	if err := h.checkHostsNamespaced(path); err != nil {
+		return nil, "", res, err
+	}
 	cur, content, err := readHostsFile(path)
 	if err != nil {
 		return nil, "", res, err
@@ -218,7 +233,7 @@ func (h *Host) prepareHosts(entries []HostEntry) (*HostsManifest, string, HostsR
 			WithReason("hosts_name_taken").WithDetail(taken)
 	}
 	next := *m0(m, path, cur)
-	next.Previous, next.Block = old, block
+	next.Previous, next.Block, next.Namespace = old, block, ns
 	var newContent string
 	if found {
 		newContent = before + block + after
@@ -226,7 +241,7 @@ func (h *Host) prepareHosts(entries []HostEntry) (*HostsManifest, string, HostsR
 		if m != nil {
 			res.Notes = append(res.Notes, "Barn's block was missing from "+path+"; it is written again and the file as it is now becomes the prestate")
 			next = *m0(nil, path, cur)
-			next.Block = block
+			next.Block, next.Namespace = block, ns
 		}
 		base := content
 		if base != "" && !strings.HasSuffix(base, "\n") {
@@ -283,6 +298,9 @@ func (h *Host) UninstallHosts(apply bool) (HostsResult, error) {
 	if m != nil {
 		res.Path = m.Path
 	}
+	if _, err := h.sameNamespace(m); err != nil {
+		return res, err
+	}
 	_, content, err := readHostsFile(res.Path)
 	if err != nil {
 		return res, err
@@ -332,7 +350,36 @@ func (h *Host) UninstallHosts(apply bool) (HostsResult, error) {
 	if err := os.Remove(res.Manifest); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return res, exitcode.Wrap(exitcode.Runtime, err, "removing %s", res.Manifest)
 	}
+	removed, err := h.releaseStateDir()
+	for _, d := range removed {
+		res.Notes = append(res.Notes, "removed "+d+" (Barn created it for its manifests)")
+	}
+	if err != nil {
+		return res, exitcode.Wrap(exitcode.Runtime, err, "removing the state directory %s", h.StateDir)
+	}
 	return res, nil
+}
+
+// sameNamespace returns the named network namespace Barn runs in, and
+// refuses (conflict, hosts_other_namespace) when the manifest m records
+// its block in another one: there the path names another file.
+func (h *Host) sameNamespace(m *HostsManifest) (string, error) {
+	ns, _ := h.NetNamespace()
+	if m == nil || m.Namespace == ns {
+		return ns, nil
+	}
+	where := "outside any named network namespace"
+	next := "barn-net hosts uninstall (outside the namespace)"
+	if m.Namespace != "" {
+		where = "in network namespace " + m.Namespace
+		next = "ip netns exec " + m.Namespace + " barn-net hosts uninstall"
+	}
+	here := "outside any named network namespace"
+	if ns != "" {
+		here = "in network namespace " + ns
+	}
+	return ns, exitcode.New(exitcode.Conflict, "Barn's hosts block (manifest %s) was written %s, and barn-net now runs %s, where %s is another file; run barn-net where the block was written",
+		h.HostsManifestPath(), where, here, m.Path).WithReason("hosts_other_namespace").WithNext(next)
 }
 
 // ReadHostsManifest returns (nil, nil) when there is none; a damaged,
@@ -355,7 +402,7 @@ func (h *Host) writeHostsManifest(m *HostsManifest) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(h.StateDir, 0o755); err != nil {
+	if err := h.ensureStateDir(); err != nil {
 		return err
 	}
 	return writeAtomic(h.HostsManifestPath(), append(b, '\n'), 0o600)

@@ -3,7 +3,6 @@ package hostnet
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"syscall"
@@ -119,8 +118,8 @@ func (h *Host) writeManifest(m *Manifest) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(h.StateDir, 0o755); err != nil {
-		return fmt.Errorf("creating %s: %w", h.StateDir, err)
+	if err := h.ensureStateDir(); err != nil {
+		return err
 	}
 	return writeAtomic(h.ManifestPath(), append(b, '\n'), 0o600)
 }

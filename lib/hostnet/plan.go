@@ -63,12 +63,19 @@ type Plan struct {
 	QEMUNetdev string `json:"qemu_netdev"`
 }
 
-// RenderText prints the plan as numbered steps.
+// RenderText prints the plan as numbered steps under one line naming the
+// network (or, for an uninstall with no manifest, that nothing is installed).
 func (p Plan) RenderText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s: backend %s, bridge %s, %s (host %s)\n", p.Action, p.CIDR, p.Backend, p.Bridge, p.CIDR, p.HostAddress)
-	if p.Noop {
+	switch {
+	case p.Action == "uninstall" && p.Noop:
+		// no manifest: there is no recorded network to describe
+		b.WriteString("uninstall: nothing to remove: no Barn network is installed here\n")
+	case p.Noop:
+		fmt.Fprintf(&b, "%s %s: backend %s, bridge %s, host address %s\n", p.Action, p.CIDR, p.Backend, p.Bridge, p.HostAddress)
 		b.WriteString("nothing to do: the network is installed and ready\n")
+	default:
+		fmt.Fprintf(&b, "%s %s: backend %s, bridge %s, host address %s\n", p.Action, p.CIDR, p.Backend, p.Bridge, p.HostAddress)
 	}
 	if !p.Verified {
 		b.WriteString("UNVERIFIED: this backend cannot run on this machine; the plan is golden-tested only\n")

@@ -195,6 +195,9 @@ func (h *Host) undoStep(ctx context.Context, s Step) error {
 		if err := os.Remove(h.ManifestPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
+		if _, err := h.releaseStateDir(); err != nil {
+			return err
+		}
 	case KindBridgeAdd:
 		if h.linkExists(s.Link) {
 			return h.Link.DelLink(s.Link)

@@ -2,7 +2,10 @@ package hostnet
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"strings"
 
 	"barn.dev/lib/exitcode"
@@ -105,6 +108,9 @@ func (h *Host) Uninstall(ctx context.Context, progress Progress) (Plan, error) {
 	}
 	if err := h.undoApplied(ctx, o.Manifest); err != nil {
 		return p, exitcode.Wrap(exitcode.Runtime, err, "uninstall stopped").WithReason("uninstall_failed").WithNext("barn-net status")
+	}
+	if _, err := os.Lstat(h.StateDir); errors.Is(err, fs.ErrNotExist) {
+		progress("removed " + h.StateDir + " (Barn created it for its manifests)")
 	}
 	return p, nil
 }

@@ -5,10 +5,10 @@ import (
 	"io"
 	"sort"
 
-	"barn.dev/lib/wire"
-
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/human"
 	"barn.dev/lib/spec"
+	"barn.dev/lib/wire"
 )
 
 // ExplainSchema is the schema of Explanation documents.
@@ -43,8 +43,8 @@ type ExplainedKey struct {
 	Column   int    `json:"column,omitempty"`
 }
 
-// RenderText prints one key per line: key, origin and file:line, value →
-// resolved.
+// RenderText prints one key per line as an aligned table: key, origin and
+// file:line, value → resolved (vm_mem and vm_disk in binary units).
 func (e *Explanation) RenderText(w io.Writer) error {
 	state := ""
 	if e.Skipped {
@@ -53,6 +53,7 @@ func (e *Explanation) RenderText(w io.Writer) error {
 	if _, err := fmt.Fprintf(w, "%s %s%s: name from %s\n", e.Node, e.Address, state, e.NameFrom); err != nil {
 		return err
 	}
+	tw := human.Table(w)
 	for _, k := range e.Keys {
 		where := k.Origin
 		if k.File != "" {
@@ -66,18 +67,20 @@ func (e *Explanation) RenderText(w io.Writer) error {
 		if (k.Key == "vm_image" || k.Key == "vm_version") && k.Resolved == DefaultImage {
 			resolved = "the active catalog's default image (barn-plan resolves it)"
 		}
-		switch k.Resolved.(type) {
-		case string, bool, int, int64:
+		switch v := k.Resolved.(type) {
+		case string, bool, int:
+		case int64:
+			if k.Key == "vm_mem" || k.Key == "vm_disk" { // bytes
+				resolved = human.Size(v)
+			}
 		default: // lists and structs read best as the JSON they are emitted as
 			if b, err := wire.Marshal(k.Resolved); err == nil {
 				resolved = string(b)
 			}
 		}
-		if _, err := fmt.Fprintf(w, "  %-20s %-28s %s → %s\n", k.Key, where, val, resolved); err != nil {
-			return err
-		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s → %s\n", k.Key, where, val, resolved)
 	}
-	return nil
+	return tw.Flush()
 }
 
 // ExplainInput resolves in and explains node, which may be a node name

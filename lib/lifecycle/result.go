@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/human"
@@ -27,7 +28,10 @@ type Result struct {
 	RolledBack []string     `json:"rolled_back"`
 	Retained   []string     `json:"retained"` // persistent disks kept in the store ("node/disk")
 	Notes      []string     `json:"notes"`
-	mu         sync.Mutex
+	// ElapsedMS is the command's wall time in milliseconds, measured by
+	// the tool that ran it (0: not measured).
+	ElapsedMS int64 `json:"elapsed_ms"`
+	mu        sync.Mutex
 }
 
 // NodeResult is one node's outcome.
@@ -169,7 +173,7 @@ func sameFailure(fs []Failure) bool {
 
 // RenderText implements the --text view: one aligned row per node (NODE,
 // STATE, ADDRESS, SSH, ACCEL, ACTION, IMAGE), its repairs and warnings,
-// the failures, then a summary a person can act on.
+// the failures, then a summary a person can act on and how long it took.
 func (r *Result) RenderText(w io.Writer) error {
 	tcg := false
 	ready, limited := 0, 0
@@ -221,13 +225,22 @@ func (r *Result) RenderText(w io.Writer) error {
 	if tcg {
 		writeLine(w, "note: running under TCG (software emulation); performance figures are not meaningful")
 	}
+	took := ""
+	if r.ElapsedMS > 0 {
+		took = "took " + human.Duration(time.Duration(r.ElapsedMS)*time.Millisecond)
+	}
 	if ready > 0 {
 		summary := fmt.Sprintf("✓ %s ready", plural(ready, "node"))
 		if limited > 0 {
 			summary += fmt.Sprintf(" · %d with limitations", limited)
 		}
+		if took != "" {
+			summary += " (" + took + ")"
+		}
 		writeLine(w, "%s", summary)
 		writeLine(w, "connect: barn-node ssh %s", r.Nodes[0].Name)
+	} else if took != "" {
+		writeLine(w, "%s %s", r.Command, took)
 	}
 	return nil
 }

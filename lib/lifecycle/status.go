@@ -6,9 +6,11 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/human"
+	"barn.dev/lib/procid"
 	"barn.dev/lib/state"
 )
 
@@ -24,6 +26,7 @@ type Status struct {
 	Note       string       `json:"note,omitempty"`
 	Converged  []string     `json:"converged"` // what status changed in state
 	Failures   []Failure    `json:"failures"`
+	CheckedAt  time.Time    `json:"checked_at"` // when the audit ran: the text view's UP and AGE are measured to it
 }
 
 // NodeStatus is one node's recorded state plus the live audit.
@@ -41,6 +44,11 @@ type NodeStatus struct {
 	Reason     string `json:"reason,omitempty"`
 	Next       string `json:"next,omitempty"`
 	Detail     string `json:"detail,omitempty"`
+	// CreatedAt is when the node was created (its committed state's
+	// created_at); StartedAt when its running QEMU process started (from
+	// /proc, shown as uptime; absent when not running or unknown).
+	CreatedAt *time.Time `json:"created_at,omitempty"`
+	StartedAt *time.Time `json:"started_at,omitempty"`
 }
 
 // Status reports the selected applied nodes (all when none are named) with
@@ -50,7 +58,7 @@ type NodeStatus struct {
 // hides its peers; the returned error is partial (5) when any node is
 // degraded.
 func (m *Manager) Status(ctx context.Context, selectors []string) (*Status, error) {
-	st := &Status{Schema: StatusSchema, Nodes: []NodeStatus{}, Converged: []string{}, Failures: []Failure{}}
+	st := &Status{Schema: StatusSchema, Nodes: []NodeStatus{}, Converged: []string{}, Failures: []Failure{}, CheckedAt: m.now()}
 	d, err := m.Root.ReadDeployment()
 	if err != nil {
 		return nil, err
@@ -198,8 +206,16 @@ func (m *Manager) statusOne(ctx context.Context, d *state.Deployment, name strin
 	if m.Emu != nil && m.Emu.PrivateNet() == "none" {
 		ns.PrivateNet = "none"
 	}
+	created := n.CreatedAt
+	ns.CreatedAt = &created
 	if n.Process != nil && obs.Runtime == RuntimeRunning {
 		ns.PID = n.Process.PID
+		if t, ok := procid.StartedAt(*n.Process); ok {
+			if t.Before(created) { // /proc's boot time has one-second resolution
+				t = created
+			}
+			ns.StartedAt = &t
+		}
 	}
 	if obs.Err != nil && !act {
 		// recorded state only: an interrupted transition is reported, not converged
@@ -212,7 +228,9 @@ func (m *Manager) statusOne(ctx context.Context, d *state.Deployment, name strin
 }
 
 // RenderText implements the --text view: one aligned row per node (NODE,
-// ADDRESS, PHASE, RUNTIME, SSH, ACCEL); TCG is marked even in plain text.
+// ADDRESS, PHASE, RUNTIME, SSH, ACCEL, UP: how long its QEMU has run, AGE:
+// since it was created, both as durations at CheckedAt); TCG is marked
+// even in plain text.
 func (s *Status) RenderText(w io.Writer) error {
 	if s.Note != "" {
 		writeLine(w, "note: %s", s.Note)
@@ -220,7 +238,7 @@ func (s *Status) RenderText(w io.Writer) error {
 	tcg := false
 	if len(s.Nodes) > 0 {
 		tw := human.Table(w)
-		fmt.Fprintln(tw, "NODE\tADDRESS\tPHASE\tRUNTIME\tSSH\tACCEL")
+		fmt.Fprintln(tw, "NODE\tADDRESS\tPHASE\tRUNTIME\tSSH\tACCEL\tUP\tAGE")
 		for _, n := range s.Nodes {
 			extra := ""
 			if n.PrivateNet == "none" {
@@ -229,7 +247,8 @@ func (s *Status) RenderText(w io.Writer) error {
 			if n.Reason != "" {
 				extra = strings.TrimSpace(extra + " (" + n.Reason + ")")
 			}
-			row := strings.Join([]string{n.Name, dash(n.Address), n.Phase, n.Runtime, sshText(n.Ports.SSH), dash(strings.ToUpper(n.Accel))}, "\t")
+			row := strings.Join([]string{n.Name, dash(n.Address), n.Phase, n.Runtime, sshText(n.Ports.SSH), dash(strings.ToUpper(n.Accel)),
+				s.since(n.StartedAt), s.since(n.CreatedAt)}, "\t")
 			if extra != "" {
 				row += "\t" + extra
 			}
@@ -254,4 +273,12 @@ func (s *Status) RenderText(w io.Writer) error {
 		writeLine(w, "note: TCG (software emulation): performance figures are not meaningful")
 	}
 	return nil
+}
+
+// since renders the time from t to the audit as a duration, or "-".
+func (s *Status) since(t *time.Time) string {
+	if t == nil || t.IsZero() || s.CheckedAt.IsZero() {
+		return "-"
+	}
+	return human.Duration(s.CheckedAt.Sub(*t))
 }

@@ -21,8 +21,9 @@ var outcomeMarks = map[Outcome]string{
 
 // RenderText writes the human view of the plan (barn-plan --text): one
 // header, then per node a marker line ("+ create", "~ recreate",
-// "! missing", "= unchanged", "> start") with its address and image, the
-// change lines, the node's resources and data disks, then totals, what
+// "! missing", "= unchanged", "> start", aligned as a table column) with
+// its address, and under its name the change lines, image, resources and
+// data disks; then totals, what
 // will be downloaded, images,
 // warnings, blocked reasons, notes and the commands that apply the
 // required explicit transitions.
@@ -41,30 +42,34 @@ func (p *Plan) RenderText(w io.Writer) error {
 		fmt.Fprintf(b, "selected: %s\n", strings.Join(p.Selected, " "))
 	}
 
+	// The nodes are a table: the marked outcome is the first column and
+	// each node's detail lines start under its name.
+	tw := human.Table(b)
+	detail := func(format string, args ...any) { fmt.Fprintf(tw, "\t"+format+"\n", args...) }
 	sharedDisks := commonDisks(p)
 	for _, np := range p.Nodes {
-		fmt.Fprintf(b, "%s %-9s %s %s", outcomeMarks[np.Outcome], np.Outcome, np.Name, np.Address)
+		fmt.Fprintf(tw, "%s %s\t%s %s", outcomeMarks[np.Outcome], np.Outcome, np.Name, np.Address)
 		if np.Reason != "" {
-			fmt.Fprintf(b, " (%s)", np.Reason)
+			fmt.Fprintf(tw, " (%s)", np.Reason)
 		}
-		fmt.Fprintln(b)
-		if np.Outcome == Missing {
+		fmt.Fprintln(tw)
+		if np.Outcome == Missing || np.Outcome == Recreate {
 			for _, l := range np.Summary {
-				fmt.Fprintf(b, "    %s\n", l)
+				detail("%s", l)
 			}
+		}
+		if np.Outcome == Missing {
 			continue
 		}
-		if np.Outcome == Recreate {
-			for _, l := range np.Summary {
-				fmt.Fprintf(b, "    %s\n", l)
-			}
-		}
 		n := p.Spec.Node(np.Name)
-		fmt.Fprintf(b, "    image %s%s\n", imageText(np), downloadText(np.Download))
-		fmt.Fprintf(b, "    %d vCPU, %s memory, %s root disk\n", n.CPUs, human.Size(n.MemoryBytes), human.Size(n.RootDiskBytes))
+		detail("image %s%s", imageText(np), downloadText(np.Download))
+		detail("%d vCPU, %s memory, %s root disk", n.CPUs, human.Size(n.MemoryBytes), human.Size(n.RootDiskBytes))
 		if sharedDisks == "" {
-			fmt.Fprintf(b, "    data disks: %s\n", disksText(n.Disks))
+			detail("data disks: %s", disksText(n.Disks))
 		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
 	}
 	if sharedDisks != "" {
 		fmt.Fprintf(b, "data disks: %s on each node\n", sharedDisks)

@@ -64,8 +64,8 @@ func TestRenderTextPerNodeDisksAndUnresolved(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"+ create    node-10 10.10.10.10\n    image d12:stable (unresolved)\n    2 vCPU, 4 GiB memory, 64 GiB root disk\n    data disks: /data 128 GiB (auto fs)\n",
-		"    data disks: none\n",
+		"+ create  node-10 10.10.10.10\n          image d12:stable (unresolved)\n          2 vCPU, 4 GiB memory, 64 GiB root disk\n          data disks: /data 128 GiB (auto fs)\n",
+		"          data disks: none\n",
 		"totals: 4 vCPUs, 8 GiB memory, 256 GiB disk\n",
 		"warning: no image catalog is active",
 		"next: barn-inventory resolve | barn-plan | barn-node apply\n",

@@ -20,7 +20,8 @@ import (
 // WithTTY implements `withtty CODE ANSWER STDIN PROG [ARGS...]`: PROG runs
 // in a new session whose controlling terminal is a fresh pseudo-terminal,
 // with its stdin read from the file STDIN (so stdin is taken, not a
-// terminal) and BARN_TERMINAL_PROMPT unset. When the terminal shows a
+// terminal; STDIN "tty" makes stdin the terminal itself, as for a command
+// a person types with nothing piped in) and BARN_TERMINAL_PROMPT unset. When the terminal shows a
 // question ("Type" or "[y/N]"/"[Y/n]"), ANSWER and a newline are typed on
 // it; ANSWER "-" types ^D (end of input) instead. PROG must exit
 // with CODE. Its stdout and stderr stay available to the following checks;
@@ -39,11 +40,13 @@ func WithTTY(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("withtty: %v", err)
 	}
 	defer ptm.Close()
-	in, err := os.Open(stdinPath)
-	if err != nil {
-		ts.Fatalf("withtty: %v", err)
+	in := pts
+	if args[2] != "tty" {
+		if in, err = os.Open(stdinPath); err != nil {
+			ts.Fatalf("withtty: %v", err)
+		}
+		defer in.Close()
 	}
-	defer in.Close()
 	path, err := exec.LookPath(prog)
 	if err != nil {
 		ts.Fatalf("withtty: %v", err)

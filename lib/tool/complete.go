@@ -62,6 +62,7 @@ func runCompletion(env *Env, parser *kong.Kong, grammar any, args []string) int 
 		return 1
 	}
 	addAliases(parser.Model.Node, &cmd)
+	addDefaultCommand(parser.Model.Node, &cmd)
 	c := complete.New(env.Tool, cmd)
 	var out strings.Builder
 	c.Out = &out
@@ -116,6 +117,35 @@ func addAliases(n *kong.Node, cmd *complete.Command) {
 		for _, a := range child.Aliases {
 			cmd.Sub[a] = sub
 		}
+	}
+}
+
+// addDefaultCommand lets a node's default command (kong's
+// `default:"withargs"`, e.g. barn-plan's plan) complete without its name:
+// kongplete completes only named subcommands, so `barn-plan -f <Tab>`
+// offered command names instead of files. The default's flags and
+// positional arguments become the node's own; its subcommands stay.
+func addDefaultCommand(n *kong.Node, cmd *complete.Command) {
+	if n.DefaultCmd == nil {
+		return
+	}
+	def, ok := cmd.Sub[n.DefaultCmd.Name]
+	if !ok {
+		return
+	}
+	if cmd.Flags == nil {
+		cmd.Flags = complete.Flags{}
+	}
+	for name, p := range def.GlobalFlags {
+		if _, global := cmd.GlobalFlags[name]; !global {
+			cmd.Flags[name] = p
+		}
+	}
+	for name, p := range def.Flags {
+		cmd.Flags[name] = p
+	}
+	if def.Args != nil {
+		cmd.Args = def.Args
 	}
 }
 

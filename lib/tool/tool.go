@@ -168,6 +168,8 @@ type Env struct {
 	Args   []string
 	Getenv func(string) string
 	Now    func() time.Time
+	// Started is when the tool began: a command's elapsed time is Now() - Started.
+	Started time.Time
 	Stdio
 	Output OutputFlags
 }
@@ -192,7 +194,7 @@ func (e *Env) Stderrf(format string, args ...any) {
 // set; see CompletionCmd) and greets a bare invocation when the grammar is
 // a Welcomer.
 func Main(ctx context.Context, name, help string, args []string, stdio Stdio, getenv func(string) string, grammar any) (code int) {
-	env := &Env{Ctx: ctx, Tool: name, Args: args, Getenv: getenv, Now: time.Now, Stdio: stdio}
+	env := &Env{Ctx: ctx, Tool: name, Args: args, Getenv: getenv, Now: time.Now, Started: time.Now(), Stdio: stdio}
 	if env.Getenv == nil {
 		env.Getenv = func(string) string { return "" }
 	}
