@@ -73,9 +73,13 @@ func (h *Host) PlanInstall(o Observed, opt Options) (Plan, error) {
 	p.add(Step{ID: "attach-proof", Kind: KindAttachProof, Link: br, Path: h.Helper,
 		Summary: fmt.Sprintf("prove readiness: an unprivileged QEMU attaches a virtio-net NIC to %s through %s; roll everything back if it does not", br, h.Helper)})
 	if backend == BackendNetworkd {
-		if u := o.Networkd.Units["systemd-networkd.service"]; u.Enabled != "enabled" {
-			p.add(Step{ID: "networkd-enable", Kind: KindCommand, Argv: []string{"systemctl", "enable", "systemd-networkd"},
-				UndoArgv: []string{"systemctl", "disable", "systemd-networkd"}, Summary: "persist after the attach proof: systemctl enable systemd-networkd"})
+		switch u := o.Networkd.Units[networkdService]; u.Enabled {
+		case "enabled":
+		case "disabled":
+			p.add(Step{ID: "networkd-enable", Kind: KindUnitEnable, Unit: networkdService, Was: u.Enabled,
+				Summary: fmt.Sprintf("persist after the attach proof: systemctl enable %s (was %s, restored on uninstall while still enabled)", networkdService, u.Enabled)})
+		default:
+			p.Notes = append(p.Notes, fmt.Sprintf("%s is %s, so Barn leaves its enablement alone (systemctl disable could not restore that): the bridge comes back after a reboot only if networkd starts", networkdService, u.Enabled))
 		}
 	}
 	return p, nil
