@@ -59,7 +59,7 @@ func (h *Host) PlanInstall(o Observed, opt Options) (Plan, error) {
 		p.add(Step{ID: "bridge-add", Kind: KindBridgeAdd, Link: br, Summary: fmt.Sprintf("create bridge %s (netlink)", br)})
 		p.add(Step{ID: "addr-add", Kind: KindAddrAdd, Link: br, Address: sn.HostCIDR(), Summary: fmt.Sprintf("add %s to %s", sn.HostCIDR(), br)})
 		p.add(Step{ID: "link-up", Kind: KindLinkUp, Link: br, Summary: fmt.Sprintf("bring %s up", br)})
-		p.Notes = append(p.Notes, "netlink bridges do not survive a reboot; run barn-net install again after booting (the manifest makes it a repair, not a takeover)")
+		p.Notes = append(p.Notes, NoteNetlinkReboot)
 	case BackendNetworkManager:
 		if err := h.planNM(&p, o, sn); err != nil {
 			return p, err
@@ -84,6 +84,11 @@ func (h *Host) PlanInstall(o Observed, opt Options) (Plan, error) {
 	}
 	return p, nil
 }
+
+// NoteNetlinkReboot is the netlink plan's note on reboots. barn-net install
+// does not repair a missing bridge (it refuses with installed_drifted), so
+// the note names the two commands that do bring it back.
+const NoteNetlinkReboot = "netlink bridges do not survive a reboot; after one, run barn-net uninstall --yes, then barn-net install"
 
 // planHelperSteps adds the bridge.conf block and the helper's setuid bit.
 func (h *Host) planHelperSteps(p *Plan, o Observed) {

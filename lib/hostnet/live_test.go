@@ -386,6 +386,39 @@ func TestLiveForeignBridgeKeptByUninstall(t *testing.T) {
 	}
 }
 
+// TestLiveNetlinkRebootNoteIsTrue: the netlink plan's note on reboots says
+// what to do once the bridge is gone; doing exactly that works, and
+// install alone does not repair (the old note promised it would).
+func TestLiveNetlinkRebootNoteIsTrue(t *testing.T) {
+	live(t, func(t *testing.T, e *liveEnv) {
+		h := e.host
+		ctx := context.Background()
+		p, err := install(t, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(p.Notes, NoteNetlinkReboot) {
+			t.Fatalf("notes %q", p.Notes)
+		}
+		sh(t, "ip", "link", "del", "barn0") // what a reboot does to it
+		if _, err := install(t, h); exitcode.As(err) == nil || exitcode.As(err).Reason != "installed_drifted" {
+			t.Fatalf("install over a vanished bridge: %v (the note must not promise a repair)", err)
+		}
+		if _, err := h.Uninstall(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := install(t, h); err != nil {
+			t.Fatal(err)
+		}
+		if l := linkNamed(t, h, "barn0"); l == nil || !slices.Contains(l.Addrs, "10.10.10.1/24") {
+			t.Fatalf("barn0 after uninstall and install: %+v", l)
+		}
+		if _, err := h.Uninstall(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 func findingOf(fs []Finding, code string) *Finding {
 	for i := range fs {
 		if fs[i].Code == code {
