@@ -31,12 +31,17 @@
 # apt is configured with. Usage: build-image.sh [--force | --remove-cache]
 #
 # The cache is this script's, not Barn's state: Barn never reads it except
-# through the repository path printed here. --remove-cache removes what this
-# script wrote there (each recipe directory whose repo.yaml names this
-# script and that recipe, interrupted builds' .work.* directories when
-# nothing is mounted under them, the lock), then the emptied cache directory
-# and its parent when that is an empty directory named barn; anything else
-# is kept and listed. `make uninstall IMAGES=1` runs it.
+# through the repository path printed here. Publishing writes a manifest,
+# <recipe>/.manifest, naming every file this script wrote in that recipe
+# directory (with its sha256) and the directories it made. --remove-cache
+# removes exactly those: a listed file only while it is a regular file,
+# reached through no symlink, with the recorded sha256; a listed directory
+# only when it is empty (rmdir); interrupted builds' .work.* directories
+# only when they hold this script's marker and nothing is mounted under
+# them; then the lock, the emptied cache directory and its parent when that
+# is an empty directory named barn. Nothing is followed through a symlink.
+# Every path removed and every path kept (with why) is logged.
+# `make uninstall IMAGES=1` runs it.
 set -euo pipefail
 
 # recipe: begin
@@ -71,64 +76,117 @@ repo=$out/repo
 uefi_image=$repo/images/d12-$VERSION-amd64.qcow2
 bios_image=$repo/images/d12-bios-$VERSION-amd64.qcow2
 
-# remove_recipe DIR removes the files publish and the build write in one
-# recipe directory, then its emptied directories; it fails (keeping what
-# is left) when anything else is there.
-remove_recipe() {
-  local d=$1
-  rm -f -- "$d/.published" "$d/keys/catalog.key" "$d/keys/catalog.pub" \
-    "$d/repo/repo.yaml" "$d/repo/catalog.json" "$d/repo/catalog.json.minisig" "$d/repo/catalog.pub" \
-    "$d"/repo/images/d12-*-amd64.qcow2
-  rmdir -- "$d/keys" "$d/repo/images" "$d/repo" "$d" 2>/dev/null
+manifest_name=.manifest
+manifest_head="# build-image.sh manifest v1: what this script wrote in this recipe directory"
+
+# write_manifest records, after publishing, every file this script wrote in
+# $out (sha256 and path relative to $out) and the directories it made.
+write_manifest() {
+  local f tmp=$out/$manifest_name.tmp
+  {
+    echo "$manifest_head (recipe $key)"
+    echo "dir keys"; echo "dir repo"; echo "dir repo/images"
+    for f in .published keys/catalog.key keys/catalog.pub repo/repo.yaml repo/catalog.json \
+      repo/catalog.json.minisig repo/catalog.pub "${uefi_image#"$out"/}" "${bios_image#"$out"/}"; do
+      [ -f "$out/$f" ] && [ ! -L "$out/$f" ] || continue
+      echo "file $(sha256sum < "$out/$f" | cut -c1-64) $f"
+    done
+  } > "$tmp" && mv -f -- "$tmp" "$out/$manifest_name"
 }
 
-# is_recipe DIR: a recipe directory this script wrote (its name is a recipe
-# key, and its repo.yaml's provenance names this script and that key).
-is_recipe() {
-  local d=$1 k
-  k=$(basename "$d")
-  [[ $k =~ ^[0-9a-f]{16}$ ]] && [ -d "$d" ] && [ ! -L "$d" ] &&
-    grep -qF "built locally by scripts/build-image.sh (recipe $k)" "$d/repo/repo.yaml" 2>/dev/null
+# no_link_under DIR REL: no component of DIR/REL (below DIR) is a symlink.
+no_link_under() {
+  local d=$1 rel=$2 p=$1 c
+  local IFS=/
+  for c in $rel; do
+    p=$p/$c
+    [ -L "$p" ] && return 1
+  done
+  return 0
+}
+
+# others DIR names what is left in DIR (symlinks not followed).
+others() { find -P "$1" -mindepth 1 -maxdepth 1 -printf '%f ' | sed 's/ $//'; }
+
+removed=() kept=()
+gone() { removed+=("$1"); log "removed $1"; }
+keep() { kept+=("$1 ($2)"); }
+
+# remove_recipe DIR removes what DIR/.manifest lists, as recorded, then
+# the listed directories that are empty, then the manifest and DIR when
+# nothing else is left. It returns 1 when anything stays.
+remove_recipe() {
+  local d=$1 m=$1/$manifest_name kind a b p rc=0
+  local dirs=()
+  if [ -L "$m" ] || [ ! -f "$m" ] || [[ $(head -n 1 "$m") != "$manifest_head"* ]]; then
+    keep "$d" "no manifest of build-image.sh in it: not provably written by this script"
+    return 1
+  fi
+  while read -r kind a b; do
+    case $kind in
+      dir) dirs=("$a" "${dirs[@]}") ;; # innermost last listed, first removed
+      file)
+        p=$d/$b
+        if ! no_link_under "$d" "$b"; then keep "$p" "reached through a symlink"; rc=1
+        elif [ ! -e "$p" ]; then :
+        elif [ ! -f "$p" ]; then keep "$p" "not a regular file"; rc=1
+        elif [ "$(sha256sum < "$p" | cut -c1-64)" != "$a" ]; then keep "$p" "changed since this script wrote it"; rc=1
+        else rm -f -- "$p" && gone "$p"
+        fi ;;
+    esac
+  done < <(tail -n +2 "$m")
+  for a in "${dirs[@]}"; do
+    p=$d/$a
+    if ! no_link_under "$d" "$a"; then keep "$p" "a symlink"; rc=1
+    elif [ -d "$p" ] && ! rmdir -- "$p" 2>/dev/null; then keep "$p" "holds $(others "$p"), not written by this script"; rc=1
+    fi
+  done
+  [ $rc -eq 0 ] || return 1
+  rm -f -- "$m"
+  if rmdir -- "$d" 2>/dev/null; then gone "$d"; return 0; fi
+  keep "$d" "holds $(others "$d"), not written by this script"
+  return 1
 }
 
 remove_cache() {
-  if [ ! -d "$cache" ]; then
-    log "no build cache at $cache"
+  if [ -L "$cache" ] || [ ! -d "$cache" ]; then
+    log "no build cache at $cache${cache:+ (or it is a symlink, which is not followed)}"
     return 0
   fi
   exec 9>>"$cache/.lock"
   flock -n 9 || die "a build is running (it holds $cache/.lock); retry when it finishes"
-  local e kept=()
+  local e
   shopt -s dotglob nullglob
   for e in "$cache"/*; do
     case $(basename "$e") in
       .lock) ;;
       .work.*)
-        if [ -d "$e" ] && [ ! -L "$e" ] && ! findmnt -rno TARGET | grep -qF "$e/"; then
-          rm -rf --one-file-system -- "$e" && log "removed the interrupted build $e"
+        if [ -L "$e" ] || [ ! -d "$e" ] || [ -L "$e/.build-image-work" ] || [ ! -f "$e/.build-image-work" ]; then
+          keep "$e" "no marker of build-image.sh in it"
+        elif findmnt -rno TARGET | grep -qF "$e/"; then
+          keep "$e" "something is mounted under it"
         else
-          kept+=("$e (something is mounted under it)")
+          rm -rf --one-file-system -- "$e" && gone "$e (an interrupted build's scratch directory)"
         fi ;;
       *)
-        if is_recipe "$e" && remove_recipe "$e"; then
-          log "removed the recipe directory $e"
-        elif is_recipe "$e"; then
-          kept+=("$e (it holds files this script did not write)")
+        if [[ $(basename "$e") =~ ^[0-9a-f]{16}$ ]] && [ -d "$e" ] && [ ! -L "$e" ]; then
+          remove_recipe "$e" || :
         else
-          kept+=("$e (not written by build-image.sh)")
+          keep "$e" "not a recipe directory of build-image.sh"
         fi ;;
     esac
   done
   shopt -u dotglob nullglob
   if [ ${#kept[@]} -gt 0 ]; then
     printf 'build-image: kept %s\n' "${kept[@]}" >&2
+    log "removed ${#removed[@]} path(s), kept ${#kept[@]}; kept the build cache $cache"
     return 0
   fi
   rm -f -- "$cache/.lock"
   rmdir -- "$cache" && log "removed the build cache $cache"
   local parent
   parent=$(dirname "$cache")
-  if [ "$(basename "$parent")" = barn ] && rmdir -- "$parent" 2>/dev/null; then
+  if [ "$(basename "$parent")" = barn ] && [ ! -L "$parent" ] && rmdir -- "$parent" 2>/dev/null; then
     log "removed $parent (empty)"
   fi
   return 0
@@ -187,11 +245,19 @@ EOF
   barn_repo build --root "$repo" >/dev/null || return 1
   barn_repo sign --key "$out/keys/catalog.key" --root "$repo" >/dev/null || return 1
   barn_repo verify --root "$repo" >/dev/null || return 1
-  touch "$out/.published"
+  touch "$out/.published" || return 1
+  write_manifest
 }
 
 if [ $force -eq 0 ] && [ -f "$uefi_image" ] && [ -f "$bios_image" ]; then
   [ -f "$out/.published" ] || publish || die "publishing the repository at $repo failed"
+  # A repository published before manifests existed: record it now, but
+  # only when its repo.yaml's provenance names this script and this recipe.
+  if [ ! -f "$out/$manifest_name" ] && [ ! -L "$out/$manifest_name" ] && [ ! -L "$repo" ] &&
+    grep -qF "built locally by scripts/build-image.sh (recipe $key)" "$repo/repo.yaml" 2>/dev/null; then
+    write_manifest || die "writing the manifest $out/$manifest_name failed"
+    log "recorded $out/$manifest_name for the repository published before manifests existed"
+  fi
   echo "$repo"
   exit 0
 fi
@@ -210,6 +276,7 @@ mirror=$(sed -n 's/^URIs: *\([^ ]*\).*/\1/p' /etc/apt/sources.list.d/*.sources 2
 [ -n "$mirror" ] || die "no Debian mirror found in apt's sources"
 
 work=$(mktemp -d "$cache/.work.XXXXXX")
+echo "build-image.sh scratch directory (recipe $key, pid $$); --remove-cache deletes it when nothing is mounted under it" > "$work/.build-image-work"
 rootfs=$work/rootfs mnt=$work/mnt loopdev=""
 cleanup() {
   set +e

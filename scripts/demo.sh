@@ -41,33 +41,39 @@
 #     instead of the host-global /var/lib/barn/network.json, so this lab's
 #     network transaction can never be confused with another one.
 #   * The lab's state root is BARN_HOME=$HOME/.barn-demo and its sockets and
-#     pidfiles are in BARN_RUNTIME_DIR=/tmp/barn-demo-<uid>: a user's own
+#     pidfiles are in BARN_RUNTIME_DIR=/tmp/<namespace>-<uid>: a user's own
 #     ~/.barn lab (and its runtime directory) is never touched.
 #   * The only host-wide change is the one barn-net records in its manifest:
 #     the setuid bit on qemu-bridge-helper, restored by `barn-net uninstall`.
 # `down` destroys the lab (barn-node destroy --force --purge), removes the
 # hosts block and uninstalls the network inside the namespace (recreating an
 # empty one when it is gone, so what barn-net recorded there is undone where
-# it was made), deletes the namespace and /etc/netns/barn-demo; the verified
-# image cache (~/.barn-demo/images, /var/cache/barn/images) stays.
+# it was made), deletes the namespace, then removes what `up` recorded
+# creating in ~/.barn-demo-net/created: the hosts file only while its sha256
+# is the one recorded (barn-net hosts uninstall restores it byte for byte),
+# the directories under /etc/netns only when empty. Anything else there is
+# kept and listed. The verified image cache (~/.barn-demo/images,
+# /var/cache/barn/images) stays.
 #
 # Environment: BARN_ACCEL (default tcg: an explicit, printed opt-in to
 # software emulation; kvm on a host where KVM works), BARN_DEMO_INVENTORY
 # (default demo/pigsty-trio.yml), BARN_DEMO_WAIT (seconds the Ansible proof
 # waits for guests whose first boot outlasted barn-node's readiness window on
-# a busy TCG machine; default 600).
+# a busy TCG machine; default 600), BARN_DEMO_NS (the namespace; default
+# barn-demo, tests use their own).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 bin=$top/bin
-NS=barn-demo
+NS=${BARN_DEMO_NS:-barn-demo}
 inventory=${BARN_DEMO_INVENTORY:-$top/demo/pigsty-trio.yml}
 export BARN_HOME=$HOME/.barn-demo
 net_dir=$HOME/.barn-demo-net
 export BARN_NET_STATE=$net_dir/netstate
-export BARN_RUNTIME_DIR=/tmp/barn-demo-$(id -u)
+export BARN_RUNTIME_DIR=/tmp/$NS-$(id -u)
 marker=$net_dir/created-etc-qemu   # we created the host's /etc/qemu mount point
+created=$net_dir/created           # what up created under /etc/netns: "dir PATH" or "file SHA256 PATH"
 hosts_file=$net_dir/ansible-hosts.yml
 
 t0=$(date +%s)
@@ -84,12 +90,25 @@ need_root() {
   command -v ip >/dev/null || die "ip (iproute2) is missing; run: sudo scripts/install-deps.sh"
 }
 
+# record LINE appends what the demo created to $created (0600).
+record() { (umask 077; printf '%s\n' "$1" >> "$created"); }
+
+# make_dir DIR creates DIR (0755) when missing and records it.
+make_dir() {
+  [ -d "$1" ] && return
+  mkdir -m 0755 "$1"
+  record "dir $1"
+}
+
 # etc_qemu makes sure `ip netns exec` can bind /etc/netns/$NS/qemu over
 # /etc/qemu: the namespace's directory exists, and so does the host mount
 # point (created empty, and remembered, only when missing).
 etc_qemu() {
-  mkdir -p "/etc/netns/$NS/qemu" "$net_dir"
+  mkdir -p "$net_dir"
   chmod 0700 "$net_dir"
+  make_dir /etc/netns
+  make_dir "/etc/netns/$NS"
+  make_dir "/etc/netns/$NS/qemu"
   if [ ! -d /etc/qemu ]; then
     mkdir -m 0755 /etc/qemu
     : > "$marker"
@@ -101,11 +120,41 @@ etc_qemu() {
 # when it has none, so barn-net hosts edits that one and never /etc/hosts.
 etc_hosts() {
   local own=/etc/netns/$NS/hosts
-  [ -f "$own" ] && return
-  mkdir -p "/etc/netns/$NS"
+  [ -e "$own" ] || [ -L "$own" ] && return
+  etc_qemu # the namespace's directory, recorded
   cp /etc/hosts "$own" 2>/dev/null || : > "$own"
   chmod 0644 "$own"
-  log "created $own (the namespace's own /etc/hosts; removed by demo-down)"
+  record "file $(sha256sum < "$own" | cut -c1-64) $own"
+  log "created $own (the namespace's own /etc/hosts; demo-down removes it while it is as written)"
+}
+
+# remove_created undoes $created in reverse: a file only while it is a
+# regular file with the recorded sha256, a directory only when empty
+# (rmdir). What stays is logged, kept in $created and returned as 1.
+remove_created() {
+  [ -f "$created" ] || return 0
+  local line kind a b left=() rc=0
+  while IFS= read -r line; do
+    read -r kind a b <<<"$line"
+    case $kind in
+      file)
+        if [ ! -e "$b" ] && [ ! -L "$b" ]; then continue
+        elif [ -L "$b" ] || [ ! -f "$b" ] || [ "$(sha256sum < "$b" | cut -c1-64)" != "$a" ]; then
+          log "kept $b: it changed since the demo wrote it (next: diff /etc/hosts $b, remove it yourself)"
+        else rm -f -- "$b"; log "removed $b (the demo wrote it)"; continue
+        fi ;;
+      dir)
+        if [ ! -e "$a" ] && [ ! -L "$a" ]; then continue
+        elif [ ! -L "$a" ] && [ -d "$a" ] && rmdir -- "$a" 2>/dev/null; then log "removed the directory $a (the demo created it)"; continue
+        else log "kept $a: it holds what the demo did not create (next: ls -la $a)"
+        fi ;;
+      *) log "kept the unreadable line of $created: $line" ;;
+    esac
+    left=("$line" "${left[@]}") rc=1
+  done < <(tac "$created")
+  if [ ${#left[@]} -eq 0 ]; then rm -f -- "$created"
+  else printf '%s\n' "${left[@]}" > "$created"; fi
+  return $rc
 }
 
 up() {
@@ -271,8 +320,10 @@ down() {
     log "deleting network namespace $NS"
     ip netns del "$NS"
   fi
-  rm -rf "/etc/netns/$NS"
-  rmdir /etc/netns 2>/dev/null || true
+  remove_created || true
+  if [ -e "/etc/netns/$NS" ] && ! grep -qx "dir /etc/netns/$NS" "$created" 2>/dev/null; then
+    log "kept /etc/netns/$NS: the demo has no record of creating it (next: ls -la /etc/netns/$NS)"
+  fi
   if [ -f "$marker" ]; then
     if compgen -G '/etc/netns/*/qemu' >/dev/null; then
       # Keep the marker: the next `make demo-down` removes it.

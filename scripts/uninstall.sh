@@ -14,8 +14,10 @@
 #             the build cache of `make image` (build-image.sh --remove-cache)
 #   --yes     do not ask (scripts); otherwise each destructive step asks
 #
-#   0. the demo lab, when this user has one (~/.barn-demo, ~/.barn-demo-net):
-#      scripts/demo.sh down (its namespace, /etc/netns/barn-demo, its network)
+#   0. the demo lab, when this user has one (~/.barn-demo, ~/.barn-demo-net),
+#      after asking (--yes: without): scripts/demo.sh down (its nodes with
+#      their disks and keys, its namespace, its network, what it recorded
+#      creating under /etc/netns)
 #   1. barn-node destroy [--purge]          every node (QEMU, disks, taps)
 #   2. barn-node ssh-config --remove         the Include line, ~/.ssh/barn_config
 #                                            (and ~/.ssh, ~/.ssh/config if Barn created them)
@@ -60,9 +62,15 @@ ask() {
 
 # 0. The demo lab keeps its own state root, network manifest and namespace;
 # demo.sh down removes them (its image cache stays until step 5).
+# It destroys a lab, disks included, so it runs only when asked for.
+demo_kept=
 if [ -e "$HOME/.barn-demo" ] || [ -e "$HOME/.barn-demo-net" ]; then
-  step "removing the demo lab (scripts/demo.sh down)"
-  $sudo env HOME="$HOME" "$top/scripts/demo.sh" down
+  if ask "destroy the demo lab in $HOME/.barn-demo (its nodes, disks and keys: scripts/demo.sh down)?"; then
+    step "removing the demo lab (scripts/demo.sh down)"
+    $sudo env HOME="$HOME" ${BARN_DEMO_NS:+BARN_DEMO_NS=$BARN_DEMO_NS} "$top/scripts/demo.sh" down
+  else
+    demo_kept=1
+  fi
 fi
 
 home=$("$bin/barn-state" path --jq .root)
@@ -82,12 +90,16 @@ if [ -n "$images" ]; then
   demo_home=$HOME/.barn-demo
   for h in "$home" "$demo_home"; do
     [ -d "$h/images" ] || continue
+    if [ "$h" = "$demo_home" ] && [ -n "$demo_kept" ]; then
+      step "kept the demo's image cache $h/images (the demo lab, kept, uses it)"
+      continue
+    fi
     step "the verified image cache $(BARN_HOME=$h "$bin/barn-repo" purge --dry-run --text | tail -n 1)"
     if ask "remove the image cache $h/images?"; then
       BARN_HOME=$h "$bin/barn-repo" purge --yes --text >/dev/null
       step "removed the image cache $h/images"
       if [ "$h" = "$demo_home" ]; then # the demo's root goes with its cache (demo.sh down purged the rest)
-        BARN_HOME=$h BARN_RUNTIME_DIR=/tmp/barn-demo-$(id -u) "$bin/barn-node" purge --text >&2
+        BARN_HOME=$h BARN_RUNTIME_DIR=/tmp/${BARN_DEMO_NS:-barn-demo}-$(id -u) "$bin/barn-node" purge --text >&2
       fi
     fi
   done
@@ -109,5 +121,8 @@ fi
 
 if [ -e "$home" ]; then
   step "kept $home (barn-node purge says what keeps it; make uninstall PURGE=1 IMAGES=1 removes all of it)"
+fi
+if [ -n "$demo_kept" ]; then
+  step "kept the demo lab in $HOME/.barn-demo (next: make demo-down)"
 fi
 step "done"

@@ -60,6 +60,10 @@ func TestUninstall(t *testing.T) {
 			return err
 		}
 		env.Defer(undoEtc)
+		// The namespace name demo.sh down is run with (never created as a
+		// namespace); its /etc/netns directory is the script's own.
+		env.Setenv("DEMO_NS", ns+"d")
+		env.Defer(func() { _ = os.RemoveAll(filepath.Join("/etc/netns", ns+"d")) })
 		// The namespace's own hosts file, as a person (or the demo) makes it.
 		hosts, err := os.ReadFile("/etc/hosts")
 		if err != nil {

@@ -47,6 +47,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"barn.dev/lib/quote"
 )
 
 // BinaryName is the command name the fake answers to.
@@ -170,7 +172,7 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 		}
 		i++
 		v := args[i]
-		opts := splitOpts(v)
+		opts := quote.SplitQEMUOpts(v)
 		switch flag {
 		case "-name":
 			cfg.name = opts[0]
@@ -310,27 +312,6 @@ func optValue(opts []string, key string) string {
 		}
 	}
 	return ""
-}
-
-// splitOpts splits a QEMU option string at single commas; ",," is a
-// literal comma.
-func splitOpts(s string) []string {
-	var out []string
-	var cur strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == ',' {
-			if i+1 < len(s) && s[i+1] == ',' {
-				cur.WriteByte(',')
-				i++
-				continue
-			}
-			out = append(out, cur.String())
-			cur.Reset()
-			continue
-		}
-		cur.WriteByte(s[i])
-	}
-	return append(out, cur.String())
 }
 
 // Invoked reports whether this process was started as the fake (argv[0]'s

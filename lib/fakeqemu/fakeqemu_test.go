@@ -138,14 +138,6 @@ func TestMainExitStatus(t *testing.T) {
 	}
 }
 
-func TestSplitOpts(t *testing.T) {
-	got := splitOpts("unix:/a,,b,server=on,,x,wait=off")
-	want := []string{"unix:/a,b", "server=on,x", "wait=off"}
-	if strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Fatalf("%q", got)
-	}
-}
-
 // TestSmokeStart: the fake stays up for a smoke start, as QEMU does, and
 // aborts a KVM one in kvm-broken mode.
 func TestSmokeStart(t *testing.T) {

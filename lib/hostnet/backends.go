@@ -59,7 +59,7 @@ func (h *Host) PlanInstall(o Observed, opt Options) (Plan, error) {
 		p.add(Step{ID: "bridge-add", Kind: KindBridgeAdd, Link: br, Summary: fmt.Sprintf("create bridge %s (netlink)", br)})
 		p.add(Step{ID: "addr-add", Kind: KindAddrAdd, Link: br, Address: sn.HostCIDR(), Summary: fmt.Sprintf("add %s to %s", sn.HostCIDR(), br)})
 		p.add(Step{ID: "link-up", Kind: KindLinkUp, Link: br, Summary: fmt.Sprintf("bring %s up", br)})
-		p.Notes = append(p.Notes, "netlink bridges do not survive a reboot; run barn-net install again after booting (the manifest makes it a repair, not a takeover)")
+		p.Notes = append(p.Notes, NoteNetlinkReboot)
 	case BackendNetworkManager:
 		if err := h.planNM(&p, o, sn); err != nil {
 			return p, err
@@ -73,13 +73,22 @@ func (h *Host) PlanInstall(o Observed, opt Options) (Plan, error) {
 	p.add(Step{ID: "attach-proof", Kind: KindAttachProof, Link: br, Path: h.Helper,
 		Summary: fmt.Sprintf("prove readiness: an unprivileged QEMU attaches a virtio-net NIC to %s through %s; roll everything back if it does not", br, h.Helper)})
 	if backend == BackendNetworkd {
-		if u := o.Networkd.Units["systemd-networkd.service"]; u.Enabled != "enabled" {
-			p.add(Step{ID: "networkd-enable", Kind: KindCommand, Argv: []string{"systemctl", "enable", "systemd-networkd"},
-				UndoArgv: []string{"systemctl", "disable", "systemd-networkd"}, Summary: "persist after the attach proof: systemctl enable systemd-networkd"})
+		switch u := o.Networkd.Units[networkdService]; u.Enabled {
+		case "enabled":
+		case "disabled":
+			p.add(Step{ID: "networkd-enable", Kind: KindUnitEnable, Unit: networkdService, Was: u.Enabled,
+				Summary: fmt.Sprintf("persist after the attach proof: systemctl enable %s (was %s, restored on uninstall while still enabled)", networkdService, u.Enabled)})
+		default:
+			p.Notes = append(p.Notes, fmt.Sprintf("%s is %s, so Barn leaves its enablement alone (systemctl disable could not restore that): the bridge comes back after a reboot only if networkd starts", networkdService, u.Enabled))
 		}
 	}
 	return p, nil
 }
+
+// NoteNetlinkReboot is the netlink plan's note on reboots. barn-net install
+// does not repair a missing bridge (it refuses with installed_drifted), so
+// the note names the two commands that do bring it back.
+const NoteNetlinkReboot = "netlink bridges do not survive a reboot; after one, run barn-net uninstall --yes, then barn-net install"
 
 // planHelperSteps adds the bridge.conf block and the helper's setuid bit.
 func (h *Host) planHelperSteps(p *Plan, o Observed) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,15 @@ func realPaths() *Host {
 	return &Host{EtcDir: "/etc", StateDir: "/var/lib/barn", RunDir: "/run", Helper: HelperPaths[0], Bridge: "barn0"}
 }
 
+// UUIDs of NetworkManager connections in the tests: the wired one every
+// host has, the one the fake nmcli assigns to Barn's add, and a foreign
+// bridge connection of Barn's name.
+const (
+	wiredUUID   = "5f0c3a4e-1111-4a4a-9b9b-0123456789ab"
+	barnUUID    = "9d8c7b6a-2222-4c4c-8d8d-ba9876543210"
+	foreignUUID = "0a1b2c3d-3333-4e4e-8f8f-001122334455"
+)
+
 func baseObserved() Observed {
 	return Observed{
 		Detected: BackendNetlink,
@@ -31,7 +41,7 @@ func baseObserved() Observed {
 		BridgeConf: FileState{Path: "/etc/qemu/bridge.conf"},
 		QemuDir:    FileState{Path: "/etc/qemu"},
 		Helper:     FileState{Path: HelperPaths[0], Exists: true, Mode: "0755"},
-		NM:         NMState{Connections: []string{}},
+		NM:         NMState{Connections: []NMConn{}},
 		Networkd: NetworkdState{Units: map[string]UnitState{}, Claims: []string{},
 			Dir: FileState{Path: "/etc/systemd/network", Exists: true, Dir: true, Mode: "0755"}, Netdev: FileState{Path: "/etc/systemd/network/80-barn0.netdev"},
 			Net: FileState{Path: "/etc/systemd/network/80-barn0.network"}},
@@ -59,12 +69,12 @@ func goldenStates() map[string]func() (Observed, Options) {
 		},
 		"networkmanager": func() (Observed, Options) {
 			o := baseObserved()
-			o.Detected, o.NM = BackendNetworkManager, NMState{Running: true, Connections: []string{"Wired connection 1"}}
+			o.Detected, o.NM = BackendNetworkManager, NMState{Running: true, Connections: []NMConn{{Name: "Wired connection 1", UUID: wiredUUID, Type: "802-3-ethernet"}}}
 			return o, Options{}
 		},
 		"networkmanager-firewalld": func() (Observed, Options) {
 			o := baseObserved()
-			o.Detected, o.NM = BackendNetworkManager, NMState{Running: true, Firewalld: true, Connections: []string{"Wired connection 1"}}
+			o.Detected, o.NM = BackendNetworkManager, NMState{Running: true, Firewalld: true, Connections: []NMConn{{Name: "Wired connection 1", UUID: wiredUUID, Type: "802-3-ethernet"}}}
 			return o, Options{}
 		},
 		"networkd-active": func() (Observed, Options) {
@@ -149,7 +159,7 @@ func TestPlanRefusals(t *testing.T) {
 			o.Manifest = &Manifest{Status: StatusInstalled, Backend: BackendNetlink, Bridge: "barn0", CIDR: "10.10.20.0/24"}
 		}, exitcode.Conflict, "installed_differently"},
 		{"nm connection exists", func(o *Observed, opt *Options) {
-			o.NM = NMState{Running: true, Connections: []string{"barn0"}}
+			o.NM = NMState{Running: true, Connections: []NMConn{{Name: "barn0", UUID: foreignUUID, Type: "bridge"}}}
 			opt.Backend = BackendNetworkManager
 		}, exitcode.Conflict, "bridge_foreign"},
 		{"nm not running", func(_ *Observed, opt *Options) { opt.Backend = BackendNetworkManager }, exitcode.Capability, "backend_unavailable"},
@@ -266,15 +276,28 @@ type fakeHost struct {
 }
 
 // fakeLinks is a LinkOps without a kernel: NM and networkd never call the
-// mutating methods (they go through nmcli/networkctl).
-type fakeLinks struct{ links []LinkInfo }
+// mutating methods (they go through nmcli/networkctl). While the file
+// bridgeIf exists (the fake networkctl writes it on reload, as networkd
+// would create the .netdev's bridge), Links lists bridge too.
+type fakeLinks struct {
+	links    []LinkInfo
+	bridgeIf string
+	bridge   LinkInfo
+}
 
-func (f fakeLinks) Links() ([]LinkInfo, error) { return f.links, nil }
+func (f fakeLinks) Links() ([]LinkInfo, error) {
+	if _, err := os.Stat(f.bridgeIf); f.bridgeIf != "" && err == nil {
+		return append(slices.Clone(f.links), f.bridge), nil
+	}
+	return f.links, nil
+}
 func (f fakeLinks) Routes() ([]RouteInfo, error) {
 	return []RouteInfo{{Dst: "192.168.1.0/24", Dev: "eth0"}}, nil
 }
-func (fakeLinks) AddBridge(string) error { return errors.New("netlink used by a non-netlink backend") }
-func (fakeLinks) DelLink(string) error   { return errors.New("netlink used by a non-netlink backend") }
+func (fakeLinks) AddBridge(string, string, string) error {
+	return errors.New("netlink used by a non-netlink backend")
+}
+func (fakeLinks) DelLinkIndex(int) error { return errors.New("netlink used by a non-netlink backend") }
 func (fakeLinks) AddAddr(string, string) error {
 	return errors.New("netlink used by a non-netlink backend")
 }
@@ -300,30 +323,44 @@ func newFakeHost(t *testing.T, nm bool, networkdActive string) *fakeHost {
 		state("nm", "asleep")
 	}
 	state("networkd", networkdActive)
+	state("networkd-enabled", "disabled")
 	script := func(name, body string) {
 		must(t, os.WriteFile(filepath.Join(root, "bin", name), []byte("#!/bin/sh\necho \""+name+" $*\" >> "+log+"\nF="+root+"/fake\n"+body), 0o755))
 	}
+	state("nm-connections", wiredUUID+":802-3-ethernet:Wired connection 1\n")
 	script("nmcli", `case "$*" in
 "-t -f RUNNING general") cat $F/nm; echo ;;
-"-t -f NAME connection show") echo "Wired connection 1" ;;
+"-t -f UUID,TYPE,NAME connection show") cat $F/nm-connections ;;
+"connection add type bridge con-name "*) echo "`+barnUUID+`:bridge:$6" >> $F/nm-connections
+  echo "Connection '$6' (`+barnUUID+`) successfully added." ;;
+"connection delete uuid "*) grep -v "^$4:" $F/nm-connections > $F/nm-c; mv $F/nm-c $F/nm-connections ;;
 esac
 exit 0
 `)
 	script("systemctl", `case "$1 $2" in
 "is-active systemd-networkd.service") cat $F/networkd; echo; [ "$(cat $F/networkd)" = active ] ;;
 "is-active "*) echo inactive; exit 3 ;;
-"is-enabled systemd-networkd.service") echo disabled; exit 1 ;;
+"is-enabled systemd-networkd.service") cat $F/networkd-enabled; echo; [ "$(cat $F/networkd-enabled)" = enabled ] ;;
 "is-enabled "*) echo static; exit 0 ;;
-"start systemd-networkd") echo -n active > $F/networkd ;;
-"stop systemd-networkd") echo -n inactive > $F/networkd ;;
+"start systemd-networkd.service") echo -n active > $F/networkd ;;
+"stop systemd-networkd.service") echo -n inactive > $F/networkd ;;
+"enable systemd-networkd.service") echo -n enabled > $F/networkd-enabled ;;
+"disable systemd-networkd.service") echo -n disabled > $F/networkd-enabled ;;
 esac
 [ -e $F/fail-$1 ] && { echo "fake failure of systemctl $1" >&2; exit 1; }
 exit 0
 `)
-	script("networkctl", "exit 0\n")
+	script("networkctl", `case "$1" in
+reload) touch $F/bridge ;;
+delete) rm -f $F/bridge ;;
+esac
+exit 0
+`)
 	h := &Host{EtcDir: filepath.Join(root, "etc"), StateDir: filepath.Join(root, "state"), RunDir: filepath.Join(root, "run"),
 		Helper: helper, Bridge: "barn0", UID: 0, Runner: ExecRunner{Path: filepath.Join(root, "bin")},
-		Link:   fakeLinks{links: []LinkInfo{{Name: "eth0", Kind: "device", Up: true, Addrs: []string{"192.168.1.20/24"}}}},
+		Link: fakeLinks{links: []LinkInfo{{Name: "eth0", Kind: "device", Up: true, Addrs: []string{"192.168.1.20/24"}}},
+			bridgeIf: filepath.Join(root, "fake", "bridge"),
+			bridge:   LinkInfo{Name: "barn0", Index: 7, Kind: "bridge", MAC: NetworkdMAC("barn0", mustSubnet(DefaultCIDR)), Up: true, Addrs: []string{"10.10.10.1/24"}}},
 		Prover: func(ctx context.Context, h *Host, p *Plan) error { return nil }}
 	if os.Geteuid() != 0 {
 		t.Skip("the helper must be root-owned for install; run as root")
@@ -379,10 +416,13 @@ func TestNetworkManagerAgainstFakes(t *testing.T) {
 	}
 	wantLog(t, "install", f.mutations(t),
 		"nmcli connection add type bridge con-name barn0 ifname barn0 ipv4.method manual ipv4.addresses 10.10.10.1/24 ipv6.method disabled bridge.stp no connection.autoconnect yes",
-		"nmcli connection up barn0")
+		"nmcli connection up uuid "+barnUUID)
 	conf, _ := os.ReadFile(f.BridgeConf())
 	if string(conf) != ManagedBlock("barn0") {
 		t.Fatalf("bridge.conf %q", conf)
+	}
+	if m, _ := f.ReadManifest(); m.Created.NMConnection == nil || m.Created.NMConnection.UUID != barnUUID {
+		t.Fatalf("the manifest must record the UUID nmcli answered: %+v", m.Created)
 	}
 	f.Link = fakeLinks{links: []LinkInfo{{Name: "barn0", Kind: "bridge", Up: true, Addrs: []string{"10.10.10.1/24"}},
 		{Name: "vnet0", Kind: "tuntap", Master: "barn0", Addrs: []string{}}}}
@@ -393,7 +433,7 @@ func TestNetworkManagerAgainstFakes(t *testing.T) {
 	if _, err := f.Uninstall(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	wantLog(t, "uninstall", f.mutations(t), "nmcli connection delete barn0")
+	wantLog(t, "uninstall", f.mutations(t), "nmcli connection delete uuid "+barnUUID)
 	if _, err := os.Stat(f.BridgeConf()); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("bridge.conf should be gone: %v", err)
 	}
@@ -403,6 +443,52 @@ func TestNetworkManagerAgainstFakes(t *testing.T) {
 	if m, _ := f.ReadManifest(); m != nil {
 		t.Fatal("manifest left behind")
 	}
+}
+
+// TestNetworkManagerForeignConnectionKept: Barn's connection was deleted
+// and someone added their own "barn0" (another UUID). Uninstall deletes no
+// connection (the old code ran nmcli connection delete barn0, which hits
+// every connection of that name), says it kept it, and still removes
+// everything else Barn wrote.
+func TestNetworkManagerForeignConnectionKept(t *testing.T) {
+	f := newFakeHost(t, true, "inactive")
+	if _, err := f.install(t, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	f.mutations(t)
+	conns := filepath.Join(f.root, "fake", "nm-connections")
+	must(t, os.WriteFile(conns, []byte(wiredUUID+":802-3-ethernet:Wired connection 1\n"+foreignUUID+":bridge:barn0\n"), 0o644))
+	p, err := f.Uninstall(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLog(t, "uninstall", f.mutations(t))
+	if !notesContain(p, "kept: ", "next: nmcli connection show barn0") {
+		t.Fatalf("notes must name the kept connection and the next step: %q", p.Notes)
+	}
+	if b, _ := os.ReadFile(conns); !strings.Contains(string(b), foreignUUID) {
+		t.Fatalf("the foreign connection is gone: %q", b)
+	}
+	if _, err := os.Stat(f.BridgeConf()); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("bridge.conf should be gone: %v", err)
+	}
+	if m, _ := f.ReadManifest(); m != nil {
+		t.Fatal("manifest left behind")
+	}
+}
+
+// notesContain reports whether one note of p contains all of subs.
+func notesContain(p Plan, subs ...string) bool {
+	for _, n := range p.Notes {
+		all := true
+		for _, s := range subs {
+			all = all && strings.Contains(n, s)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 func TestNetworkdAgainstFakes(t *testing.T) {
@@ -418,7 +504,7 @@ func TestNetworkdAgainstFakes(t *testing.T) {
 	if strings.Join(ids, ",") != "write-manifest,networkd-dir,netdev-unit,network-unit,networkd-start,networkd-reload,networkd-reconfigure,qemu-dir,bridge-conf,helper-setuid,attach-proof,networkd-enable" {
 		t.Fatalf("steps %v", ids)
 	}
-	wantLog(t, "install", f.mutations(t), "systemctl start systemd-networkd", "networkctl reload", "networkctl reconfigure barn0", "systemctl enable systemd-networkd")
+	wantLog(t, "install", f.mutations(t), "systemctl start systemd-networkd.service", "networkctl reload", "networkctl reconfigure barn0", "systemctl enable systemd-networkd.service")
 	nw, _ := os.ReadFile(f.networkdFile(".network"))
 	if !strings.Contains(string(nw), "Address=10.10.10.1/24\nConfigureWithoutCarrier=yes") {
 		t.Fatalf(".network %q", nw)
@@ -427,11 +513,50 @@ func TestNetworkdAgainstFakes(t *testing.T) {
 	if m.Prestate.Units["systemd-networkd.service"] != (UnitState{Active: "inactive", Enabled: "disabled"}) {
 		t.Fatalf("prestate units %v", m.Prestate.Units)
 	}
+	if id := m.Created.Bridge; id == nil || id.Index != 7 || id.MAC != NetworkdMAC("barn0", mustSubnet(DefaultCIDR)) {
+		t.Fatalf("the manifest must pin the bridge networkd made (MAC and ifindex): %+v", id)
+	}
 	if _, err := f.Uninstall(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	wantLog(t, "uninstall (reverse order)", f.mutations(t), "systemctl disable systemd-networkd", "networkctl delete barn0", "systemctl stop systemd-networkd")
+	wantLog(t, "uninstall (reverse order)", f.mutations(t), "systemctl disable systemd-networkd.service", "networkctl delete 7", "systemctl stop systemd-networkd.service")
 	for _, p := range []string{f.networkdFile(".netdev"), f.NetworkdDir(), f.QemuConfDir()} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s should be gone: %v", p, err)
+		}
+	}
+}
+
+// TestNetworkdForeignBridgeKept: after install the .netdev's bridge was
+// replaced by someone else's barn0 (another MAC, another ifindex), and the
+// unit was stopped and disabled by its admin. Uninstall deletes no link
+// (the old undo was networkctl delete barn0), changes no unit, keeps and
+// names both, and removes Barn's files.
+func TestNetworkdForeignBridgeKept(t *testing.T) {
+	f := newFakeHost(t, false, "inactive")
+	if _, err := f.install(t, Options{Backend: BackendNetworkd}); err != nil {
+		t.Fatal(err)
+	}
+	f.mutations(t)
+	fl := f.Link.(fakeLinks)
+	fl.bridge.MAC, fl.bridge.Index = "52:54:00:12:34:56", 9
+	f.Link = fl
+	must(t, os.WriteFile(filepath.Join(f.root, "fake", "networkd"), []byte("failed"), 0o644))
+	p, err := f.Uninstall(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLog(t, "uninstall", f.mutations(t), "systemctl disable systemd-networkd.service")
+	if !notesContain(p, "kept: barn0 is not the bridge Barn created", "MAC 52:54:00:12:34:56", "ifindex 9, recorded 7", "next: ip -d link show barn0") {
+		t.Fatalf("notes must name the kept bridge, what differs and the next step: %q", p.Notes)
+	}
+	if !notesContain(p, "kept: systemd-networkd.service is failed", "next: systemctl status systemd-networkd.service") {
+		t.Fatalf("notes must name the unit left alone: %q", p.Notes)
+	}
+	if _, err := os.Stat(filepath.Join(f.root, "fake", "bridge")); err != nil {
+		t.Fatalf("the foreign bridge is gone: %v", err)
+	}
+	for _, p := range []string{f.networkdFile(".netdev"), f.networkdFile(".network"), f.BridgeConf()} {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("%s should be gone: %v", p, err)
 		}
@@ -446,7 +571,7 @@ func TestNetworkdRollbackAgainstFakes(t *testing.T) {
 	if exitcode.ClassOf(err) != exitcode.Capability || !strings.Contains(err.Error(), "rolled back") {
 		t.Fatalf("want a rolled-back capability error, got %v", err)
 	}
-	wantLog(t, "install then rollback", f.mutations(t), "networkctl reload", "networkctl reconfigure barn0", "networkctl delete barn0")
+	wantLog(t, "install then rollback", f.mutations(t), "networkctl reload", "networkctl reconfigure barn0", "networkctl delete 7")
 	if m, _ := f.ReadManifest(); m != nil {
 		t.Fatal("manifest left after rollback")
 	}
@@ -613,5 +738,29 @@ func TestInspectNMFailsWhenSystemctlCannotAnswer(t *testing.T) {
 	})
 	if s, err := h.inspectNM(context.Background()); err != nil || s.Firewalld {
 		t.Fatalf("inactive firewalld: %+v, %v", s, err)
+	}
+}
+
+// TestLegacyUndoByNameKept: a manifest written before identities were
+// recorded lists "nmcli connection delete barn0" as an undo. That acts by
+// name on whatever holds it now, so uninstall keeps it and says so; the
+// rest (here the manifest) is still undone.
+func TestLegacyUndoByNameKept(t *testing.T) {
+	h := realPaths()
+	h.ProcDir = t.TempDir() // no processes
+	o := baseObserved()
+	o.Manifest = &Manifest{Schema: ManifestSchema, Status: StatusInstalled, Backend: BackendNetworkManager, Bridge: "barn0", CIDR: DefaultCIDR,
+		Steps: []Step{{ID: "write-manifest", Kind: KindManifest, Path: h.ManifestPath()},
+			{ID: "nm-connection-add", Kind: KindCommand, Argv: []string{"nmcli", "connection", "add"}, UndoArgv: []string{"nmcli", "connection", "delete", "barn0"}}},
+		Applied: 2}
+	p, err := h.PlanUninstall(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !notesContain(p, "kept: step nm-connection-add was recorded by an older barn-net", "nmcli connection delete barn0", "next: nmcli connection show") {
+		t.Fatalf("notes %q", p.Notes)
+	}
+	if len(p.Steps) != 1 || p.Steps[0].Kind != KindManifest {
+		t.Fatalf("steps %+v: want only the manifest's removal", p.Steps)
 	}
 }

@@ -32,7 +32,7 @@ type Observed struct {
 type NMState struct {
 	Running     bool     `json:"running"`
 	Firewalld   bool     `json:"firewalld"`
-	Connections []string `json:"connections"`
+	Connections []NMConn `json:"connections"`
 }
 
 // NetworkdState is systemd-networkd's state and the activation-safety scan.
@@ -114,22 +114,15 @@ func (h *Host) unitState(ctx context.Context, verb, unit string) (string, error)
 }
 
 func (h *Host) inspectNM(ctx context.Context) (NMState, error) {
-	s := NMState{Connections: []string{}}
+	s := NMState{Connections: []NMConn{}}
 	out, err := h.run(ctx, "nmcli", "-t", "-f", "RUNNING", "general")
 	if err != nil || out != "running" {
 		return s, nil // no NetworkManager answering: not the backend in charge
 	}
 	s.Running = true
-	out, err = h.run(ctx, "nmcli", "-t", "-f", "NAME", "connection", "show")
-	if err != nil {
-		return s, exitcode.Wrap(exitcode.Runtime, err, "listing NetworkManager connections").WithReason("host_inspection_failed")
+	if s.Connections, err = h.nmConnections(ctx); err != nil {
+		return s, err
 	}
-	for _, l := range strings.Split(out, "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			s.Connections = append(s.Connections, l)
-		}
-	}
-	sort.Strings(s.Connections)
 	fw, err := h.unitState(ctx, "is-active", "firewalld")
 	if err != nil {
 		return s, err

@@ -11,7 +11,10 @@ import (
 // LinkInfo is one network interface as observed.
 type LinkInfo struct {
 	Name   string   `json:"name"`
-	Kind   string   `json:"kind"` // netlink type: bridge, tuntap, dummy, device, veth, …
+	Index  int      `json:"ifindex,omitempty"` // the kernel's ifindex in this network namespace
+	Kind   string   `json:"kind"`              // netlink type: bridge, tuntap, dummy, device, veth, …
+	MAC    string   `json:"mac,omitempty"`     // hardware address, lower-case colon form
+	Alias  string   `json:"alias,omitempty"`   // IFLA_IFALIAS ("ip link set NAME alias …")
 	Up     bool     `json:"up"`
 	Master string   `json:"master,omitempty"` // bridge this link is attached to
 	Addrs  []string `json:"addrs"`            // IPv4 addresses in CIDR form, sorted
@@ -29,8 +32,12 @@ type RouteInfo struct {
 type LinkOps interface {
 	Links() ([]LinkInfo, error)
 	Routes() ([]RouteInfo, error)
-	AddBridge(name string) error
-	DelLink(name string) error
+	// AddBridge creates bridge name with hardware address mac (colon form)
+	// and, when alias is not "", sets its IFLA_IFALIAS.
+	AddBridge(name, mac, alias string) error
+	// DelLinkIndex deletes the link with this ifindex (never by name, so a
+	// link renamed or replaced after Barn's identity check is not hit).
+	DelLinkIndex(index int) error
 	AddAddr(link, cidr string) error
 	DelAddr(link, cidr string) error
 	SetUp(link string) error
@@ -52,7 +59,8 @@ func (NetlinkOps) Links() ([]LinkInfo, error) {
 	out := make([]LinkInfo, 0, len(links))
 	for _, l := range links {
 		a := l.Attrs()
-		li := LinkInfo{Name: a.Name, Kind: l.Type(), Up: a.Flags&net.FlagUp != 0, Addrs: []string{}}
+		li := LinkInfo{Name: a.Name, Index: a.Index, Kind: l.Type(), MAC: a.HardwareAddr.String(), Alias: a.Alias,
+			Up: a.Flags&net.FlagUp != 0, Addrs: []string{}}
 		if a.MasterIndex > 0 {
 			li.Master = byIndex[a.MasterIndex]
 		}
@@ -102,24 +110,36 @@ func (NetlinkOps) Routes() ([]RouteInfo, error) {
 	return out, nil
 }
 
-// AddBridge creates a bridge link (STP off, the kernel default).
-func (NetlinkOps) AddBridge(name string) error {
+// AddBridge creates a bridge link (STP off, the kernel default) with the
+// hardware address mac, set in the creating request itself; the kernel
+// ignores IFLA_IFALIAS there, so the alias is set right after.
+func (NetlinkOps) AddBridge(name, mac, alias string) error {
+	hw, err := net.ParseMAC(mac)
+	if err != nil {
+		return fmt.Errorf("bridge %s: %w", name, err)
+	}
 	la := netlink.NewLinkAttrs()
-	la.Name = name
-	if err := netlink.LinkAdd(&netlink.Bridge{LinkAttrs: la}); err != nil {
+	la.Name, la.HardwareAddr = name, hw
+	br := &netlink.Bridge{LinkAttrs: la}
+	if err := netlink.LinkAdd(br); err != nil {
 		return fmt.Errorf("creating bridge %s: %w", name, err)
+	}
+	if alias != "" {
+		if err := netlink.LinkSetAlias(br, alias); err != nil {
+			return fmt.Errorf("setting the alias of bridge %s: %w", name, err)
+		}
 	}
 	return nil
 }
 
-// DelLink deletes the link.
-func (NetlinkOps) DelLink(name string) error {
-	l, err := netlink.LinkByName(name)
+// DelLinkIndex deletes the link with this ifindex.
+func (NetlinkOps) DelLinkIndex(index int) error {
+	l, err := netlink.LinkByIndex(index)
 	if err != nil {
-		return fmt.Errorf("finding %s: %w", name, err)
+		return fmt.Errorf("finding ifindex %d: %w", index, err)
 	}
 	if err := netlink.LinkDel(l); err != nil {
-		return fmt.Errorf("deleting %s: %w", name, err)
+		return fmt.Errorf("deleting %s (ifindex %d): %w", l.Attrs().Name, index, err)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -311,7 +312,7 @@ func TestLiveModifiedOwnedFileBlocksUninstall(t *testing.T) {
 			t.Fatalf("want integrity owned_file_modified, got %v", err)
 		}
 		// Nothing was removed: the bridge is still there.
-		if !h.linkExists("barn0") {
+		if linkNamed(t, h, "barn0") == nil {
 			t.Fatal("refused uninstall removed the bridge")
 		}
 		must(t, os.WriteFile("/etc/qemu/bridge.conf", good, 0o640))
@@ -319,6 +320,102 @@ func TestLiveModifiedOwnedFileBlocksUninstall(t *testing.T) {
 			t.Fatal(err)
 		}
 		sameSnap(t, "uninstall after repair", before, snap(t, h))
+	})
+}
+
+// linkNamed is the link called name, nil when there is none.
+func linkNamed(t *testing.T, h *Host, name string) *LinkInfo {
+	t.Helper()
+	links, err := h.Link.Links()
+	must(t, err)
+	for i := range links {
+		if links[i].Name == name {
+			return &links[i]
+		}
+	}
+	return nil
+}
+
+// TestLiveForeignBridgeKeptByUninstall: Barn's bridge vanished (a reboot,
+// or someone deleted it) and another barn0 took its name, first a plain
+// one, then one forged with Barn's recorded MAC and alias. Uninstall
+// deletes neither (the old undo deleted any link named barn0), says what
+// it kept and how to look at it, and still restores every file.
+func TestLiveForeignBridgeKeptByUninstall(t *testing.T) {
+	for _, forge := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "forged MAC and alias"}[forge], func(t *testing.T) {
+			live(t, func(t *testing.T, e *liveEnv) {
+				h := e.host
+				ctx := context.Background()
+				before := snap(t, h)
+				if _, err := install(t, h); err != nil {
+					t.Fatal(err)
+				}
+				m, err := h.ReadManifest()
+				must(t, err)
+				id := m.Created.Bridge
+				barns := linkNamed(t, h, "barn0")
+				if id == nil || barns == nil || id.Index != barns.Index || id.MAC != barns.MAC || barns.Alias != id.Alias || id.Alias == "" {
+					t.Fatalf("recorded identity %+v, link %+v", id, barns)
+				}
+				sh(t, "ip", "link", "del", "barn0")
+				sh(t, "ip", "link", "add", "barn0", "type", "bridge")
+				if forge {
+					sh(t, "ip", "link", "set", "barn0", "address", id.MAC)
+					sh(t, "ip", "link", "set", "barn0", "alias", id.Alias)
+				}
+				sh(t, "ip", "addr", "add", "192.168.77.1/24", "dev", "barn0")
+				sh(t, "ip", "link", "set", "barn0", "up")
+				foreign := linkNamed(t, h, "barn0")
+				p, err := h.Uninstall(ctx, func(s string) { t.Log(s) })
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := fmt.Sprintf("ifindex %d, recorded %d", foreign.Index, id.Index)
+				if !notesContain(p, "kept: barn0 is not the bridge Barn created", want, "next: ip -d link show barn0") {
+					t.Fatalf("notes %q: want the kept bridge, %q and a next: hint", p.Notes, want)
+				}
+				after := linkNamed(t, h, "barn0")
+				if after == nil || after.Index != foreign.Index || !slices.Contains(after.Addrs, "192.168.77.1/24") {
+					t.Fatalf("the foreign barn0 was touched: %+v", after)
+				}
+				sh(t, "ip", "link", "del", "barn0")
+				sameSnap(t, "uninstall that kept the foreign bridge", before, snap(t, h))
+			})
+		})
+	}
+}
+
+// TestLiveNetlinkRebootNoteIsTrue: the netlink plan's note on reboots says
+// what to do once the bridge is gone; doing exactly that works, and
+// install alone does not repair (the old note promised it would).
+func TestLiveNetlinkRebootNoteIsTrue(t *testing.T) {
+	live(t, func(t *testing.T, e *liveEnv) {
+		h := e.host
+		ctx := context.Background()
+		p, err := install(t, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(p.Notes, NoteNetlinkReboot) {
+			t.Fatalf("notes %q", p.Notes)
+		}
+		sh(t, "ip", "link", "del", "barn0") // what a reboot does to it
+		if _, err := install(t, h); exitcode.As(err) == nil || exitcode.As(err).Reason != "installed_drifted" {
+			t.Fatalf("install over a vanished bridge: %v (the note must not promise a repair)", err)
+		}
+		if _, err := h.Uninstall(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := install(t, h); err != nil {
+			t.Fatal(err)
+		}
+		if l := linkNamed(t, h, "barn0"); l == nil || !slices.Contains(l.Addrs, "10.10.10.1/24") {
+			t.Fatalf("barn0 after uninstall and install: %+v", l)
+		}
+		if _, err := h.Uninstall(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
 	})
 }
 
@@ -406,7 +503,7 @@ func TestLivePreflightMatrix(t *testing.T) {
 			_ = os.Remove("/etc/qemu/bridge.conf")
 			must(t, os.WriteFile("/etc/qemu/bridge.conf", []byte("allow barn0\n"), 0o644))
 			must(t, chmodRaw(h.Helper, 0o4755))
-			if h.linkExists("barn0") {
+			if linkNamed(t, h, "barn0") != nil {
 				sh(t, "ip", "link", "del", "barn0")
 			}
 			{

@@ -27,8 +27,11 @@ const (
 // Manifest records what Barn created and what existed before (the
 // prestate), at <StateDir>/network.json, mode 0600, root-owned.
 type Manifest struct {
-	Schema      string `json:"schema"`
-	Status      string `json:"status"`
+	Schema string `json:"schema"`
+	Status string `json:"status"`
+	// InstallID is random per install (16 hex digits); the netlink bridge
+	// carries it in its alias and MAC.
+	InstallID   string `json:"install_id,omitempty"`
 	Backend     string `json:"backend"`
 	Bridge      string `json:"bridge"`
 	CIDR        string `json:"cidr"`
@@ -42,6 +45,9 @@ type Manifest struct {
 	Applied int    `json:"applied"`
 	// Files maps every file Barn wrote to its sha256 after install.
 	Files map[string]string `json:"files"`
+	// Created is the identity of the bridge and connection Barn created
+	// (identity.go): written before they exist, completed after.
+	Created Created `json:"created"`
 }
 
 // Prestate is the host state Barn restores on uninstall.

@@ -7,10 +7,14 @@ import (
 	"barn.dev/lib/exitcode"
 )
 
-// NetdevUnit is the owned 80-<bridge>.netdev.
-func NetdevUnit(bridge string) string {
-	return "# Managed by Barn (barn-net); removed by barn-net uninstall.\n[NetDev]\nName=" + bridge + "\nKind=bridge\n"
+// NetdevUnit is the owned 80-<bridge>.netdev. MACAddress= marks the bridge
+// networkd creates from it as Barn's (NetworkdMAC).
+func NetdevUnit(bridge string, sn Subnet) string {
+	return "# Managed by Barn (barn-net); removed by barn-net uninstall.\n[NetDev]\nName=" + bridge + "\nKind=bridge\nMACAddress=" + NetworkdMAC(bridge, sn) + "\n"
 }
+
+// networkdService is the unit Barn may start and enable.
+const networkdService = "systemd-networkd.service"
 
 // NetworkUnit is the owned 80-<bridge>.network.
 func NetworkUnit(bridge string, sn Subnet) string {
@@ -20,7 +24,11 @@ func NetworkUnit(bridge string, sn Subnet) string {
 
 // planNetworkd adds the systemd-networkd steps: owned .netdev/.network
 // units, networkd started only when the activation-safety scan is clean,
-// reload and reconfigure.
+// reload and reconfigure. Undo stops networkd only when it is still active
+// as Barn left it (and does nothing when it is already as recorded before
+// install; any other state is refused), and deletes the bridge only when it
+// carries the .netdev's MAC (and, within the boot it was observed in, the
+// recorded ifindex), by that ifindex.
 func (h *Host) planNetworkd(p *Plan, o Observed, sn Subnet) error {
 	br := h.bridge()
 	n := o.Networkd
@@ -34,7 +42,7 @@ func (h *Host) planNetworkd(p *Plan, o Observed, sn Subnet) error {
 				WithReason("unit_foreign")
 		}
 	}
-	active := n.Units["systemd-networkd.service"].Active == "active"
+	active := n.Units[networkdService].Active == "active"
 	if !active && len(n.Claims) > 0 {
 		return exitcode.New(exitcode.Conflict, "systemd-networkd is inactive and starting it could reconfigure a real interface: %s", strings.Join(n.Claims, "; ")).
 			WithReason("networkd_activation_unsafe").WithDetail(n.Claims)
@@ -43,16 +51,17 @@ func (h *Host) planNetworkd(p *Plan, o Observed, sn Subnet) error {
 		p.add(Step{ID: "networkd-dir", Kind: KindMkdir, Path: h.NetworkdDir(), Mode: "0755", Summary: "create " + h.NetworkdDir() + " (0755)"})
 	}
 	nd, nw := n.Netdev, n.Net
-	p.add(Step{ID: "netdev-unit", Kind: KindWriteFile, Path: nd.Path, Mode: "0644", Content: NetdevUnit(br), Prev: &nd,
-		Summary: fmt.Sprintf("write %s (Kind=bridge)", nd.Path)})
+	p.add(Step{ID: "netdev-unit", Kind: KindWriteFile, Path: nd.Path, Mode: "0644", Content: NetdevUnit(br, sn), Prev: &nd,
+		Summary: fmt.Sprintf("write %s (Kind=bridge, MACAddress=%s: how uninstall recognises Barn's bridge)", nd.Path, NetworkdMAC(br, sn))})
 	p.add(Step{ID: "network-unit", Kind: KindWriteFile, Path: nw.Path, Mode: "0644", Content: NetworkUnit(br, sn), Prev: &nw,
 		Summary: fmt.Sprintf("write %s (Address=%s, ConfigureWithoutCarrier=yes, LinkLocalAddressing=no, IPv6AcceptRA=no, RequiredForOnline=no)", nw.Path, sn.HostCIDR())})
 	if !active {
-		p.add(Step{ID: "networkd-start", Kind: KindCommand, Argv: []string{"systemctl", "start", "systemd-networkd"},
-			UndoArgv: []string{"systemctl", "stop", "systemd-networkd"}, Summary: "systemctl start systemd-networkd (activation scan found no unit that could claim a real link)"})
+		was := n.Units[networkdService].Active
+		p.add(Step{ID: "networkd-start", Kind: KindUnitStart, Unit: networkdService, Was: was,
+			Summary: fmt.Sprintf("systemctl start %s (activation scan found no unit that could claim a real link; was %s, restored on uninstall while still active)", networkdService, was)})
 	}
-	p.add(Step{ID: "networkd-reload", Kind: KindCommand, Argv: []string{"networkctl", "reload"},
-		UndoArgv: []string{"networkctl", "delete", br}, Summary: "networkctl reload (undo: networkctl delete " + br + ")"})
+	p.add(Step{ID: "networkd-reload", Kind: KindNetworkdReload, Link: br,
+		Summary: "networkctl reload (undo: networkctl delete the bridge's ifindex, once it is proven Barn's)"})
 	p.add(Step{ID: "networkd-reconfigure", Kind: KindCommand, Argv: []string{"networkctl", "reconfigure", br},
 		Summary: "networkctl reconfigure " + br})
 	return nil

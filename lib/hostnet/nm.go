@@ -1,22 +1,35 @@
 package hostnet
 
 import (
+	"context"
 	"fmt"
+	"regexp"
+	"sort"
 	"strings"
 
 	"barn.dev/lib/exitcode"
 )
 
+// NMConn is one NetworkManager connection profile as nmcli lists it.
+type NMConn struct {
+	Name string `json:"name"`
+	UUID string `json:"uuid"`
+	Type string `json:"type"`
+}
+
 // planNM adds the NetworkManager steps: an owned bridge connection (in the
-// firewalld "trusted" zone when firewalld is active), brought up.
+// firewalld "trusted" zone when firewalld is active), brought up. The add
+// records the connection's UUID from nmcli's answer; up and the undo use
+// that UUID, never the name (NetworkManager allows several connections of
+// one name).
 func (h *Host) planNM(p *Plan, o Observed, sn Subnet) error {
 	br := h.bridge()
 	if !o.NM.Running {
 		return exitcode.New(exitcode.Capability, "NetworkManager is not running on this host; use --backend auto").WithReason("backend_unavailable").WithNext("barn-net plan")
 	}
 	for _, c := range o.NM.Connections {
-		if c == br {
-			return exitcode.New(exitcode.Conflict, "NetworkManager already has a connection named %s and no Barn manifest records it; refusing to adopt it", br).
+		if c.Name == br {
+			return exitcode.New(exitcode.Conflict, "NetworkManager already has a connection named %s (%s) and no Barn manifest records it; refusing to adopt it", br, c.UUID).
 				WithReason("bridge_foreign").WithNext("nmcli connection show " + br)
 		}
 	}
@@ -26,12 +39,127 @@ func (h *Host) planNM(p *Plan, o Observed, sn Subnet) error {
 	if o.NM.Firewalld {
 		add = append(add, "connection.zone", "trusted")
 	}
-	p.add(Step{ID: "nm-connection-add", Kind: KindCommand, Argv: add, UndoArgv: []string{"nmcli", "connection", "delete", br},
-		Summary: strings.Join(add, " ")})
-	p.add(Step{ID: "nm-connection-up", Kind: KindCommand, Argv: []string{"nmcli", "connection", "up", br},
-		Summary: fmt.Sprintf("nmcli connection up %s", br)})
+	p.add(Step{ID: "nm-connection-add", Kind: KindNMAdd, Link: br, Argv: add,
+		Summary: strings.Join(add, " ") + " (its UUID is recorded; uninstall deletes that UUID only)"})
+	p.add(Step{ID: "nm-connection-up", Kind: KindNMUp, Link: br,
+		Summary: fmt.Sprintf("nmcli connection up uuid <the recorded UUID> (%s)", br)})
 	if o.NM.Firewalld {
 		p.Notes = append(p.Notes, "firewalld is active: the bridge joins the trusted zone")
 	}
 	return nil
+}
+
+// nmConnections lists NetworkManager's connections, sorted by name, then UUID.
+func (h *Host) nmConnections(ctx context.Context) ([]NMConn, error) {
+	out, err := h.run(ctx, "nmcli", "-t", "-f", "UUID,TYPE,NAME", "connection", "show")
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "listing NetworkManager connections").WithReason("host_inspection_failed")
+	}
+	conns := []NMConn{}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		f := splitTerse(l)
+		if len(f) != 3 {
+			return nil, exitcode.New(exitcode.Runtime, "nmcli connection show: cannot read the line %q (want UUID:TYPE:NAME)", l).WithReason("host_inspection_failed")
+		}
+		conns = append(conns, NMConn{UUID: f[0], Type: f[1], Name: f[2]})
+	}
+	sort.Slice(conns, func(i, j int) bool {
+		if conns[i].Name != conns[j].Name {
+			return conns[i].Name < conns[j].Name
+		}
+		return conns[i].UUID < conns[j].UUID
+	})
+	return conns, nil
+}
+
+// splitTerse splits one line of nmcli's terse output (-t): fields end at an
+// unescaped ':', and '\' escapes ':' and '\' inside a value.
+func splitTerse(line string) []string {
+	var out []string
+	var cur strings.Builder
+	for i := 0; i < len(line); i++ {
+		switch c := line[i]; {
+		case c == '\\' && i+1 < len(line):
+			i++
+			cur.WriteByte(line[i])
+		case c == ':':
+			out = append(out, cur.String())
+			cur.Reset()
+		default:
+			cur.WriteByte(c)
+		}
+	}
+	return append(out, cur.String())
+}
+
+var uuidRE = regexp.MustCompile(`[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`)
+
+// addNMConnection runs the add and returns the new connection's UUID:
+// the one in nmcli's answer ("Connection 'barn0' (UUID) successfully
+// added."), else the only connection of that name (the plan proved there
+// was none before).
+func (h *Host) addNMConnection(ctx context.Context, s Step) (string, error) {
+	out, err := h.Runner.Run(ctx, s.Argv)
+	if err != nil {
+		return "", fmt.Errorf("%v: %w: %s", s.Argv, err, firstLine(string(out)))
+	}
+	if u := uuidRE.FindString(string(out)); u != "" {
+		return strings.ToLower(u), nil
+	}
+	conns, err := h.nmConnections(ctx)
+	if err != nil {
+		return "", err
+	}
+	var found []string
+	for _, c := range conns {
+		if c.Name == s.Link {
+			found = append(found, c.UUID)
+		}
+	}
+	if len(found) != 1 {
+		return "", fmt.Errorf("nmcli added connection %s but named no UUID, and %d connections of that name exist: cannot tell which is Barn's", s.Link, len(found))
+	}
+	return strings.ToLower(found[0]), nil
+}
+
+// nmDifferences says whether NetworkManager holds the connection Barn
+// recorded: present=false when no connection has its UUID or its name;
+// diffs lists what is not Barn's (renamed, another type, another UUID
+// under Barn's name).
+func nmDifferences(rec *NMConnection, conns []NMConn) (present bool, diffs []string) {
+	for _, c := range conns {
+		if !strings.EqualFold(c.UUID, rec.UUID) {
+			continue
+		}
+		if c.Name != rec.Name {
+			diffs = append(diffs, fmt.Sprintf("it is now named %q, recorded %q", c.Name, rec.Name))
+		}
+		if c.Type != "bridge" {
+			diffs = append(diffs, fmt.Sprintf("its type is %s, not bridge", c.Type))
+		}
+		return true, diffs
+	}
+	for _, c := range conns {
+		if c.Name == rec.Name {
+			return true, []string{fmt.Sprintf("it has UUID %s; the one Barn added, %s, is gone", c.UUID, rec.UUID)}
+		}
+	}
+	return false, nil
+}
+
+// judgeNM compares NetworkManager's connections with the manifest's record.
+func judgeNM(m *Manifest, conns []NMConn) (present bool, diffs []string) {
+	rec := m.Created.NMConnection
+	if rec == nil || rec.UUID == "" {
+		for _, c := range conns {
+			if c.Name == m.Bridge {
+				return true, []string{"the manifest records no UUID for it (written by an older barn-net), so connection " + c.UUID + " is not provably Barn's"}
+			}
+		}
+		return false, nil
+	}
+	return nmDifferences(rec, conns)
 }

@@ -28,6 +28,18 @@ const (
 	KindChmod       = "chmod"          // set Mode on Path (undo: restore Prev.Mode)
 	KindCommand     = "command"        // run Argv (undo: run UndoArgv when set)
 	KindAttachProof = "attach-proof"   // readiness: a QEMU NIC attaches through the helper (no undo)
+	// NetworkManager: add records the connection's UUID (undo: delete that
+	// UUID once it is still Barn's bridge connection); up activates it by UUID.
+	KindNMAdd = "nm-connection-add"
+	KindNMUp  = "nm-connection-up"
+	// systemd units (Unit, with Was its recorded prestate): start/enable
+	// (undo: stop/disable only while the unit is still active/enabled as
+	// Barn left it; nothing when it is already Was; any other state refused).
+	KindUnitStart  = "unit-start"
+	KindUnitEnable = "unit-enable"
+	// networkctl reload (undo: networkctl delete the bridge's ifindex once
+	// the link is proven to be the one Barn's .netdev made).
+	KindNetworkdReload = "networkd-reload"
 )
 
 // Step is one typed change. Which fields matter depends on Kind.
@@ -43,6 +55,8 @@ type Step struct {
 	Prev     *FileState `json:"prev,omitempty"`
 	Argv     []string   `json:"argv,omitempty"`
 	UndoArgv []string   `json:"undo_argv,omitempty"`
+	Unit     string     `json:"unit,omitempty"` // a systemd unit (unit-start, unit-enable)
+	Was      string     `json:"was,omitempty"`  // the unit's recorded state before install
 }
 
 // Plan is what install would do, computed from an observed host state.

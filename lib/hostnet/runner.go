@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"strconv"
 	"syscall"
 
 	"barn.dev/lib/exitcode"
@@ -48,10 +49,22 @@ func (h *Host) Apply(ctx context.Context, plan Plan, opt Options, progress Progr
 			WithReason("stale_plan").WithNext("barn-net plan")
 	}
 	sn := mustSubnet(plan.CIDR)
-	m := &Manifest{Schema: ManifestSchema, Status: StatusInstalling, Backend: plan.Backend, Bridge: plan.Bridge,
+	id, err := newInstallID()
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "starting the install")
+	}
+	m := &Manifest{Schema: ManifestSchema, Status: StatusInstalling, InstallID: id, Backend: plan.Backend, Bridge: plan.Bridge,
 		CIDR: plan.CIDR, HostAddress: plan.HostAddress, DHCPEnd: sn.DHCPEnd().String(), Helper: plan.Helper,
 		Prestate: Prestate{BridgeConf: obs.BridgeConf, QemuDir: obs.QemuDir, Helper: obs.Helper, Units: obs.Networkd.Units},
 		Steps:    plan.Steps, Files: map[string]string{}}
+	// Write-ahead: how Barn will recognise its bridge is in the manifest
+	// (written by the first step) before the bridge exists.
+	switch plan.Backend {
+	case BackendNetlink:
+		m.Created.Bridge = netlinkIdentity(plan.Bridge, id)
+	case BackendNetworkd:
+		m.Created.Bridge = &LinkIdentity{Name: plan.Bridge, MAC: NetworkdMAC(plan.Bridge, sn)}
+	}
 	for i, s := range plan.Steps {
 		if err := ctx.Err(); err != nil {
 			return nil, h.rollback(m, fmt.Errorf("cancelled before step %d (%s): %w", i+1, s.ID, err), i, s)
@@ -63,9 +76,10 @@ func (h *Host) Apply(ctx context.Context, plan Plan, opt Options, progress Progr
 			if s.Kind == KindWriteFile {
 				m.Files[s.Path] = digest([]byte(s.Content))
 			}
-			if h.FailAfter == s.ID {
+			err = h.pinBridge(m)
+			if err == nil && h.FailAfter == s.ID {
 				err = fmt.Errorf("injected failure after step %s", s.ID)
-			} else {
+			} else if err == nil {
 				err = h.writeManifest(m)
 			}
 		}
@@ -88,7 +102,7 @@ func (h *Host) rollback(m *Manifest, cause error, i int, s Step) error {
 	if class == exitcode.OK || class == exitcode.Cancelled && !errors.Is(cause, context.Canceled) {
 		class = exitcode.Runtime
 	}
-	if uerr := h.undoApplied(context.Background(), m); uerr != nil {
+	if _, uerr := h.undoApplied(context.Background(), m, false); uerr != nil {
 		return exitcode.New(exitcode.Runtime, "install failed at step %d (%s): %v; automatic rollback failed: %v; the manifest %s is kept — inspect manually",
 			i+1, s.ID, cause, uerr, h.ManifestPath()).WithReason("rollback_failed").WithNext("barn-net status")
 	}
@@ -102,10 +116,13 @@ func (h *Host) rollback(m *Manifest, cause error, i int, s Step) error {
 
 // undoApplied undoes m.Steps[:m.Applied] in reverse. On an undo failure it
 // stops, records the remaining applied count in the manifest (when the
-// manifest step is still applied) and returns the error.
-func (h *Host) undoApplied(ctx context.Context, m *Manifest) error {
+// manifest step is still applied) and returns the error. keep turns each
+// refusal to undo something Barn cannot prove is its own (undoCheck) into a
+// keptNote in the returned list, leaving that thing in place.
+func (h *Host) undoApplied(ctx context.Context, m *Manifest, keep bool) ([]string, error) {
+	var kept []string
 	for j := m.Applied - 1; j >= 0; j-- {
-		if err := h.undoStep(ctx, m.Steps[j]); err != nil {
+		if err := h.undoStep(ctx, m, m.Steps[j], keep, &kept); err != nil {
 			m.Applied = j + 1
 			err = fmt.Errorf("undoing step %d (%s): %w", j+1, m.Steps[j].ID, err)
 			if m.Steps[0].Kind == KindManifest {
@@ -113,16 +130,16 @@ func (h *Host) undoApplied(ctx context.Context, m *Manifest) error {
 					err = errors.Join(err, fmt.Errorf("recording %d step(s) still applied in the manifest: %w", m.Applied, werr))
 				}
 			}
-			return err
+			return kept, err
 		}
 		m.Applied = j
 		if j > 0 && m.Steps[0].Kind == KindManifest {
 			if err := h.writeManifest(m); err != nil {
-				return err
+				return kept, err
 			}
 		}
 	}
-	return nil
+	return kept, nil
 }
 
 func (h *Host) applyStep(ctx context.Context, m *Manifest, p *Plan, s Step) error {
@@ -131,7 +148,30 @@ func (h *Host) applyStep(ctx context.Context, m *Manifest, p *Plan, s Step) erro
 		m.Applied = 0
 		return h.writeManifest(m)
 	case KindBridgeAdd:
-		return h.Link.AddBridge(s.Link)
+		id := m.Created.Bridge
+		if id == nil {
+			return fmt.Errorf("no identity recorded for bridge %s", s.Link)
+		}
+		return h.Link.AddBridge(s.Link, id.MAC, id.Alias)
+	case KindNMAdd:
+		uuid, err := h.addNMConnection(ctx, s)
+		if err != nil {
+			return err
+		}
+		m.Created.NMConnection = &NMConnection{UUID: uuid, Name: s.Link}
+		return nil
+	case KindNMUp:
+		rec := m.Created.NMConnection
+		if rec == nil || rec.UUID == "" {
+			return fmt.Errorf("no NetworkManager connection recorded for %s", s.Link)
+		}
+		return h.command(ctx, "nmcli", "connection", "up", "uuid", rec.UUID)
+	case KindUnitStart:
+		return h.command(ctx, "systemctl", "start", s.Unit)
+	case KindUnitEnable:
+		return h.command(ctx, "systemctl", "enable", s.Unit)
+	case KindNetworkdReload:
+		return h.command(ctx, "networkctl", "reload")
 	case KindAddrAdd:
 		return h.Link.AddAddr(s.Link, s.Address)
 	case KindLinkUp:
@@ -172,10 +212,7 @@ func (h *Host) applyStep(ctx context.Context, m *Manifest, p *Plan, s Step) erro
 		}
 		return chmodRaw(s.Path, mode)
 	case KindCommand:
-		if out, err := h.Runner.Run(ctx, s.Argv); err != nil {
-			return fmt.Errorf("%v: %w: %s", s.Argv, err, firstLine(string(out)))
-		}
-		return nil
+		return h.command(ctx, s.Argv...)
 	case KindAttachProof:
 		prove := h.Prover
 		if prove == nil {
@@ -189,7 +226,34 @@ func (h *Host) applyStep(ctx context.Context, m *Manifest, p *Plan, s Step) erro
 	return fmt.Errorf("unknown step kind %q", s.Kind)
 }
 
-func (h *Host) undoStep(ctx context.Context, s Step) error {
+// command runs argv through the Runner; a failure names it and its first line of output.
+func (h *Host) command(ctx context.Context, argv ...string) error {
+	if out, err := h.Runner.Run(ctx, argv); err != nil {
+		return fmt.Errorf("%v: %w: %s", argv, err, firstLine(string(out)))
+	}
+	return nil
+}
+
+// undoStep undoes one applied step after undoCheck on the host as it is
+// now; with keep, a refusal is added to kept (once) instead of returned.
+func (h *Host) undoStep(ctx context.Context, m *Manifest, s Step, keep bool, kept *[]string) error {
+	now, err := h.now(ctx, s)
+	if err != nil {
+		return err
+	}
+	skip, refusal := h.undoCheck(m, s, now)
+	if refusal != nil {
+		if !keep {
+			return refusal
+		}
+		if msg := keptNote(refusal); !slices.Contains(*kept, msg) {
+			*kept = append(*kept, msg)
+		}
+		return nil
+	}
+	if skip {
+		return nil
+	}
 	switch s.Kind {
 	case KindManifest:
 		if err := os.Remove(h.ManifestPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -199,19 +263,17 @@ func (h *Host) undoStep(ctx context.Context, s Step) error {
 			return err
 		}
 	case KindBridgeAdd:
-		if h.linkExists(s.Link) {
-			return h.Link.DelLink(s.Link)
-		}
+		return h.Link.DelLinkIndex(h.judgeBridge(m.Created.Bridge, s.Link, now.links).Link.Index)
+	case KindNetworkdReload:
+		return h.command(ctx, "networkctl", "delete", strconv.Itoa(h.judgeBridge(m.Created.Bridge, s.Link, now.links).Link.Index))
 	case KindAddrAdd:
-		links, err := h.Link.Links()
-		if err != nil {
-			return err
-		}
-		for _, l := range links {
-			if l.Name == s.Link && slices.Contains(l.Addrs, s.Address) {
-				return h.Link.DelAddr(s.Link, s.Address)
-			}
-		}
+		return h.Link.DelAddr(s.Link, s.Address)
+	case KindNMAdd:
+		return h.command(ctx, "nmcli", "connection", "delete", "uuid", m.Created.NMConnection.UUID)
+	case KindUnitStart:
+		return h.command(ctx, "systemctl", "stop", s.Unit)
+	case KindUnitEnable:
+		return h.command(ctx, "systemctl", "disable", s.Unit)
 	case KindMkdir:
 		if err := os.Remove(s.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
@@ -245,25 +307,10 @@ func (h *Host) undoStep(ctx context.Context, s Step) error {
 		}
 	case KindCommand:
 		if len(s.UndoArgv) > 0 {
-			if out, err := h.Runner.Run(ctx, s.UndoArgv); err != nil {
-				return fmt.Errorf("%v: %w: %s", s.UndoArgv, err, firstLine(string(out)))
-			}
+			return h.command(ctx, s.UndoArgv...)
 		}
 	}
 	return nil
-}
-
-func (h *Host) linkExists(name string) bool {
-	links, err := h.Link.Links()
-	if err != nil {
-		return true // let DelLink report the real error
-	}
-	for _, l := range links {
-		if l.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // chmodRaw sets the full mode including setuid/setgid/sticky bits.

@@ -49,7 +49,7 @@ func TestStateDirGoesWithTheLastManifest(t *testing.T) {
 	if got := readDirNames(t, h.StateDir); got != "created.json network.json" {
 		t.Fatalf("after the hosts uninstall: %s (notes %v)", got, res.Notes)
 	}
-	must(t, h.undoStep(context.Background(), Step{Kind: KindManifest}))
+	must(t, h.undoStep(context.Background(), &Manifest{}, Step{Kind: KindManifest}, false, nil))
 	if got := readDirNames(t, top); got != "etc" {
 		t.Fatalf("after the last manifest went, %s holds %s", top, got)
 	}

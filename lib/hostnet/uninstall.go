@@ -6,16 +6,27 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 
 	"barn.dev/lib/exitcode"
 )
 
 // PlanUninstall returns the uninstall plan (the applied steps' undos in
-// reverse) or refuses: conflict "bridge_in_use" while any link is attached
-// to the bridge; integrity "owned_file_modified" when a file Barn wrote no
-// longer has the digest recorded at install. With no manifest it returns a
-// Noop plan.
+// reverse). What an undo would act on but Barn cannot prove it created or
+// left so (undoCheck: a link or NetworkManager connection of Barn's name
+// that is not the one recorded, a unit no longer in the state Barn left it
+// in, a step recorded by an older barn-net) is kept: its undo is left out
+// of the steps and a note "kept: <what differs> (next: <command>)" says so.
+// It refuses, changing nothing:
+//   - conflict "bridge_in_use" while a link is attached to Barn's own
+//     bridge, and "bridge_users" while a process in this network namespace
+//     runs with a NIC on it (what "recorded nodes are live" means to
+//     barn-net: users.go);
+//   - integrity "owned_file_modified" when a file Barn wrote no longer has
+//     the digest recorded at install.
+//
+// With no manifest it returns a Noop plan.
 func (h *Host) PlanUninstall(o Observed) (Plan, error) {
 	m := o.Manifest
 	p := Plan{Schema: PlanSchema, Action: "uninstall", Bridge: h.bridge(), Manifest: h.ManifestPath(), Helper: h.Helper,
@@ -26,9 +37,32 @@ func (h *Host) PlanUninstall(o Observed) (Plan, error) {
 		return p, nil
 	}
 	p.Backend, p.Bridge, p.CIDR, p.HostAddress, p.Helper = m.Backend, m.Bridge, m.CIDR, m.HostAddress, m.Helper
-	if att := o.Attached(m.Bridge); len(att) > 0 {
-		return p, exitcode.New(exitcode.Conflict, "bridge %s still has attached links (%s); stop the VMs that use it first", m.Bridge, strings.Join(att, ", ")).
-			WithReason("bridge_in_use").WithNext("barn-node status").WithDetail(att)
+	now := nowOf(o)
+	kept := map[int]string{}
+	for j := m.Applied - 1; j >= 0; j-- {
+		if _, refusal := h.undoCheck(m, m.Steps[j], now); refusal != nil {
+			kept[j] = keptNote(refusal)
+			if !slices.Contains(p.Notes, kept[j]) {
+				p.Notes = append(p.Notes, kept[j])
+			}
+		}
+	}
+	// Taps on a bridge proven foreign are not Barn's concern; with no link
+	// identity recorded (NetworkManager's bridge, an older manifest) every
+	// tap on the bridge's name blocks, the cautious reading.
+	if v := h.judgeBridge(m.Created.Bridge, m.Bridge, o.Links); m.Created.Bridge == nil || !v.foreign() {
+		if att := o.Attached(m.Bridge); len(att) > 0 {
+			return p, exitcode.New(exitcode.Conflict, "bridge %s still has attached links (%s); stop the VMs that use it first", m.Bridge, strings.Join(att, ", ")).
+				WithReason("bridge_in_use").WithNext("barn-node status").WithDetail(att)
+		}
+	}
+	users, err := h.bridgeUsers(m.Bridge)
+	if err != nil {
+		return p, exitcode.Wrap(exitcode.Runtime, err, "looking for processes that use %s", m.Bridge)
+	}
+	if len(users) > 0 {
+		return p, exitcode.New(exitcode.Conflict, "processes in this network namespace run with a NIC on %s (%s); stop those VMs first (barn-node stop or destroy, as the user who started them)",
+			m.Bridge, strings.Join(users, ", ")).WithReason("bridge_users").WithNext("barn-node status").WithDetail(users)
 	}
 	for _, s := range m.Steps[:m.Applied] {
 		if s.Kind != KindWriteFile {
@@ -45,6 +79,9 @@ func (h *Host) PlanUninstall(o Observed) (Plan, error) {
 	}
 	for j := m.Applied - 1; j >= 0; j-- {
 		s := m.Steps[j]
+		if _, ok := kept[j]; ok {
+			continue
+		}
 		if sum := undoSummary(s); sum != "" {
 			u := s
 			u.Summary = sum
@@ -69,7 +106,15 @@ func undoSummary(s Step) string {
 	case KindManifest:
 		return "remove the manifest " + s.Path
 	case KindBridgeAdd:
-		return "delete bridge " + s.Link
+		return "delete bridge " + s.Link + " (by ifindex, once its MAC, alias and ifindex are the ones recorded)"
+	case KindNetworkdReload:
+		return "networkctl delete " + s.Link + " (by ifindex, once its MAC is the .netdev's and its ifindex the one recorded)"
+	case KindNMAdd:
+		return "nmcli connection delete uuid <the recorded UUID> (" + s.Link + ")"
+	case KindUnitStart:
+		return fmt.Sprintf("systemctl stop %s while it is still active (recorded before install: %s)", s.Unit, s.Was)
+	case KindUnitEnable:
+		return fmt.Sprintf("systemctl disable %s while it is still enabled (recorded before install: %s)", s.Unit, s.Was)
 	case KindAddrAdd:
 		return fmt.Sprintf("remove %s from %s", s.Address, s.Link)
 	case KindMkdir:
@@ -90,7 +135,9 @@ func undoSummary(s Step) string {
 }
 
 // Uninstall removes what the manifest records, after the PlanUninstall
-// checks, restoring the prestate exactly. It returns the executed plan.
+// checks, restoring the prestate exactly; each undo checks again right
+// before it acts (undoCheck) and keeps, with a "kept:" progress line, what
+// it cannot prove. It returns the executed plan.
 func (h *Host) Uninstall(ctx context.Context, progress Progress) (Plan, error) {
 	if progress == nil {
 		progress = func(string) {}
@@ -106,11 +153,27 @@ func (h *Host) Uninstall(ctx context.Context, progress Progress) (Plan, error) {
 	for i, s := range p.Steps {
 		progress(fmt.Sprintf("[%d/%d] %s", i+1, len(p.Steps), s.Summary))
 	}
-	if err := h.undoApplied(ctx, o.Manifest); err != nil {
+	kept, err := h.undoApplied(ctx, o.Manifest, true)
+	for _, k := range kept {
+		if !slices.Contains(p.Notes, k) {
+			p.Notes = append(p.Notes, k) // found only right before acting
+		}
+		progress(k)
+	}
+	if err != nil {
 		return p, exitcode.Wrap(exitcode.Runtime, err, "uninstall stopped").WithReason("uninstall_failed").WithNext("barn-net status")
 	}
 	if _, err := os.Lstat(h.StateDir); errors.Is(err, fs.ErrNotExist) {
 		progress("removed " + h.StateDir + " (Barn created it for its manifests)")
 	}
 	return p, nil
+}
+
+// keptNote is the plan note for an undo refused by undoCheck.
+func keptNote(refusal error) string {
+	n := "kept: " + refusal.Error()
+	if e := exitcode.As(refusal); e != nil && e.Next != "" {
+		n += " (next: " + e.Next + ")"
+	}
+	return n
 }

@@ -10,3 +10,25 @@ import "strings"
 // you must double it"). Every other byte, newlines and non-ASCII included,
 // is literal, so nothing is refused.
 func QEMUOpt(s string) string { return strings.ReplaceAll(s, ",", ",,") }
+
+// SplitQEMUOpts splits a QEMU key=value option string at single commas,
+// reading ",," as one literal comma: the inverse of joining QEMUOpt-escaped
+// values with ",".
+func SplitQEMUOpts(s string) []string {
+	var out []string
+	var cur strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != ',' {
+			cur.WriteByte(s[i])
+			continue
+		}
+		if i+1 < len(s) && s[i+1] == ',' {
+			cur.WriteByte(',')
+			i++
+			continue
+		}
+		out = append(out, cur.String())
+		cur.Reset()
+	}
+	return append(out, cur.String())
+}

@@ -1,0 +1,101 @@
+package hostnet
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"barn.dev/lib/exitcode"
+)
+
+// hostNow is the part of the host an undo is judged on.
+type hostNow struct {
+	links []LinkInfo
+	conns []NMConn
+	units map[string]UnitState
+}
+
+// nowOf is the hostNow of an Observed (PlanUninstall judges every step on it).
+func nowOf(o Observed) hostNow {
+	return hostNow{links: o.Links, conns: o.NM.Connections, units: o.Networkd.Units}
+}
+
+// now reads what undoing s is judged on, right before the undo acts.
+func (h *Host) now(ctx context.Context, s Step) (hostNow, error) {
+	var n hostNow
+	var err error
+	switch s.Kind {
+	case KindBridgeAdd, KindAddrAdd, KindNetworkdReload:
+		n.links, err = h.Link.Links()
+	case KindNMAdd:
+		n.conns, err = h.nmConnections(ctx)
+	case KindUnitStart, KindUnitEnable:
+		verb := map[string]string{KindUnitStart: "is-active", KindUnitEnable: "is-enabled"}[s.Kind]
+		var st string
+		if st, err = h.unitState(ctx, verb, s.Unit); err == nil {
+			n.units = map[string]UnitState{s.Unit: {Active: st, Enabled: st}}
+		}
+	}
+	return n, err
+}
+
+// legacyByName are the steps an older barn-net recorded as commands whose
+// undo acts by name (nmcli connection delete barn0, networkctl delete
+// barn0) or regardless of the current state (systemctl stop/disable).
+var legacyByName = []string{"nm-connection-add", "networkd-start", "networkd-reload", "networkd-enable"}
+
+// legacyNext is how to look at what a legacy step left in place.
+var legacyNext = map[string]string{"nm-connection-add": "nmcli connection show", "networkd-start": "systemctl status systemd-networkd",
+	"networkd-reload": "networkctl list", "networkd-enable": "systemctl status systemd-networkd"}
+
+// undoCheck judges undoing s on the host as now: skip when there is
+// nothing to undo (the thing is gone, or already as recorded before
+// install), else a refusal (conflict) when what is there is not provably
+// what Barn created or not in the state Barn left it, naming what differs.
+func (h *Host) undoCheck(m *Manifest, s Step, now hostNow) (skip bool, refusal error) {
+	switch s.Kind {
+	case KindBridgeAdd, KindNetworkdReload:
+		v := h.judgeBridge(m.Created.Bridge, s.Link, now.links)
+		if v.foreign() {
+			return false, notBarnsError(s.Link, v)
+		}
+		return v.Link == nil, nil
+	case KindAddrAdd:
+		v := h.judgeBridge(m.Created.Bridge, s.Link, now.links)
+		if v.foreign() {
+			return false, notBarnsError(s.Link, v)
+		}
+		return v.Link == nil || !slices.Contains(v.Link.Addrs, s.Address), nil
+	case KindNMAdd:
+		present, diffs := judgeNM(m, now.conns)
+		if len(diffs) > 0 {
+			return false, exitcode.New(exitcode.Conflict, "NetworkManager connection %s is not the one Barn added (%s); Barn deletes only the connection it recorded",
+				s.Link, strings.Join(diffs, "; ")).WithReason("nm_connection_foreign").WithNext("nmcli connection show " + s.Link).WithDetail(diffs)
+		}
+		return !present, nil
+	case KindUnitStart, KindUnitEnable:
+		u, ok := now.units[s.Unit]
+		cur, left, verb := u.Active, "active", "is-active"
+		if s.Kind == KindUnitEnable {
+			cur, left, verb = u.Enabled, "enabled", "is-enabled"
+		}
+		switch {
+		case ok && cur == left:
+			return false, nil
+		case ok && cur == s.Was:
+			return true, nil
+		}
+		if !ok {
+			cur = "unknown (systemctl did not answer)"
+		}
+		return false, exitcode.New(exitcode.Conflict, "%s is %s (%s): neither %s as Barn left it nor %s as recorded before install; Barn changes a unit only back from the state it left it in",
+			s.Unit, cur, verb, left, s.Was).WithReason("unit_changed").WithNext("systemctl status " + s.Unit).
+			WithDetail(map[string]string{"unit": s.Unit, "state": cur, "barn_left": left, "recorded": s.Was})
+	case KindCommand:
+		if len(s.UndoArgv) > 0 && slices.Contains(legacyByName, s.ID) {
+			return false, exitcode.New(exitcode.Conflict, "step %s was recorded by an older barn-net, whose undo (%s) acts by name without proof; Barn does not run it",
+				s.ID, strings.Join(s.UndoArgv, " ")).WithReason("legacy_undo").WithNext(legacyNext[s.ID])
+		}
+	}
+	return false, nil
+}
