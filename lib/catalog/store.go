@@ -44,6 +44,10 @@ type Registry struct {
 	// official default and BARN_REPO). Registry refuses a non-empty one
 	// rather than silently changing which repository is used.
 	DefaultRepo string `json:"default_repo,omitempty"`
+	// Notes say what reading the file changed in memory: records of earlier
+	// versions re-keyed to their canonical repository spelling, or merged
+	// (see canonicalise). They are persisted by the next write.
+	Notes []string `json:"-"`
 }
 
 // Record is one repository's anti-rollback, activation and signer record.
@@ -67,6 +71,9 @@ type Record struct {
 	SignedBy string `json:"signed_by,omitempty"`
 	// UnsignedAllowedAt is when the user last lifted SignatureRequired.
 	UnsignedAllowedAt *time.Time `json:"unsigned_allowed_at,omitempty"`
+	// MergedFrom lists the sources of records that named this repository
+	// under another spelling and were merged into it (Registry).
+	MergedFrom []string `json:"merged_from,omitempty"`
 }
 
 func (s *Store) manifests() string { return filepath.Join(s.Dir, "manifests") }
@@ -84,7 +91,9 @@ func (s *Store) now() time.Time {
 }
 
 // Registry reads manifests/state.json; a missing file is an empty registry.
-// A damaged one is an integrity error naming it.
+// A damaged one is an integrity error naming it. Records kept under a
+// non-canonical spelling of their repository are re-keyed or merged on
+// read (Registry.Notes says which).
 func (s *Store) Registry() (*Registry, error) {
 	reg := &Registry{Schema: RegistrySchema, Repositories: map[string]*Record{}}
 	p := s.registryPath()
@@ -108,6 +117,7 @@ func (s *Store) Registry() (*Registry, error) {
 	if reg.Repositories == nil {
 		reg.Repositories = map[string]*Record{}
 	}
+	reg.Notes = reg.canonicalise()
 	return reg, nil
 }
 
