@@ -51,22 +51,59 @@ type HostEntry struct {
 // per-node ones: everything Barn relies on is set here, because in
 // ssh_config the first value obtained wins and the fragment is included
 // at the top of ~/.ssh/config, so a user's own "Host *" or
-// "Host 10.10.10.*" block (a jump host, a ControlMaster, IdentitiesOnly
-// no, a KnownHostsCommand) cannot redirect the connection, reuse another
-// instance's master connection or trust another host key.
+// "Host 10.10.10.*" block cannot redirect the connection (a jump host, a
+// proxy, canonicalisation, another address family or source address),
+// reuse another instance's master connection, trust another host key
+// (global known_hosts, DNS, localhost exemption, hashed or updated
+// entries), authenticate otherwise, expose the user's agent or X display
+// to the guest, run a local command, or break the session (no session,
+// a forced tty, backgrounding, algorithms the guest does not speak). An
+// algorithm list "-barn-default" removes nothing from ssh's compiled-in
+// defaults: it pins them. The command line still comes first (ssh -A,
+// -L, -N, -t work as asked).
+//
+// Not pinned, since ssh_config accumulates them and has no way to clear
+// them: IdentityFile and CertificateFile (the user's are offered after
+// Barn's key, which authenticates first), LocalForward, RemoteForward and
+// DynamicForward (ClearAllForwardings would clear -L/-R given on the
+// command line too), SendEnv and SetEnv; a "Match exec" command of the
+// user's still runs while ssh evaluates it.
 var fragmentPins = []string{
 	"IdentitiesOnly yes",
+	"PubkeyAuthentication yes",
+	"PreferredAuthentications publickey",
+	"GSSAPIAuthentication no",
+	"GSSAPIDelegateCredentials no",
 	"StrictHostKeyChecking accept-new",
+	"GlobalKnownHostsFile none",
+	"NoHostAuthenticationForLocalhost no",
+	"HashKnownHosts no",
 	"CheckHostIP no",
 	"UpdateHostKeys no",
 	"KnownHostsCommand none",
 	"VerifyHostKeyDNS no",
+	"HostKeyAlgorithms -barn-default",
+	"KexAlgorithms -barn-default",
+	"Ciphers -barn-default",
+	"MACs -barn-default",
+	"PubkeyAcceptedAlgorithms -barn-default",
+	"AddressFamily inet",
+	"BindAddress 127.0.0.1",
 	"ProxyJump none",
 	"ProxyCommand none",
 	"ControlMaster no",
 	"ControlPath none",
 	"CanonicalizeHostname no",
+	"ForwardAgent no",
+	"ForwardX11 no",
+	"ForwardX11Trusted no",
+	"Tunnel no",
+	"PermitLocalCommand no",
 	"RemoteCommand none",
+	"SessionType default",
+	"RequestTTY auto",
+	"StdinNull no",
+	"ForkAfterAuthentication no",
 }
 
 // RenderFragment returns the marked, sealed fragment: one Host block per node
@@ -77,7 +114,8 @@ var fragmentPins = []string{
 // a usage error naming it.
 func RenderFragment(entries []HostEntry) ([]byte, error) {
 	var b bytes.Buffer
-	b.WriteString(FragmentBegin + "\n# Managed by barn-node ssh-config; do not edit (an edited copy is neither overwritten nor removed).\n")
+	b.WriteString(FragmentBegin + "\n# Managed by barn-node ssh-config; do not edit (an edited copy is neither overwritten nor removed).\n" +
+		"# Every Host block pins what Barn relies on; an algorithm list \"-barn-default\" removes nothing (ssh's own defaults).\n")
 	for _, e := range entries {
 		var patterns []string
 		for _, n := range append([]string{e.Node}, e.Aliases...) {
