@@ -68,7 +68,8 @@ func cmdServeRepo(ts *testscript.TestScript, neg bool, args []string) {
 
 // cmdServeRepoTLS runs `serve-repo-tls VAR DIR CAFILE`: serves DIR over
 // HTTPS on 127.0.0.1 with a certificate from a fresh test CA, writes the
-// CA certificate (PEM) to CAFILE and sets $VAR to the URL. Clients trust
+// CA certificate (PEM) to CAFILE and sets $VAR to the URL and $VAR_PORT to
+// its port (the certificate is for 127.0.0.1 and localhost). Clients trust
 // it only through SSL_CERT_FILE=CAFILE (Go's system-store override). The
 // server logs every request to $WORK/VAR.log and injects faults chosen by
 // a path prefix (see faultyRepo); /tohttp/ redirects to a plain-HTTP
@@ -92,6 +93,7 @@ func cmdServeRepoTLS(ts *testscript.TestScript, neg bool, args []string) {
 	go func() { _ = srv.ServeTLS(ln, "", "") }()
 	ts.Defer(func() { _ = srv.Close() })
 	ts.Setenv(args[0], "https://"+ln.Addr().String())
+	ts.Setenv(args[0]+"_PORT", strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 }
 
 // faultyRepo serves dir, first applying the fault its path prefix names,

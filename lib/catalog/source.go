@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -26,30 +25,24 @@ type Source struct {
 }
 
 // ParseSource normalizes a repository location: an https:// or http://
-// URL (no credentials, query or fragment; scheme and host lower-cased, the
-// default port dropped, the path cleaned) or an absolute directory path
-// (cleaned; symlinks are not resolved: a repository is what the user
-// named, so repointing a link cannot start a fresh trust record). Either official root, however
-// it was named, is the official repository.
+// URL in its canonical form (see canonicalURL: no credentials, query or
+// fragment; scheme and host lower-cased, IDNA hosts as ASCII, one trailing
+// dot, an empty, zero-padded or default port normalised, IPv6 bracketed,
+// the path cleaned) or an absolute directory path (cleaned; symlinks are
+// not resolved: a repository is what the user named, so repointing a link
+// cannot start a fresh trust record). Either official root, however it was
+// spelled and over either scheme, is the official repository. A URL that
+// has no canonical form is a usage error (reason "bad_repository") naming it.
 func ParseSource(loc string, explicit bool) (Source, error) {
 	if l := strings.ToLower(loc); strings.HasPrefix(l, "https://") || strings.HasPrefix(l, "http://") {
-		u, err := url.Parse(loc)
+		u, err := canonicalURL(loc)
 		if err != nil {
 			return Source{}, exitcode.New(exitcode.Usage, "repository %q: %v", loc, err).WithReason("bad_repository")
 		}
-		if u.Host == "" || u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(loc, "#") {
-			return Source{}, exitcode.New(exitcode.Usage, "repository %q: a repository URL has a host and no credentials, query or fragment", loc).WithReason("bad_repository")
-		}
-		u.Scheme, u.Host = strings.ToLower(u.Scheme), strings.ToLower(u.Host)
-		if port := u.Port(); (u.Scheme == "https" && port == "443") || (u.Scheme == "http" && port == "80") {
-			u.Host = u.Hostname()
-		}
-		u.Path, u.RawPath = path.Clean("/"+u.Path), ""
-		root := strings.TrimRight(u.String(), "/")
-		o := OfficialRepository()
-		if root == o.Root || root == o.Mirror {
+		root := u.String()
+		if isOfficialRoot(u) {
 			s := officialSource(root)
-			s.Explicit = explicit
+			s.Kind, s.Explicit = u.Scheme, explicit
 			return s, nil
 		}
 		return Source{Kind: u.Scheme, Root: root, Key: slotKey(root), Explicit: explicit}, nil
@@ -62,6 +55,19 @@ func ParseSource(loc string, explicit bool) (Source, error) {
 	}
 	root := filepath.Clean(loc)
 	return Source{Kind: "dir", Root: root, Key: slotKey(root), Explicit: explicit}, nil
+}
+
+// isOfficialRoot reports whether canonical URL u names one of the two
+// official roots (compared in canonical form, over https or http).
+func isOfficialRoot(u *url.URL) bool {
+	o := OfficialRepository()
+	for _, r := range []string{o.Root, o.Mirror} {
+		c, err := canonicalURL(r)
+		if err == nil && c.Host == u.Host && c.Path == u.Path {
+			return true
+		}
+	}
+	return false
 }
 
 func slotKey(root string) string {
@@ -86,10 +92,15 @@ func (s Source) Alternates() []Source {
 		return nil
 	}
 	primary, mirror := OfficialRepository().Sources()
-	if s.Root == mirror.Root {
+	if withoutScheme(s.Root) == withoutScheme(mirror.Root) {
 		return []Source{primary}
 	}
 	return []Source{mirror}
+}
+
+func withoutScheme(root string) string {
+	_, rest, _ := strings.Cut(root, "://")
+	return rest
 }
 
 // Join returns the location of a repository-relative file.

@@ -44,6 +44,10 @@ type Registry struct {
 	// official default and BARN_REPO). Registry refuses a non-empty one
 	// rather than silently changing which repository is used.
 	DefaultRepo string `json:"default_repo,omitempty"`
+	// Notes say what reading the file changed in memory: records of earlier
+	// versions re-keyed to their canonical repository spelling, or merged
+	// (see canonicalise). They are persisted by the next write.
+	Notes []string `json:"-"`
 }
 
 // Record is one repository's anti-rollback, activation and signer record.
@@ -67,6 +71,9 @@ type Record struct {
 	SignedBy string `json:"signed_by,omitempty"`
 	// UnsignedAllowedAt is when the user last lifted SignatureRequired.
 	UnsignedAllowedAt *time.Time `json:"unsigned_allowed_at,omitempty"`
+	// MergedFrom lists the sources of records that named this repository
+	// under another spelling and were merged into it (Registry).
+	MergedFrom []string `json:"merged_from,omitempty"`
 }
 
 func (s *Store) manifests() string { return filepath.Join(s.Dir, "manifests") }
@@ -84,7 +91,9 @@ func (s *Store) now() time.Time {
 }
 
 // Registry reads manifests/state.json; a missing file is an empty registry.
-// A damaged one is an integrity error naming it.
+// A damaged one is an integrity error naming it. Records kept under a
+// non-canonical spelling of their repository are re-keyed or merged on
+// read (Registry.Notes says which).
 func (s *Store) Registry() (*Registry, error) {
 	reg := &Registry{Schema: RegistrySchema, Repositories: map[string]*Record{}}
 	p := s.registryPath()
@@ -108,6 +117,7 @@ func (s *Store) Registry() (*Registry, error) {
 	if reg.Repositories == nil {
 		reg.Repositories = map[string]*Record{}
 	}
+	reg.Notes = reg.canonicalise()
 	return reg, nil
 }
 
@@ -154,8 +164,20 @@ func (s *Store) keysFor(src Source) ([]minisign.PublicKey, error) {
 	return keys, nil
 }
 
+// officialKeyWithID returns the official repository's compiled key with
+// key ID id, if there is one.
+func officialKeyWithID(id uint64) (minisign.PublicKey, bool) {
+	for _, k := range OfficialRepository().Keys {
+		if k.ID() == id {
+			return k, true
+		}
+	}
+	return minisign.PublicKey{}, false
+}
+
 // TrustedKeys lists trust/*.pub sorted by key ID. A file that does not
-// parse is an integrity error (never silently skipped).
+// parse, or holds a key other than the official one under an official key
+// ID, is an integrity error (never silently skipped).
 func (s *Store) TrustedKeys() ([]TrustedKey, error) {
 	if fi, err := os.Lstat(s.trustDir()); os.IsNotExist(err) {
 		return []TrustedKey{}, nil
@@ -183,6 +205,10 @@ func (s *Store) TrustedKeys() ([]TrustedKey, error) {
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Integrity, err, "%s", p).WithReason("damaged_trust")
 		}
+		if official, ok := officialKeyWithID(k.ID()); ok && !official.Equal(k) {
+			return nil, exitcode.New(exitcode.Integrity, "%s: a key that claims ID %s of the official repository's compiled key but is a different key", p, KeyID(k.ID())).
+				WithReason("damaged_trust").WithNext("rm " + p)
+		}
 		out = append(out, TrustedKey{KeyID: KeyID(k.ID()), Path: p, Key: k})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].KeyID < out[j].KeyID })
@@ -191,11 +217,22 @@ func (s *Store) TrustedKeys() ([]TrustedKey, error) {
 
 // AddTrust stores a minisign public key as trust/<KEYID>.pub (0600). The
 // same key again is a no-op; a different key with the same ID is a
-// conflict.
+// conflict. A key ID of the official repository's compiled keys is never
+// stored: the official key itself is a usage error (reason "official_key":
+// compiled in, it already counts for every repository), another key under
+// that ID a conflict (reason "official_key_id": it would show and pin as
+// the official signer).
 func (s *Store) AddTrust(text []byte) (TrustedKey, error) {
 	k, err := ParsePublicKey(text)
 	if err != nil {
 		return TrustedKey{}, exitcode.Wrap(exitcode.Usage, err, "not a minisign public key").WithReason("bad_public_key")
+	}
+	if official, ok := officialKeyWithID(k.ID()); ok && official.Equal(k) {
+		return TrustedKey{}, exitcode.New(exitcode.Usage, "key %s is the official repository's key, compiled into Barn: it already verifies catalogs of every repository, so there is nothing to add", KeyID(k.ID())).
+			WithReason("official_key").WithNext("barn-repo trust list")
+	} else if ok {
+		return TrustedKey{}, exitcode.New(exitcode.Conflict, "this key claims ID %s, the ID of the official repository's compiled key, but is a different key: refused, since catalogs it signs would read as signed by the official key", KeyID(k.ID())).
+			WithReason("official_key_id").WithNext("check the key with its publisher out of band; a genuine key has its own ID (barn-repo keygen makes one)")
 	}
 	if err := mkdirs(s.trustDir()); err != nil {
 		return TrustedKey{}, err

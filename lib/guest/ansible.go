@@ -128,6 +128,7 @@ func sshArgs(h AnsibleHost, host string) (string, error) {
 		"IdentityFile=" + key,
 		"IdentitiesOnly=yes",
 		"UserKnownHostsFile=" + known,
+		"GlobalKnownHostsFile=none",
 		"HostKeyAlias=" + alias,
 		"StrictHostKeyChecking=accept-new",
 		"CheckHostIP=no",

@@ -1,6 +1,8 @@
 package guest
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -8,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/crypto/ssh"
 
 	"barn.dev/lib/sshkeys"
 )
@@ -20,7 +24,10 @@ const oddDir = `barn home, #1 'q' "d" 100%h {{ x }} é\w`
 // hostileConfig is a user's ~/.ssh/config that would redirect or break a
 // Barn connection if the fragment left anything to it: top-level options
 // (read before any Host block), a Host block for the lab's addresses and
-// a catch-all.
+// a catch-all that changes every option a user's config can change for a
+// connection (addresses, known hosts, forwarding, local commands, session
+// kind, authentication, algorithms the guest's sshd refuses). @DIR@ is a
+// directory of the test's (writeHostileConfig).
 const hostileConfig = `# my settings
 ProxyJump toplevel.invalid
 ControlMaster auto
@@ -47,6 +54,31 @@ Host *
   RemoteCommand echo hijacked
   KnownHostsCommand /bin/echo evil
   VerifyHostKeyDNS yes
+  AddressFamily inet6
+  BindAddress 192.0.2.1
+  BindInterface barn-nonexistent0
+  GlobalKnownHostsFile @DIR@/evil_global_known_hosts
+  NoHostAuthenticationForLocalhost yes
+  HashKnownHosts yes
+  ForwardAgent yes
+  ForwardX11 yes
+  ForwardX11Trusted yes
+  Tunnel yes
+  PermitLocalCommand yes
+  LocalCommand touch @DIR@/local-command-ran
+  SessionType none
+  RequestTTY force
+  StdinNull yes
+  ForkAfterAuthentication yes
+  PubkeyAuthentication no
+  PreferredAuthentications password
+  GSSAPIAuthentication yes
+  GSSAPIDelegateCredentials yes
+  HostKeyAlgorithms ssh-rsa
+  KexAlgorithms diffie-hellman-group14-sha1
+  Ciphers aes128-cbc
+  MACs hmac-sha1
+  PubkeyAcceptedAlgorithms ssh-rsa
 
 Host other
   HostName other.example
@@ -60,10 +92,9 @@ func TestFragmentPinsAgainstHostileConfig(t *testing.T) {
 	home := t.TempDir()
 	p := Paths(home, "")
 	_ = os.MkdirAll(p.Dir, 0o700)
-	if err := os.WriteFile(p.Config, []byte(hostileConfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeHostileConfig(t, p.Config, home)
 	keys := sshkeys.Paths(filepath.Join(home, oddDir, "keys"))
+	defaults := sshG(t, "-F", "/dev/null", "x")
 	if _, err := Install(p, fragment(t, entries(2222, "dba", keys))); err != nil {
 		t.Fatal(err)
 	}
@@ -76,6 +107,14 @@ func TestFragmentPinsAgainstHostileConfig(t *testing.T) {
 			"hostkeyalias":       sshkeys.HostKeyAlias(uuidA),
 			"identitiesonly":     "yes", "stricthostkeychecking": "accept-new", "checkhostip": "no",
 			"updatehostkeys": "false", "verifyhostkeydns": "false", "controlmaster": "false", "canonicalizehostname": "false",
+			"addressfamily": "inet", "bindaddress": "127.0.0.1", "globalknownhostsfile": "none", "nohostauthenticationforlocalhost": "no",
+			"hashknownhosts": "no", "forwardagent": "no", "forwardx11": "no", "forwardx11trusted": "no", "tunnel": "false",
+			"permitlocalcommand": "no", "sessiontype": "default", "requesttty": "auto", "stdinnull": "no", "forkafterauthentication": "no",
+			"pubkeyauthentication": "true", "preferredauthentications": "publickey", "gssapiauthentication": "no", "gssapidelegatecredentials": "no",
+		}
+		// the algorithm lists are ssh's own defaults, not the user's
+		for _, k := range []string{"hostkeyalgorithms", "kexalgorithms", "ciphers", "macs", "pubkeyacceptedalgorithms"} {
+			want[k] = defaults[k][0]
 		}
 		for k, v := range want {
 			if got := g[k]; len(got) == 0 || got[0] != v {
@@ -95,6 +134,12 @@ func TestFragmentPinsAgainstHostileConfig(t *testing.T) {
 	if g := sshG(t, "-F", p.Config, "10.10.10.10"); g["hostname"][0] != "evil.invalid" {
 		t.Errorf("the user's 10.10.10.* block no longer applies to plain ssh 10.10.10.10: %v", g["hostname"])
 	}
+}
+
+// writeHostileConfig writes hostileConfig to path with @DIR@ = dir.
+func writeHostileConfig(t *testing.T, path, dir string) {
+	t.Helper()
+	must(t, os.WriteFile(path, []byte(strings.ReplaceAll(hostileConfig, "@DIR@", dir)), 0o600))
 }
 
 // sshG runs ssh -G with args and returns its "key value" lines.
@@ -117,13 +162,20 @@ func sshG(t *testing.T, args ...string) map[string][]string {
 // config around the fragment and the deployment key under an odd
 // directory, `ssh meta` through ~/.ssh/config still logs in to the real
 // server on 127.0.0.1 with Barn's key and records the host key in Barn's
-// known_hosts under the alias.
+// known_hosts under the alias, unhashed; a global known_hosts holding
+// another key for the alias is not read, and the user's LocalCommand does
+// not run.
 func TestInstalledConfigReachesSSHDDespiteHostileConfig(t *testing.T) {
 	s := startSSHDKeysAt(t, filepath.Join(oddDir, "keys"))
 	home := t.TempDir()
 	p := Paths(home, "")
 	_ = os.MkdirAll(p.Dir, 0o700)
-	_ = os.WriteFile(p.Config, []byte(hostileConfig), 0o600)
+	writeHostileConfig(t, p.Config, home)
+	// a global known_hosts with another key under the instance's alias
+	other, _, _ := ed25519.GenerateKey(rand.Reader)
+	otherKey, err := ssh.NewPublicKey(other)
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(home, "evil_global_known_hosts"), append([]byte(sshkeys.HostKeyAlias(uuidA)+" "), ssh.MarshalAuthorizedKey(otherKey)...), 0o600))
 	if _, err := Install(p, fragment(t, entries(s.port, s.user, s.keys))); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +184,10 @@ func TestInstalledConfigReachesSSHDDespiteHostileConfig(t *testing.T) {
 		t.Fatalf("ssh -F config pg-meta: %d %q %s", code, o, errs)
 	}
 	if kh, err := os.ReadFile(s.keys.KnownHosts); err != nil || !strings.HasPrefix(string(kh), sshkeys.HostKeyAlias(uuidA)+" ") {
-		t.Fatalf("known_hosts: %v %q", err, kh)
+		t.Fatalf("known_hosts (unhashed, under the alias): %v %q", err, kh)
+	}
+	if _, err := os.Stat(filepath.Join(home, "local-command-ran")); !os.IsNotExist(err) {
+		t.Fatalf("the user's LocalCommand ran for a Barn node: %v", err)
 	}
 }
 
@@ -185,7 +240,7 @@ func TestAnsibleExportIsReadByAnsible(t *testing.T) {
 		g := sshG(t, append(append([]string{"-o", "User=dba", "-o", "Port=" + c.port}, words...), c.host)...)
 		for k, v := range map[string]string{"hostname": c.host, "port": c.port, "user": "dba", "hostkeyalias": c.alias,
 			"identityfile": strings.ReplaceAll(keys.PrivatePath, "%", "%%"), "userknownhostsfile": keys.KnownHosts,
-			"identitiesonly": "yes", "stricthostkeychecking": "accept-new"} {
+			"identitiesonly": "yes", "stricthostkeychecking": "accept-new", "globalknownhostsfile": "none"} {
 			if got := g[k]; len(got) == 0 || got[0] != v {
 				t.Errorf("%s: ssh -G %s = %q, want %q", c.addr, k, got, v)
 			}

@@ -21,9 +21,17 @@ func TestArgsShape(t *testing.T) {
 	tg := Target{Node: "meta", Port: 2222, User: "dba", VMUUID: uuidA}
 	tg.Keys.PrivatePath, tg.Keys.KnownHosts = "/k/id_ed25519", "/k/known_hosts"
 	got := strings.Join(execArgv(t, tg, []string{"echo", "a b"}), " ")
-	want := "ssh -F /dev/null -o IdentityFile=/k/id_ed25519 -o BatchMode=yes -o IdentitiesOnly=yes -o StrictHostKeyChecking=accept-new -o LogLevel=ERROR -o UserKnownHostsFile=/k/known_hosts -o ConnectTimeout=5 -o HostKeyAlias=barn-"
+	want := "ssh -F /dev/null -o IdentityFile=/k/id_ed25519 -o BatchMode=yes -o IdentitiesOnly=yes -o StrictHostKeyChecking=accept-new -o LogLevel=ERROR -o UserKnownHostsFile=/k/known_hosts -o GlobalKnownHostsFile=none -o ConnectTimeout=5 -o HostKeyAlias=barn-"
 	if !strings.HasPrefix(got, want) || !strings.HasSuffix(got, " -p 2222 dba@127.0.0.1 -- 'echo' 'a b'") {
 		t.Fatalf("argv = %s", got)
+	}
+	// as ssh reads it: Barn's known_hosts only, no system-wide one
+	args, err := tg.Args(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := sshG(t, args...); g["globalknownhostsfile"][0] != "none" || g["userknownhostsfile"][0] != "/k/known_hosts" || g["hostkeyalias"][0] != sshkeys.HostKeyAlias(uuidA) {
+		t.Errorf("ssh -G of barn-node ssh's arguments: %v", g)
 	}
 	if sh := shellArgv(t, tg, nil, false); !contains(sh, "-t") {
 		t.Errorf("interactive ssh lacks -t: %v", sh)

@@ -9,8 +9,13 @@
 //
 //	ssh -F /dev/null -o IdentityFile=KEY -o BatchMode=yes -o IdentitiesOnly=yes
 //	    -o StrictHostKeyChecking=accept-new -o LogLevel=ERROR
-//	    -o UserKnownHostsFile=KNOWN -o ConnectTimeout=5
-//	    -o HostKeyAlias=barn-<sha256(uuid)> -p PORT USER@127.0.0.1
+//	    -o UserKnownHostsFile=KNOWN -o GlobalKnownHostsFile=none
+//	    -o ConnectTimeout=5 -o HostKeyAlias=barn-<sha256(uuid)>
+//	    -p PORT USER@127.0.0.1
+//
+// (-F /dev/null skips /etc/ssh/ssh_config too, but not the system-wide
+// known_hosts files, hence GlobalKnownHostsFile=none: only Barn's
+// known_hosts decides which host key a guest may have.)
 //
 // KEY and KNOWN are written with quote.SSHPath: ssh reads each -o value as
 // an ssh_config line and %-expands both file names (so does -i, which is
@@ -77,6 +82,7 @@ func (t Target) Options() ([]string, error) {
 		"StrictHostKeyChecking=accept-new",
 		"LogLevel=ERROR",
 		"UserKnownHostsFile=" + known,
+		"GlobalKnownHostsFile=none",
 		"ConnectTimeout=5",
 		"HostKeyAlias=" + sshkeys.HostKeyAlias(t.VMUUID),
 	}, nil

@@ -2,6 +2,8 @@ package guest
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -16,10 +18,14 @@ import (
 	"barn.dev/lib/safefile"
 )
 
-// Markers of the ~/.ssh integration.
+// Markers of the ~/.ssh integration. A fragment Barn writes starts with
+// FragmentBegin and ends with FragmentEnd, a space and "sha256=" with the
+// SHA-256 (hex) of every byte before that line: proof that the file is
+// exactly what Barn wrote (see fragmentProof).
 const (
 	FragmentBegin = "# barn:begin"
 	FragmentEnd   = "# barn:end"
+	fragmentSeal  = FragmentEnd + " sha256="
 	IncludeMarker = "# barn:include"
 	// CreatedMarker starts a fragment line recording a path Install
 	// created (~/.ssh, ~/.ssh/config), which Remove deletes again when
@@ -45,25 +51,62 @@ type HostEntry struct {
 // per-node ones: everything Barn relies on is set here, because in
 // ssh_config the first value obtained wins and the fragment is included
 // at the top of ~/.ssh/config, so a user's own "Host *" or
-// "Host 10.10.10.*" block (a jump host, a ControlMaster, IdentitiesOnly
-// no, a KnownHostsCommand) cannot redirect the connection, reuse another
-// instance's master connection or trust another host key.
+// "Host 10.10.10.*" block cannot redirect the connection (a jump host, a
+// proxy, canonicalisation, another address family or source address),
+// reuse another instance's master connection, trust another host key
+// (global known_hosts, DNS, localhost exemption, hashed or updated
+// entries), authenticate otherwise, expose the user's agent or X display
+// to the guest, run a local command, or break the session (no session,
+// a forced tty, backgrounding, algorithms the guest does not speak). An
+// algorithm list "-barn-default" removes nothing from ssh's compiled-in
+// defaults: it pins them. The command line still comes first (ssh -A,
+// -L, -N, -t work as asked).
+//
+// Not pinned, since ssh_config accumulates them and has no way to clear
+// them: IdentityFile and CertificateFile (the user's are offered after
+// Barn's key, which authenticates first), LocalForward, RemoteForward and
+// DynamicForward (ClearAllForwardings would clear -L/-R given on the
+// command line too), SendEnv and SetEnv; a "Match exec" command of the
+// user's still runs while ssh evaluates it.
 var fragmentPins = []string{
 	"IdentitiesOnly yes",
+	"PubkeyAuthentication yes",
+	"PreferredAuthentications publickey",
+	"GSSAPIAuthentication no",
+	"GSSAPIDelegateCredentials no",
 	"StrictHostKeyChecking accept-new",
+	"GlobalKnownHostsFile none",
+	"NoHostAuthenticationForLocalhost no",
+	"HashKnownHosts no",
 	"CheckHostIP no",
 	"UpdateHostKeys no",
 	"KnownHostsCommand none",
 	"VerifyHostKeyDNS no",
+	"HostKeyAlgorithms -barn-default",
+	"KexAlgorithms -barn-default",
+	"Ciphers -barn-default",
+	"MACs -barn-default",
+	"PubkeyAcceptedAlgorithms -barn-default",
+	"AddressFamily inet",
+	"BindAddress 127.0.0.1",
 	"ProxyJump none",
 	"ProxyCommand none",
 	"ControlMaster no",
 	"ControlPath none",
 	"CanonicalizeHostname no",
+	"ForwardAgent no",
+	"ForwardX11 no",
+	"ForwardX11Trusted no",
+	"Tunnel no",
+	"PermitLocalCommand no",
 	"RemoteCommand none",
+	"SessionType default",
+	"RequestTTY auto",
+	"StdinNull no",
+	"ForkAfterAuthentication no",
 }
 
-// RenderFragment returns the marked fragment: one Host block per node
+// RenderFragment returns the marked, sealed fragment: one Host block per node
 // (patterns: node name then aliases) reaching it address-free through the
 // management port forward on 127.0.0.1, with HostName, Port, User,
 // IdentityFile, UserKnownHostsFile and HostKeyAlias plus fragmentPins.
@@ -71,7 +114,8 @@ var fragmentPins = []string{
 // a usage error naming it.
 func RenderFragment(entries []HostEntry) ([]byte, error) {
 	var b bytes.Buffer
-	b.WriteString(FragmentBegin + "\n# Managed by barn-node ssh-config; edits are overwritten.\n")
+	b.WriteString(FragmentBegin + "\n# Managed by barn-node ssh-config; do not edit (an edited copy is neither overwritten nor removed).\n" +
+		"# Every Host block pins what Barn relies on; an algorithm list \"-barn-default\" removes nothing (ssh's own defaults).\n")
 	for _, e := range entries {
 		var patterns []string
 		for _, n := range append([]string{e.Node}, e.Aliases...) {
@@ -104,8 +148,47 @@ func RenderFragment(entries []HostEntry) ([]byte, error) {
 			b.WriteString("  " + p + "\n")
 		}
 	}
-	b.WriteString(FragmentEnd + "\n")
-	return b.Bytes(), nil
+	return seal(b.Bytes()), nil
+}
+
+// seal returns body (FragmentBegin through the last Host block, with or
+// without an end line) closed by the end line carrying its hash.
+func seal(body []byte) []byte {
+	lines := splitLines(body)
+	if n := len(lines); n > 0 && strings.HasPrefix(lines[n-1], FragmentEnd) {
+		lines = lines[:n-1]
+	}
+	content := joinLines(lines)
+	sum := sha256.Sum256(content)
+	return append(content, fragmentSeal+hex.EncodeToString(sum[:])+"\n"...)
+}
+
+// proof says how far a fragment on disk is proven Barn's.
+type proof int
+
+const (
+	unmarked proof = iota // no begin or no end marker: not Barn's
+	edited                // Barn's markers and seal, but the content changed since
+	legacy                // begin and a bare end marker: written by Barn before seals
+	sealed                // exactly what Barn wrote
+)
+
+// fragmentProof classifies fragment bytes (see proof).
+func fragmentProof(b []byte) proof {
+	lines := splitLines(b)
+	if len(lines) < 2 || lines[0] != FragmentBegin || !bytes.HasSuffix(b, []byte("\n")) {
+		return unmarked
+	}
+	last := lines[len(lines)-1]
+	switch {
+	case last == FragmentEnd:
+		return legacy
+	case !strings.HasPrefix(last, fragmentSeal):
+		return unmarked
+	case bytes.Equal(seal(b), b):
+		return sealed
+	}
+	return edited
 }
 
 // SSHConfigPaths are the files the integration touches.
@@ -156,7 +239,9 @@ type InstallResult struct {
 // lines, kept across later installs, so Remove can leave ~/.ssh as it was.
 //
 // Refused (conflict, the file untouched): an existing fragment without
-// Barn's markers (reason "ssh_config_unmarked"), an unmarked Include of the
+// Barn's markers (reason "ssh_config_unmarked") or edited since Barn
+// sealed it ("ssh_config_edited"; a fragment of a Barn before seals, with
+// a bare end marker, is rewritten sealed), an unmarked Include of the
 // fragment in the config ("ssh_config_unmarked"), files over 1 MiB
 // ("ssh_config_too_large"), and a symlinked or hard-linked config
 // ("ssh_config_linked": the fragment is still published, and the message
@@ -175,22 +260,24 @@ func Install(p SSHConfigPaths, fragment []byte) (InstallResult, error) {
 		return res, exitcode.Wrap(exitcode.Runtime, err, "create %s: %v", p.Dir, err)
 	}
 	old, err := readSmall(p.Fragment)
-	if err == nil && bytes.HasPrefix(old, []byte(FragmentBegin+"\n")) {
+	if err == nil && fragmentProof(old) >= legacy {
 		created = append(recordedCreated(old), created...)
 	}
 	if _, err := os.Lstat(p.Config); errors.Is(err, fs.ErrNotExist) {
 		created = append(created, p.Config)
 	}
-	fragment = withCreated(fragment, created)
+	fragment = seal(withCreated(fragment, created))
 	res.Created = append(res.Created, created...)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		res.FragmentChange = "created"
 	case err != nil:
 		return res, err
-	case !bytes.HasPrefix(old, []byte(FragmentBegin+"\n")) || !bytes.HasSuffix(old, []byte(FragmentEnd+"\n")):
+	case fragmentProof(old) == unmarked:
 		return res, exitcode.New(exitcode.Conflict, "%s exists and was not written by Barn (no %s/%s markers); refusing to overwrite it", p.Fragment, FragmentBegin, FragmentEnd).
 			WithReason("ssh_config_unmarked").WithNext("mv " + p.Fragment + " " + p.Fragment + ".bak")
+	case fragmentProof(old) == edited:
+		return res, editedError(p)
 	case bytes.Equal(old, fragment):
 		res.FragmentChange = "unchanged"
 	default:
@@ -258,18 +345,39 @@ type RemoveResult struct {
 	CreatedKept     []string `json:"created_kept"`    // what Install had created, kept because it holds something else now
 }
 
-// Remove deletes the marked Include block from p.Config and the marked
+// Remove deletes the marked Include block from p.Config and the sealed
 // fragment, then what the fragment records Install created (p.Config,
-// p.Dir) when that is now empty. Unmarked or linked files are never edited
-// (conflict, same reasons as Install). Absent files are fine.
+// p.Dir) when that is now empty. Only a fragment exactly as Barn sealed it
+// is deleted; anything else is refused before any file is changed
+// (conflict; the fragment and the Include kept): no begin or end marker
+// ("ssh_config_unmarked"), content changed since ("ssh_config_edited"), a
+// Barn fragment from before seals ("ssh_config_unsealed"). Linked configs
+// are never edited (as Install). Absent files are fine.
 func Remove(p SSHConfigPaths) (RemoveResult, error) {
 	res := RemoveResult{Fragment: p.Fragment, Config: p.Config, CreatedRemoved: []string{}, CreatedKept: []string{}}
 	include, err := p.IncludeLine()
 	if err != nil {
 		return res, err
 	}
+	old, err := readSmall(p.Fragment)
+	present := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return res, err
+	}
+	if present {
+		switch fragmentProof(old) {
+		case unmarked:
+			return res, exitcode.New(exitcode.Conflict, "%s was not written by Barn (no %s/%s markers); leaving it and the Include", p.Fragment, FragmentBegin, FragmentEnd).
+				WithReason("ssh_config_unmarked")
+		case edited:
+			return res, editedError(p)
+		case legacy:
+			return res, exitcode.New(exitcode.Conflict, "%s has Barn's markers but no content hash (an earlier Barn wrote it), so Barn cannot prove it holds only what Barn wrote; leaving it and the Include", p.Fragment).
+				WithReason("ssh_config_unsealed").WithNext("barn-node ssh-config --install   # rewrites it sealed; or check it and remove it by hand")
+		}
+	}
 	var created []string
-	if old, err := readSmall(p.Fragment); err == nil && bytes.HasPrefix(old, []byte(FragmentBegin+"\n")) {
+	if present {
 		created = recordedCreated(old)
 	}
 	cfg, mode, err := readConfig(p, include)
@@ -283,16 +391,9 @@ func Remove(p SSHConfigPaths) (RemoveResult, error) {
 		}
 		res.IncludeRemoved = true
 	}
-	old, err := readSmall(p.Fragment)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return res, err
-	case !bytes.HasPrefix(old, []byte(FragmentBegin+"\n")):
-		return res, exitcode.New(exitcode.Conflict, "%s was not written by Barn; leaving it", p.Fragment).WithReason("ssh_config_unmarked")
-	default:
-		if err := os.Remove(p.Fragment); err != nil {
-			return res, exitcode.Wrap(exitcode.Runtime, err, "remove %s: %v", p.Fragment, err)
+	if present {
+		if err := removeIfSame(p.Fragment, old); err != nil {
+			return res, err
 		}
 		res.FragmentRemoved = true
 	}
@@ -315,6 +416,28 @@ func Remove(p SSHConfigPaths) (RemoveResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// editedError is the refusal of a sealed fragment whose content changed.
+func editedError(p SSHConfigPaths) error {
+	return exitcode.New(exitcode.Conflict, "%s was written by Barn but edited since (its content no longer matches the hash on its %s line); leaving it", p.Fragment, FragmentEnd).
+		WithReason("ssh_config_edited").WithNext("mv " + p.Fragment + " " + p.Fragment + ".mine   # keep your edits elsewhere (Include them from ~/.ssh/config)")
+}
+
+// removeIfSame deletes path if it still holds exactly want (re-read just
+// before, so a write since Remove's check is not lost).
+func removeIfSame(path string, want []byte) error {
+	now, err := readSmall(path)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(now, want) {
+		return exitcode.New(exitcode.Conflict, "%s changed while Barn was removing it; leaving it", path).WithReason("ssh_config_edited")
+	}
+	if err := os.Remove(path); err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "remove %s: %v", path, err)
+	}
+	return nil
 }
 
 // removeIfEmpty removes an empty regular file or an empty directory (never
