@@ -36,6 +36,22 @@
 // Write* fill schema and timestamps, validate, and refuse (runtime, 1) a
 // document that would not read back.
 //
+// # File identities
+//
+// A path is not proof of ownership: a file copied or restored over Barn's
+// has the same name. Node.Files and each completed journal Artifact.ID
+// record the identity (lib/fileid: device, inode, birth time, inode
+// generation; the SHA-256 for seed.iso) of every file Barn created or
+// moved into a node directory, taken when Barn created it. Destroy and
+// rollback delete (and move into disks/) a recorded file only while the
+// file at its path still has that identity; otherwise it is kept, and the
+// command fails as a conflict (reason unexpected_files) naming it, why,
+// and a next: hint. State and journals written before Barn recorded
+// identities carry none: their files are never deleted by Barn (destroy
+// keeps and names them; the user removes them), and a retained disk whose
+// ownership marker has no identity is moved back to a node as before but
+// never deleted by purge.
+//
 // # Locks
 //
 // Advisory flock(2) locks on files under locks/ (gofrs/flock): deployment,
