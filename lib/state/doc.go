@@ -56,8 +56,9 @@
 //
 // Advisory flock(2) locks on files under locks/ (gofrs/flock): deployment,
 // node-<node>, images. The fixed order is deployment → nodes (sorted;
-// LockNodes and WithNodeLocks do this) → images; the events lock is a leaf
-// used only inside AppendEvent. A Root enforces the order at run time: a
+// LockNodes and WithNodeLocks do this) → images; the events lock is a leaf,
+// held exclusively inside AppendEvent and RemoveEvents and shared by the
+// event readers. A Root enforces the order at run time: a
 // lock that sorts before one it holds is refused (runtime, reason
 // lock_order). A holder
 // writes {schema, pid, command, started} into its lock file and clears it
@@ -73,7 +74,12 @@
 // AppendEvent appends one barn.event/v1 line (≤64 KiB; a long message is cut)
 // to events.jsonl under locks/events.lock, opening with O_NOFOLLOW; past
 // 8 MiB the file is atomically replaced by its last ~4 MiB from a line
-// boundary. ReadEvents and FollowEvents read it strictly.
+// boundary. ReadEvents, FollowEvents and Verify read it strictly, under
+// the events lock taken shared, so they never see a record being
+// appended: a last line without its newline is a torn record, an
+// integrity error (reason torn_event) naming the file and the record's
+// byte offset, never silently dropped. An append after a torn record
+// starts on a new line, leaving the torn bytes as the evidence.
 //
 // # Verify
 //
