@@ -49,9 +49,9 @@ import (
 type ID struct {
 	Device     uint64     `json:"device"`
 	Inode      uint64     `json:"inode"`
-	Birth      *time.Time `json:"birth,omitempty"`      // statx btime, UTC; nil when the filesystem records none
-	Generation *uint32    `json:"generation,omitempty"` // inode generation; nil when the filesystem keeps none
-	SHA256     string     `json:"sha256,omitempty"`     // lower-case hex of the bytes, for files Barn never changes
+	Birth      *time.Time `json:"birth,omitempty"`            // statx btime, UTC; nil when the filesystem records none
+	Generation *uint32    `json:"inode_generation,omitempty"` // FS_IOC_GETVERSION; nil when the filesystem keeps none
+	SHA256     string     `json:"sha256,omitempty"`           // lower-case hex of the bytes, for files Barn never changes
 }
 
 // ErrNotRegular is returned (wrapped) for a path that is a symlink, a
