@@ -139,7 +139,7 @@ func (m *Manager) Destroy(ctx context.Context, selectors []string, o DestroyOpti
 				res.Notes = append(res.Notes, "deleted retained disk "+g)
 			}
 			for _, k := range kept {
-				res.Notes = append(res.Notes, "kept "+k)
+				res.Notes = append(res.Notes, "kept "+k+"; next: check it and move it out of "+filepath.Join(m.Root.Dir, state.DisksDirName)+" yourself (Barn deletes only the disk it preserved)")
 			}
 			if err != nil {
 				return nil, err
