@@ -76,9 +76,9 @@ type Record struct {
 	MergedFrom []string `json:"merged_from,omitempty"`
 }
 
-func (s *Store) manifests() string { return filepath.Join(s.Dir, "manifests") }
+func (s *Store) manifests() string { return filepath.Join(s.Dir, ManifestsDirName) }
 func (s *Store) versions() string  { return filepath.Join(s.manifests(), "versions") }
-func (s *Store) trustDir() string  { return filepath.Join(s.Dir, "trust") }
+func (s *Store) trustDir() string  { return filepath.Join(s.Dir, TrustDirName) }
 func (s *Store) registryPath() string {
 	return filepath.Join(s.manifests(), "state.json")
 }

@@ -45,11 +45,29 @@ func (ps *problems) add(field, value, format string, args ...any) {
 	*ps = append(*ps, Problem{Field: field, Value: value, Message: fmt.Sprintf(format, args...)})
 }
 
-// ValidName reports whether s is a usable family or alias name (not the
-// reserved "local" or "local-*").
+// ValidName reports whether s is a usable family or alias name: not the
+// reserved "local" or "local-*", and not a directory of the catalog store
+// (StoreDirNames), which a family's cache directory
+// (<images>/<family>) would otherwise be.
 func ValidName(s string) bool {
-	return nameRE.MatchString(s) && !IsLocalName(s)
+	return nameRE.MatchString(s) && !IsLocalName(s) && !slices.Contains(StoreDirNames, s)
 }
+
+// StoreDirNames are the directories the catalog store keeps beside the
+// family directories of the image cache (<images>/manifests,
+// <images>/trust). No image or alias may be named like them: Barn 0.9
+// accepted such a family and then pulled its artifact into the store's
+// own directory.
+var StoreDirNames = []string{ManifestsDirName, TrustDirName}
+
+// The catalog store's directories under the images directory.
+const (
+	ManifestsDirName = "manifests" // state.json, versions/
+	TrustDirName     = "trust"     // <KEYID>.pub
+)
+
+// reservedNames is how the name rule reads in a problem.
+const reservedNames = "local, local-*, manifests or trust (names the image cache keeps for itself)"
 
 // IsLocalName reports whether s is in the reserved local namespace: names
 // of imported images, which no catalog may shadow.
@@ -134,7 +152,7 @@ func validateShape(ps *problems, schema, wantSchema int, revision uint64, d Defa
 		f := families[name]
 		field := "images." + name
 		if !ValidName(name) {
-			ps.add(field, name, "image name must match %s and not be local or local-*", nameRE)
+			ps.add(field, name, "image name must match %s and not be %s", nameRE, reservedNames)
 		}
 		if prev, ok := owner[name]; ok {
 			ps.add(field, name, "name is already an alias of %s", prev)
@@ -143,7 +161,7 @@ func validateShape(ps *problems, schema, wantSchema int, revision uint64, d Defa
 		for i, a := range f.aliases {
 			af := fmt.Sprintf("%s.aliases[%d]", field, i)
 			if !ValidName(a) {
-				ps.add(af, a, "alias must match %s and not be local or local-*", nameRE)
+				ps.add(af, a, "alias must match %s and not be %s", nameRE, reservedNames)
 			}
 			if prev, ok := owner[a]; ok {
 				ps.add(af, a, "duplicate: already used by %s", prev)

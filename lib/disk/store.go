@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/fileid"
 	"barn.dev/lib/safefile"
 	"barn.dev/lib/wire"
 )
@@ -42,6 +43,29 @@ type Ownership struct {
 	Filesystem  string    `json:"filesystem"` // as last reported, or requested
 	OwnerUID    int       `json:"owner_uid"`
 	PreservedAt time.Time `json:"preserved_at"`
+	// Disk is the identity (lib/fileid) of the disk Barn created and moved
+	// here, carried over from the node state: what DeleteRetained deletes
+	// by, and what Reattach and Return check before moving the disk. A
+	// marker written before Barn kept identities has none; its disk is
+	// then moved as before but never deleted by Barn.
+	Disk *fileid.ID `json:"disk,omitempty"`
+}
+
+// NotBarns is the reason a retained disk is not the one its marker
+// records ("" when it is): the marker has no identity, or disk.qcow2 is
+// another file.
+func (o Ownership) NotBarns(disk string) (string, error) {
+	if o.Disk == nil {
+		return "its marker predates Barn's file identities, so nothing proves it is the disk Barn preserved", nil
+	}
+	why, err := o.Disk.Differs(disk)
+	if err != nil {
+		return "", exitcode.Wrap(exitcode.Runtime, err, "checking %s", disk)
+	}
+	if why != "" {
+		return "not the disk Barn preserved: " + why, nil
+	}
+	return "", nil
 }
 
 // Matches reports whether the retained disk is exactly the desired one.
@@ -54,7 +78,10 @@ func (o Ownership) Matches(node, name, serial, mount string, size int64) bool {
 // the ownership marker. It is idempotent for resumption: when src is gone
 // and dir already holds disk.qcow2, only the marker is (re)written. It never
 // overwrites a retained disk that is already there while src also exists
-// (conflict, reason "retained_disk_exists").
+// (conflict, reason "retained_disk_exists"). When m.Disk is set (the
+// identity the node state records), the disk moved — or found moved — must
+// be that file: anything else is a conflict, reason "not_barns_disk", and
+// nothing is moved or written.
 func Preserve(src, dir string, m Ownership) error {
 	dst := filepath.Join(dir, RetainedDiskFile)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -73,6 +100,9 @@ func Preserve(src, dir string, m Ownership) error {
 		if err := checkFile(src); err != nil {
 			return err
 		}
+		if err := checkIdentity(m.Disk, src); err != nil {
+			return err
+		}
 		if err := os.Chmod(src, 0o600); err != nil {
 			return exitcode.Wrap(exitcode.Runtime, err, "chmod %s", src)
 		}
@@ -85,6 +115,9 @@ func Preserve(src, dir string, m Ownership) error {
 		}
 	case dstErr == nil:
 		// resumed: the move already happened
+		if err := checkIdentity(m.Disk, dst); err != nil {
+			return err
+		}
 	default:
 		return exitcode.New(exitcode.Integrity, "persistent disk %s is missing and nothing is retained at %s", src, dst).
 			WithReason("persistent_disk_missing")
@@ -183,9 +216,17 @@ func readMarker(dir string) (m *Ownership, lent bool, err error) {
 // <disk>.qcow2) by an atomic rename that never replaces dst. The ownership
 // marker stays in dir, so the disk always has an owner on record: Release
 // removes it once the node's state is committed, Return moves the disk
-// back when the create is rolled back.
+// back when the create is rolled back. A disk.qcow2 that is not the file
+// the marker's identity records is refused (conflict, "not_barns_disk").
 func Reattach(dir, dst string) error {
-	if _, err := ReadRetained(dir); err != nil {
+	m, err := ReadRetained(dir)
+	if err != nil {
+		return err
+	}
+	if m == nil {
+		return exitcode.New(exitcode.Conflict, "no retained disk in %s", dir).WithReason("persistent_disk_missing")
+	}
+	if err := checkIdentity(m.Disk, filepath.Join(dir, RetainedDiskFile)); err != nil {
 		return err
 	}
 	// No check-then-rename: the move itself refuses an existing dst.
@@ -207,7 +248,9 @@ func Lent(dir string) (bool, error) {
 
 // Return moves a lent disk at src back into dir, beside the marker that
 // stayed there, never replacing a disk already in dir (conflict, reason
-// "retained_disk_exists"). src must be a regular file with one link.
+// "retained_disk_exists"). src must be a regular file with one link and,
+// when the marker records the disk's identity, that very file (conflict,
+// "not_barns_disk": another file is never moved into the store).
 func Return(src, dir string) error {
 	m, lent, err := readMarker(dir)
 	if err != nil {
@@ -217,6 +260,9 @@ func Return(src, dir string) error {
 		return exitcode.New(exitcode.Conflict, "%s holds no marker of a lent disk; not moving %s there", dir, src).WithReason("retained_disk_exists")
 	}
 	if err := checkFile(src); err != nil {
+		return err
+	}
+	if err := checkIdentity(m.Disk, src); err != nil {
 		return err
 	}
 	if err := safefile.Move(src, filepath.Join(dir, RetainedDiskFile)); err != nil {
@@ -253,12 +299,22 @@ func Release(dir string) error {
 	return nil
 }
 
-// DeleteRetained deletes one validated retained disk directory.
-func DeleteRetained(dir string) error {
+// DeleteRetained deletes one validated retained disk directory, only when
+// its disk.qcow2 is the file the marker's identity records; otherwise
+// both files stay and kept says why (a marker without an identity, from
+// before Barn kept them, proves nothing).
+func DeleteRetained(dir string) (kept string, err error) {
 	m, err := ReadRetained(dir)
 	if err != nil || m == nil {
-		return err
+		return "", err
 	}
+	if why, err := m.NotBarns(filepath.Join(dir, RetainedDiskFile)); err != nil || why != "" {
+		return why, err
+	}
+	return "", deleteRetained(dir)
+}
+
+func deleteRetained(dir string) error {
 	for _, name := range []string{RetainedDiskFile, OwnershipFile} {
 		if err := os.Remove(filepath.Join(dir, name)); err != nil && !os.IsNotExist(err) {
 			return exitcode.Wrap(exitcode.Runtime, err, "deleting %s", filepath.Join(dir, name))
@@ -307,24 +363,47 @@ func List(root string) ([]Retained, error) {
 	return out, nil
 }
 
-// DeleteAll deletes every retained disk after validating the whole store
-// first (nothing is deleted when any entry fails to validate), then removes
-// emptied node directories and the root itself when empty.
-func DeleteAll(root string) ([]string, error) {
+// DeleteAll deletes every retained disk whose marker proves it Barn's
+// (DeleteRetained) after validating the whole store first (nothing is
+// deleted when any entry fails to validate), then removes emptied node
+// directories and the root itself when empty. Every disk it keeps is
+// listed in kept as "<disk path>: <why>".
+func DeleteAll(root string) (deleted, kept []string, err error) {
 	all, err := List(root)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	deleted := []string{}
+	deleted = []string{}
 	for _, r := range all {
-		if err := DeleteRetained(r.Dir); err != nil {
-			return deleted, err
+		why, err := DeleteRetained(r.Dir)
+		if err != nil {
+			return deleted, kept, err
+		}
+		if why != "" {
+			kept = append(kept, filepath.Join(r.Dir, RetainedDiskFile)+": "+why)
+			continue
 		}
 		deleted = append(deleted, r.Dir)
 		_ = removeEmpty(filepath.Dir(r.Dir))
 	}
 	_ = removeEmpty(root)
-	return deleted, nil
+	return deleted, kept, nil
+}
+
+// checkIdentity refuses path when id is set and path is another file.
+func checkIdentity(id *fileid.ID, path string) error {
+	if id == nil {
+		return nil
+	}
+	why, err := id.Differs(path)
+	if err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "checking %s", path)
+	}
+	if why != "" {
+		return exitcode.New(exitcode.Conflict, "%s is not the disk Barn recorded: %s; not moving it", path, why).
+			WithReason("not_barns_disk").WithNext("move " + path + " away after checking it, then retry")
+	}
+	return nil
 }
 
 func removeEmpty(dir string) error {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/fileid"
 	"barn.dev/lib/safefile/safefiletest"
 	"barn.dev/lib/wire/wiretest"
 )
@@ -31,13 +32,27 @@ func own() Ownership {
 	return Ownership{Node: "pg-1", Name: "data", Serial: "abc", SizeBytes: 8, Mount: "/data", Filesystem: "xfs"}
 }
 
+// ownOf is own() carrying the identity of the disk at src, as destroy
+// passes the node state's record of the disk it created.
+func ownOf(t *testing.T, src string) Ownership {
+	t.Helper()
+	id, err := fileid.Of(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := own()
+	o.Disk = &id
+	return o
+}
+
 func TestPreserveListReattach(t *testing.T) {
 	root, _, src := storeFixture(t)
 	dir := filepath.Join(root, "pg-1", "data")
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := Preserve(src, dir, own()); err != nil {
+	o := ownOf(t, src)
+	if err := Preserve(src, dir, o); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(src); !os.IsNotExist(err) {
@@ -55,7 +70,7 @@ func TestPreserveListReattach(t *testing.T) {
 		t.Fatal("a different size must not match")
 	}
 	// resumable: calling again after the move only rewrites the marker
-	if err := Preserve(src, dir, own()); err != nil {
+	if err := Preserve(src, dir, o); err != nil {
 		t.Fatalf("resumed preserve: %v", err)
 	}
 	if err := Reattach(dir, src); err != nil {
@@ -127,7 +142,7 @@ func TestReturnNeverReplacesAStoredDisk(t *testing.T) {
 func TestStoreIsFailClosed(t *testing.T) {
 	root, _, src := storeFixture(t)
 	dir := filepath.Join(root, "pg-1", "data")
-	if err := Preserve(src, dir, own()); err != nil {
+	if err := Preserve(src, dir, ownOf(t, src)); err != nil {
 		t.Fatal(err)
 	}
 	stray := filepath.Join(dir, "notes.txt")
@@ -137,7 +152,7 @@ func TestStoreIsFailClosed(t *testing.T) {
 	if _, err := List(root); exitcode.ClassOf(err) != exitcode.Integrity {
 		t.Fatalf("list with stray entry: %v", err)
 	}
-	if _, err := DeleteAll(root); exitcode.ClassOf(err) != exitcode.Integrity {
+	if _, _, err := DeleteAll(root); exitcode.ClassOf(err) != exitcode.Integrity {
 		t.Fatalf("delete-all with stray entry: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, RetainedDiskFile)); err != nil {
@@ -151,9 +166,9 @@ func TestStoreIsFailClosed(t *testing.T) {
 		}
 		os.Remove(filepath.Join(dir, "..", "x"))
 	}
-	deleted, err := DeleteAll(root)
-	if err != nil || len(deleted) != 1 {
-		t.Fatalf("delete-all: %v %v", deleted, err)
+	deleted, kept, err := DeleteAll(root)
+	if err != nil || len(deleted) != 1 || len(kept) != 0 {
+		t.Fatalf("delete-all: %v %v %v", deleted, kept, err)
 	}
 	if _, err := os.Stat(root); !os.IsNotExist(err) {
 		t.Fatal("empty store root kept")
@@ -239,4 +254,90 @@ func retainedFixture(t *testing.T) (dir, marker string, good []byte) {
 		t.Fatal(err)
 	}
 	return dir, marker, good
+}
+
+// replaceDisk puts an operator's file at path: another inode, other bytes,
+// the mode and single link the store's checks look at.
+func replaceDisk(t *testing.T, path string) {
+	t.Helper()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("an operator's own disk"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReplacedRetainedDiskIsKeptAndNamed is the attack of issue 13 finding
+// 8 on the store: a disk.qcow2 replaced under a valid ownership marker was
+// deleted by purge (the marker proved the directory, not the disk). Now
+// the marker records the disk's identity: purge keeps another file and
+// names it, Reattach refuses to hand it to a VM, and a marker written
+// before identities were recorded deletes nothing.
+func TestReplacedRetainedDiskIsKeptAndNamed(t *testing.T) {
+	root, _, src := storeFixture(t)
+	dir := filepath.Join(root, "pg-1", "data")
+	if err := Preserve(src, dir, ownOf(t, src)); err != nil {
+		t.Fatal(err)
+	}
+	disk := filepath.Join(dir, RetainedDiskFile)
+	replaceDisk(t, disk)
+	if err := Reattach(dir, src); exitcode.As(err).Reason != "not_barns_disk" {
+		t.Fatalf("Reattach of a replaced disk: %v, want not_barns_disk", err)
+	}
+	deleted, kept, err := DeleteAll(root)
+	if err != nil || len(deleted) != 0 || len(kept) != 1 || !strings.Contains(kept[0], disk+": not the disk Barn preserved: another file") {
+		t.Fatalf("DeleteAll = %v, %v, %v; want the replaced disk kept and named", deleted, kept, err)
+	}
+	if b, _ := os.ReadFile(disk); string(b) != "an operator's own disk" {
+		t.Fatalf("the operator's disk is now %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(dir, OwnershipFile)); err != nil {
+		t.Fatalf("the marker of a kept disk was removed: %v", err)
+	}
+
+	// a marker from before identities: moved as before, never deleted
+	root2, _, src2 := storeFixture(t)
+	dir2 := filepath.Join(root2, "pg-1", "data")
+	if err := Preserve(src2, dir2, own()); err != nil {
+		t.Fatal(err)
+	}
+	if why, err := DeleteRetained(dir2); err != nil || !strings.Contains(why, "predates") {
+		t.Fatalf("DeleteRetained(marker without identity) = %q, %v; want it kept", why, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir2, RetainedDiskFile)); err != nil {
+		t.Fatalf("disk under an old marker deleted: %v", err)
+	}
+}
+
+// TestPreserveAndReturnMoveOnlyTheRecordedDisk: another file at the node's
+// disk path is never moved into the store, neither by destroy (Preserve)
+// nor by a rollback (Return).
+func TestPreserveAndReturnMoveOnlyTheRecordedDisk(t *testing.T) {
+	root, _, src := storeFixture(t)
+	dir := filepath.Join(root, "pg-1", "data")
+	o := ownOf(t, src)
+	replaceDisk(t, src)
+	if err := Preserve(src, dir, o); err == nil || exitcode.As(err).Reason != "not_barns_disk" {
+		t.Fatalf("Preserve of a replaced disk: %v, want not_barns_disk", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, RetainedDiskFile)); !os.IsNotExist(err) {
+		t.Fatalf("a replaced disk was moved into the store: %v", err)
+	}
+
+	root, _, src = storeFixture(t)
+	dir = filepath.Join(root, "pg-1", "data")
+	if err := Preserve(src, dir, ownOf(t, src)); err != nil {
+		t.Fatal(err)
+	}
+	if err := Reattach(dir, src); err != nil {
+		t.Fatal(err)
+	}
+	replaceDisk(t, src)
+	if err := Return(src, dir); exitcode.As(err).Reason != "not_barns_disk" {
+		t.Fatalf("Return of a replaced disk: %v, want not_barns_disk", err)
+	}
+	if b, _ := os.ReadFile(src); string(b) != "an operator's own disk" {
+		t.Fatalf("the operator's disk was moved: %q", b)
+	}
 }

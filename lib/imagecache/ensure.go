@@ -81,6 +81,11 @@ func (c *Cache) Ensure(ctx context.Context, id imageref.Identity, src *catalog.S
 	if id.SHA256 == "" || id.SizeBytes <= 0 || id.File == "" {
 		return "", exitcode.New(exitcode.Usage, "image identity %s@%s is incomplete (no file, size or digest)", id.Image, id.Version)
 	}
+	if !catalog.IsLocalName(id.Image) && !catalog.ValidName(id.Image) {
+		// catalogs refuse such names; never let one reach the store's own directories
+		return "", exitcode.New(exitcode.Usage, "image %q cannot have a cache directory (not a valid image name; manifests and trust are the catalog store's)", id.Image).
+			WithReason("invalid_image_name")
+	}
 	imagesDir, err := c.Root.EnsureImagesDir()
 	if err != nil {
 		return "", err

@@ -121,3 +121,23 @@ func TestConcurrentEnsurePullsOnce(t *testing.T) {
 		t.Fatalf("%d downloads, want 1", len(ranges))
 	}
 }
+
+// TestEnsureNeverCachesIntoTheStore: an identity whose image is named like
+// a catalog store directory (a catalog refuses such names; this one comes
+// from elsewhere, e.g. hand-edited node state) is refused before anything
+// is created, so nothing lands in <images>/trust or <images>/manifests.
+func TestEnsureNeverCachesIntoTheStore(t *testing.T) {
+	img := realQcow2(t, "64M", 11)
+	for _, name := range catalog.StoreDirNames {
+		root := testRoot(t)
+		id := identity(img, "images/x-1-amd64.qcow2")
+		id.Image = name
+		_, err := Ensure(context.Background(), root, id, nil)
+		if exitcode.ClassOf(err) != exitcode.Usage || exitcode.As(err).Reason != "invalid_image_name" {
+			t.Fatalf("Ensure(image %s) = %v; want a usage refusal", name, err)
+		}
+		if _, err := os.Lstat(filepath.Join(root.ImagesDir(), name)); !os.IsNotExist(err) {
+			t.Fatalf("%s was created: %v", filepath.Join(root.ImagesDir(), name), err)
+		}
+	}
+}

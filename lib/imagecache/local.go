@@ -16,6 +16,10 @@ import (
 	"barn.dev/lib/wire"
 )
 
+// localRegistryName is the import registry's file in the images directory
+// (catalog.ReadLocal reads it).
+const localRegistryName = "local-images.json"
+
 var importNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,191}$`)
 
 // ImportOptions are the flags of `barn-repo import`.
@@ -116,7 +120,7 @@ func Import(ctx context.Context, root *state.Root, file string, o ImportOptions)
 	if err != nil {
 		return li, exitcode.Wrap(exitcode.Runtime, err, "encoding local registry")
 	}
-	if err := safefile.Write(filepath.Join(imagesDir, "local-images.json"), append(b, '\n'), 0o600); err != nil {
+	if err := safefile.Write(filepath.Join(imagesDir, localRegistryName), append(b, '\n'), 0o600); err != nil {
 		return li, exitcode.Wrap(exitcode.Runtime, err, "writing local registry")
 	}
 	return li, nil

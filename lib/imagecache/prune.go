@@ -93,7 +93,7 @@ func Prune(ctx context.Context, root *state.Root, dryRun bool) (*PruneResult, er
 	for _, e := range entries {
 		name := e.Name()
 		switch {
-		case name == "manifests" || name == "trust" || name == LocalDir || name == "local-images.json":
+		case name == "manifests" || name == "trust" || name == LocalDir || name == localRegistryName:
 			continue
 		case e.Type()&os.ModeSymlink != 0 || !e.IsDir() || !catalog.ValidName(name):
 			return nil, exitcode.New(exitcode.Integrity, "%s: unexpected entry in the image cache; prune touches only what it owns", filepath.Join(dir, name)).WithReason("unsafe_cache_entry")
@@ -163,16 +163,21 @@ func ownedFiles(imagesDir string) (*cacheRecord, error) {
 	r := &cacheRecord{artifacts: map[string]imageref.Identity{}, digests: map[string]map[string]int64{}}
 	for _, c := range cats {
 		for _, id := range c.Identities() {
-			p := CachePath(imagesDir, id)
-			r.artifacts[p] = id
-			d := filepath.Dir(p)
-			if r.digests[d] == nil {
-				r.digests[d] = map[string]int64{}
-			}
-			r.digests[d][id.SHA256] = id.SizeBytes
+			r.add(imagesDir, id)
 		}
 	}
 	return r, nil
+}
+
+// add records id as an artifact Barn may have written at its cache path.
+func (r *cacheRecord) add(imagesDir string, id imageref.Identity) {
+	p := CachePath(imagesDir, id)
+	r.artifacts[p] = id
+	d := filepath.Dir(p)
+	if r.digests[d] == nil {
+		r.digests[d] = map[string]int64{}
+	}
+	r.digests[d][id.SHA256] = id.SizeBytes
 }
 
 var corruptSuffixRE = regexp.MustCompile(`^\.corrupt-[0-9]{8}T[0-9]{6}Z$`)

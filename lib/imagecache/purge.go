@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"syscall"
@@ -29,29 +28,27 @@ type PurgeResult struct {
 	Bytes   int64    `json:"bytes"`
 }
 
-// The files Barn writes in the image cache, by place:
-//
-//	<family>/<file>.qcow2, .staging-<sha256>.partial, <file>.qcow2.corrupt-<time>
-//	local/<file>.qcow2|.img (imports) and their staging files; local-images.json
-//	manifests/state.json, manifests/versions/v<rev>-<sha256>.json[.<keyid>.minisig]
-//	trust/<KEYID>.pub
-var (
-	cacheImageRE  = regexp.MustCompile(`^([A-Za-z0-9][A-Za-z0-9._+-]*\.qcow2(\.corrupt-[0-9TZ]+)?|\.staging-[0-9a-f]{64}\.partial)$`)
-	localImageRE  = regexp.MustCompile(`^([A-Za-z0-9][A-Za-z0-9._+-]{0,191}\.(qcow2|img)|\.staging-[0-9a-f]{64}\.partial)$`)
-	versionFileRE = regexp.MustCompile(`^v[0-9]+-[0-9a-f]{64}\.json(\.[0-9a-f]{16}\.minisig)?$`)
-	trustKeyRE    = regexp.MustCompile(`^[0-9A-F]{16}\.pub$`)
-)
-
 // Purge removes the whole image cache (<BARN_HOME>/images): every cached
 // and imported image, every repository's catalog record (activation,
 // anti-rollback mark, signer record) and every trusted key, then the
 // emptied directories and the images directory itself. It is for leaving
-// the machine as before Barn. Refusals, before anything is removed:
-// conflict "images_in_use" while any node or deployment state exists (a
-// node's base is in the cache), conflict "deployment_busy" while a
-// lifecycle command runs, integrity "unsafe_cache_entry" for any entry
-// that is not one Barn writes (a symlink, a stray file): Purge deletes only
-// what it can prove is the cache's.
+// the machine as before Barn. It deletes only what Barn's records prove
+// it wrote, by bytes, never by a name pattern (purgeProof):
+//   - a cached image: an accepted catalog names its cache path, and the
+//     file is read-only with the catalog's size and SHA-256; an imported
+//     one: local-images.json records it, with its size and SHA-256;
+//   - a staging or set-aside file of such an artifact (cacheRecord.prove);
+//   - the catalog store's files (catalog.Store.OwnedFiles) and
+//     local-images.json when it reads as Barn's registry;
+//   - a directory Barn makes there (a family directory of a recorded
+//     artifact, manifests, manifests/versions, trust, local).
+//
+// Refusals, before anything is removed: conflict "images_in_use" while any
+// node or deployment state exists (a node's base is in the cache),
+// conflict "deployment_busy" while a lifecycle command runs, integrity
+// "unsafe_cache_entry" naming every entry the records do not prove (a
+// symlink, another directory, a file no record names or whose bytes
+// differ), each kept, with Detail []ForeignEntry.
 func Purge(ctx context.Context, root *state.Root, dryRun bool) (*PurgeResult, error) {
 	dir := root.ImagesDir()
 	res := &PurgeResult{Schema: PurgeSchema, DryRun: dryRun, Dir: dir, Removed: []string{}}
@@ -80,34 +77,43 @@ func Purge(ctx context.Context, root *state.Root, dryRun bool) (*PurgeResult, er
 		return nil, exitcode.New(exitcode.Conflict, "a deployment is applied (%d node(s) under %s); its nodes' base images are in the cache — destroy the deployment first", len(names), root.NodesDir()).
 			WithReason("images_in_use").WithNext("barn-node destroy")
 	}
+	proof, err := purgeProof(dir)
+	if err != nil {
+		return nil, err
+	}
 	var files, dirs []string
+	var foreign []ForeignEntry
 	err = filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(dir, p)
 		if e.IsDir() {
-			if rel != "." && !cacheDir(rel) {
-				return unsafeEntry(p)
+			if !proof.dirs[p] {
+				foreign = append(foreign, ForeignEntry{Path: p, Why: "a directory Barn does not make here"})
+				return filepath.SkipDir
 			}
 			dirs = append(dirs, p)
 			return nil
 		}
-		if !e.Type().IsRegular() || !cacheFile(rel) {
-			return unsafeEntry(p)
+		fi, err := e.Info()
+		if err != nil {
+			return err
 		}
-		if fi, err := e.Info(); err == nil {
-			res.Bytes += fi.Size()
+		if why := proof.file(p, fi); why != "" {
+			foreign = append(foreign, ForeignEntry{Path: p, Why: why})
+			return nil
 		}
+		rel, _ := filepath.Rel(dir, p)
+		res.Bytes += fi.Size()
 		files = append(files, p)
 		res.Removed = append(res.Removed, rel)
 		return nil
 	})
 	if err != nil {
-		if exitcode.ClassOf(err) == exitcode.Integrity {
-			return nil, err
-		}
 		return nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", dir)
+	}
+	if len(foreign) > 0 {
+		return nil, foreignEntries(dir, foreign)
 	}
 	for _, p := range dirs[1:] {
 		rel, _ := filepath.Rel(dir, p)
@@ -130,35 +136,74 @@ func Purge(ctx context.Context, root *state.Root, dryRun bool) (*PurgeResult, er
 	return res, nil
 }
 
-// cacheDir reports whether rel (relative to the images directory) is a
-// directory Barn makes there.
-func cacheDir(rel string) bool {
-	switch rel {
-	case "manifests", "manifests/versions", "trust", LocalDir:
-		return true
-	}
-	return !strings.Contains(rel, "/") && catalog.ValidName(rel)
+// ForeignEntry is an entry of the image cache that Barn's records do not
+// prove it wrote, and why: Purge keeps it.
+type ForeignEntry struct {
+	Path string `json:"path"`
+	Why  string `json:"why"`
 }
 
-// cacheFile reports whether rel is a file Barn writes there.
-func cacheFile(rel string) bool {
-	d, f := filepath.Split(rel)
-	switch strings.TrimSuffix(d, "/") {
-	case "":
-		return f == "local-images.json"
-	case "manifests":
-		return f == "state.json"
-	case "manifests/versions":
-		return versionFileRE.MatchString(f)
-	case "trust":
-		return trustKeyRE.MatchString(f)
-	case LocalDir:
-		return localImageRE.MatchString(f)
+func foreignEntries(dir string, foreign []ForeignEntry) error {
+	names := make([]string, len(foreign))
+	for i, f := range foreign {
+		names[i] = f.Path + " (" + f.Why + ")"
 	}
-	return cacheDir(strings.TrimSuffix(d, "/")) && cacheImageRE.MatchString(f)
+	return exitcode.New(exitcode.Integrity, "%d entr%s in the image cache Barn's records do not prove it wrote: %s; purge deletes only what they prove, and nothing was removed",
+		len(foreign), map[bool]string{true: "y", false: "ies"}[len(foreign) == 1], strings.Join(names, "; ")).
+		WithReason("unsafe_cache_entry").WithDetail(foreign).WithNext("move them out of " + dir + " after checking them, then barn-repo purge --yes")
 }
 
-func unsafeEntry(p string) error {
-	return exitcode.New(exitcode.Integrity, "%s: unexpected entry in the image cache; purge removes only what Barn writes there — move it away and run again", p).
-		WithReason("unsafe_cache_entry")
+// cacheProof is what Purge may delete: the files and directories Barn's
+// records prove it wrote under the images directory.
+type cacheProof struct {
+	dir    string          // the images directory
+	images *cacheRecord    // accepted catalogs' and imports' artifacts
+	store  map[string]bool // catalog store files and local-images.json
+	dirs   map[string]bool // directories Barn makes
+}
+
+func purgeProof(dir string) (*cacheProof, error) {
+	images, err := ownedFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	local, err := catalog.ReadLocal(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, li := range local.Images {
+		images.add(dir, li.Identity(""))
+	}
+	store, err := (&catalog.Store{Dir: dir}).OwnedFiles()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Lstat(filepath.Join(dir, localRegistryName)); err == nil {
+		store[filepath.Join(dir, localRegistryName)] = true // ReadLocal read it as Barn's
+	}
+	dirs := map[string]bool{dir: true, filepath.Join(dir, LocalDir): true, filepath.Join(dir, catalog.TrustDirName): true,
+		filepath.Join(dir, catalog.ManifestsDirName): true, filepath.Join(dir, catalog.ManifestsDirName, "versions"): true}
+	for p := range images.artifacts {
+		dirs[filepath.Dir(p)] = true
+	}
+	return &cacheProof{dir: dir, images: images, store: store, dirs: dirs}, nil
+}
+
+// file returns "" when Barn's records prove the file at p (fi not
+// followed) is one it wrote, else why not.
+func (c *cacheProof) file(p string, fi os.FileInfo) string {
+	if !fi.Mode().IsRegular() {
+		return "not a regular file"
+	}
+	if c.store[p] {
+		return ""
+	}
+	switch filepath.Dir(p) {
+	case c.dir, filepath.Join(c.dir, catalog.TrustDirName), filepath.Join(c.dir, catalog.ManifestsDirName), filepath.Join(c.dir, catalog.ManifestsDirName, "versions"):
+		return "no record of Barn's proves it wrote this file"
+	}
+	if why := c.images.prove(p, fi); why != "" {
+		return why
+	}
+	return c.images.proveBytes(p)
 }

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -12,6 +13,7 @@ import (
 
 	"barn.dev/lib/disk"
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/fileid"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/sshkeys"
 	"barn.dev/lib/state"
@@ -132,9 +134,12 @@ func (m *Manager) Destroy(ctx context.Context, selectors []string, o DestroyOpti
 		}
 		_ = syscall.Rmdir(m.Root.NodesDir()) // only when empty
 		if o.DeletePersistent || o.Purge {
-			gone, err := disk.DeleteAll(filepath.Join(m.Root.Dir, state.DisksDirName))
+			gone, kept, err := disk.DeleteAll(filepath.Join(m.Root.Dir, state.DisksDirName))
 			for _, g := range gone {
 				res.Notes = append(res.Notes, "deleted retained disk "+g)
+			}
+			for _, k := range kept {
+				res.Notes = append(res.Notes, "kept "+k+"; next: check it and move it out of "+filepath.Join(m.Root.Dir, state.DisksDirName)+" yourself (Barn deletes only the disk it preserved)")
 			}
 			if err != nil {
 				return nil, err
@@ -245,9 +250,12 @@ func (m *Manager) step(t *state.Transaction, name, resource, node string) error 
 //	preserve each persistent disk → remove the node's own files →
 //	remove state, transaction and the emptied node directory.
 //
-// Only files the node state records are removed; an unexpected file
-// (an operator's qemu.log, a serial.log of a node never started) blocks
-// the directory removal and is reported, and is kept.
+// Only files the node state records are removed, and each only while it
+// is the very file Barn created (its identity in n.Files): anything else
+// at those names — a file copied or restored over Barn's, a file recorded
+// before Barn kept identities — and any unexpected file (an operator's
+// qemu.log, a serial.log of a node never started) is kept, blocks the
+// directory removal and is named with the reason.
 func (m *Manager) destroyNode(ctx context.Context, name string, deletePersistent bool, res *Result) (*NodeResult, error) {
 	absent := &NodeResult{Name: name, Phase: string(state.Absent), Action: "destroyed", Warnings: []Warning{}, Repairs: []string{}}
 	docs, err := m.Root.ReadNodeDocuments(name)
@@ -319,6 +327,7 @@ func (m *Manager) destroyNode(ctx context.Context, name string, deletePersistent
 			return nil, err
 		}
 	}
+	kept := map[string]string{} // file name → why it is not Barn's
 	for _, dd := range n.DataDisks {
 		if !dd.Persistent || deletePersistent {
 			continue
@@ -326,6 +335,17 @@ func (m *Manager) destroyNode(ctx context.Context, name string, deletePersistent
 		stepName := "preserved:" + dd.Name
 		if hasStep(t, stepName) {
 			continue
+		}
+		var id *fileid.ID
+		if rec, ok := n.Files[filepath.Base(dd.Path)]; ok {
+			id = &rec
+			// Another file at the disk's path is not moved into the store.
+			if why, err := rec.Differs(dd.Path); err != nil && !fileid.Missing(err) {
+				return nil, exitcode.Wrap(exitcode.Runtime, err, "checking %s", dd.Path)
+			} else if why != "" {
+				kept[filepath.Base(dd.Path)] = "not the disk Barn created: " + why
+				continue
+			}
 		}
 		dir, err := m.Root.EnsureRetainedDiskDir(name, dd.Name)
 		if err != nil {
@@ -336,7 +356,7 @@ func (m *Manager) destroyNode(ctx context.Context, name string, deletePersistent
 			fs = dd.RequestedFilesystem
 		}
 		if err := disk.Preserve(dd.Path, dir, disk.Ownership{Node: name, Name: dd.Name, Serial: dd.Serial, SizeBytes: dd.SizeBytes,
-			Mount: dd.Mount, Filesystem: fs, PreservedAt: m.now()}); err != nil {
+			Mount: dd.Mount, Filesystem: fs, PreservedAt: m.now(), Disk: id}); err != nil {
 			return nil, err
 		}
 		res.retained(name + "/" + dd.Name)
@@ -354,8 +374,12 @@ func (m *Manager) destroyNode(ctx context.Context, name string, deletePersistent
 			}
 		}
 		for _, f := range files {
-			if err := m.removeOwn(name, f); err != nil {
+			why, err := m.removeOwn(n, f)
+			if err != nil {
 				return nil, err
+			}
+			if why != "" {
+				kept[filepath.Base(f)] = why
 			}
 		}
 		if err := m.step(t, "artifacts-removed", name, name); err != nil {
@@ -369,7 +393,7 @@ func (m *Manager) destroyNode(ctx context.Context, name string, deletePersistent
 	if err := m.Root.RemoveTransaction(name); err != nil {
 		return nil, err
 	}
-	if err := m.removeNodeDir(name); err != nil {
+	if err := m.removeNodeDir(name, kept); err != nil {
 		return nil, err
 	}
 	return absent, nil
@@ -387,7 +411,7 @@ func (m *Manager) settleForDestroy(name string, docs state.NodeDocuments) (*reco
 			return nil, err
 		}
 	}
-	return nil, m.removeNodeDir(name)
+	return nil, m.removeNodeDir(name, nil)
 }
 
 // dropFinishedDestroy removes the transaction record a destroy leaves
@@ -405,44 +429,64 @@ func (m *Manager) dropFinishedDestroy(name string) (bool, error) {
 	if err := m.Root.RemoveTransaction(name); err != nil {
 		return false, err
 	}
-	return true, m.removeNodeDir(name)
+	return true, m.removeNodeDir(name, nil)
 }
 
-// removeOwn removes path when it is a regular file directly inside the
-// node's directory; anything else is refused.
-func (m *Manager) removeOwn(node, path string) error {
+// removeOwn removes path, a file n records directly inside the node's
+// directory, only while it is the file Barn created there (n.Files):
+// otherwise it is kept and removeOwn returns why. A path outside the
+// node directory is refused.
+func (m *Manager) removeOwn(n *state.Node, path string) (kept string, err error) {
 	if path == "" {
-		return nil
+		return "", nil
 	}
-	if filepath.Dir(path) != m.Root.NodeDir(node) {
-		return exitcode.New(exitcode.Integrity, "%s: recorded file %s is outside %s; not deleting it", node, path, m.Root.NodeDir(node)).WithReason("path_outside_node").WithNext("barn-state verify")
+	if filepath.Dir(path) != m.Root.NodeDir(n.Node) {
+		return "", exitcode.New(exitcode.Integrity, "%s: recorded file %s is outside %s; not deleting it", n.Node, path, m.Root.NodeDir(n.Node)).WithReason("path_outside_node").WithNext("barn-state verify")
 	}
-	fi, err := os.Lstat(path)
-	if os.IsNotExist(err) {
-		return nil
-	} else if err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "checking %s", path)
+	id, ok := n.Files[filepath.Base(path)]
+	if !ok {
+		if _, err := os.Lstat(path); os.IsNotExist(err) {
+			return "", nil
+		} else if err != nil {
+			return "", exitcode.Wrap(exitcode.Runtime, err, "checking %s", path)
+		}
+		return "recorded before Barn kept file identities, so nothing proves it is the file Barn created", nil
 	}
-	if !fi.Mode().IsRegular() {
-		return exitcode.New(exitcode.Integrity, "%s is not a regular file (%s); not deleting it", path, fi.Mode()).WithReason("unexpected_files")
+	why, err := id.Remove(path)
+	if err != nil {
+		return "", exitcode.Wrap(exitcode.Runtime, err, "removing %s", path)
 	}
-	if err := os.Remove(path); err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "removing %s", path)
+	if why != "" {
+		return "not the file Barn created: " + why, nil
 	}
-	return nil
+	if id.Weak() {
+		m.logf("%s: deleted %s by its device and inode only (its filesystem records no birth time or generation)", n.Node, path)
+	}
+	return "", nil
 }
 
-func (m *Manager) removeNodeDir(name string) error {
+// removeNodeDir removes the node's directory when it is empty. Otherwise
+// every file left in it is kept and named — with the reason from kept
+// when destroy kept it, else as a file Barn did not create — in a
+// conflict.
+func (m *Manager) removeNodeDir(name string, kept map[string]string) error {
 	dir := m.Root.NodeDir(name)
 	err := syscall.Rmdir(dir)
 	if err == nil || os.IsNotExist(err) {
 		return nil
 	}
 	entries, _ := os.ReadDir(dir)
-	var left []string
+	var left, why []string
 	for _, e := range entries {
 		left = append(left, e.Name())
+		if k := kept[e.Name()]; k != "" {
+			why = append(why, e.Name()+": "+k)
+		}
 	}
-	return exitcode.New(exitcode.Conflict, "%s: %s still holds files Barn did not create (%s); they were kept", name, dir, strings.Join(left, ", ")).
+	msg := fmt.Sprintf("%s: %s still holds files Barn did not create (%s); they were kept", name, dir, strings.Join(left, ", "))
+	if len(why) > 0 {
+		msg += " — " + strings.Join(why, "; ")
+	}
+	return exitcode.New(exitcode.Conflict, "%s", msg).
 		WithReason("unexpected_files").WithNext("move them away, then barn-node destroy " + name)
 }

@@ -205,9 +205,11 @@ func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocato
 		return repairs, err
 	}
 	n.Process = nil
-	// QEMU creates the serial console file: recorded first, so destroy
-	// deletes it by this record, never by its name.
-	n.SerialLog = m.Root.NodeFile(n.Node, state.SerialLogName)
+	// The serial console file QEMU opens: created by Barn and recorded
+	// first, so destroy deletes it by this record, never by its name.
+	if err := m.recordSerialLog(n); err != nil {
+		return repairs, err
+	}
 	if err := m.setPhase(n, state.Starting); err != nil {
 		return repairs, err
 	}

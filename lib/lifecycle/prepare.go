@@ -165,7 +165,7 @@ func (m *Manager) prepare(ctx context.Context, job createJob) (*prepared, error)
 		Schema: state.NodeSchema, Node: name, VMUUID: vmUUID, Phase: state.Prepared, Generation: job.Generation,
 		SpecHash: job.Node.SpecHash, Spec: job.Node, Image: job.Image, RootDisk: root, DataDisks: dataDisks,
 		Seed: seed, NVRAM: nvram, SSHPort: job.SSHPort, Accel: m.Emu.Accel(), Runtime: rt, Invocation: inv,
-		CreatedAt: now, UpdatedAt: now,
+		Files: journaledFiles(j), CreatedAt: now, UpdatedAt: now,
 	}
 	if err := m.Root.WriteNode(n); err != nil {
 		return nil, err
@@ -214,6 +214,10 @@ func (m *Manager) reattach(j *state.Journal, d spec.Disk, dst string) (*disk.Own
 		return nil, err
 	}
 	m.gap("reattached-"+string(a.Kind), node)
+	// A rename keeps the identity the marker recorded (Reattach checked
+	// it); a marker from before identities gives none, and the disk is
+	// then never deleted by Barn.
+	a.ID = own.Disk
 	if err := m.complete(j, a); err != nil {
 		return nil, err
 	}
@@ -249,6 +253,11 @@ func (m *Manager) createArtifact(j *state.Journal, kind state.ArtifactKind, path
 		return exitcode.Wrap(exitcode.Runtime, err, "publishing %s", path)
 	}
 	m.gap("created-"+string(kind), j.Node)
+	id, err := identify(kind, path)
+	if err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "recording %s", path)
+	}
+	a.ID = &id
 	if err := m.complete(j, a); err != nil {
 		return err
 	}

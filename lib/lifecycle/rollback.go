@@ -9,6 +9,7 @@ import (
 
 	"barn.dev/lib/disk"
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/fileid"
 	"barn.dev/lib/safefile"
 	"barn.dev/lib/state"
 )
@@ -95,7 +96,9 @@ func (m *Manager) committedStateMissing(name string) error {
 // removed; then the operation's staging and temporary files, the journal
 // and the emptied node directory. Only what the journal proves is Barn's
 // is touched:
-//   - a completed artifact (recorded after Barn published it);
+//   - a completed artifact while it is the file Barn published (the
+//     identity its entry records; an entry from before Barn kept
+//     identities proves nothing);
 //   - the intent's file only when it is the same file as its staging name
 //     (created under a name carrying this operation's id, then linked);
 //     absent, it was never created and nothing is done;
@@ -166,6 +169,15 @@ func (m *Manager) rollback(name string, j *state.Journal) (*recovery, error) {
 			unexpected = append(unexpected, filepath.Base(in.Path)+" (not the file this create published)")
 		}
 	}
+	for _, a := range j.Completed {
+		why, err := notPublished(a)
+		if err != nil {
+			return nil, err
+		}
+		if why != "" {
+			unexpected = append(unexpected, filepath.Base(a.Path)+" ("+why+")")
+		}
+	}
 	if len(unexpected) > 0 {
 		sort.Strings(unexpected)
 		return nil, exitcode.New(exitcode.Conflict, "%s: %s holds files the prepare journal does not prove are Barn's (%s); nothing was removed", name, dir, strings.Join(unexpected, ", ")).
@@ -200,7 +212,17 @@ func (m *Manager) rollback(name string, j *state.Journal) (*recovery, error) {
 			m.logf("%s: returned reattached disk %s to %s", name, a.Path, a.Retained)
 			continue
 		}
-		if err := safefile.Remove(a.Path); err != nil {
+		// The intent is proven by its staging link (above); a completed
+		// artifact by its identity, checked again as it is removed.
+		if a.ID == nil {
+			err = safefile.Remove(a.Path)
+		} else if why, rerr := a.ID.Remove(a.Path); rerr != nil {
+			err = rerr
+		} else if why != "" {
+			return rec, exitcode.New(exitcode.Conflict, "%s is not the file this create published (%s); it was kept", a.Path, why).
+				WithReason("unexpected_files").WithNext("move it out of " + dir + ", then " + m.applyAgain())
+		}
+		if err != nil {
 			return rec, exitcode.Wrap(exitcode.Runtime, err, "removing %s", a.Path)
 		}
 		rec.RolledBack = append(rec.RolledBack, a.Path)
@@ -218,6 +240,29 @@ func (m *Manager) rollback(name string, j *state.Journal) (*recovery, error) {
 	}
 	m.logf("%s: rolled back an unfinished create (%d artifact(s) removed, %d disk(s) returned)", name, len(rec.RolledBack), len(rec.Returned))
 	return rec, nil
+}
+
+// notPublished returns why the file at a completed artifact's path is not
+// the one the entry records ("" when it is, or when nothing is there). A
+// reattached disk without an identity (its marker predates them) is moved
+// back as before: moving is not deleting, and Return checks the marker.
+func notPublished(a state.Artifact) (string, error) {
+	if a.ID == nil {
+		if _, err := os.Lstat(a.Path); os.IsNotExist(err) || a.Retained != "" {
+			return "", nil
+		}
+		return "journaled before Barn kept file identities, so nothing proves it is the file this create published", nil
+	}
+	why, err := a.ID.Differs(a.Path)
+	if fileid.Missing(err) {
+		return "", nil
+	} else if err != nil {
+		return "", exitcode.Wrap(exitcode.Runtime, err, "checking %s", a.Path)
+	}
+	if why != "" {
+		return "not the file this create published: " + why, nil
+	}
+	return "", nil
 }
 
 // checkReturnable proves a reattached disk a is accounted for: either at

@@ -36,12 +36,29 @@
 // Write* fill schema and timestamps, validate, and refuse (runtime, 1) a
 // document that would not read back.
 //
+// # File identities
+//
+// A path is not proof of ownership: a file copied or restored over Barn's
+// has the same name. Node.Files and each completed journal Artifact.ID
+// record the identity (lib/fileid: device, inode, birth time, inode
+// generation; the SHA-256 for seed.iso) of every file Barn created or
+// moved into a node directory, taken when Barn created it. Destroy and
+// rollback delete (and move into disks/) a recorded file only while the
+// file at its path still has that identity; otherwise it is kept, and the
+// command fails as a conflict (reason unexpected_files) naming it, why,
+// and a next: hint. State and journals written before Barn recorded
+// identities carry none: their files are never deleted by Barn (destroy
+// keeps and names them; the user removes them), and a retained disk whose
+// ownership marker has no identity is moved back to a node as before but
+// never deleted by purge.
+//
 // # Locks
 //
 // Advisory flock(2) locks on files under locks/ (gofrs/flock): deployment,
 // node-<node>, images. The fixed order is deployment → nodes (sorted;
-// LockNodes and WithNodeLocks do this) → images; the events lock is a leaf
-// used only inside AppendEvent. A Root enforces the order at run time: a
+// LockNodes and WithNodeLocks do this) → images; the events lock is a leaf,
+// held exclusively inside AppendEvent and RemoveEvents and shared by the
+// event readers. A Root enforces the order at run time: a
 // lock that sorts before one it holds is refused (runtime, reason
 // lock_order). A holder
 // writes {schema, pid, command, started} into its lock file and clears it
@@ -57,7 +74,12 @@
 // AppendEvent appends one barn.event/v1 line (≤64 KiB; a long message is cut)
 // to events.jsonl under locks/events.lock, opening with O_NOFOLLOW; past
 // 8 MiB the file is atomically replaced by its last ~4 MiB from a line
-// boundary. ReadEvents and FollowEvents read it strictly.
+// boundary. ReadEvents, FollowEvents and Verify read it strictly, under
+// the events lock taken shared, so they never see a record being
+// appended: a last line without its newline is a torn record, an
+// integrity error (reason torn_event) naming the file and the record's
+// byte offset, never silently dropped. An append after a torn record
+// starts on a new line, leaving the torn bytes as the evidence.
 //
 // # Verify
 //

@@ -3,6 +3,7 @@ package state
 import (
 	"time"
 
+	"barn.dev/lib/fileid"
 	"barn.dev/lib/imageref"
 	"barn.dev/lib/spec"
 )
@@ -71,9 +72,17 @@ type Node struct {
 	// recorded before QEMU is first launched: the record destroy deletes
 	// it by. Empty for a node never started (a serial.log there is not
 	// Barn's).
-	SerialLog string    `json:"serial_log,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	SerialLog string `json:"serial_log,omitempty"`
+	// Files is the identity (lib/fileid: device, inode, birth time; and
+	// the SHA-256 of seed.iso) of every file Barn created or moved into
+	// the node directory, by its name there: root.qcow2, <disk>.qcow2,
+	// seed.iso, nvram.fd and serial.log (which Barn creates before QEMU
+	// opens it). Destroy deletes a file only while it is still that file.
+	// Empty in state written before Barn kept identities: those files are
+	// never deleted by Barn (see "File identities" in the package doc).
+	Files     map[string]fileid.ID `json:"files,omitempty"`
+	CreatedAt time.Time            `json:"created_at"`
+	UpdatedAt time.Time            `json:"updated_at"`
 }
 
 // DataDisk is one attached data disk.
@@ -194,6 +203,11 @@ type Artifact struct {
 	// keeps the ownership marker until the node's state is committed, so
 	// a rollback can move the disk back and nothing is ever unowned.
 	Retained string `json:"retained,omitempty"`
+	// ID is the identity of the file at Path, recorded with the entry
+	// in completed (the file exists then); rollback removes or returns it
+	// only while it is still that file. Absent in an intent and in
+	// journals written before Barn kept identities.
+	ID *fileid.ID `json:"id,omitempty"`
 }
 
 // Transaction is <BARN_HOME>/nodes/<node>/transaction.json: an in-flight

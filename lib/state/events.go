@@ -93,7 +93,7 @@ func (r *Root) AppendEvent(e Event) (err error) {
 	}()
 
 	path := r.EventsFile()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, FileMode)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, FileMode)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
 			return integrity(path, "is a symlink; refusing to append")
@@ -112,6 +112,13 @@ func (r *Root) AppendEvent(e Event) (err error) {
 	if err := r.checkFileInfo(path, fi); err != nil {
 		return err
 	}
+	if torn, err := endsTorn(f, fi.Size()); err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "reading %s", path)
+	} else if torn {
+		// Keep the torn record as the evidence readers report, and this
+		// one whole: it starts on a line of its own.
+		line = append([]byte{'\n'}, line...)
+	}
 	if _, err := f.Write(line); err != nil {
 		return exitcode.Wrap(exitcode.Runtime, err, "appending to %s", path)
 	}
@@ -121,8 +128,21 @@ func (r *Root) AppendEvent(e Event) (err error) {
 	return nil
 }
 
-// lockEvents takes locks/events.lock (waiting); the returned function
-// releases it.
+// endsTorn reports whether the log f of size bytes ends without a newline.
+func endsTorn(f *os.File, size int64) (bool, error) {
+	if size == 0 {
+		return false, nil
+	}
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, size-1); err != nil {
+		return false, err
+	}
+	return b[0] != '\n', nil
+}
+
+// lockEvents takes locks/events.lock exclusively (waiting), creating it;
+// the returned function releases it. Writers (AppendEvent, RemoveEvents)
+// hold it.
 func (r *Root) lockEvents() (func() error, error) {
 	if _, err := r.EnsureLocksDir(); err != nil {
 		return nil, err
@@ -132,7 +152,30 @@ func (r *Root) lockEvents() (func() error, error) {
 		return nil, err
 	}
 	fl := flock.New(lockPath, flock.SetFlag(os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_CLOEXEC), flock.SetPermissions(FileMode))
-	if err := fl.Lock(); err != nil {
+	return eventsLocked(lockPath, fl, fl.Lock())
+}
+
+// rlockEvents takes locks/events.lock shared (waiting for an append in
+// progress), so a reader never sees a record being written. It creates
+// nothing (Inspect roots read too): with no lock file, no append has
+// started since the lock directory was made, and ok is false — the caller
+// reads unlocked and, when it finds a torn tail, asks again.
+func (r *Root) rlockEvents() (unlock func() error, ok bool, err error) {
+	lockPath, err := r.lockFile(lockEventsName)
+	if err != nil {
+		return nil, false, err
+	}
+	fl := flock.New(lockPath, flock.SetFlag(os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC))
+	lerr := fl.RLock()
+	if errors.Is(lerr, fs.ErrNotExist) {
+		return func() error { return nil }, false, nil
+	}
+	unlock, err = eventsLocked(lockPath, fl, lerr)
+	return unlock, err == nil, err
+}
+
+func eventsLocked(lockPath string, fl *flock.Flock, err error) (func() error, error) {
+	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
 			return nil, integrity(lockPath, "is a symlink; refusing to lock through it")
 		}
@@ -145,6 +188,32 @@ func (r *Root) lockEvents() (func() error, error) {
 		return nil
 	}, nil
 }
+
+// readEvents is scanEvents under the shared events lock (rlockEvents).
+func (r *Root) readEvents(offset int64, filter EventFilter, fn func(Event) error) (end int64, err error) {
+	for attempt := 0; ; attempt++ {
+		unlock, locked, err := r.rlockEvents()
+		if err != nil {
+			return offset, err
+		}
+		end, err = r.scanEvents(offset, filter, fn)
+		if uerr := unlock(); uerr != nil && err == nil {
+			err = uerr
+		}
+		if locked || attempt > 0 || err == nil || exitcode.As(err).Reason != reasonTornEvent {
+			return end, err
+		}
+		// Read unlocked and torn: the lock file may have been created by
+		// an append that began meanwhile; once it exists, read again
+		// under it (records already delivered are before offset end).
+		if p, _ := r.lockFile(lockEventsName); !exists(p) {
+			return end, err
+		}
+		offset = end
+	}
+}
+
+func exists(p string) bool { _, err := os.Lstat(p); return err == nil }
 
 // RemoveEvents removes <Dir>/events.jsonl (durably) under the events
 // lock, only after reading it through as Barn's event log: every line a
@@ -168,10 +237,6 @@ func (r *Root) RemoveEvents() (err error) {
 	}
 	if end < 0 {
 		return nil
-	}
-	if fi, err := os.Lstat(path); err == nil && fi.Size() != end {
-		return integrity(path, "ends in %d bytes that are not a complete event record; not removing it", fi.Size()-end).
-			WithNext("move " + path + " away after checking it")
 	}
 	return RemoveFileDurable(path)
 }
@@ -254,18 +319,25 @@ type EventFilter struct {
 func (f EventFilter) match(e *Event) bool { return f.Node == "" || e.Node == f.Node }
 
 // ReadEvents returns the events of the log matching filter, oldest first
-// (an empty list when there is no log). A line that is not a valid event
-// is an integrity error naming the file and line; an unterminated last
-// line (an append in progress) is ignored.
+// (an empty list when there is no log), read under the shared events lock
+// so no append is in progress. A line that is not a valid event is an
+// integrity error naming the file and the record's byte offset; so is a
+// torn last line (bytes with no terminating newline: a log cut
+// mid-record), reason "torn_event" — never silently dropped.
 func (r *Root) ReadEvents(filter EventFilter) ([]Event, error) {
 	out := []Event{}
-	_, err := r.scanEvents(0, filter, func(e Event) error { out = append(out, e); return nil })
+	_, err := r.readEvents(0, filter, func(e Event) error { out = append(out, e); return nil })
 	return out, err
 }
 
-// scanEvents reads complete lines from offset and calls fn for each
-// matching event. It returns the offset after the last complete line, or
-// -1 when the file no longer exists.
+// reasonTornEvent is the reason of a log whose last record has no newline.
+const reasonTornEvent = "torn_event"
+
+// scanEvents reads the lines from offset and calls fn for each matching
+// event. It returns the offset after the last complete line, or -1 when
+// the file no longer exists. The caller holds the events lock (shared or
+// exclusive), so an unterminated tail is a torn record, not an append in
+// progress.
 func (r *Root) scanEvents(offset int64, filter EventFilter, fn func(Event) error) (int64, error) {
 	path := r.EventsFile()
 	fi, err := os.Lstat(path)
@@ -291,7 +363,11 @@ func (r *Root) scanEvents(offset int64, filter EventFilter, fn func(Event) error
 	for {
 		line, err := br.ReadBytes('\n')
 		if err == io.EOF {
-			return offset, nil // an unterminated tail is an append in progress
+			if len(line) > 0 {
+				return offset, integrity(path, "record at byte %d is torn: its %d bytes end without a newline (the log was cut mid-record)", offset, len(line)).
+					WithReason(reasonTornEvent).WithNext("keep a copy of " + path + " if you need its records, then remove it (Barn starts a new log)")
+			}
+			return offset, nil
 		}
 		if err != nil {
 			return offset, integrity(path, "unreadable: %v", err)
@@ -342,7 +418,7 @@ func (r *Root) FollowEvents(ctx context.Context, filter EventFilter, interval ti
 				}
 				ino = st.Ino
 			}
-			next, err := r.scanEvents(offset, filter, deliver)
+			next, err := r.readEvents(offset, filter, deliver)
 			if err != nil {
 				return err
 			}

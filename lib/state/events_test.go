@@ -199,3 +199,98 @@ func TestFollowEventsAcrossTrim(t *testing.T) {
 		t.Fatalf("delivered %d of %d events, last %s", len(seen), total, order[len(order)-1])
 	}
 }
+
+// TestTornEventLogIsIntegrity: a log cut mid-record (truncate(2) inside
+// its last line) is an integrity finding naming the file and the torn
+// record's byte offset — never a shorter log read back without error.
+func TestTornEventLogIsIntegrity(t *testing.T) {
+	r := testRoot(t)
+	for _, m := range []string{"first", "second"} {
+		if err := r.AppendEvent(Event{Node: "n1", OperationID: "5b8e1d7c-3c2e-4f7e-9a49-1d1f6c1e2a10", Action: "apply", Message: m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, _ := os.ReadFile(r.EventsFile())
+	second := strings.IndexByte(string(data), '\n') + 1
+	if err := os.Truncate(r.EventsFile(), int64(len(data)-10)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := r.ReadEvents(EventFilter{})
+	wantClass(t, err, exitcode.Integrity, r.EventsFile()+": record at byte "+strconv.Itoa(second)+" is torn")
+	if exitcode.As(err).Reason != "torn_event" {
+		t.Fatalf("reason %q, want %s", exitcode.As(err).Reason, reasonTornEvent)
+	}
+	if p := r.Verify(); len(p) != 1 || !strings.Contains(p[0].Message, "is torn") {
+		t.Fatalf("Verify = %+v; want the torn record", p)
+	}
+
+	// torn inside its first record: not an empty log
+	if err := os.Truncate(r.EventsFile(), 20); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.ReadEvents(EventFilter{})
+	wantClass(t, err, exitcode.Integrity, "record at byte 0 is torn")
+
+	// the next append keeps the torn bytes as evidence and its own record
+	// whole, on a line of its own
+	if err := r.AppendEvent(Event{Action: "after", Message: "intact"}); err != nil {
+		t.Fatal(err)
+	}
+	data, _ = os.ReadFile(r.EventsFile())
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) != 2 || len(lines[0]) != 20 || !strings.Contains(lines[1], `"message":"intact"`) {
+		t.Fatalf("log after appending to a torn one: %q", data)
+	}
+	_, err = r.ReadEvents(EventFilter{})
+	wantClass(t, err, exitcode.Integrity, "record at byte 0")
+}
+
+// TestEventReadersWaitForAnAppend: readers take the events lock shared,
+// so a record being appended (here: half written under the exclusive
+// lock) is never read; the reader sees it whole once the append ends.
+func TestEventReadersWaitForAnAppend(t *testing.T) {
+	r := testRoot(t)
+	if err := r.AppendEvent(Event{Action: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := r.lockEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, err := encodeEvent(&Event{Schema: EventSchema, Time: r.now(), Level: "info", Node: "deployment", Action: "second"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(r.EventsFile(), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(line[:len(line)/2]); err != nil {
+		t.Fatal(err)
+	}
+	type read struct {
+		evs []Event
+		err error
+	}
+	got := make(chan read, 1)
+	go func() {
+		evs, err := r.ReadEvents(EventFilter{})
+		got <- read{evs, err}
+	}()
+	select {
+	case g := <-got:
+		t.Fatalf("ReadEvents returned during an append: %d events, %v", len(g.evs), g.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if _, err := f.Write(line[len(line)/2:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := unlock(); err != nil {
+		t.Fatal(err)
+	}
+	g := <-got
+	if g.err != nil || len(g.evs) != 2 || g.evs[1].Action != "second" {
+		t.Fatalf("ReadEvents after the append = %d events, %v; want both, whole", len(g.evs), g.err)
+	}
+}

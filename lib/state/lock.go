@@ -22,7 +22,7 @@ import (
 // Lock names, as accepted by Holder and listed by LockNames. Locks are
 // taken in one fixed order — deployment, then the node locks (sorted by
 // name), then images — and released in reverse; the event log's lock is a
-// leaf taken only inside AppendEvent. (A command that needs only the
+// leaf, taken exclusively by its writers and shared by its readers. (A command that needs only the
 // images lock, such as a pull, takes it alone; a lifecycle command holds
 // the deployment and its nodes' locks and takes images while it prepares.)
 // A Root refuses, as a runtime error with reason "lock_order", to take a

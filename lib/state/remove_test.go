@@ -75,7 +75,7 @@ func TestRemoveEventsOnlyRemovesBarnsLog(t *testing.T) {
 		t.Fatal("a log with a foreign line was removed")
 	}
 	writeRaw(t, r.EventsFile(), `{"schema":"barn.event/v1"`, 0o600) // an unterminated tail
-	wantClass(t, r.RemoveEvents(), exitcode.Integrity, "not a complete event record")
+	wantClass(t, r.RemoveEvents(), exitcode.Integrity, "record at byte 0 is torn")
 	if err := os.Remove(r.EventsFile()); err != nil {
 		t.Fatal(err)
 	}

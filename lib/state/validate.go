@@ -2,8 +2,10 @@ package state
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -133,6 +135,7 @@ func (r *Root) ValidateNode(node string, n *Node) []string {
 			p.addf("data_disks[%d].actual_filesystem %q is not xfs or ext4", i, d.ActualFilesystem)
 		}
 	}
+	r.validateFiles(&p, n)
 	if n.SSHPort < 0 || n.SSHPort > 65535 {
 		p.addf("ssh_port %d is out of range", n.SSHPort)
 	}
@@ -161,6 +164,27 @@ func (r *Root) ValidateNode(node string, n *Node) []string {
 		p.addf("updated_at is before created_at")
 	}
 	return p
+}
+
+// validateFiles adds the problems of a node's file identities: each names
+// a file the state records, and each is a valid identity.
+func (r *Root) validateFiles(p *problems, n *Node) {
+	recorded := map[string]bool{}
+	for _, f := range []string{n.RootDisk, n.Seed, n.NVRAM, n.SerialLog} {
+		if f != "" {
+			recorded[filepath.Base(f)] = true
+		}
+	}
+	for _, d := range n.DataDisks {
+		recorded[DataDiskFileName(d.Name)] = true
+	}
+	for _, name := range slices.Sorted(maps.Keys(n.Files)) {
+		if !recorded[name] {
+			p.addf("files[%q] names no file this node state records", name)
+		} else if why := n.Files[name].Valid(); why != "" {
+			p.addf("files[%q]: %s", name, why)
+		}
+	}
 }
 
 func (r *Root) checkNodePath(p *problems, node, field, got, name string) {
@@ -297,6 +321,11 @@ func (r *Root) validateArtifact(p *problems, node, field string, a Artifact, see
 		}
 		if a.Retained != "" {
 			p.addf("%s.retained is only for data disks", field)
+		}
+	}
+	if a.ID != nil {
+		if why := a.ID.Valid(); why != "" {
+			p.addf("%s.id: %s", field, why)
 		}
 	}
 	if seen[a.Path] {

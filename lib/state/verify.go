@@ -60,7 +60,7 @@ func (r *Root) Verify() []Problem {
 		_, err := r.Holder(n)
 		add(err)
 	}
-	_, err = r.scanEvents(0, EventFilter{}, func(Event) error { return nil })
+	_, err = r.readEvents(0, EventFilter{}, func(Event) error { return nil })
 	add(err)
 
 	nodes, err := r.NodeNames()
