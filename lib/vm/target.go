@@ -72,3 +72,7 @@ func UnprovenNext(node string, pids []int) string {
 	}
 	return fmt.Sprintf("ps -o pid,user,args -p %s   # stop what is not wanted, then: barn-node status %s", strings.Join(s, ","), node)
 }
+
+// runs reports whether the captured process p runs inv: its argv is inv's
+// byte for byte.
+func runs(p state.Process, inv state.Invocation) bool { return p.ArgvHash == procid.ArgvHash(inv) }
