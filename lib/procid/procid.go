@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -192,6 +193,26 @@ func Observe(p state.Process) Verdict {
 		return Unknown
 	}
 	return Ours
+}
+
+// SameExecutable reports whether exe, a captured Process.Executable, is
+// the file binary (an invocation's absolute binary path) names: the same
+// path, or the path binary resolves to now through symlinks
+// (filepath.EvalSymlinks). /proc/<pid>/exe is the path the kernel opened
+// at exec, symlinks resolved; Capture strips the " (deleted)" the kernel
+// appends once that file is unlinked, so a QEMU whose binary a package
+// upgrade replaced since it started is still the process of that path
+// (its argv, start time and boot must match as well). An empty binary
+// matches nothing.
+func SameExecutable(exe, binary string) bool {
+	if exe == "" || binary == "" {
+		return false
+	}
+	if exe == binary {
+		return true
+	}
+	resolved, err := filepath.EvalSymlinks(binary)
+	return err == nil && exe == resolved
 }
 
 // Alive reports whether a non-zombie process has pid.

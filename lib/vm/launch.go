@@ -196,6 +196,11 @@ func prove(ctx context.Context, inv state.Invocation, node, vmUUID string, rt st
 			"pid %d from %s runs another command line than the invocation of %s (argv hash %s, want %s)",
 			pid, rt.Pidfile, node, proc.ArgvHash, want).WithReason("argv_mismatch")
 	}
+	if !procid.SameExecutable(proc.Executable, inv.Binary) {
+		return state.Process{}, exitcode.New(exitcode.Integrity,
+			"pid %d from %s runs %s, not the invocation's binary %s; it is not %s's QEMU",
+			pid, rt.Pidfile, proc.Executable, inv.Binary, node).WithReason("executable_mismatch")
+	}
 	return proc, nil
 }
 
@@ -261,7 +266,7 @@ func stopLaunched(ctx context.Context, inv state.Invocation, node, vmUUID string
 		case err == nil && tab.Sole() != nil:
 			proc = tab.Sole()
 		default:
-			return fmt.Errorf("cleanup refused: %s", unproven(node, tab, err).Error())
+			return fmt.Errorf("cleanup refused: %s", unproven(node, tab, inv, err).Error())
 		}
 	}
 	return signalLadder(ctx, *proc, StopOptions{}.withDefaults())

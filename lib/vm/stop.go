@@ -145,7 +145,7 @@ func verifiedSession(ctx context.Context, m qmp.Monitor, t Target) (*qmp.Session
 		s.Close()
 		return nil, err
 	}
-	if err := checkOurs(t.Node, t.Process); err != nil {
+	if err := checkOurs(t); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -177,7 +177,7 @@ func qmpFailed(ctx context.Context, t Target, o StopOptions, err error) error {
 
 // busyPath is step 6: something holds QMP open without answering.
 func busyPath(ctx context.Context, t Target, o StopOptions, qerr error) error {
-	if p := t.Process; p != nil && procid.Observe(*p) == procid.Ours && procid.Frozen(p.PID) {
+	if p := t.Process; p != nil && t.verdict() == procid.Ours && procid.Frozen(p.PID) {
 		o.Progress(fmt.Sprintf("%s: QMP is silent because pid %d is stopped (SIGSTOP or a debugger) and cannot answer; verified signals", t.Node, p.PID))
 		if err := signalLadder(ctx, *p, o); err != nil {
 			return err
@@ -215,13 +215,14 @@ func QMPBusy(node string, qerr error, then string) error {
 		WithReason("qmp_busy").WithNext(next)
 }
 
-// checkOurs requires the recorded process (when there is one) to be Ours
+// checkOurs requires t's recorded process (when there is one) to be Ours
 // while QMP proves the identity.
-func checkOurs(node string, proc *state.Process) error {
+func checkOurs(t Target) error {
+	node, proc := t.Node, t.Process
 	if proc == nil {
 		return nil
 	}
-	if v := procid.Observe(*proc); v != procid.Ours {
+	if v := t.verdict(); v != procid.Ours {
 		return exitcode.New(exitcode.Conflict,
 			"QMP of %s proves the VM runs, but recorded pid %d is %s; refusing to act on a process that does not match",
 			node, proc.PID, v).WithReason("process_mismatch").
@@ -234,7 +235,7 @@ func checkOurs(node string, proc *state.Process) error {
 func signalPath(ctx context.Context, t Target, o StopOptions) error {
 	node := t.Node
 	if p := t.Process; p != nil {
-		switch v := procid.Observe(*p); v {
+		switch v := t.verdict(); v {
 		case procid.Ours:
 			if err := signalLadder(ctx, *p, o); err != nil {
 				return err
@@ -257,7 +258,7 @@ func signalPath(ctx context.Context, t Target, o StopOptions) error {
 			return err
 		}
 	case err != nil || !tab.Absent():
-		return unproven(node, tab, err)
+		return unproven(node, tab, t.Invocation, err)
 	}
 	return finish(ctx, node, t.Runtime)
 }
