@@ -14,9 +14,9 @@ import (
 	"barn.dev/lib/state"
 )
 
-// installBinary puts a copy of this test binary at dir/name (a hard link
-// when possible) and returns its path: a second executable file whose
-// processes sleep like sleeper's.
+// installBinary puts this test binary at dir/name (a hard link when
+// possible) and returns its path: another name whose processes sleep like
+// sleeper's.
 func installBinary(t *testing.T, dir, name string) string {
 	t.Helper()
 	self, err := os.Executable()
@@ -27,6 +27,18 @@ func installBinary(t *testing.T, dir, name string) string {
 	if err := os.Link(self, dst); err == nil {
 		return dst
 	}
+	return copyBinary(t, dir, name)
+}
+
+// copyBinary puts a copy of this test binary at dir/name: another file
+// (its own inode) whose processes sleep like sleeper's.
+func copyBinary(t *testing.T, dir, name string) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, name)
 	in, err := os.Open(self)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +83,7 @@ func spawn(t *testing.T, path string, argv ...string) int {
 func TestFindRequiresTheInvocationsExecutable(t *testing.T) {
 	dir := t.TempDir()
 	qemu := installBinary(t, dir, "qemu-system-x86_64")
-	mimic := installBinary(t, dir, "mimic")
+	mimic := copyBinary(t, dir, "mimic")
 	uuid := fmt.Sprintf("6a1c2f0e-7d3b-4e59-8b21-%012x", time.Now().UnixNano()&0xffffffffffff)
 	inv := state.Invocation{Binary: qemu, Args: []string{"-name", "n1", "-uuid", uuid}}
 	claim := Claim{UUID: uuid}
@@ -102,9 +114,7 @@ func TestFindRequiresTheInvocationsExecutable(t *testing.T) {
 }
 
 // TestSameExecutable: the invocation's binary names the file a process
-// runs literally or through symlinks resolved now; a binary replaced
-// since the process started (a package upgrade: /proc/<pid>/exe then
-// ends in " (deleted)") is still the file it was started from.
+// runs literally or through symlinks resolved now.
 func TestSameExecutable(t *testing.T) {
 	dir := t.TempDir()
 	bin := installBinary(t, dir, "qemu-system-x86_64")
@@ -116,25 +126,50 @@ func TestSameExecutable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Executable != bin || !SameExecutable(p.Executable, link) || !SameExecutable(p.Executable, bin) {
+	if p.Executable != bin || !SameExecutable(p.Executable, link) || !SameExecutable(p.Executable, bin) ||
+		!RunsBinary(p, link) || !RunsBinary(p, bin) {
 		t.Errorf("started through symlink %s: exe %q, want %q and both names accepted", link, p.Executable, bin)
 	}
-	if SameExecutable(p.Executable, filepath.Join(dir, "other")) || SameExecutable(p.Executable, "") {
+	if SameExecutable(p.Executable, filepath.Join(dir, "other")) || SameExecutable(p.Executable, "") || RunsBinary(p, "") {
 		t.Error("another path was accepted as the binary")
 	}
+}
 
-	// the upgrade: the file is replaced by a new one at the same path
+// TestRunsBinaryNeedsTheSameFile: a path is not a file. Once the file at
+// the invocation's path is another one (renamed over it: what a package
+// upgrade does, or an attacker who swaps a mimic in before the process
+// is judged), /proc/<pid>/exe still shows the path (with " (deleted)",
+// which Capture strips) but the process runs the old file: RunsBinary,
+// the proof a launch or a table scan needs, refuses it, while a tuple
+// recorded before the swap still holds (Observe: Ours, same device and
+// inode as recorded).
+func TestRunsBinaryNeedsTheSameFile(t *testing.T) {
+	dir := t.TempDir()
+	bin := installBinary(t, dir, "qemu-system-x86_64")
 	pid := spawn(t, bin, bin, "-name", "n2")
-	if err := os.Remove(bin); err != nil {
-		t.Fatal(err)
-	}
-	installBinary(t, dir, "qemu-system-x86_64")
-	raw, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
-	up, err := Capture(pid)
+	before, err := Capture(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if raw != bin+" (deleted)" || up.Executable != bin || !SameExecutable(up.Executable, bin) {
-		t.Errorf("replaced binary: /proc exe %q, captured %q: want %q (deleted) still accepted as %s", raw, up.Executable, bin, bin)
+	if !RunsBinary(before, bin) {
+		t.Fatalf("%+v does not run %s before the swap", before, bin)
+	}
+	other := copyBinary(t, dir, "other")
+	if err := os.Rename(other, bin); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	after, err := Capture(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw != bin+" (deleted)" || after.Executable != bin || !SameExecutable(after.Executable, bin) {
+		t.Errorf("replaced binary: /proc exe %q, captured %q: want %q (deleted), same path", raw, after.Executable, bin)
+	}
+	if RunsBinary(after, bin) {
+		t.Errorf("pid %d runs file %s, %s is now another file: accepted as running it", pid, after.ExecutableFile, bin)
+	}
+	if v := Observe(before); v != Ours {
+		t.Errorf("the tuple recorded before the swap: %s, want ours", v)
 	}
 }

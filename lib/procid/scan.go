@@ -31,7 +31,7 @@ type Match struct {
 	Process *state.Process
 	// Argv: its argv is byte for byte the invocation's (ArgvHash).
 	Argv bool
-	// Exact: Argv, and it runs the invocation's binary (SameExecutable):
+	// Exact: Argv, and it runs the invocation's binary (RunsBinary):
 	// only then is it the node's QEMU. Argv without Exact is another
 	// program that mimics the node's command line.
 	Exact bool
@@ -108,7 +108,7 @@ func Find(c Claim, inv state.Invocation) (Table, error) {
 		}
 		if err == nil {
 			m.Process, m.Argv = &p, p.ArgvHash == want
-			m.Exact = m.Argv && SameExecutable(p.Executable, inv.Binary)
+			m.Exact = m.Argv && RunsBinary(p, inv.Binary)
 		}
 		t.Matches = append(t.Matches, m)
 	}

@@ -196,10 +196,10 @@ func prove(ctx context.Context, inv state.Invocation, node, vmUUID string, rt st
 			"pid %d from %s runs another command line than the invocation of %s (argv hash %s, want %s)",
 			pid, rt.Pidfile, node, proc.ArgvHash, want).WithReason("argv_mismatch")
 	}
-	if !procid.SameExecutable(proc.Executable, inv.Binary) {
+	if !procid.RunsBinary(proc, inv.Binary) {
 		return state.Process{}, exitcode.New(exitcode.Integrity,
-			"pid %d from %s runs %s, not the invocation's binary %s; it is not %s's QEMU",
-			pid, rt.Pidfile, proc.Executable, inv.Binary, node).WithReason("executable_mismatch")
+			"pid %d from %s runs %s (file %s), not the invocation's binary %s; it is not %s's QEMU",
+			pid, rt.Pidfile, proc.Executable, proc.ExecutableFile, inv.Binary, node).WithReason("executable_mismatch")
 	}
 	return proc, nil
 }

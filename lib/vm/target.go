@@ -76,14 +76,18 @@ func UnprovenNext(node string, pids []int) string {
 }
 
 // runs reports whether the captured process p runs inv: its argv is inv's
-// byte for byte and its executable is inv's binary.
+// byte for byte and it runs the file inv's binary names (path, device and
+// inode: procid.RunsBinary).
 func runs(p state.Process, inv state.Invocation) bool {
-	return p.ArgvHash == procid.ArgvHash(inv) && procid.SameExecutable(p.Executable, inv.Binary)
+	return p.ArgvHash == procid.ArgvHash(inv) && procid.RunsBinary(p, inv.Binary)
 }
 
 // verdict is procid.Observe of t's recorded tuple, except that a tuple
-// whose executable is not t's invocation binary is never Ours (Unknown):
-// a process is the node's QEMU only when it runs the invocation's binary.
+// whose executable path is not t's invocation binary is never Ours
+// (Unknown): a process is the node's QEMU only when it runs the
+// invocation's binary. The file itself (device and inode) was proven at
+// launch (procid.RunsBinary) and Observe holds the live process to it, so
+// a QEMU whose binary a package upgrade replaced since is still Ours.
 func (t Target) verdict() procid.Verdict {
 	v := procid.Observe(*t.Process)
 	if v == procid.Ours && !procid.SameExecutable(t.Process.Executable, t.Invocation.Binary) {
