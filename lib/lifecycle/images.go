@@ -23,6 +23,7 @@ func ensureImage(ctx context.Context, root *state.Root, id imageref.Identity, pr
 // baseCheck is one base image's verification within a command.
 type baseCheck struct {
 	once sync.Once
+	path string // the verified file
 	err  error
 }
 
@@ -32,15 +33,18 @@ func baseKey(id imageref.Identity) string { return id.Image + "\x00" + id.File +
 // it, once per command: nodes sharing a base wait for the one check, and
 // a base this command already verified (a create's Ensure) is not hashed
 // again. The result, failure included, holds for the rest of the command.
-func (m *Manager) verifyBase(ctx context.Context, id imageref.Identity) error {
+// It returns the verified file.
+func (m *Manager) verifyBase(ctx context.Context, id imageref.Identity) (string, error) {
 	c := m.baseCheck(id)
-	c.once.Do(func() { _, c.err = m.Images.Verify(ctx, id) })
-	return c.err
+	c.once.Do(func() { c.path, c.err = m.Images.Verify(ctx, id) })
+	return c.path, c.err
 }
 
-// verifiedBase records that this command verified id (Ensure succeeded).
-func (m *Manager) verifiedBase(id imageref.Identity) {
-	m.baseCheck(id).once.Do(func() {})
+// verifiedBase records that this command verified id at path (Ensure
+// succeeded).
+func (m *Manager) verifiedBase(id imageref.Identity, path string) {
+	c := m.baseCheck(id)
+	c.once.Do(func() { c.path = path })
 }
 
 func (m *Manager) baseCheck(id imageref.Identity) *baseCheck {
