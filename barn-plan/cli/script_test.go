@@ -131,6 +131,11 @@ func cmdCommit(ts *testscript.TestScript, neg bool, args []string) {
 			st.Phase = state.Running
 			st.Process = spawnSleep(ts, false)
 		}
+		if st.Process != nil {
+			// the recorded invocation is what the recorded process runs: a
+			// tuple is a node's QEMU only when it runs the invocation's binary
+			st.Invocation.Binary, st.Invocation.Args = st.Process.Executable, []string{"120"}
+		}
 		ts.Check(root.WriteNode(st))
 	}
 }

@@ -88,6 +88,27 @@ func (t Tool) Inspect(ctx context.Context, path string) (Info, error) {
 	return info, nil
 }
 
+// CheckBacking reads the header of overlay (Inspect: the first backing
+// file only) and requires a qcow2 image whose backing file is exactly base
+// and whose recorded backing format is baseFormat. Anything else, a header
+// rewritten to back onto another file (qemu-img rebase -u) included, is an
+// integrity error, reason "backing_chain_mismatch", naming both values.
+func (t Tool) CheckBacking(ctx context.Context, overlay, base, baseFormat string) (Info, error) {
+	info, err := t.Inspect(ctx, overlay)
+	if err != nil {
+		return Info{}, err
+	}
+	switch {
+	case info.Format != "qcow2":
+		return Info{}, exitcode.New(exitcode.Integrity, "overlay %s is %s, not qcow2", overlay, info.Format).WithReason("backing_chain_mismatch")
+	case info.BackingFilename != base:
+		return Info{}, exitcode.New(exitcode.Integrity, "overlay %s backs onto %q, expected %q", overlay, info.BackingFilename, base).WithReason("backing_chain_mismatch")
+	case info.BackingFilenameFormat != baseFormat:
+		return Info{}, exitcode.New(exitcode.Integrity, "overlay %s records backing format %q, expected %q", overlay, info.BackingFilenameFormat, baseFormat).WithReason("backing_chain_mismatch")
+	}
+	return info, nil
+}
+
 // CreateOverlay creates dst, a qcow2 overlay over base whose format is
 // baseFormat (passed explicitly with -F; never guessed). The base's format
 // is probed first and must equal baseFormat. size must not be below the
@@ -124,18 +145,11 @@ func (t Tool) CreateOverlay(ctx context.Context, base, baseFormat, dst string, s
 	if _, err := t.run(ctx, "create", "-q", "-f", "qcow2", "-b", base, "-F", baseFormat, tmp, strconv.FormatInt(size, 10)); err != nil {
 		return Info{}, err
 	}
-	info, err := t.Inspect(ctx, tmp)
+	info, err := t.CheckBacking(ctx, tmp, base, baseFormat)
 	if err != nil {
 		return Info{}, err
 	}
-	switch {
-	case info.Format != "qcow2":
-		return Info{}, exitcode.New(exitcode.Integrity, "overlay %s came out as %s", dst, info.Format)
-	case info.BackingFilename != base:
-		return Info{}, exitcode.New(exitcode.Integrity, "overlay %s backs onto %q, expected %q", dst, info.BackingFilename, base).WithReason("backing_chain_mismatch")
-	case info.BackingFilenameFormat != baseFormat:
-		return Info{}, exitcode.New(exitcode.Integrity, "overlay %s records backing format %q, expected %q", dst, info.BackingFilenameFormat, baseFormat).WithReason("backing_chain_mismatch")
-	case info.VirtualSize != size:
+	if info.VirtualSize != size {
 		return Info{}, exitcode.New(exitcode.Integrity, "overlay %s has virtual size %d bytes, expected %d", dst, info.VirtualSize, size)
 	}
 	if err := publish(tmp, dst); err != nil {

@@ -329,9 +329,12 @@ type Retained struct {
 	Ownership Ownership `json:"ownership"`
 }
 
-// List walks the store root (<BARN_HOME>/disks) fail-closed: every
-// <node>/<disk> directory must validate, or the walk fails naming the bad
-// entry. A missing root is an empty store. Sorted by node, then disk.
+// List walks the store root (<BARN_HOME>/disks) fail-closed: the root,
+// every <node> directory (a real directory owned by the euid, mode 0700:
+// anyone else who could write it could swap a disk or its marker in) and
+// every <node>/<disk> directory must validate, or the walk fails naming
+// the bad entry. A missing root is an empty store. Sorted by node, then
+// disk.
 func List(root string) ([]Retained, error) {
 	out := []Retained{}
 	nodes, err := os.ReadDir(root)
@@ -340,10 +343,16 @@ func List(root string) ([]Retained, error) {
 	} else if err != nil {
 		return nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", root)
 	}
+	if err := checkDir(root); err != nil {
+		return nil, err
+	}
 	for _, n := range nodes {
 		nd := filepath.Join(root, n.Name())
 		if !n.IsDir() {
 			return nil, exitcode.New(exitcode.Integrity, "retained disk store: unexpected entry %s", nd).WithReason("retained_store_unexpected")
+		}
+		if err := checkDir(nd); err != nil {
+			return nil, err
 		}
 		disks, err := os.ReadDir(nd)
 		if err != nil {
@@ -423,7 +432,8 @@ func checkDir(dir string) error {
 	case !fi.IsDir():
 		return exitcode.New(exitcode.Integrity, "%s is not a directory (mode %s)", dir, fi.Mode()).WithReason("retained_store_unexpected")
 	case fi.Mode().Perm()&0o077 != 0:
-		return exitcode.New(exitcode.Integrity, "%s has mode %04o, expected 0700", dir, fi.Mode().Perm()).WithReason("retained_store_mode")
+		return exitcode.New(exitcode.Integrity, "%s has mode %04o, expected 0700", dir, fi.Mode().Perm()).WithReason("retained_store_mode").
+			WithNext("chmod 0700 " + dir + "   # once you have checked nothing in it was changed")
 	case st != nil && int(st.Uid) != os.Geteuid():
 		return exitcode.New(exitcode.Integrity, "%s is owned by uid %d, not %d", dir, st.Uid, os.Geteuid()).WithReason("retained_store_owner")
 	}

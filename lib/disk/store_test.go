@@ -341,3 +341,38 @@ func TestPreserveAndReturnMoveOnlyTheRecordedDisk(t *testing.T) {
 		t.Fatalf("the operator's disk was moved: %q", b)
 	}
 }
+
+// TestStoreRefusesWritableNodeAndRootDirs: whoever can write disks/ or
+// disks/<node> can rename a disk directory of their own making into place
+// (disk and marker both), so the store is only trusted when every level is
+// the user's own and 0700: List and DeleteAll refuse with integrity
+// retained_store_mode naming the directory, and nothing is deleted.
+func TestStoreRefusesWritableNodeAndRootDirs(t *testing.T) {
+	root, _, src := storeFixture(t)
+	dir := filepath.Join(root, "pg-1", "data")
+	if err := Preserve(src, dir, ownOf(t, src)); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{filepath.Join(root, "pg-1"), root} {
+		for _, mode := range []os.FileMode{0o777, 0o755} {
+			if err := os.Chmod(d, mode); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := List(root); exitcode.As(err) == nil || exitcode.As(err).Reason != "retained_store_mode" || !strings.Contains(err.Error(), d) {
+				t.Errorf("list with %s at %04o: %v, want integrity retained_store_mode naming it", d, mode, err)
+			}
+			if deleted, _, err := DeleteAll(root); exitcode.ClassOf(err) != exitcode.Integrity || len(deleted) != 0 {
+				t.Errorf("delete-all with %s at %04o: %v %v", d, mode, deleted, err)
+			}
+		}
+		if err := os.Chmod(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, RetainedDiskFile)); err != nil {
+		t.Fatal("the refused store lost its disk")
+	}
+	if all, err := List(root); err != nil || len(all) != 1 {
+		t.Fatalf("restored modes: %v %v", all, err)
+	}
+}

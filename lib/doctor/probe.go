@@ -444,7 +444,13 @@ func (p *Probe) network(ctx context.Context, r *Report) {
 func (p *Probe) hostNetwork(ctx context.Context) (hostnet.Report, error) {
 	cidr := ""
 	if root, err := state.Inspect(p.Getenv); err == nil && root.Exists() {
-		if d, err := root.ReadDeployment(); err == nil && d != nil {
+		d, err := root.ReadDeployment()
+		if err != nil {
+			// Another subnet's answer would not be about this deployment.
+			return hostnet.Report{}, exitcode.Wrap(exitcode.ClassOf(err), err, "cannot read the applied deployment's subnet").
+				WithNext("barn-state verify")
+		}
+		if d != nil {
 			cidr = d.Spec.Deployment.Subnet.CIDR
 		}
 	}
@@ -467,6 +473,12 @@ func (p *Probe) stateRoot(r *Report) {
 		r.add("state", OK, ClassCapability, root.Dir+" does not exist yet; the first apply creates it (0700)", "")
 		return
 	}
+	// Every document and directory, as the commands will read them: a
+	// damaged node state.json is a finding, never a root taken as sound.
+	if problems := root.Verify(); len(problems) > 0 {
+		r.add("state", Error, ClassCapability, describeProblems(root.Dir, problems), "barn-state verify")
+		return
+	}
 	d, err := root.ReadDeployment()
 	switch {
 	case err != nil:
@@ -476,6 +488,22 @@ func (p *Probe) stateRoot(r *Report) {
 	default:
 		r.add("state", OK, ClassCapability, fmt.Sprintf("%s: %d node(s) applied (generation %d)", root.Dir, len(d.Spec.Nodes), d.Generation), "")
 	}
+}
+
+// describeProblems is the evidence of a damaged state root: how many
+// problems barn-state verify finds, and the first few, each naming its
+// file.
+func describeProblems(dir string, problems []state.Problem) string {
+	const shown = 3
+	var parts []string
+	for i, p := range problems {
+		if i == shown {
+			parts = append(parts, fmt.Sprintf("and %d more", len(problems)-shown))
+			break
+		}
+		parts = append(parts, p.File+": "+p.Message)
+	}
+	return fmt.Sprintf("%s: %d problem(s): %s", dir, len(problems), strings.Join(parts, "; "))
 }
 
 func firstLine(s string) string {

@@ -134,7 +134,7 @@ func TestRealGuest(t *testing.T) {
 	vmUUID := uuid.NewString()
 	rt := state.Runtime{Directory: dir, QMP: filepath.Join(dir, "qmp.sock"), BarnQMP: filepath.Join(dir, "barn-qmp.sock"), Pidfile: filepath.Join(dir, "qemu.pid")}
 	serial := filepath.Join(dir, "serial.log")
-	inv, err := qemu.Invocation(qemu.Input{Node: node, VMUUID: vmUUID, Image: imageBIOS(), RootDisk: root,
+	inv, err := qemu.Invocation(qemu.Input{Node: node, VMUUID: vmUUID, Image: imageBIOS(), RootDisk: root, Base: img,
 		DataDisks: []state.DataDisk{{Name: "data", Path: data, Serial: "datadiskserialaaaaaa", SizeBytes: 1 << 30, Mount: "/data", RequestedFilesystem: "auto"}},
 		Seed:      seed, SSHPort: 2222, Runtime: rt, SerialLog: serial,
 		Shares: []qemu.ShareFD{{Tag: node.Shares[0].Tag, FD: 3, Readonly: true}, {Tag: node.Shares[1].Tag, FD: 4}}},

@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"syscall"
 	"time"
 
 	"barn.dev/lib/catalog"
@@ -30,8 +31,8 @@ func CachePath(imagesDir string, id imageref.Identity) string {
 	return filepath.Join(imagesDir, id.Image, path.Base(id.File))
 }
 
-// VerifyCached re-verifies a cached file before use: a regular file with no
-// write bits, whose byte count, SHA-256 and qcow2 header match id. Errors
+// VerifyCached re-verifies a cached file before use: a regular file of
+// this user's with no write bits, whose byte count, SHA-256 and qcow2 header match id. Errors
 // are integrity (7) with reason "image_mismatch", "image_writable" or
 // "bad_qcow2_header"; a missing file is reported with os.ErrNotExist.
 func VerifyCached(p string, id imageref.Identity) error {
@@ -41,6 +42,10 @@ func VerifyCached(p string, id imageref.Identity) error {
 	}
 	if !fi.Mode().IsRegular() {
 		return exitcode.New(exitcode.Integrity, "%s is not a regular file", p).WithReason("unsafe_image_file")
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return exitcode.New(exitcode.Integrity, "%s is owned by uid %d, not by this user (uid %d); its owner can change it", p, st.Uid, os.Geteuid()).
+			WithReason("unsafe_image_file")
 	}
 	if fi.Mode().Perm()&0o222 != 0 {
 		return exitcode.New(exitcode.Integrity, "%s is writable (mode %04o); a verified image is read-only, so it may have been altered", p, fi.Mode().Perm()).

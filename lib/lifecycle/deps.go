@@ -25,6 +25,7 @@ type LaunchInput struct {
 	VMUUID    string
 	Image     imageref.Identity
 	RootDisk  string
+	Base      string // the verified base image file RootDisk backs onto
 	DataDisks []state.DataDisk
 	Seed      string
 	NVRAM     string // "" for bios images

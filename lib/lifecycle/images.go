@@ -2,9 +2,11 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"os"
+	"io/fs"
+	"path/filepath"
 	"sync"
 
 	"barn.dev/lib/exitcode"
@@ -16,13 +18,40 @@ import (
 // ensureImage returns the verified cached file of id (imagecache.Ensure:
 // re-verified size, SHA-256 and qcow2 header, or pulled from the active
 // catalog's repository; integrity error on any mismatch, no fallback).
+// The directories above the file must be the user's own at 0700
+// (checkImageDirs).
 func ensureImage(ctx context.Context, root *state.Root, id imageref.Identity, progress io.Writer) (string, error) {
-	return imagecache.Ensure(ctx, root, id, progress)
+	p, err := imagecache.Ensure(ctx, root, id, progress)
+	if err != nil {
+		return "", err
+	}
+	if err := checkImageDirs(root, p); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
+// checkImageDirs refuses a base image whose directories (the state root,
+// images/, images/<family>) are not the user's own at 0700: anyone who can
+// write one of them can rename another file over the verified one between
+// this check and QEMU opening it, so the bytes would no longer be proven.
+func checkImageDirs(root *state.Root, p string) error {
+	err := root.CheckDirs(filepath.Dir(p))
+	if e := exitcode.As(err); e != nil && !errors.Is(err, fs.ErrNotExist) {
+		c := *e
+		c.Message += "; a base image there could be swapped, not using " + p
+		if c.Err == nil {
+			c.Err = err
+		}
+		return &c
+	}
+	return err
 }
 
 // baseCheck is one base image's verification within a command.
 type baseCheck struct {
 	once sync.Once
+	path string // the verified file
 	err  error
 }
 
@@ -32,15 +61,18 @@ func baseKey(id imageref.Identity) string { return id.Image + "\x00" + id.File +
 // it, once per command: nodes sharing a base wait for the one check, and
 // a base this command already verified (a create's Ensure) is not hashed
 // again. The result, failure included, holds for the rest of the command.
-func (m *Manager) verifyBase(ctx context.Context, id imageref.Identity) error {
+// It returns the verified file.
+func (m *Manager) verifyBase(ctx context.Context, id imageref.Identity) (string, error) {
 	c := m.baseCheck(id)
-	c.once.Do(func() { _, c.err = m.Images.Verify(ctx, id) })
-	return c.err
+	c.once.Do(func() { c.path, c.err = m.Images.Verify(ctx, id) })
+	return c.path, c.err
 }
 
-// verifiedBase records that this command verified id (Ensure succeeded).
-func (m *Manager) verifiedBase(id imageref.Identity) {
-	m.baseCheck(id).once.Do(func() {})
+// verifiedBase records that this command verified id at path (Ensure
+// succeeded).
+func (m *Manager) verifiedBase(id imageref.Identity, path string) {
+	c := m.baseCheck(id)
+	c.once.Do(func() { c.path = path })
 }
 
 func (m *Manager) baseCheck(id imageref.Identity) *baseCheck {
@@ -62,11 +94,14 @@ func (m *Manager) baseCheck(id imageref.Identity) *baseCheck {
 // committed node's overlay backs onto it.
 func verifyCachedBase(root *state.Root, id imageref.Identity) (string, error) {
 	p := imagecache.CachePath(root.ImagesDir(), id)
-	err := imagecache.VerifyCached(p, id)
+	err := checkImageDirs(root, p)
+	if err == nil {
+		err = imagecache.VerifyCached(p, id)
+	}
 	switch {
 	case err == nil:
 		return p, nil
-	case os.IsNotExist(err):
+	case errors.Is(err, fs.ErrNotExist):
 		return "", exitcode.New(exitcode.Integrity, "base image %s@%s %s is missing at %s; not starting a node whose disk backs onto it", id.Image, id.Version, id.Arch, p).
 			WithReason("image_missing").WithNext(fmt.Sprintf("barn-repo pull %s@%s", id.Image, id.Version))
 	default:

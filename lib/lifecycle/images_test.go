@@ -40,7 +40,7 @@ func TestVerifyBaseOncePerCommand(t *testing.T) {
 	other := imageref.Identity{Image: "u24", File: "images/u24.qcow2", SHA256: "bbb"}
 	bad := imageref.Identity{Image: "el9", File: "images/el9.qcow2", SHA256: "bad"}
 	created := imageref.Identity{Image: "d13", File: "images/d13.qcow2", SHA256: "ccc"}
-	m.verifiedBase(created)
+	m.verifiedBase(created, "/cache/"+created.File)
 	var wg sync.WaitGroup
 	errs := make([]error, 12)
 	for i := range errs {
@@ -48,7 +48,7 @@ func TestVerifyBaseOncePerCommand(t *testing.T) {
 		go func(i int) {
 			defer wg.Done()
 			id := []imageref.Identity{shared, other, bad, created}[i%4]
-			errs[i] = m.verifyBase(context.Background(), id)
+			_, errs[i] = m.verifyBase(context.Background(), id)
 		}(i)
 	}
 	wg.Wait()
@@ -62,7 +62,7 @@ func TestVerifyBaseOncePerCommand(t *testing.T) {
 	}
 	// another command (a new Manager) verifies again
 	m2 := &Manager{Images: imgs}
-	if err := m2.verifyBase(context.Background(), shared); err != nil || imgs.calls["aaa"] != 2 {
+	if _, err := m2.verifyBase(context.Background(), shared); err != nil || imgs.calls["aaa"] != 2 {
 		t.Fatalf("a new command did not re-verify: %v, %v", err, imgs.calls)
 	}
 }

@@ -169,6 +169,18 @@ func (m *Manager) cleanRuntime(ctx context.Context, n *state.Node) error {
 // phase starting is recorded before QEMU runs and running with the
 // process tuple after QMP proved the identity.
 func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocator) ([]string, error) {
+	// Every start re-verifies the bytes it boots from (once per command
+	// for a base several nodes share) and that the root overlay still
+	// backs onto exactly that file, before anything is recorded: a header
+	// rewritten to name another file is refused here, and the invocation
+	// passes the verified base to QEMU as the overlay's backing node.
+	base, err := m.verifyBase(ctx, n.Image)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.checkBacking(ctx, n, base); err != nil {
+		return nil, err
+	}
 	var repairs []string
 	if n.SSHPort == 0 || !m.portFree(n.SSHPort) {
 		old := n.SSHPort
@@ -177,7 +189,7 @@ func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocato
 			return nil, err
 		}
 		n.SSHPort = port
-		inv, err := m.Emu.Invocation(m.launchInput(n))
+		inv, err := m.Emu.Invocation(m.launchInput(n, base))
 		if err != nil {
 			return nil, err
 		}
@@ -198,11 +210,6 @@ func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocato
 	if len(files) != len(n.Invocation.InheritedFiles) {
 		return repairs, exitcode.New(exitcode.Integrity, "%s: the recorded invocation inherits %d descriptors but the node has %d shares",
 			n.Node, len(n.Invocation.InheritedFiles), len(files)).WithReason("invocation_shares_mismatch").WithNext(recreateAgain(m.appliedSource(), []string{n.Node}))
-	}
-	// Every start re-verifies the bytes it boots from (once per command
-	// for a base several nodes share), before anything is recorded.
-	if err := m.verifyBase(ctx, n.Image); err != nil {
-		return repairs, err
 	}
 	n.Process = nil
 	// The serial console file QEMU opens: created by Barn and recorded
@@ -239,8 +246,21 @@ func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocato
 	return repairs, nil
 }
 
-func (m *Manager) launchInput(n *state.Node) LaunchInput {
-	return LaunchInput{Node: n.Spec, VMUUID: n.VMUUID, Image: n.Image, RootDisk: n.RootDisk, DataDisks: n.DataDisks,
+// checkBacking refuses to start n when its root overlay's header no
+// longer backs onto base, the verified base image, in qcow2 (integrity,
+// reason backing_chain_mismatch).
+func (m *Manager) checkBacking(ctx context.Context, n *state.Node, base string) error {
+	_, err := m.Disk.CheckBacking(ctx, n.RootDisk, base, "qcow2")
+	if e := exitcode.As(err); e != nil && e.Reason == "backing_chain_mismatch" {
+		return exitcode.Wrap(exitcode.Integrity, err, "%s: its root disk no longer backs onto the verified base image; not starting it", n.Node).
+			WithReason("backing_chain_mismatch").
+			WithNext(fmt.Sprintf("qemu-img rebase -u -F qcow2 -b %s %s   # only if you rewrote its backing file yourself; then barn-node start %s", base, n.RootDisk, n.Node))
+	}
+	return err
+}
+
+func (m *Manager) launchInput(n *state.Node, base string) LaunchInput {
+	return LaunchInput{Node: n.Spec, VMUUID: n.VMUUID, Image: n.Image, RootDisk: n.RootDisk, Base: base, DataDisks: n.DataDisks,
 		Seed: n.Seed, NVRAM: n.NVRAM, SSHPort: n.SSHPort, Runtime: n.Runtime, SerialLog: m.Root.NodeFile(n.Node, state.SerialLogName)}
 }
 

@@ -71,7 +71,7 @@ func (m *Manager) prepare(ctx context.Context, job createJob) (*prepared, error)
 	if err != nil {
 		return nil, err
 	}
-	m.verifiedBase(job.Image)
+	m.verifiedBase(job.Image, basePath)
 	vmUUID := job.VMUUID
 	if vmUUID == "" {
 		vmUUID = uuid.NewString()
@@ -147,7 +147,7 @@ func (m *Manager) prepare(ctx context.Context, job createJob) (*prepared, error)
 	if err != nil {
 		return nil, err
 	}
-	in := LaunchInput{Node: job.Node, VMUUID: vmUUID, Image: job.Image, RootDisk: root, DataDisks: dataDisks,
+	in := LaunchInput{Node: job.Node, VMUUID: vmUUID, Image: job.Image, RootDisk: root, Base: basePath, DataDisks: dataDisks,
 		Seed: seed, NVRAM: nvram, SSHPort: job.SSHPort, Runtime: rt, SerialLog: m.Root.NodeFile(name, state.SerialLogName)}
 	inv, err := m.Emu.Invocation(in)
 	if err != nil {

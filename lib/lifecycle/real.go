@@ -94,7 +94,7 @@ func (e *realEmulator) Invocation(in LaunchInput) (state.Invocation, error) {
 	if err != nil {
 		return state.Invocation{}, err
 	}
-	return qemu.Invocation(qemu.Input{Node: in.Node, VMUUID: in.VMUUID, Image: in.Image, RootDisk: in.RootDisk,
+	return qemu.Invocation(qemu.Input{Node: in.Node, VMUUID: in.VMUUID, Image: in.Image, RootDisk: in.RootDisk, Base: in.Base,
 		DataDisks: in.DataDisks, Seed: in.Seed, NVRAM: in.NVRAM, Firmware: code, SSHPort: in.SSHPort,
 		Runtime: in.Runtime, SerialLog: in.SerialLog, Shares: ShareFDs(in.Node.Shares)}, e.prof)
 }

@@ -19,11 +19,13 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"barn.dev/lib/state"
+	"golang.org/x/sys/unix"
 )
 
 // Verdict is what a recorded tuple says about the live process now at its PID.
@@ -128,17 +130,22 @@ func Capture(pid int) (state.Process, error) {
 	if exe, err = readExe(pid); err != nil { // re-read: exec may have just replaced it
 		return state.Process{}, err
 	}
+	file, err := exeFile(pid)
+	if err != nil {
+		return state.Process{}, err
+	}
 	boot, err := BootID()
 	if err != nil {
 		return state.Process{}, err
 	}
 	sum := sha256.Sum256(cmdline)
 	return state.Process{
-		PID:        pid,
-		Executable: exe,
-		Started:    "procstat:" + st.start,
-		ArgvHash:   hex.EncodeToString(sum[:]),
-		Boot:       boot,
+		PID:            pid,
+		Executable:     exe,
+		ExecutableFile: file,
+		Started:        "procstat:" + st.start,
+		ArgvHash:       hex.EncodeToString(sum[:]),
+		Boot:           boot,
 	}, nil
 }
 
@@ -188,10 +195,50 @@ func Observe(p state.Process) Verdict {
 	if err != nil || live.Started != p.Started || live.Executable != p.Executable {
 		return Unknown // changed while reading
 	}
-	if live.ArgvHash != p.ArgvHash || p.Boot == "" {
+	if p.ExecutableFile != "" && live.ExecutableFile != p.ExecutableFile {
+		return Foreign // same path, another file: it exec'd something else
+	}
+	if live.ArgvHash != p.ArgvHash || p.Boot == "" || p.ExecutableFile == "" {
 		return Unknown
 	}
 	return Ours
+}
+
+// SameExecutable reports whether exe, a captured Process.Executable, is
+// the file binary (an invocation's absolute binary path) names: the same
+// path, or the path binary resolves to now through symlinks
+// (filepath.EvalSymlinks). /proc/<pid>/exe is the path the kernel opened
+// at exec, symlinks resolved; Capture strips the " (deleted)" the kernel
+// appends once that file is unlinked, so a QEMU whose binary a package
+// upgrade replaced since it started is still the process of that path
+// (its argv, start time and boot must match as well). An empty binary
+// matches nothing.
+func SameExecutable(exe, binary string) bool {
+	if exe == "" || binary == "" {
+		return false
+	}
+	if exe == binary {
+		return true
+	}
+	resolved, err := filepath.EvalSymlinks(binary)
+	return err == nil && exe == resolved
+}
+
+// RunsBinary reports whether the captured process p runs the file binary
+// names now: SameExecutable by path, and the file p's /proc/<pid>/exe
+// opened (p.ExecutableFile) is binary's, by device and inode (stat(2),
+// symlinks followed). This is the proof a launch or a process-table scan
+// needs before a process is taken as an invocation's: a QEMU whose binary
+// was replaced since it started (a package upgrade) runs another file
+// than the path names now, so it is not proven by the path and is never
+// signalled on that evidence (a tuple recorded at launch still is, by
+// Observe).
+func RunsBinary(p state.Process, binary string) bool {
+	if !SameExecutable(p.Executable, binary) || p.ExecutableFile == "" {
+		return false
+	}
+	id, err := fileID(binary)
+	return err == nil && id == p.ExecutableFile
 }
 
 // Alive reports whether a non-zombie process has pid.
@@ -268,6 +315,25 @@ func readExe(pid int) (string, error) {
 		return "", procErr(pid, "exe", err)
 	}
 	return strings.TrimSuffix(exe, " (deleted)"), nil
+}
+
+// exeFile is the ExecutableFile of pid: the device and inode of the file
+// its /proc/<pid>/exe opens (a replaced, unlinked binary included).
+func exeFile(pid int) (string, error) {
+	id, err := fileID(fmt.Sprintf("%s/%d/exe", procRoot, pid))
+	if err != nil {
+		return "", procErr(pid, "exe", err)
+	}
+	return id, nil
+}
+
+// fileID is "<st_dev>:<st_ino>" of the file path names, symlinks followed.
+func fileID(path string) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return "", &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	return fmt.Sprintf("%d:%d", st.Dev, st.Ino), nil
 }
 
 func procErr(pid int, file string, err error) error {

@@ -77,6 +77,8 @@ func TestObserveVerdicts(t *testing.T) {
 		{"same", p, Ours},
 		{"other start time", mod(func(q *state.Process) { q.Started = "procstat:1" }), Foreign},
 		{"other executable", mod(func(q *state.Process) { q.Executable = "/usr/bin/qemu-system-x86_64" }), Foreign},
+		{"other executable file, same path", mod(func(q *state.Process) { q.ExecutableFile = "1:2" }), Foreign},
+		{"no executable file recorded", mod(func(q *state.Process) { q.ExecutableFile = "" }), Unknown},
 		{"other boot", mod(func(q *state.Process) { q.Boot = "11111111-2222-3333-4444-555555555555" }), Foreign},
 		{"other argv, same start and exe", mod(func(q *state.Process) { q.ArgvHash = strings.Repeat("0", 64) }), Unknown},
 		{"no boot recorded", mod(func(q *state.Process) { q.Boot = "" }), Unknown},

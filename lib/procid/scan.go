@@ -29,7 +29,11 @@ type Match struct {
 	// Process is its captured tuple; nil when its identity could not be
 	// read (it still claims the node: never ignored).
 	Process *state.Process
-	// Exact: its argv is byte for byte the invocation's (ArgvHash).
+	// Argv: its argv is byte for byte the invocation's (ArgvHash).
+	Argv bool
+	// Exact: Argv, and it runs the invocation's binary (RunsBinary):
+	// only then is it the node's QEMU. Argv without Exact is another
+	// program that mimics the node's command line.
 	Exact bool
 }
 
@@ -68,7 +72,8 @@ func (t Table) Sole() *state.Process {
 
 // Find scans the process table (/proc/<pid>/cmdline of every process of
 // this user) for processes whose argv makes claim c, and marks those
-// whose argv is exactly inv's. Kernel threads and zombies are skipped.
+// whose argv is exactly inv's and those that, in addition, run inv.Binary
+// (Match.Exact). Kernel threads and zombies are skipped.
 // It fails only when /proc itself cannot be listed.
 func Find(c Claim, inv state.Invocation) (Table, error) {
 	entries, err := os.ReadDir(procRoot)
@@ -102,7 +107,8 @@ func Find(c Claim, inv state.Invocation) (Table, error) {
 			continue
 		}
 		if err == nil {
-			m.Process, m.Exact = &p, p.ArgvHash == want
+			m.Process, m.Argv = &p, p.ArgvHash == want
+			m.Exact = m.Argv && RunsBinary(p, inv.Binary)
 		}
 		t.Matches = append(t.Matches, m)
 	}

@@ -51,7 +51,8 @@ type Input struct {
 	Node      spec.Node
 	VMUUID    string            // canonical lower-case UUID
 	Image     imageref.Identity // only Boot ("bios" or "uefi") is used
-	RootDisk  string            // root.qcow2 (qcow2 overlay)
+	RootDisk  string            // root.qcow2 (qcow2 overlay over Base)
+	Base      string            // the verified base image (qcow2) RootDisk backs onto
 	DataDisks []state.DataDisk  // qcow2 data disks, in spec order
 	Seed      string            // seed.iso (NoCloud cidata, raw)
 	NVRAM     string            // per-node UEFI vars (uefi images only)
@@ -113,15 +114,21 @@ func Invocation(in Input, p Profile) (state.Invocation, error) {
 		a.add("-device", "virtio-net-pci,netdev=private,mac="+n.MAC.Private+",bus=pcie.0,addr="+PrivateNICAddr)
 	}
 
-	// Root disk: explicit file + qcow2 nodes, then the boot device.
+	// Root disk: the verified base opened read-only as its own node with
+	// no backing of its own, then the overlay whose backing is that node
+	// by reference. QEMU never opens a file an image header names: a
+	// header rewritten to back onto another file (qemu-img rebase -u) is
+	// not followed.
+	a.add("-blockdev", blockdev(map[string]any{"driver": "file", "filename": in.Base, "node-name": "base-file", "read-only": true}))
+	a.add("-blockdev", blockdev(map[string]any{"driver": "qcow2", "file": "base-file", "node-name": "base", "read-only": true, "backing": nil}))
 	a.add("-blockdev", blockdev(map[string]any{"driver": "file", "filename": in.RootDisk, "node-name": "root-file"}))
-	a.add("-blockdev", blockdev(map[string]any{"driver": "qcow2", "file": "root-file", "node-name": "root"}))
+	a.add("-blockdev", blockdev(map[string]any{"driver": "qcow2", "file": "root-file", "node-name": "root", "backing": "base"}))
 	a.add("-device", "virtio-blk-pci,drive=root,id=root-disk,serial="+RootDiskSerial+",bootindex=1")
 
 	for i, d := range in.DataDisks {
 		file, node := fmt.Sprintf("disk%d-file", i), fmt.Sprintf("disk%d", i)
 		a.add("-blockdev", blockdev(map[string]any{"driver": "file", "filename": d.Path, "node-name": file}))
-		a.add("-blockdev", blockdev(map[string]any{"driver": "qcow2", "file": file, "node-name": node}))
+		a.add("-blockdev", blockdev(map[string]any{"driver": "qcow2", "file": file, "node-name": node, "backing": nil}))
 		a.add("-device", "virtio-blk-pci,drive="+node+",id="+node+"-disk,serial="+d.Serial)
 	}
 

@@ -131,28 +131,38 @@ func DetectProfile(getenv func(string) string, lookPath func(string) (string, er
 
 // ResolveBinary finds the QEMU binary DetectProfile uses: BARN_QEMU (an
 // absolute path, or a name looked up with lookPath), default
-// qemu-system-x86_64. Not found is a capability error, reason qemu_missing.
+// qemu-system-x86_64, made absolute with its symlinks resolved
+// (filepath.EvalSymlinks; a path that cannot be resolved is kept as
+// found). The result is the file /proc/<pid>/exe shows for the QEMU it
+// runs, so the invocation's binary (argv[0]) and the process's executable
+// name the same path (procid.SameExecutable): with /bin a symlink to
+// /usr/bin, `qemu-system-x86_64` found as /bin/qemu-system-x86_64 becomes
+// /usr/bin/qemu-system-x86_64. Not found is a capability error, reason
+// qemu_missing.
 func ResolveBinary(getenv func(string) string, lookPath func(string) (string, error)) (string, error) {
 	name := getenv("BARN_QEMU")
 	if name == "" {
 		name = "qemu-system-x86_64"
 	}
+	bin := name
 	if filepath.IsAbs(name) {
 		if _, err := lookPath(name); err != nil {
 			return "", exitcode.Wrap(exitcode.Capability, err, "QEMU binary %s is not executable", name).
 				WithReason("qemu_missing")
 		}
-		return name, nil
+	} else {
+		found, err := lookPath(name)
+		if err != nil {
+			return "", exitcode.Wrap(exitcode.Capability, err, "QEMU binary %q not found", name).
+				WithReason("qemu_missing").
+				WithNext("sudo apt-get install qemu-system-x86 qemu-utils")
+		}
+		if bin, err = filepath.Abs(found); err != nil {
+			return "", exitcode.Wrap(exitcode.Capability, err, "QEMU binary %q", found).WithReason("qemu_missing")
+		}
 	}
-	found, err := lookPath(name)
-	if err != nil {
-		return "", exitcode.Wrap(exitcode.Capability, err, "QEMU binary %q not found", name).
-			WithReason("qemu_missing").
-			WithNext("sudo apt-get install qemu-system-x86 qemu-utils")
-	}
-	bin, err := filepath.Abs(found)
-	if err != nil {
-		return "", exitcode.Wrap(exitcode.Capability, err, "QEMU binary %q", found).WithReason("qemu_missing")
+	if resolved, err := filepath.EvalSymlinks(bin); err == nil {
+		bin = resolved
 	}
 	return bin, nil
 }

@@ -3,7 +3,9 @@ package qemu
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -80,6 +82,42 @@ func TestDetectProfileOverrides(t *testing.T) {
 	_, err = DetectProfile(env(map[string]string{"BARN_ACCEL": "hvf"}), found)
 	if exitcode.ClassOf(err) != exitcode.Usage {
 		t.Fatalf("bad accel: %v", err)
+	}
+}
+
+// TestResolveBinaryResolvesSymlinks: the binary recorded as argv[0] is
+// the file the kernel shows as /proc/<pid>/exe, symlinks resolved, so a
+// QEMU found through a symlinked directory or name is still recognised
+// as the invocation's binary.
+func TestResolveBinaryResolvesSymlinks(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real", "qemu-system-x86_64")
+	if err := os.MkdirAll(filepath.Dir(real), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(real, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "real"), filepath.Join(dir, "bin")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, filepath.Join(dir, "qemu")); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := filepath.EvalSymlinks(real)
+	for name, getenv := range map[string]func(string) string{
+		"a name found in a symlinked directory": env(map[string]string{"PATH": filepath.Join(dir, "bin")}),
+		"an absolute symlink":                   env(map[string]string{"BARN_QEMU": filepath.Join(dir, "qemu")}),
+	} {
+		lookPath := func(n string) (string, error) {
+			if filepath.IsAbs(n) {
+				return exec.LookPath(n)
+			}
+			return filepath.Join(getenv("PATH"), n), nil
+		}
+		if got, err := ResolveBinary(getenv, lookPath); err != nil || got != want {
+			t.Errorf("%s: %q %v, want %q", name, got, err, want)
+		}
 	}
 }
 

@@ -47,15 +47,17 @@ func TestInvocationStartsRealQEMUUnderOddPaths(t *testing.T) {
 	}
 	in := baseInput()
 	in.RootDisk, in.Seed, in.SerialLog = dir+"/root.qcow2", dir+"/seed,1.iso", dir+"/serial.log"
+	in.Base = filepath.Join(base, `images, #3 é`, "d12.qcow2")
 	in.Runtime = state.Runtime{Directory: rt, QMP: rt + "/qmp.sock", BarnQMP: rt + "/barn,qmp.sock", Pidfile: rt + "/qemu.pid"}
 	in.Image.Boot, in.Firmware, in.NVRAM = "uefi", code, dir+"/nvram,x.fd"
 	in.DataDisks = []state.DataDisk{{Name: "data", Path: dir + "/data,1 #.qcow2", Serial: "x4bq2mzk7dfa3wq5nrt2"}}
 	in.Node.MemoryBytes = 512 << 20
-	for _, q := range []string{in.RootDisk, in.DataDisks[0].Path} {
-		if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", q, "16M").CombinedOutput(); err != nil {
-			t.Fatalf("qemu-img: %v %s", err, out)
-		}
+	if err := os.MkdirAll(filepath.Dir(in.Base), 0o700); err != nil {
+		t.Fatal(err)
 	}
+	qemuImg(t, "create", "-q", "-f", "qcow2", in.Base, "16M")
+	qemuImg(t, "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", in.Base, in.RootDisk, "16M")
+	qemuImg(t, "create", "-q", "-f", "qcow2", in.DataDisks[0].Path, "16M")
 	if err := os.WriteFile(in.Seed, make([]byte, 1<<20), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -121,10 +123,95 @@ func TestInvocationStartsRealQEMUUnderOddPaths(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	// Nothing landed beside the intended files (a mis-split path would).
-	for _, d := range []string{filepath.Dir(dir), rtBase} {
+	for _, d := range []string{filepath.Dir(dir), rtBase, filepath.Dir(in.Base)} {
 		ents, _ := os.ReadDir(d)
 		if len(ents) != 1 {
 			t.Errorf("%s holds %d entries, want 1", d, len(ents))
 		}
+	}
+}
+
+func qemuImg(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("qemu-img", args...).CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img %s: %v %s", strings.Join(args, " "), err, out)
+	}
+}
+
+// TestRealQEMUNeverOpensASwappedBackingFile: the root overlay's header is
+// rewritten to back onto another file (qemu-img rebase -u, what anyone who
+// can write the overlay can do). The real qemu-system-x86_64 started with
+// Invocation's argv opens the verified base the argv names as the
+// overlay's backing node and never the file the header names
+// (query-named-block-nodes lists every node QEMU opened, and names the
+// file of each); data disks rewritten the same way get no backing at all.
+func TestRealQEMUNeverOpensASwappedBackingFile(t *testing.T) {
+	bin, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		t.Skip("qemu-system-x86_64 is not installed")
+	}
+	dir := t.TempDir()
+	rtDir, err := os.MkdirTemp("/tmp", "rt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(rtDir) })
+	in := baseInput()
+	in.Base, in.RootDisk, in.Seed, in.SerialLog = dir+"/base.qcow2", dir+"/root.qcow2", dir+"/seed.iso", dir+"/serial.log"
+	in.Runtime = state.Runtime{Directory: rtDir, QMP: rtDir + "/qmp.sock", BarnQMP: rtDir + "/barn.sock", Pidfile: rtDir + "/qemu.pid"}
+	in.DataDisks = []state.DataDisk{{Name: "data", Path: dir + "/data.qcow2", Serial: "x4bq2mzk7dfa3wq5nrt2"}}
+	in.Node.MemoryBytes = 512 << 20
+	unverified := dir + "/unverified.qcow2"
+	qemuImg(t, "create", "-q", "-f", "qcow2", in.Base, "16M")
+	qemuImg(t, "create", "-q", "-f", "qcow2", unverified, "16M")
+	qemuImg(t, "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", in.Base, in.RootDisk, "32M")
+	qemuImg(t, "rebase", "-u", "-F", "qcow2", "-b", unverified, in.RootDisk)
+	qemuImg(t, "create", "-q", "-f", "qcow2", in.DataDisks[0].Path, "16M")
+	qemuImg(t, "rebase", "-u", "-F", "qcow2", "-b", unverified, in.DataDisks[0].Path)
+	if err := os.WriteFile(in.Seed, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := tcgProfile()
+	p.Binary = bin
+	inv, err := Invocation(in, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(inv.Binary, append(inv.Args, "-S")...).CombinedOutput(); err != nil {
+		t.Fatalf("QEMU refused the argv: %v\n%s\n%s", err, out, strings.Join(Lines(inv), "\n"))
+	}
+	pidText, err := os.ReadFile(in.Runtime.Pidfile)
+	if err != nil {
+		t.Fatalf("pidfile: %v", err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(pidText)))
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) }) // the daemon this test started
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mon := qmp.Monitor{Socket: in.Runtime.QMP}
+	var nodes []struct {
+		NodeName string `json:"node-name"`
+		File     string `json:"file"`
+		Image    struct {
+			BackingFilename string `json:"backing-filename"`
+		} `json:"image"`
+	}
+	if err := mon.Execute(ctx, "query-named-block-nodes", nil, &nodes); err != nil {
+		t.Fatal(err)
+	}
+	opened := map[string]string{}
+	for _, n := range nodes {
+		opened[n.NodeName] = n.File
+		if strings.Contains(n.File, unverified) {
+			t.Errorf("QEMU opened the swapped-in backing file %s as node %s", unverified, n.NodeName)
+		}
+	}
+	for node, want := range map[string]string{"base-file": in.Base, "base": in.Base, "root-file": in.RootDisk, "disk0-file": in.DataDisks[0].Path} {
+		if opened[node] != want {
+			t.Errorf("node %s opened %q, want %q (all: %v)", node, opened[node], want, opened)
+		}
+	}
+	if err := mon.Execute(ctx, "quit", nil, nil); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -149,9 +149,13 @@ type InheritedFile struct {
 type Process struct {
 	PID        int    `json:"pid"`
 	Executable string `json:"executable"` // /proc/<pid>/exe target
-	Started    string `json:"started"`    // "procstat:<starttime ticks>"
-	ArgvHash   string `json:"argv_hash"`  // hex SHA-256 of the NUL-terminated argv
-	Boot       string `json:"boot"`       // host boot id (/proc/sys/kernel/random/boot_id)
+	// ExecutableFile is "<st_dev>:<st_ino>" of the file /proc/<pid>/exe
+	// opens (stat(2) through the link): the file the process runs, which a
+	// path alone does not prove.
+	ExecutableFile string `json:"executable_file"`
+	Started        string `json:"started"`   // "procstat:<starttime ticks>"
+	ArgvHash       string `json:"argv_hash"` // hex SHA-256 of the NUL-terminated argv
+	Boot           string `json:"boot"`      // host boot id (/proc/sys/kernel/random/boot_id)
 }
 
 // Journal is <BARN_HOME>/nodes/<node>/prepare.json, a write-ahead record

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -222,6 +223,32 @@ func (r *Root) ensureSubdir(rel ...string) (string, error) {
 		}
 	}
 	return path, nil
+}
+
+// CheckDirs verifies every directory from the state root down to dir
+// (which must be the root or below it) like the state directories: real
+// directories, not symlinks, owned by the user, mode 0700. The first
+// failure is an integrity error naming that directory (with a chmod
+// next: hint for a mode); a missing one wraps fs.ErrNotExist.
+func (r *Root) CheckDirs(dir string) error {
+	rel, err := filepath.Rel(r.Dir, dir)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
+		return exitcode.New(exitcode.Usage, "%s is not under the state root %s", dir, r.Dir)
+	}
+	if err := r.checkDir(r.Dir, true); err != nil {
+		return err
+	}
+	path := r.Dir
+	if rel == "." {
+		return nil
+	}
+	for _, c := range strings.Split(rel, string(filepath.Separator)) {
+		path = filepath.Join(path, c)
+		if err := r.checkDir(path, false); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // EnsureNodeDir creates <Dir>/nodes/<node> (0700) when missing and returns

@@ -60,7 +60,7 @@ func Audit(ctx context.Context, t Target) Liveness {
 	l.Status = st.Status
 	proc := t.Process
 	if proc != nil {
-		l.Verdict = procid.Observe(*proc)
+		l.Verdict = t.verdict()
 	}
 	qmpOK := l.QMP == nil
 
@@ -109,7 +109,7 @@ func (l *Liveness) tableVerdict(t Target) {
 		l.Detail = fmt.Sprintf("QMP: %v; %s; the process table shows pid %d running this node's invocation", l.QMP, recorded, sole.PID)
 	case !tab.Absent():
 		l.Unproven = tab.PIDs()
-		l.Detail = fmt.Sprintf("QMP: %v; %s; %s", l.QMP, recorded, describe(tab))
+		l.Detail = fmt.Sprintf("QMP: %v; %s; %s", l.QMP, recorded, describe(tab, t.Invocation))
 	case errors.Is(l.QMP, qmp.ErrUnavailable):
 		l.Runtime = RuntimeInactive
 		l.Detail = "QMP unavailable; " + recorded + "; no process claims this node"

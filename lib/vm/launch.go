@@ -196,6 +196,11 @@ func prove(ctx context.Context, inv state.Invocation, node, vmUUID string, rt st
 			"pid %d from %s runs another command line than the invocation of %s (argv hash %s, want %s)",
 			pid, rt.Pidfile, node, proc.ArgvHash, want).WithReason("argv_mismatch")
 	}
+	if !procid.RunsBinary(proc, inv.Binary) {
+		return state.Process{}, exitcode.New(exitcode.Integrity,
+			"pid %d from %s runs %s (file %s), not the invocation's binary %s; it is not %s's QEMU",
+			pid, rt.Pidfile, proc.Executable, proc.ExecutableFile, inv.Binary, node).WithReason("executable_mismatch")
+	}
 	return proc, nil
 }
 
@@ -220,15 +225,19 @@ func abort(ctx context.Context, inv state.Invocation, node, vmUUID string, rt st
 	return err
 }
 
+// stopLaunched ends what a failed launch left running. The process to
+// signal is the pidfile's when its tuple is stable and it runs inv;
+// without one (no pidfile, a dead or unrelated PID) the process table
+// decides, as in Stop: a missing pidfile proves nothing.
 func stopLaunched(ctx context.Context, inv state.Invocation, node, vmUUID string, rt state.Runtime) error {
+	t := Target{Node: node, UUID: vmUUID, Runtime: rt, Invocation: inv}
 	m := qmp.Monitor{Socket: rt.BarnMonitor(), Timeout: 2 * time.Second}
 	pid, perr := ReadPidfile(rt.Pidfile)
-	var proc *state.Process
 	if perr == nil {
 		if p1, err := procid.Capture(pid); err == nil {
 			sleep(ctx, DefaultPoll)
-			if p2, err := procid.Capture(pid); err == nil && p1 == p2 && p1.ArgvHash == procid.ArgvHash(inv) {
-				proc = &p1
+			if p2, err := procid.Capture(pid); err == nil && p1 == p2 && runs(p1, inv) {
+				t.Process = &p1
 			}
 		}
 	}
@@ -236,7 +245,7 @@ func stopLaunched(ctx context.Context, inv state.Invocation, node, vmUUID string
 	var qe *qmp.Error
 	switch {
 	case err == nil:
-		if waitGone(ctx, proc, m, DefaultQuitWait, DefaultPoll) {
+		if waitGone(ctx, t.gone(t.Process), DefaultQuitWait, DefaultPoll) {
 			return nil
 		}
 		return fmt.Errorf("cleanup: QEMU still runs 10 s after QMP quit")
@@ -245,17 +254,20 @@ func stopLaunched(ctx context.Context, inv state.Invocation, node, vmUUID string
 	case errors.As(err, &qe):
 		return fmt.Errorf("cleanup: QMP quit: %w", err)
 	}
-	if perr != nil {
-		if errors.Is(perr, os.ErrNotExist) {
-			return nil // no pidfile: nothing was daemonized
-		}
+	if perr != nil && !errors.Is(perr, os.ErrNotExist) {
 		return fmt.Errorf("cleanup: %w", perr)
 	}
-	if !procid.Alive(pid) {
-		return nil
-	}
+	proc := t.Process
 	if proc == nil {
-		return fmt.Errorf("cleanup refused: pid %d from %s is not provably this launch", pid, rt.Pidfile)
+		tab, err := t.table()
+		switch {
+		case err == nil && tab.Absent():
+			return nil // nothing of the launch runs
+		case err == nil && tab.Sole() != nil:
+			proc = tab.Sole()
+		default:
+			return fmt.Errorf("cleanup refused: %s", unproven(node, tab, inv, err).Error())
+		}
 	}
 	return signalLadder(ctx, *proc, StopOptions{}.withDefaults())
 }

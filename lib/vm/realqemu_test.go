@@ -23,8 +23,8 @@ import (
 )
 
 // realQEMU returns a fixture whose invocation runs the installed
-// qemu-system-x86_64 under TCG with a real (empty) qcow2 root disk and a raw
-// seed, PrivateNet none. It skips when QEMU or qemu-img is not installed.
+// qemu-system-x86_64 under TCG with a real (empty) qcow2 base, a root
+// overlay over it and a raw seed, PrivateNet none. It skips when QEMU or qemu-img is not installed.
 func realQEMU(t *testing.T) *fixture {
 	t.Helper()
 	bin, err := exec.LookPath("qemu-system-x86_64")
@@ -37,9 +37,14 @@ func realQEMU(t *testing.T) *fixture {
 	}
 	bin, _ = filepath.EvalSymlinks(bin)
 	f := newFixture(t, bin)
-	root := filepath.Join(f.dir, "root.qcow2")
-	if out, err := exec.Command(img, "create", "-q", "-f", "qcow2", root, "16M").CombinedOutput(); err != nil {
-		t.Fatalf("qemu-img: %v: %s", err, out)
+	base, root := filepath.Join(f.dir, "base.qcow2"), filepath.Join(f.dir, "root.qcow2")
+	for _, args := range [][]string{{"-f", "qcow2", base, "16M"}, {"-f", "qcow2", "-F", "qcow2", "-b", base, root, "16M"}} {
+		if err := os.Remove(args[len(args)-2]); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(img, append([]string{"create", "-q"}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("qemu-img: %v: %s", err, out)
+		}
 	}
 	if err := os.WriteFile(filepath.Join(f.dir, "seed.iso"), make([]byte, 1<<20), 0o600); err != nil {
 		t.Fatal(err)

@@ -59,8 +59,11 @@ func (o StopOptions) withDefaults() StopOptions {
 //     busy → step 6.
 //  2. The recorded process must be Ours (QMP ok + other process → conflict
 //     "process_mismatch").
-//  3. system_powerdown, wait up to o.Graceful.
-//  4. Re-verify QMP and process, QMP quit, wait o.QuitWait.
+//  3. system_powerdown, wait up to o.Graceful for the VM to be gone: the
+//     recorded process Dead or Foreign, or, with none recorded, Barn's
+//     monitor silent and no process claiming t in the process table (a
+//     socket that vanishes mid-wait is no proof).
+//  4. Re-verify QMP and process, QMP quit, wait o.QuitWait the same way.
 //  5. Only with QMP proven unavailable: the process to signal is the
 //     recorded tuple when Observe says Ours (Unknown is a conflict
 //     "process_unverified"); when it is Dead or Foreign (never signalled)
@@ -94,7 +97,7 @@ func Stop(ctx context.Context, t Target, o StopOptions) error {
 	if err != nil && !errors.Is(err, qmp.ErrUnavailable) {
 		return qmpFailed(ctx, t, o, err)
 	}
-	if waitGone(ctx, proc, m, o.Graceful, o.Poll) {
+	if waitGone(ctx, t.gone(proc), o.Graceful, o.Poll) {
 		return finish(ctx, node, t.Runtime)
 	}
 	if ctx.Err() != nil {
@@ -110,7 +113,7 @@ func Stop(ctx context.Context, t Target, o StopOptions) error {
 	if err != nil && !errors.Is(err, qmp.ErrUnavailable) {
 		return qmpFailed(ctx, t, o, err)
 	}
-	if waitGone(ctx, proc, m, o.QuitWait, o.Poll) {
+	if waitGone(ctx, t.gone(proc), o.QuitWait, o.Poll) {
 		return finish(ctx, node, t.Runtime)
 	}
 	if ctx.Err() != nil {
@@ -119,8 +122,12 @@ func Stop(ctx context.Context, t Target, o StopOptions) error {
 	if qerr := m.Verify(ctx, node, t.UUID); !errors.Is(qerr, qmp.ErrUnavailable) {
 		// Stopping again would end here again: the one action left is the
 		// user's.
+		next := fmt.Sprintf("stop %s's QEMU yourself (its QMP at %s still answers), then barn-node status %s", node, t.Runtime.QMP, node)
+		if proc != nil {
+			next = fmt.Sprintf("kill -9 %d once you have checked it is %s's QEMU (ps -o args= -p %d), then barn-node status %s", proc.PID, node, proc.PID, node)
+		}
 		return exitcode.New(exitcode.Runtime, "%s still runs %s after QMP quit and its QMP still answers; no signal sent", node, o.QuitWait).
-			WithReason("stop_failed").WithNext(fmt.Sprintf("kill -9 %d once you have checked it is %s's QEMU (ps -o args= -p %d), then barn-node status %s", proc.PID, node, proc.PID, node))
+			WithReason("stop_failed").WithNext(next)
 	}
 	o.Progress(fmt.Sprintf("%s: QMP gone but the process remains; verified signals", node))
 	return signalPath(ctx, t, o)
@@ -138,7 +145,7 @@ func verifiedSession(ctx context.Context, m qmp.Monitor, t Target) (*qmp.Session
 		s.Close()
 		return nil, err
 	}
-	if err := checkOurs(t.Node, t.Process); err != nil {
+	if err := checkOurs(t); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -170,7 +177,7 @@ func qmpFailed(ctx context.Context, t Target, o StopOptions, err error) error {
 
 // busyPath is step 6: something holds QMP open without answering.
 func busyPath(ctx context.Context, t Target, o StopOptions, qerr error) error {
-	if p := t.Process; p != nil && procid.Observe(*p) == procid.Ours && procid.Frozen(p.PID) {
+	if p := t.Process; p != nil && t.verdict() == procid.Ours && procid.Frozen(p.PID) {
 		o.Progress(fmt.Sprintf("%s: QMP is silent because pid %d is stopped (SIGSTOP or a debugger) and cannot answer; verified signals", t.Node, p.PID))
 		if err := signalLadder(ctx, *p, o); err != nil {
 			return err
@@ -208,13 +215,14 @@ func QMPBusy(node string, qerr error, then string) error {
 		WithReason("qmp_busy").WithNext(next)
 }
 
-// checkOurs requires the recorded process (when there is one) to be Ours
+// checkOurs requires t's recorded process (when there is one) to be Ours
 // while QMP proves the identity.
-func checkOurs(node string, proc *state.Process) error {
+func checkOurs(t Target) error {
+	node, proc := t.Node, t.Process
 	if proc == nil {
 		return nil
 	}
-	if v := procid.Observe(*proc); v != procid.Ours {
+	if v := t.verdict(); v != procid.Ours {
 		return exitcode.New(exitcode.Conflict,
 			"QMP of %s proves the VM runs, but recorded pid %d is %s; refusing to act on a process that does not match",
 			node, proc.PID, v).WithReason("process_mismatch").
@@ -227,7 +235,7 @@ func checkOurs(node string, proc *state.Process) error {
 func signalPath(ctx context.Context, t Target, o StopOptions) error {
 	node := t.Node
 	if p := t.Process; p != nil {
-		switch v := procid.Observe(*p); v {
+		switch v := t.verdict(); v {
 		case procid.Ours:
 			if err := signalLadder(ctx, *p, o); err != nil {
 				return err
@@ -250,7 +258,7 @@ func signalPath(ctx context.Context, t Target, o StopOptions) error {
 			return err
 		}
 	case err != nil || !tab.Absent():
-		return unproven(node, tab, err)
+		return unproven(node, tab, t.Invocation, err)
 	}
 	return finish(ctx, node, t.Runtime)
 }
@@ -263,7 +271,7 @@ func signalLadder(ctx context.Context, proc state.Process, o StopOptions) error 
 	if err != nil {
 		return err
 	}
-	if !sent || waitGone(ctx, &proc, qmp.Monitor{}, o.TermWait, o.Poll) {
+	if !sent || waitGone(ctx, processGone(proc), o.TermWait, o.Poll) {
 		return nil
 	}
 	if ctx.Err() != nil {
@@ -273,7 +281,7 @@ func signalLadder(ctx context.Context, proc state.Process, o StopOptions) error 
 	if sent, err = verifiedSignal(proc, unix.SIGKILL); err != nil {
 		return err
 	}
-	if !sent || waitGone(ctx, &proc, qmp.Monitor{}, o.KillWait, o.Poll) {
+	if !sent || waitGone(ctx, processGone(proc), o.KillWait, o.Poll) {
 		return nil
 	}
 	return exitcode.New(exitcode.Runtime, "pid %d survived SIGKILL for %s", proc.PID, o.KillWait).WithReason("stop_failed").
@@ -311,22 +319,43 @@ func verifiedSignal(proc state.Process, sig unix.Signal) (sent bool, err error) 
 	return true, nil
 }
 
-// waitGone polls every poll for up to d until the VM is gone: proc (when
-// known) is Dead or Foreign, else QMP no longer answers. It reports whether
-// it went away.
-func waitGone(ctx context.Context, proc *state.Process, m qmp.Monitor, d, poll time.Duration) bool {
+// waitGone polls gone every poll for up to d; it reports whether the VM
+// went away.
+func waitGone(ctx context.Context, gone func() bool, d, poll time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for {
-		if proc != nil {
-			if v := procid.Observe(*proc); v == procid.Dead || v == procid.Foreign {
-				return true
-			}
-		} else if m.Socket != "" && !socketListening(m.Socket) {
+		if gone() {
 			return true
 		}
 		if time.Now().After(deadline) || !sleep(ctx, poll) {
 			return false
 		}
+	}
+}
+
+// processGone is the check that proc is Dead or Foreign.
+func processGone(proc state.Process) func() bool {
+	return func() bool {
+		v := procid.Observe(proc)
+		return v == procid.Dead || v == procid.Foreign
+	}
+}
+
+// gone is the check that t's VM went away. With a known process (the
+// recorded or adopted tuple) that process must be Dead or Foreign. With
+// none, Barn's monitor must have stopped listening and the process table
+// must show no process claiming t: a socket or pidfile that vanished (a
+// wiped runtime directory) is never proof on its own.
+func (t Target) gone(proc *state.Process) func() bool {
+	if proc != nil {
+		return processGone(*proc)
+	}
+	return func() bool {
+		if socketListening(t.Runtime.BarnMonitor()) {
+			return false
+		}
+		tab, err := t.table()
+		return err == nil && tab.Absent()
 	}
 }
 

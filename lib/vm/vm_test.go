@@ -29,6 +29,10 @@ import (
 var fakeBin string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(mimicEnv) == "1" { // before the fake: a mimic's argv[0] is the fake's path
+		time.Sleep(time.Minute)
+		os.Exit(0)
+	}
 	if fakeqemu.Invoked() {
 		os.Exit(fakeqemu.Main(os.Args[1:]))
 	}
@@ -63,9 +67,10 @@ func newFixture(t testing.TB, binary string) *fixture {
 		Directory: rtDir, QMP: filepath.Join(rtDir, "qmp.sock"), BarnQMP: filepath.Join(rtDir, "barn-qmp.sock"),
 		Pidfile: filepath.Join(rtDir, "qemu.pid"),
 	}}
+	base := filepath.Join(dir, "base.qcow2")
 	root := filepath.Join(dir, "root.qcow2")
 	seed := filepath.Join(dir, "seed.iso")
-	for _, p := range []string{root, seed} {
+	for _, p := range []string{base, root, seed} {
 		if err := os.WriteFile(p, nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +79,7 @@ func newFixture(t testing.TB, binary string) *fixture {
 		Node: spec.Node{Name: f.node, CPUs: 1, MemoryBytes: 512 << 20,
 			MAC: spec.NICs{Management: "52:54:00:0a:0a:0b", Private: "52:54:00:0a:0a:0c"}},
 		VMUUID: f.uuid, Image: imageref.Identity{Boot: "bios"},
-		RootDisk: root, Seed: seed, SSHPort: freePort(t), Runtime: f.rt,
+		RootDisk: root, Base: base, Seed: seed, SSHPort: freePort(t), Runtime: f.rt,
 		SerialLog: filepath.Join(dir, "serial.log"),
 	}, qemu.Profile{Binary: binary, Accel: qemu.AccelTCG, Machine: "q35", CPU: "max", PrivateNet: qemu.PrivateNetNone})
 	if err != nil {
