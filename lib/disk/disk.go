@@ -41,7 +41,21 @@ type Info struct {
 	BackingFilename       string `json:"backing-filename,omitempty"`
 	FullBackingFilename   string `json:"full-backing-filename,omitempty"`
 	BackingFilenameFormat string `json:"backing-filename-format,omitempty"`
+	// FormatSpecific is qemu-img's "format-specific" object; Barn reads
+	// only a qcow2 header's external data file from it.
+	FormatSpecific struct {
+		Data struct {
+			DataFile string `json:"data-file,omitempty"`
+		} `json:"data"`
+	} `json:"format-specific"`
 }
+
+// DataFile is the external data file a qcow2 header names (qcow2's
+// "external data file name" header extension, QEMU
+// docs/interop/qcow2.txt), or "" when the image keeps its data itself.
+// QEMU opens that file, read-write, whenever a blockdev leaves its
+// data-file option unset, so no header Barn launches may name one.
+func (i Info) DataFile() string { return i.FormatSpecific.Data.DataFile }
 
 func (t Tool) bin() string {
 	if t.QemuImg != "" {
@@ -92,7 +106,9 @@ func (t Tool) Inspect(ctx context.Context, path string) (Info, error) {
 // file only) and requires a qcow2 image whose backing file is exactly base
 // and whose recorded backing format is baseFormat. Anything else, a header
 // rewritten to back onto another file (qemu-img rebase -u) included, is an
-// integrity error, reason "backing_chain_mismatch", naming both values.
+// integrity error, reason "backing_chain_mismatch", naming both values; a
+// header naming an external data file (qemu-img amend -o data_file=) is
+// one with reason "disk_header_mismatch".
 func (t Tool) CheckBacking(ctx context.Context, overlay, base, baseFormat string) (Info, error) {
 	info, err := t.Inspect(ctx, overlay)
 	if err != nil {
@@ -105,6 +121,28 @@ func (t Tool) CheckBacking(ctx context.Context, overlay, base, baseFormat string
 		return Info{}, exitcode.New(exitcode.Integrity, "overlay %s backs onto %q, expected %q", overlay, info.BackingFilename, base).WithReason("backing_chain_mismatch")
 	case info.BackingFilenameFormat != baseFormat:
 		return Info{}, exitcode.New(exitcode.Integrity, "overlay %s records backing format %q, expected %q", overlay, info.BackingFilenameFormat, baseFormat).WithReason("backing_chain_mismatch")
+	case info.DataFile() != "":
+		return Info{}, exitcode.New(exitcode.Integrity, "overlay %s names an external data file %q; Barn never creates one", overlay, info.DataFile()).WithReason("disk_header_mismatch")
+	}
+	return info, nil
+}
+
+// CheckStandalone reads the header of a data disk (Inspect) and requires
+// a qcow2 image that names no other file: no backing file and no external
+// data file. Anything else is an integrity error, reason
+// "disk_header_mismatch", naming the file the header points at.
+func (t Tool) CheckStandalone(ctx context.Context, path string) (Info, error) {
+	info, err := t.Inspect(ctx, path)
+	if err != nil {
+		return Info{}, err
+	}
+	switch {
+	case info.Format != "qcow2":
+		return Info{}, exitcode.New(exitcode.Integrity, "disk %s is %s, not qcow2", path, info.Format).WithReason("disk_header_mismatch")
+	case info.BackingFilename != "":
+		return Info{}, exitcode.New(exitcode.Integrity, "disk %s backs onto %q; Barn's data disks have no backing file", path, info.BackingFilename).WithReason("disk_header_mismatch")
+	case info.DataFile() != "":
+		return Info{}, exitcode.New(exitcode.Integrity, "disk %s names an external data file %q; Barn never creates one", path, info.DataFile()).WithReason("disk_header_mismatch")
 	}
 	return info, nil
 }

@@ -145,3 +145,49 @@ func TestMissingQemuImgIsCapability(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestHeadersNamingADataFileAreRefused: qcow2's external data file is a
+// second file a header can make QEMU open read-write. CheckBacking and
+// CheckStandalone refuse any header naming one, and pass Barn's own
+// overlays and data disks, read by the real qemu-img.
+func TestHeadersNamingADataFileAreRefused(t *testing.T) {
+	needQemuImg(t)
+	dir := t.TempDir()
+	ctx := context.Background()
+	base := makeBase(t, dir, "qcow2", "16M")
+	qemuImg := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("qemu-img", args...).CombinedOutput(); err != nil {
+			t.Fatalf("qemu-img %v: %v: %s", args, err, out)
+		}
+	}
+	root := filepath.Join(dir, "root.qcow2")
+	if _, err := (Tool{}).CreateOverlay(ctx, base, "qcow2", root, 32<<20); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (Tool{}).CheckBacking(ctx, root, base, "qcow2"); err != nil {
+		t.Fatalf("Barn's own overlay: %v", err)
+	}
+	data := filepath.Join(dir, "data.qcow2")
+	qemuImg("create", "-q", "-f", "qcow2", data, "16M")
+	if _, err := (Tool{}).CheckStandalone(ctx, data); err != nil {
+		t.Fatalf("a plain data disk: %v", err)
+	}
+
+	evilRoot := filepath.Join(dir, "evil-root.qcow2")
+	qemuImg("create", "-q", "-f", "qcow2", "-b", base, "-F", "qcow2", "-o", "data_file="+filepath.Join(dir, "victim.raw"), evilRoot, "32M")
+	if _, err := (Tool{}).CheckBacking(ctx, evilRoot, base, "qcow2"); class(err) != exitcode.Integrity || exitcode.As(err).Reason != "disk_header_mismatch" {
+		t.Fatalf("overlay naming a data file: %v, want integrity disk_header_mismatch", err)
+	}
+	evilData := filepath.Join(dir, "evil-data.qcow2")
+	qemuImg("create", "-q", "-f", "qcow2", "-o", "data_file="+filepath.Join(dir, "victim2.raw"), evilData, "16M")
+	if _, err := (Tool{}).CheckStandalone(ctx, evilData); class(err) != exitcode.Integrity || exitcode.As(err).Reason != "disk_header_mismatch" {
+		t.Fatalf("data disk naming a data file: %v, want integrity disk_header_mismatch", err)
+	}
+	if _, err := (Tool{}).CheckStandalone(ctx, root); exitcode.As(err) == nil || exitcode.As(err).Reason != "disk_header_mismatch" {
+		t.Fatalf("data disk with a backing file: %v, want disk_header_mismatch", err)
+	}
+	if _, err := (Tool{}).CheckStandalone(ctx, base+".raw"); err == nil {
+		t.Fatal("a missing disk passed")
+	}
+}

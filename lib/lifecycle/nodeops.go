@@ -178,7 +178,7 @@ func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocato
 	if err != nil {
 		return nil, err
 	}
-	if err := m.checkBacking(ctx, n, base); err != nil {
+	if err := m.checkDiskHeaders(ctx, n, base); err != nil {
 		return nil, err
 	}
 	var repairs []string
@@ -246,15 +246,39 @@ func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocato
 	return repairs, nil
 }
 
-// checkBacking refuses to start n when its root overlay's header no
-// longer backs onto base, the verified base image, in qcow2 (integrity,
-// reason backing_chain_mismatch).
-func (m *Manager) checkBacking(ctx context.Context, n *state.Node, base string) error {
+// checkDiskHeaders refuses to start n when a disk header names a file
+// Barn did not put there: the root overlay must back onto base, the
+// verified base image, in qcow2, and name no external data file
+// (integrity, reason backing_chain_mismatch); each data disk must name
+// neither a backing file nor a data file (integrity, reason
+// disk_header_mismatch). QEMU opens what a header names, so this is the
+// last check before the invocation is built.
+func (m *Manager) checkDiskHeaders(ctx context.Context, n *state.Node, base string) error {
 	_, err := m.Disk.CheckBacking(ctx, n.RootDisk, base, "qcow2")
 	if e := exitcode.As(err); e != nil && e.Reason == "backing_chain_mismatch" {
 		return exitcode.Wrap(exitcode.Integrity, err, "%s: its root disk no longer backs onto the verified base image; not starting it", n.Node).
 			WithReason("backing_chain_mismatch").
 			WithNext(fmt.Sprintf("qemu-img rebase -u -F qcow2 -b %s %s   # only if you rewrote its backing file yourself; then barn-node start %s", base, n.RootDisk, n.Node))
+	}
+	if err := headerRefusal(n, "root disk", n.RootDisk, err); err != nil {
+		return err
+	}
+	for _, d := range n.DataDisks {
+		_, err := m.Disk.CheckStandalone(ctx, d.Path)
+		if err := headerRefusal(n, "data disk "+d.Name, d.Path, err); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// headerRefusal words a disk_header_mismatch from lib/disk for node n;
+// other errors pass through unchanged.
+func headerRefusal(n *state.Node, what, path string, err error) error {
+	if e := exitcode.As(err); e != nil && e.Reason == "disk_header_mismatch" {
+		return exitcode.Wrap(exitcode.Integrity, err, "%s: its %s's header names a file Barn did not put there; not starting it", n.Node, what).
+			WithReason("disk_header_mismatch").
+			WithNext(fmt.Sprintf("qemu-img info %s   # see what it names; Barn will not attach it as it is", path))
 	}
 	return err
 }

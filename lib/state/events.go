@@ -281,8 +281,18 @@ func encodeEvent(e *Event) ([]byte, error) {
 }
 
 // trimEvents replaces the log by its last ~EventsTrimTarget bytes,
-// starting after a newline. The caller holds the events lock.
+// starting after a newline. The caller holds the events lock. A log that
+// does not read back whole (a torn or invalid record anywhere) is never
+// trimmed: dropping its head could drop the damaged record, the evidence
+// every reader and barn-state verify report until the user acts, so it
+// is kept as it is and grows past MaxEventsFileSize instead.
 func (r *Root) trimEvents(path string) error {
+	if _, err := r.scanEvents(0, EventFilter{}, func(Event) error { return nil }); err != nil {
+		if exitcode.ClassOf(err) == exitcode.Integrity {
+			return nil
+		}
+		return err
+	}
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return exitcode.Wrap(exitcode.Runtime, err, "trimming %s", path)

@@ -294,3 +294,36 @@ func TestEventReadersWaitForAnAppend(t *testing.T) {
 		t.Fatalf("ReadEvents after the append = %d events, %v; want both, whole", len(g.evs), g.err)
 	}
 }
+
+// TestTrimKeepsATornLog: a torn record must stay evidence until the user
+// acts. Appends go on after it, and when the log passes MaxEventsFileSize
+// a trim would cut the head, torn record included, leaving a log that
+// reads clean; a log that does not read back whole is never trimmed.
+func TestTrimKeepsATornLog(t *testing.T) {
+	r := testRoot(t)
+	if err := r.AppendEvent(Event{Action: "first", Message: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(r.EventsFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(r.EventsFile(), int64(len(data)-10)); err != nil {
+		t.Fatal(err)
+	}
+	filler := strings.Repeat("x", 60<<10)
+	for i := 0; i*(60<<10) < MaxEventsFileSize+(1<<20); i++ {
+		if err := r.AppendEvent(Event{Action: "fill", Message: filler}); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	if fi, err := os.Stat(r.EventsFile()); err != nil || fi.Size() <= MaxEventsFileSize {
+		t.Fatalf("the damaged log was trimmed: %v %v", fi.Size(), err)
+	}
+	if _, err := r.ReadEvents(EventFilter{}); exitcode.ClassOf(err) != exitcode.Integrity || !strings.Contains(err.Error(), "record at byte 0") {
+		t.Fatalf("read after the appends: %v, want integrity naming the record at byte 0", err)
+	}
+	if p := r.Verify(); len(p) == 0 {
+		t.Fatal("verify reports nothing for a damaged log")
+	}
+}
