@@ -13,18 +13,19 @@ import (
 	"barn.dev/lib/exitcode"
 )
 
-// Ensure (the barn-node entry point) finds the repository whose active
-// catalog names exactly the identity and pulls from it.
-func TestEnsureFindsTheActiveRepository(t *testing.T) {
+// oneImageRepository is a repository directory holding d12@1 amd64 (a
+// real 64 MiB qcow2) and the encoded catalog naming it, not yet signed.
+func oneImageRepository(t *testing.T) (dir string, c *catalog.Catalog, data []byte) {
+	t.Helper()
 	img := realQcow2(t, "64M", 11)
-	dir := t.TempDir()
+	dir = t.TempDir()
 	_ = os.MkdirAll(filepath.Join(dir, "images"), 0o755)
 	file := "images/d12-1-amd64.qcow2"
 	if err := os.WriteFile(filepath.Join(dir, file), img, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	id := identity(img, file)
-	c := &catalog.Catalog{Schema: catalog.CatalogSchema, Revision: 1,
+	c = &catalog.Catalog{Schema: catalog.CatalogSchema, Revision: 1,
 		Defaults: catalog.Defaults{Image: "d12", Channel: "stable", Arch: "native", Boot: "bios"},
 		Images: map[string]catalog.Image{"d12": {Aliases: []string{}, Boot: "bios", Channels: map[string]string{"stable": "1"},
 			Versions: map[string]catalog.Version{"1": {Status: "supported", Variants: map[string]catalog.Variant{"amd64": {
@@ -34,6 +35,13 @@ func TestEnsureFindsTheActiveRepository(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dir, c, data
+}
+
+// Ensure (the barn-node entry point) finds the repository whose active
+// catalog names exactly the identity and pulls from it.
+func TestEnsureFindsTheActiveRepository(t *testing.T) {
+	dir, c, data := oneImageRepository(t)
 	root := testRoot(t)
 	src, _ := catalog.ParseSource(dir, true)
 	st := &catalog.Store{Dir: root.ImagesDir()}

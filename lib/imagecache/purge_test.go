@@ -18,21 +18,8 @@ import (
 // pulled from an accepted catalog, a trusted key, an imported image.
 func pulledCache(t *testing.T) *state.Root {
 	t.Helper()
-	img := realQcow2(t, "64M", 11)
-	repo := t.TempDir()
-	_ = os.MkdirAll(filepath.Join(repo, "images"), 0o755)
-	file := "images/d12-1-amd64.qcow2"
-	if err := os.WriteFile(filepath.Join(repo, file), img, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	id := identity(img, file)
-	c := &catalog.Catalog{Schema: catalog.CatalogSchema, Revision: 1,
-		Defaults: catalog.Defaults{Image: "d12", Channel: "stable", Arch: "native", Boot: "bios"},
-		Images: map[string]catalog.Image{"d12": {Aliases: []string{}, Boot: "bios", Channels: map[string]string{"stable": "1"},
-			Versions: map[string]catalog.Version{"1": {Status: "supported", Variants: map[string]catalog.Variant{"amd64": {
-				File: file, SHA256: id.SHA256, Format: "qcow2", ArtifactSize: id.SizeBytes, VirtualSize: 64 << 20,
-				SourceUser: "debian", Boot: "bios", Status: "supported"}}}}}}}
-	data, err := catalog.Encode(c)
+	repo, c, data := oneImageRepository(t)
+	id, err := c.Resolve("d12", "amd64")
 	if err != nil {
 		t.Fatal(err)
 	}
