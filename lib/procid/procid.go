@@ -153,8 +153,20 @@ func Capture(pid int) (state.Process, error) {
 // p.PID: Foreign when the boot id differs, or the live start time or
 // executable differs; Dead when nothing (or a zombie) lives there; Ours when
 // everything matches; Unknown when the live process cannot be read or its
-// argv differs with the same start time and executable.
-func Observe(p state.Process) Verdict {
+// argv differs with the same start time and executable, and for a tuple
+// without ExecutableFile (recorded by a Barn before executable files were
+// recorded), whose process table evidence alone is never enough to signal.
+func Observe(p state.Process) Verdict { return observe(p, true) }
+
+// ObserveQMPProven is Observe for a VM whose identity QMP has just proven
+// on its monitor (name and UUID): a tuple without ExecutableFile is Ours
+// when every field it does record (pid, boot, start time, executable path,
+// argv hash) matches the live process, so a VM started by an older Barn
+// stays manageable through QMP after an upgrade. Everything else is
+// Observe's verdict.
+func ObserveQMPProven(p state.Process) Verdict { return observe(p, false) }
+
+func observe(p state.Process, requireFile bool) Verdict {
 	if p.PID <= 0 {
 		return Unknown
 	}
@@ -198,7 +210,7 @@ func Observe(p state.Process) Verdict {
 	if p.ExecutableFile != "" && live.ExecutableFile != p.ExecutableFile {
 		return Foreign // same path, another file: it exec'd something else
 	}
-	if live.ArgvHash != p.ArgvHash || p.Boot == "" || p.ExecutableFile == "" {
+	if live.ArgvHash != p.ArgvHash || p.Boot == "" || requireFile && p.ExecutableFile == "" {
 		return Unknown
 	}
 	return Ours

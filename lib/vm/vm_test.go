@@ -649,3 +649,29 @@ func TestLaunchRequiresAPrivateRuntimeDir(t *testing.T) {
 	}
 	f.launch(t, "")
 }
+
+// TestStopVMOfAnOlderBarn: a VM launched by a Barn that did not record the
+// executable's file (ExecutableFile empty in its tuple) is audited as
+// running and stopped through QMP once QMP proves its identity; without
+// QMP that tuple alone is never signalled (TestStopUnknownProcessBlocks).
+func TestStopVMOfAnOlderBarn(t *testing.T) {
+	f := newFixture(t, fakeBin)
+	proc := f.launch(t, "")
+	old := proc
+	old.ExecutableFile = ""
+	if v := procid.Observe(old); v != procid.Unknown {
+		t.Fatalf("Observe of the old tuple = %s, want unknown", v)
+	}
+	l := vm.Audit(context.Background(), f.target(&old))
+	if !l.Running || l.Runtime != vm.RuntimeRunning || l.Verdict != procid.Ours {
+		t.Fatalf("audit of an older Barn's VM: %+v", l)
+	}
+	o := quick()
+	o.Graceful = 15 * time.Second
+	if err := vm.Stop(context.Background(), f.target(&old), o); err != nil {
+		t.Fatalf("stop of an older Barn's VM: %v", err)
+	}
+	if v := procid.Observe(proc); v != procid.Dead {
+		t.Errorf("after stop: %s", v)
+	}
+}
