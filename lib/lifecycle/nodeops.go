@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/hostshare"
@@ -189,13 +190,20 @@ func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocato
 			return nil, err
 		}
 		n.SSHPort = port
-		inv, err := m.Emu.Invocation(m.launchInput(n, base))
-		if err != nil {
-			return nil, err
-		}
-		n.Invocation = inv
 		repairs = append(repairs, fmt.Sprintf("management SSH port %d was taken by another process; moved to %d", old, port))
 	}
+	// The invocation is built anew for every start from the node's
+	// record and the base just verified, never replayed: one recorded by
+	// an older Barn (before the base was passed as an explicit backing
+	// node) must not let QEMU follow a header again.
+	inv, err := m.Emu.Invocation(m.launchInput(n, base))
+	if err != nil {
+		return nil, err
+	}
+	if len(repairs) == 0 && len(n.Invocation.Args) > 0 && (inv.Binary != n.Invocation.Binary || !slices.Equal(inv.Args, n.Invocation.Args)) {
+		repairs = append(repairs, "the recorded QEMU invocation was not this Barn's; rebuilt it")
+	}
+	n.Invocation = inv
 	if _, err := m.Root.EnsureNodeRuntime(n.Node); err != nil {
 		return repairs, err
 	}
