@@ -109,6 +109,9 @@ func (c *sshConfigCmd) Run(env *tool.Env) error {
 		doc.Action = "print"
 		return env.Emit(doc)
 	}
+	if err := guest.CheckFragmentParses(env.Ctx, "", frag); err != nil {
+		return err
+	}
 	res, err := guest.Install(paths, frag)
 	if err != nil {
 		return err

@@ -384,18 +384,22 @@ func Remove(p SSHConfigPaths) (RemoveResult, error) {
 	if err != nil {
 		return res, err
 	}
+	// The fragment first, re-read just before: if it changed since the
+	// check above, nothing has been edited yet. An Include left naming no
+	// file (a crash in between) is harmless: ssh skips an Include that
+	// matches nothing.
+	if present {
+		if err := removeIfSame(p.Fragment, old); err != nil {
+			return res, err
+		}
+		res.FragmentRemoved = true
+	}
 	lines := splitLines(cfg)
 	if i := markedInclude(lines, include); i >= 0 {
 		if err := writeAtomic(p.Config, joinLines(withoutBlock(lines, i)), mode); err != nil {
 			return res, err
 		}
 		res.IncludeRemoved = true
-	}
-	if present {
-		if err := removeIfSame(p.Fragment, old); err != nil {
-			return res, err
-		}
-		res.FragmentRemoved = true
 	}
 	if !res.FragmentRemoved {
 		return res, nil // no record of what Barn created: nothing more is Barn's

@@ -1,6 +1,7 @@
 package guest
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -302,5 +303,35 @@ func TestRemoveDeletesOnlyWhatBarnSealed(t *testing.T) {
 	must(t, os.WriteFile(p.Config, config, 0o600))
 	if res, err := Remove(p); err != nil || !res.FragmentRemoved || !res.IncludeRemoved {
 		t.Fatalf("Remove of the sealed fragment: %+v %v", res, err)
+	}
+}
+
+// TestFragmentCheckedByTheLocalSSH: the fragment Barn renders parses with
+// the real OpenSSH here, and an ssh that refuses a keyword (as OpenSSH
+// before 8.7 refuses SessionType: a fake standing in for it) makes the
+// check a capability error carrying ssh's message, so Install never runs.
+func TestFragmentCheckedByTheLocalSSH(t *testing.T) {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Skip("no ssh client: ", err)
+	}
+	frag, err := RenderFragment([]HostEntry{{Node: "pg-meta-1", Aliases: []string{"pg-meta-1.lab"}, Port: 2222, User: "dba",
+		IdentityFile: "/tmp/k", KnownHosts: "/tmp/kh", HostKeyAlias: "barn-x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckFragmentParses(context.Background(), "", frag); err != nil {
+		t.Fatalf("the real ssh refuses Barn's fragment: %v", err)
+	}
+	old := filepath.Join(t.TempDir(), "ssh")
+	script := "#!/bin/sh\nif grep -q SessionType \"$3\"; then echo \"$3: line 9: Bad configuration option: sessiontype\" >&2; exit 255; fi\n"
+	if err := os.WriteFile(old, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err = CheckFragmentParses(context.Background(), old, frag)
+	if e := exitcode.As(err); e == nil || e.Class != exitcode.Capability || e.Reason != "ssh_config_unsupported" || !strings.Contains(e.Message, "Bad configuration option: sessiontype") {
+		t.Fatalf("an older ssh: %v, want capability ssh_config_unsupported with ssh's message", err)
+	}
+	if err := CheckFragmentParses(context.Background(), filepath.Join(t.TempDir(), "absent-ssh"), frag); err != nil {
+		t.Fatalf("no ssh client: %v, want nil", err)
 	}
 }
