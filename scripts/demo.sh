@@ -71,7 +71,8 @@ inventory=${BARN_DEMO_INVENTORY:-$top/demo/pigsty-trio.yml}
 export BARN_HOME=$HOME/.barn-demo
 net_dir=$HOME/.barn-demo-net
 export BARN_NET_STATE=$net_dir/netstate
-export BARN_RUNTIME_DIR=/tmp/$NS-$(id -u)
+BARN_RUNTIME_DIR=/tmp/$NS-$(id -u)
+export BARN_RUNTIME_DIR
 marker=$net_dir/created-etc-qemu   # we created the host's /etc/qemu mount point
 created=$net_dir/created           # what up created under /etc/netns: "dir PATH" or "file SHA256 PATH"
 hosts_file=$net_dir/ansible-hosts.yml
@@ -325,9 +326,16 @@ down() {
     log "kept /etc/netns/$NS: the demo has no record of creating it (next: ls -la /etc/netns/$NS)"
   fi
   if [ -f "$marker" ]; then
-    if compgen -G '/etc/netns/*/qemu' >/dev/null; then
+    # Namespaces whose /etc/netns/NS/qemu still binds over /etc/qemu: the
+    # demo's own is gone by now (its kept directory, e.g. one an older
+    # demo made without a record, binds over nothing).
+    local binders=() d
+    for d in /etc/netns/*/qemu; do
+      [ -d "$d" ] && [ "$d" != "/etc/netns/$NS/qemu" ] && binders+=("${d#/etc/netns/}")
+    done
+    if [ ${#binders[@]} -gt 0 ]; then
       # Keep the marker: the next `make demo-down` removes it.
-      log "leaving the empty /etc/qemu the demo created: another namespace ($(cd /etc/netns && echo */qemu | sed 's|/qemu||g')) still binds over it; run make demo-down again once it is gone"
+      log "leaving the empty /etc/qemu the demo created: other namespaces (${binders[*]%/qemu}) still bind over it; run make demo-down again once they are gone"
     elif rmdir /etc/qemu 2>/dev/null || [ ! -e /etc/qemu ]; then
       rm -f "$marker"
       log "removed the mount point /etc/qemu that the demo created"

@@ -33,7 +33,7 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 bin=$top/bin
-purge= images= yes=
+purge='' images='' yes=''
 for a in "$@"; do
   case "$a" in
     --purge) purge=1 ;; --images) images=1 ;; --yes) yes=1 ;;
