@@ -21,9 +21,11 @@ import (
 //   - manifests/versions/v<rev>-<sha256>.json for every revision a record
 //     lists as accepted, whose bytes hash to that digest;
 //   - beside such a catalog, v<rev>-<sha256>.json.<keyid>.minisig when it
-//     is a minisign signature by the key of that ID whose trusted comment
-//     names exactly that revision and digest (TrustedComment), as Activate
-//     stores it;
+//     parses as a minisign signature naming that key ID whose trusted
+//     comment names exactly that revision and digest (TrustedComment), as
+//     Activate stores it (the signature itself is not re-verified here:
+//     Activate verified it before storing, inside the store's own 0700
+//     directory);
 //   - trust/<KEYID>.pub holding exactly the text AddTrust writes for the
 //     key with that ID.
 //

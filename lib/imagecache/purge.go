@@ -37,7 +37,10 @@ type PurgeResult struct {
 //   - a cached image: an accepted catalog names its cache path, and the
 //     file is read-only with the catalog's size and SHA-256; an imported
 //     one: local-images.json records it, with its size and SHA-256;
-//   - a staging or set-aside file of such an artifact (cacheRecord.prove);
+//   - a staging or set-aside file of such an artifact (cacheRecord.prove:
+//     the one exception to "by bytes", since such a file's bytes match no
+//     record; it is proven by its name's recorded digest or image name
+//     and a size bound);
 //   - the catalog store's files (catalog.Store.OwnedFiles) and
 //     local-images.json when it reads as Barn's registry;
 //   - a directory Barn makes there (a family directory of a recorded

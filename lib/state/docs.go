@@ -73,7 +73,7 @@ type Node struct {
 	// it by. Empty for a node never started (a serial.log there is not
 	// Barn's).
 	SerialLog string `json:"serial_log,omitempty"`
-	// Files is the identity (lib/fileid: device, inode, birth time; and
+	// Files is the identity (lib/fileid: device, inode, birth time, inode generation; and
 	// the SHA-256 of seed.iso) of every file Barn created or moved into
 	// the node directory, by its name there: root.qcow2, <disk>.qcow2,
 	// seed.iso, nvram.fd and serial.log (which Barn creates before QEMU
