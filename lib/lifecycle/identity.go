@@ -41,8 +41,11 @@ func journaledFiles(j *state.Journal) map[string]fileid.ID {
 // open is one Barn created and recorded, so destroy can delete it by that
 // record. QEMU opens it with O_CREAT|O_TRUNC, which keeps the inode: Barn
 // creates it first (never replacing anything) and records its identity in
-// n.Files, or finds the one it recorded. Another file at that name is a
-// conflict: QEMU would truncate it. State from before Barn kept
+// n.Files, or finds the one it recorded. An empty 0600 file of this user's
+// with one link (what a start killed between creating and recording it
+// leaves) is taken and recorded: truncating it loses nothing. Any other
+// file at that name is a conflict (reason unexpected_files): QEMU would
+// truncate it. State from before Barn kept
 // identities, with a serial.log QEMU created then, is left as it was:
 // that file is never deleted by Barn.
 func (m *Manager) recordSerialLog(n *state.Node) error {
@@ -64,13 +67,18 @@ func (m *Manager) recordSerialLog(n *state.Node) error {
 		}
 	}
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
-	if errors.Is(err, fs.ErrExist) {
+	switch {
+	case errors.Is(err, fs.ErrExist) && emptyOwnFile(p):
+		// Barn's own from a start killed between creating it and
+		// recording it: empty, so QEMU's truncation loses nothing.
+	case errors.Is(err, fs.ErrExist):
 		return serialLogTaken(n.Node, p, "a file Barn did not create")
-	} else if err != nil {
+	case err != nil:
 		return exitcode.Wrap(exitcode.Runtime, err, "creating %s", p)
-	}
-	if err := f.Close(); err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "creating %s", p)
+	default:
+		if err := f.Close(); err != nil {
+			return exitcode.Wrap(exitcode.Runtime, err, "creating %s", p)
+		}
 	}
 	id, err := fileid.Of(p)
 	if err != nil {
@@ -82,6 +90,18 @@ func (m *Manager) recordSerialLog(n *state.Node) error {
 	n.Files[state.SerialLogName] = id
 	n.SerialLog = p
 	return nil
+}
+
+// emptyOwnFile reports whether p is an empty regular file with one link,
+// owned by this user and not accessible to others (mode 0600 or
+// stricter), as recordSerialLog creates it; a symlink is never followed.
+func emptyOwnFile(p string) bool {
+	fi, err := os.Lstat(p)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() != 0 || fi.Mode().Perm()&0o077 != 0 {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && st.Nlink == 1 && int(st.Uid) == os.Geteuid()
 }
 
 func serialLogTaken(node, p, why string) error {
