@@ -68,25 +68,9 @@ func TestInvocationStartsRealQEMUUnderOddPaths(t *testing.T) {
 	if err := os.WriteFile(in.NVRAM, nv, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := tcgProfile()
-	p.Binary = bin
-	inv, err := Invocation(in, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(inv.Binary, append(inv.Args, "-S")...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("QEMU refused the argv: %v\n%s\n%s", err, out, strings.Join(Lines(inv), "\n"))
-	}
-	pidText, err := os.ReadFile(in.Runtime.Pidfile)
-	if err != nil {
-		t.Fatalf("pidfile: %v", err)
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(pidText)))
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) }) // the daemon this test started
+	mon, pid := startPaused(t, bin, in)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	mon := qmp.Monitor{Socket: in.Runtime.QMP}
 	if err := mon.Verify(ctx, in.Node.Name, in.VMUUID); err != nil {
 		t.Fatalf("QMP identity on %s: %v", in.Runtime.QMP, err)
 	}
@@ -171,24 +155,9 @@ func TestRealQEMUNeverOpensASwappedBackingFile(t *testing.T) {
 	if err := os.WriteFile(in.Seed, make([]byte, 1<<20), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := tcgProfile()
-	p.Binary = bin
-	inv, err := Invocation(in, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(inv.Binary, append(inv.Args, "-S")...).CombinedOutput(); err != nil {
-		t.Fatalf("QEMU refused the argv: %v\n%s\n%s", err, out, strings.Join(Lines(inv), "\n"))
-	}
-	pidText, err := os.ReadFile(in.Runtime.Pidfile)
-	if err != nil {
-		t.Fatalf("pidfile: %v", err)
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(pidText)))
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) }) // the daemon this test started
+	mon, _ := startPaused(t, bin, in)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	mon := qmp.Monitor{Socket: in.Runtime.QMP}
 	var nodes []struct {
 		NodeName string `json:"node-name"`
 		File     string `json:"file"`
@@ -214,4 +183,28 @@ func TestRealQEMUNeverOpensASwappedBackingFile(t *testing.T) {
 	if err := mon.Execute(ctx, "quit", nil, nil); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// startPaused runs the TCG invocation of in with bin as a daemonized,
+// paused (-S) QEMU, kills it when the test ends, and returns its QMP
+// monitor and pid; a refused argv fails the test with QEMU's message and
+// the argv.
+func startPaused(t *testing.T, bin string, in Input) (qmp.Monitor, int) {
+	t.Helper()
+	p := tcgProfile()
+	p.Binary = bin
+	inv, err := Invocation(in, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(inv.Binary, append(inv.Args, "-S")...).CombinedOutput(); err != nil {
+		t.Fatalf("QEMU refused the argv: %v\n%s\n%s", err, out, strings.Join(Lines(inv), "\n"))
+	}
+	pidText, err := os.ReadFile(in.Runtime.Pidfile)
+	if err != nil {
+		t.Fatalf("pidfile: %v", err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(pidText)))
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) }) // the daemon this test started
+	return qmp.Monitor{Socket: in.Runtime.QMP}, pid
 }
