@@ -44,6 +44,9 @@ func TestMain(m *testing.M) {
 // (BARN_QEMU=qemu-system-x86_64 resolves to the registered fake, TCG by
 // explicit opt-in, no private NIC: BARN_PRIVATE_NET=none is test-only).
 func TestScripts(t *testing.T) {
+	// The shipped binary is built into this test's temp dir, removed once
+	// every (parallel) script has finished.
+	shippedOnce.dir = t.TempDir()
 	testscript.Run(t, params("testdata/script"))
 }
 
@@ -681,25 +684,26 @@ func cmdFlipByte(ts *testscript.TestScript, neg bool, args []string) {
 
 var shippedOnce struct {
 	sync.Once
+	dir  string // set by TestScripts: its t.TempDir
 	path string
 	err  error
 }
 
 // cmdShipped: `shipped` builds the barn-node that `make build` ships (the
-// main package, without test code) once per test run and copies it to
-// $WORK/shipped/barn-node, so a script can prove what the shipped binary
-// does, not only what the in-process test command does.
+// main package, without test code) once per TestScripts run, into that
+// test's temp dir, and copies it to $WORK/shipped/barn-node, so a script
+// can prove what the shipped binary does, not only what the in-process
+// test command does.
 func cmdShipped(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 0 {
 		ts.Fatalf("usage: shipped")
 	}
 	shippedOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "barn-node-shipped")
-		if err != nil {
-			shippedOnce.err = err
+		if shippedOnce.dir == "" {
+			shippedOnce.err = errors.New("shipped: only TestScripts provides the build directory")
 			return
 		}
-		shippedOnce.path = filepath.Join(dir, "barn-node")
+		shippedOnce.path = filepath.Join(shippedOnce.dir, "barn-node")
 		cmd := exec.Command("go", "build", "-o", shippedOnce.path, "barn.dev/barn-node")
 		cmd.Dir = ".." // the barn-node module; the test runs in its cli package
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -62,6 +62,11 @@ type BootstrapError struct {
 	Detail     string `json:"detail"`
 }
 
+// probed, when set (tests only), is called after each probe that did not
+// end the wait, with the probe's number and what it was missing: the
+// synchronisation point tests use to change the guest between probes.
+var probed func(probe int, last string)
+
 // stateDir is the guest's setup state directory (tests point it at a
 // temporary directory served by a local sshd).
 var stateDir = cidata.StateDir
@@ -140,6 +145,9 @@ func WaitReady(ctx context.Context, t Target, timeout time.Duration) (Ready, err
 			} else {
 				last = fmt.Sprintf("ssh exited with status %d", code)
 			}
+		}
+		if probed != nil {
+			probed(probes, last)
 		}
 		if !time.Now().Add(PollInterval).Before(deadline) {
 			return Ready{}, exitcode.New(exitcode.Runtime, "guest %s did not become ready within %s: %s", t.Node, timeout, last).
