@@ -202,7 +202,9 @@ func TestWaitReadyAgainstRealSSHD(t *testing.T) {
 
 // noSecondProbe fails the test if WaitReady probes more than once.
 func noSecondProbe(t *testing.T) {
-	onProbe(t, func(probe int, last string) { t.Errorf("probe %d did not end the wait (%s); want the first one to", probe, last) })
+	onProbe(t, func(probe int, last string) {
+		t.Errorf("probe %d did not end the wait (%s); want the first one to", probe, last)
+	})
 }
 
 func TestWaitReadyFailsFastOnBootstrapError(t *testing.T) {
