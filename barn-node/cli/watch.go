@@ -88,6 +88,15 @@ func (c *statusCmd) watch(env *tool.Env, m *lifecycle.Manager) error {
 	var last *lifecycle.Status
 	for {
 		st, err := m.Status(ctx, c.Nodes)
+		if ctx.Err() != nil && (last != nil || st != nil) {
+			// The watch's deadline (or ^C) cut this status short: its
+			// failures (a QMP query cancelled mid-way) say nothing about
+			// the nodes, so the previous status (if any) stands.
+			if last == nil {
+				last = st
+			}
+			return c.timedOut(env, last, ready, errs, start, &mu)
+		}
 		if st == nil {
 			return err
 		}
@@ -134,13 +143,7 @@ func (c *statusCmd) watch(env *tool.Env, m *lifecycle.Manager) error {
 		}
 		select {
 		case <-ctx.Done():
-			doc := c.doc(last, ready, errs, env.Now().Sub(start), &mu)
-			doc.TimedOut = true
-			if env.Ctx.Err() != nil {
-				return exitcode.New(exitcode.Cancelled, "interrupted while watching")
-			}
-			return emit(env, doc, exitcode.New(exitcode.Runtime, "not every node was ready after %s", human.Duration(c.Timeout)).
-				WithReason("watch_timeout").WithNext("barn-node logs -f NODE"))
+			return c.timedOut(env, last, ready, errs, start, &mu)
 		case <-time.After(c.Interval):
 		}
 	}
@@ -154,6 +157,18 @@ func (c *statusCmd) watch(env *tool.Env, m *lifecycle.Manager) error {
 		return emit(env, doc, exitcode.New(class, "%d of %d node(s) failed readiness", len(doc.Errors), len(doc.Readiness)).WithReason("nodes_failed"))
 	}
 	return emit(env, doc, nil)
+}
+
+// timedOut ends a watch whose deadline passed (cancelled on ^C): the
+// last status with the readiness seen so far, timed_out set.
+func (c *statusCmd) timedOut(env *tool.Env, last *lifecycle.Status, ready, errs map[string]string, start time.Time, mu *sync.Mutex) error {
+	doc := c.doc(last, ready, errs, env.Now().Sub(start), mu)
+	doc.TimedOut = true
+	if env.Ctx.Err() != nil {
+		return exitcode.New(exitcode.Cancelled, "interrupted while watching")
+	}
+	return emit(env, doc, exitcode.New(exitcode.Runtime, "not every node was ready after %s", human.Duration(c.Timeout)).
+		WithReason("watch_timeout").WithNext("barn-node logs -f NODE"))
 }
 
 func (c *statusCmd) doc(st *lifecycle.Status, ready, errs map[string]string, elapsed time.Duration, mu *sync.Mutex) WatchDoc {
