@@ -67,7 +67,7 @@ func Params(dir string) testscript.Params {
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
 		UpdateScripts:       os.Getenv("BARN_UPDATE") == "1",
-		Cmds:                map[string]func(*testscript.TestScript, bool, []string){"exits": Exits, "tabcomplete": TabComplete, "withtty": WithTTY},
+		Cmds:                map[string]func(*testscript.TestScript, bool, []string){"exits": Exits, "tabcomplete": TabComplete, "withtty": WithTTY, "waitfor": WaitFor},
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("BARN_HOME", env.WorkDir+"/.barn")
 			env.Setenv(tool.EnvTerminalPrompt, "0")
@@ -77,8 +77,8 @@ func Params(dir string) testscript.Params {
 }
 
 // Configure fills the shared settings into p: explicit exec, unique script
-// names, golden updates with BARN_UPDATE=1, and the exits and tabcomplete
-// commands (added to p.Cmds unless p defines their own).
+// names, golden updates with BARN_UPDATE=1, and the exits, tabcomplete,
+// withtty and waitfor commands (added to p.Cmds unless p defines their own).
 func Configure(p testscript.Params) testscript.Params {
 	p.RequireExplicitExec = true
 	p.RequireUniqueNames = true
@@ -94,6 +94,9 @@ func Configure(p testscript.Params) testscript.Params {
 	}
 	if _, ok := p.Cmds["withtty"]; !ok {
 		p.Cmds["withtty"] = WithTTY
+	}
+	if _, ok := p.Cmds["waitfor"]; !ok {
+		p.Cmds["waitfor"] = WaitFor
 	}
 	setup := p.Setup
 	p.Setup = func(env *testscript.Env) error {
