@@ -263,15 +263,30 @@ func TestWaitingCommandPrintsHolder(t *testing.T) {
 		t.Fatalf("waiter did not fail with deployment_busy:\n%s", out)
 	}
 
-	// Gets the lock once the holder dies.
+	// Gets the lock once the holder dies: the holder is killed once the
+	// waiter has said it waits (read from its output, not guessed by a
+	// sleep); the output ends when the waiter exits.
 	cmd = helperCmd(t, r, "wait", "HELPER_WAIT=20s")
-	var buf strings.Builder
-	cmd.Stdout, cmd.Stderr = &buf, &buf
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	var buf strings.Builder
+	sc := bufio.NewScanner(pipe)
+	for sc.Scan() {
+		buf.WriteString(sc.Text() + "\n")
+		if strings.Contains(sc.Text(), want) {
+			break
+		}
+	}
 	_ = holder.Process.Kill()
+	for sc.Scan() {
+		buf.WriteString(sc.Text() + "\n")
+	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("waiter: %v\n%s", err, buf.String())
 	}
