@@ -53,7 +53,6 @@ func TestScripts(t *testing.T) {
 			"fixture":  cmdFixture,
 			"jsonset":  cmdJSONSet,
 			"waitfile": cmdWaitFile,
-			"sleep":    cmdSleep,
 		},
 	}))
 }
@@ -192,17 +191,4 @@ func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	ts.Fatalf("waitfile: %s did not appear within 10s", args[0])
-}
-
-// cmdSleep pauses the script: sleep DURATION (at most 10s).
-func cmdSleep(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 1 {
-		ts.Fatalf("usage: sleep DURATION")
-	}
-	d, err := time.ParseDuration(args[0])
-	ts.Check(err)
-	if d > 10*time.Second {
-		ts.Fatalf("sleep: %s is longer than 10s", d)
-	}
-	time.Sleep(d)
 }
