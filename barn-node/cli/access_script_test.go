@@ -157,7 +157,7 @@ func cmdSSHD(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Defer(func() { stopSSHD(ts); logf.Close() })
 	for n, p := range ports {
 		ok := false
-		for i := 0; i < 100 && !ok; i++ {
+		for deadline := time.Now().Add(time.Minute); !ok && time.Now().Before(deadline); {
 			c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(p), 100*time.Millisecond)
 			if err == nil {
 				c.Close()

@@ -101,7 +101,8 @@ func (s *sshd) start(bin, auth string) {
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("start sshd: %v", err)
 	}
-	for i := 0; i < 100; i++ {
+	// Bounded by a deadline, not a count: sshd starts slowly on a loaded machine.
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
 		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(s.port), 100*time.Millisecond)
 		if err == nil {
 			c.Close()

@@ -29,7 +29,9 @@ func TestVanishedSocketDuringStopIsNotAStop(t *testing.T) {
 	o.Progress = func(s string) {
 		progress(s)
 		if strings.Contains(s, "system_powerdown") {
-			go func() { time.Sleep(300 * time.Millisecond); wiped <- os.RemoveAll(f.rt.Directory) }()
+			// Stop has sent the powerdown and now waits: the directory
+			// goes while it waits.
+			go func() { wiped <- os.RemoveAll(f.rt.Directory) }()
 		}
 	}
 	err := vm.Stop(context.Background(), f.target(nil), o)
