@@ -31,6 +31,9 @@ GUARD := scripts/test-guard.sh
 # One `go test` over every module's packages (go.work): the packages of all
 # modules share the cores instead of waiting module by module.
 PKGS := $(foreach m,$(MODULES),./$(m)/...)
+# A package binary's limit: go test's default 10 min is what barn-node/cli
+# alone takes on a loaded 2-core machine; a slow machine is not a failure.
+TEST_TIMEOUT ?= 30m
 
 test: ## Run unit tests, fuzz seeds and the testscript suites of every module
 	@$(GUARD) $(MAKE) -s --no-print-directory -j2 -O test-units test-ansible
@@ -41,9 +44,9 @@ test: ## Run unit tests, fuzz seeds and the testscript suites of every module
 RACED := barn.dev/lib/(state|lifecycle|imagecache|qmp|vm)|barn.dev/barn-plan/cli
 test-units:
 	@pkgs='$(PKGS)'; if [ -n "$(SKIP_RACED)" ]; then pkgs=$$($(GO) list $(PKGS) | grep -vxE '$(RACED)'); fi; \
-		$(GO) test -count=1 -skip '$(ANSIBLE_SUITES)' $$pkgs
+		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '$(ANSIBLE_SUITES)' $$pkgs
 test-ansible:
-	@set -o pipefail; cd lib && $(GO) test -count=1 -v -run '$(ANSIBLE_SUITES)' ./inventory \
+	@set -o pipefail; cd lib && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -v -run '$(ANSIBLE_SUITES)' ./inventory \
 		| grep -vE '^=== (RUN|PAUSE|CONT|NAME)'
 
 # The concurrency suites under the race detector: locks and the event log,
@@ -54,9 +57,9 @@ race: ## Run the concurrency suites under the race detector
 	@$(GUARD) $(MAKE) -s --no-print-directory race-pass
 
 race-pass:
-	@cd lib && $(GO) test -race -count=1 ./state ./lifecycle ./imagecache ./qmp ./vm
-	@cd barn-plan && $(GO) test -race -count=1 ./cli
-	@cd barn-node && $(GO) test -race -count=1 -run 'TestScripts' ./cli
+	@cd lib && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./state ./lifecycle ./imagecache ./qmp ./vm
+	@cd barn-plan && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./cli
+	@cd barn-node && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run 'TestScripts' ./cli
 
 # `make ci`'s two test passes at once, each under its guard (output grouped
 # per pass): much of both is waiting on sshd, fake QEMUs and child
