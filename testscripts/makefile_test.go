@@ -43,3 +43,24 @@ func TestMakeCIRunsAnsibleSuites(t *testing.T) {
 		t.Fatalf("make does not export BARN_REQUIRE_ANSIBLE=1: %q %v", env, err)
 	}
 }
+
+// TestTestGuard: scripts/test-guard.sh, which runs every `make test` and
+// `make race` pass, passes a command that leaves nothing behind and fails
+// one that leaves a file in /tmp, naming it (and passes on its exit
+// status).
+func TestTestGuard(t *testing.T) {
+	guard := "../scripts/test-guard.sh"
+	if out, err := exec.Command(guard, "sh", "-c", "f=$(mktemp /tmp/guard-ok.XXXXXX) && rm $f").CombinedOutput(); err != nil {
+		t.Fatalf("a clean command failed the guard: %v\n%s", err, out)
+	}
+	leak := "/tmp/barn-guard-leak-" + strings.ReplaceAll(t.Name(), "/", "_")
+	t.Cleanup(func() { _ = exec.Command("rm", "-f", leak).Run() }) // the non-root guard sees the real /tmp
+	out, err := exec.Command(guard, "sh", "-c", "echo x > "+leak).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "barn-guard-leak-") {
+		t.Fatalf("a command leaving %s passed the guard: %v\n%s", leak, err, out)
+	}
+	err = exec.Command(guard, "sh", "-c", "exit 3").Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
+		t.Fatalf("guard of a command exiting 3: %v", err)
+	}
+}
