@@ -200,7 +200,6 @@ func TestBusyLockNamesHolderAndKilledHolderFreesIt(t *testing.T) {
 		t.Fatalf("holder record = %+v, want pid %d command %q", h, holder.Process.Pid, "barn-node apply")
 	}
 	// Non-waiting: conflict at once with the holder as detail.
-	start := time.Now()
 	_, err = r.LockDeployment(context.Background(), "barn-state test", false, nil)
 	wantClass(t, err, exitcode.Conflict, "barn-node apply")
 	e := exitcode.As(err)
@@ -210,9 +209,8 @@ func TestBusyLockNamesHolderAndKilledHolderFreesIt(t *testing.T) {
 	if d, ok := e.Detail.(LockHolder); !ok || d.PID != holder.Process.Pid {
 		t.Fatalf("detail = %#v", e.Detail)
 	}
-	if time.Since(start) > time.Second {
-		t.Fatal("non-waiting lock waited")
-	}
+	// (It did not wait: a waiting lock returns only once it holds the
+	// lock, and the holder keeps it until it is killed below.)
 	// Cancelled while waiting → cancelled.
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
