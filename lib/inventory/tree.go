@@ -270,6 +270,9 @@ func (m *model) section(r *reader, g *group, kind string, entries []entry) {
 				continue
 			}
 			names, err := expandHostPattern(e.Key)
+			if err == nil && len(names) == 0 {
+				err = fmt.Errorf("expands to no host at all (Ansible: an empty range, silently)")
+			}
 			if err != nil {
 				r.at(e.KeyNode, Problem{Host: e.Key, Message: err.Error(), Hint: "write [first:last] with numbers, e.g. 10.10.10.[11:13]"})
 				continue
