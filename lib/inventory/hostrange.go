@@ -113,7 +113,14 @@ func rangeItems(beg, end, step string, width int) ([]string, error) {
 	s, oks := pyInt(step)
 	switch {
 	case !okb || !oke || !oks:
-		return nil, fmt.Errorf("Ansible fails on it: Python's int() cannot read %q, %q and %q", beg, end, step)
+		bad := beg
+		if okb {
+			bad = end
+		}
+		if okb && oke {
+			bad = step
+		}
+		return nil, fmt.Errorf("Ansible fails on it: Python's int() cannot read %q", bad)
 	case s.Sign() == 0:
 		return nil, fmt.Errorf("Ansible fails on it: range() step must not be zero")
 	}

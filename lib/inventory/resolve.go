@@ -84,7 +84,7 @@ func Resolve(data []byte, source string) (*spec.Spec, []Warning, error) {
 func ResolveInput(in *Input) (*spec.Spec, []Warning, error) {
 	a := analyse(in)
 	if !a.r.probs.empty() {
-		return nil, a.warnings, errorOf(a.r.probs.sorted())
+		return nil, a.warnings, errorOf(a.r.probs.sorted(), a.in.Name)
 	}
 	return a.spec, a.warnings, nil
 }

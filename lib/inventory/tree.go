@@ -120,12 +120,11 @@ func (m *model) addFile(r *reader, root *yaml.Node) {
 	}
 }
 
-// finish applies Ansible's reconcile_inventory and computes depths and
+// finish applies Ansible's reconcile_inventory (an inventory without an
+// all: key is read like Ansible reads it: its top-level groups become
+// children of all) and computes depths and
 // priorities, once every file is parsed.
 func (m *model) finish(r *reader) {
-	if m.Groups[groupAll].Node == nil {
-		r.fileProblem("the inventory has no all: group", "put the groups under all: children:")
-	}
 	u := m.Groups[groupUngrouped]
 	if len(u.Children) > 0 || len(u.Parents) > 1 {
 		r.at(u.Node, Problem{Message: "the implicit group ungrouped has children or a parent other than all", Hint: "give the group another name; Barn does not model Ansible's reconciliation of ungrouped"})
@@ -230,7 +229,9 @@ func (m *model) parseGroup(r *reader, name string, key, value *yaml.Node, parent
 		switch {
 		case sec.Kind == yaml.ScalarNode && scalarOf(sec).Kind == yaml11.Str:
 			// Ansible turns `hosts: 10.10.10.10` into {10.10.10.10: null}.
-			m.section(r, g, e.Key, []entry{{Key: sec.Value, KeyNode: sec, Value: nil}})
+			// Ansible turns `vars: x` into {x: null} alike.
+			null := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: sec.Line, Column: sec.Column}
+			m.section(r, g, e.Key, []entry{{Key: sec.Value, KeyNode: sec, Value: null}})
 		case sec.Kind != yaml.MappingNode:
 			r.at(sec, Problem{Key: e.Key, Message: fmt.Sprintf("the %s of group %s must be a mapping", e.Key, name)})
 		default:
@@ -357,13 +358,13 @@ func (r *reader) checkVMKey(e entry, host, origin string) {
 
 // priorityOf sets g.Priority from its ansible_group_priority definitions
 // as Group.set_variable does (int(value); the last one parsed wins, with a
-// warning when they differ). Barn reads only plain integers and refuses
-// spellings whose int() is surprising or fails.
+// warning when they differ). A spelling Barn refuses still counts with
+// Ansible's reading, so every tie Barn states is Ansible's.
 func (m *model) priorityOf(g *group) {
 	var first *varDef
 	for i, d := range g.priority {
-		v := d.src.val("", &setting{Key: d.Key, Value: d.Value, Origin: g.Name, src: d.src})
-		p, ok := v.priority(d.Value)
+		p, ok := ansibleInt(d.src, d.Value)
+		d.src.val("", &setting{Key: d.Key, Value: d.Value, Origin: g.Name, src: d.src}).priority(d.Value, p, ok)
 		if !ok {
 			continue
 		}
