@@ -8,7 +8,8 @@ import (
 )
 
 // writeTree writes files (path → content; content "->target" makes a
-// symlink) under a new temporary directory and returns it.
+// symlink, "x:" before the content an executable file) under a new
+// temporary directory and returns it.
 func writeTree(t testing.TB, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -20,6 +21,8 @@ func writeTree(t testing.TB, files map[string]string) string {
 		var err error
 		if target, ok := strings.CutPrefix(content, "->"); ok {
 			err = os.Symlink(target, full)
+		} else if script, ok := strings.CutPrefix(content, "x:"); ok {
+			err = os.WriteFile(full, []byte(script), 0o755)
 		} else {
 			err = os.WriteFile(full, []byte(content), 0o644)
 		}
@@ -45,7 +48,7 @@ func TestAnsibleIssue24Cases(t *testing.T) {
 	}{
 		{"1 date inline", map[string]string{"pigsty.yml": "all:\n  vars: { pg_backup_since: 2024-02-30 }\n" + meta}, "pigsty.yml", 2, "2024-02-30", "day is out of range for month"},
 		{"1 date in group_vars/all.yml", map[string]string{"pigsty.yml": "all:\n" + meta, "group_vars/all.yml": "pg_backup_since: 2024-02-30\n"}, "group_vars/all.yml", 1, "2024-02-30", "day is out of range for month"},
-		{"1 !!int abc", map[string]string{"pigsty.yml": "all:\n  vars: { pg_note: !!int \"abc\" }\n" + meta}, "pigsty.yml", 2, "abc", "invalid literal for int() with base 10"},
+		{"1 !!int abc", map[string]string{"pigsty.yml": "all:\n  vars: { pg_note: !!int \"abc\" }\n" + meta}, "pigsty.yml", 2, "abc", "int() fails on it"},
 		{"1 !!bool maybe", map[string]string{"pigsty.yml": "all:\n  vars: { pg_note: !!bool maybe }\n" + meta}, "pigsty.yml", 2, "maybe", "only yes, no, true, false, on and off"},
 		{"2 empty step", map[string]string{"pigsty.yml": "all:\n  children: { pg-meta: { hosts: { \"10.10.10.[11:13:]\": {} } } }\n"}, "pigsty.yml", 2, "", `int() cannot read ""`},
 	}
@@ -126,4 +129,41 @@ func TestAnsibleIssue24Cases(t *testing.T) {
 			t.Errorf("the refusal does not state Ansible's priority 16: %s", ps[0])
 		}
 	})
+}
+
+// TestYAMLDirective12: libyaml (and so Ansible) accepts %YAML 1.2 and
+// reads the document with YAML 1.1 rules; Barn too (yes is a boolean).
+func TestYAMLDirective12(t *testing.T) {
+	in := Bytes([]byte("# lab\n%YAML 1.2\n---\nall:\n  vars: {pg_flag: yes}\n  hosts: {10.10.10.10: {vm_cpu: 3}}\n"), "pigsty.yml")
+	s, _, err := ResolveInput(in)
+	if err != nil || s.Nodes[0].CPUs != 3 {
+		t.Fatalf("%v", err)
+	}
+	if _, _, err := Resolve([]byte("%YAML 1.3\n---\nall: {hosts: {10.10.10.10: {}}}\n"), "x.yml"); err == nil {
+		t.Fatal("%YAML 1.3 is read; libyaml refuses it")
+	}
+}
+
+// TestLoaderMatchesPyYAML: scalars PyYAML constructs pass, the ones it
+// cannot build fail the file (each verified against ansible-inventory).
+func TestLoaderMatchesPyYAML(t *testing.T) {
+	good := []string{"2024-02-29", "2024-02-01T10:00:00+23:59", `!!int " 12"`, "!!int 0o17", `!!float "1"`, `!!bool "TRUE"`, "!!null x",
+		"!!omap [a: 1]", `!unsafe "{{ x }}"`, "{=: 1}", "{1: a}", "0_", "&a {<<: *a}"}
+	bad := []string{"2024-02-30", "0000-01-01", "2024-02-01 24:00:00", "2024-02-01T10:00:00+24:00", `!!int "abc"`, "!!int 08", `!!int ""`,
+		"!!float abc", "!!bool maybe", "!!timestamp abc", "!!str {a: 1}", "!!map x", "!!null [a]", "!!set {a: null}", "!!binary aGk=",
+		"!custom x", "=", "0b_", "&a [*a]", "{? [a] : b}", "{<<: 5}"}
+	for _, v := range append(good, bad...) {
+		doc := "all:\n  vars: {pg_x: " + v + ", pg_y: &z 1, pg_w: *z}\n  hosts: {10.10.10.10: {}}\n"
+		_, _, err := Resolve([]byte(doc), "pigsty.yml")
+		isBad := false
+		for _, b := range bad {
+			isBad = isBad || b == v
+		}
+		if isBad != (err != nil) {
+			t.Errorf("pg_x: %s: Barn's error %v; PyYAML fails on it: %v", v, err, isBad)
+		}
+	}
+	if _, _, err := Resolve([]byte("all:\n  vars: {a: &x 1, b: &x 2}\n  hosts: {10.10.10.10: {}}\n"), "p.yml"); err == nil || !strings.Contains(err.Error(), "duplicate anchor") {
+		t.Errorf("an anchor defined twice: %v", err)
+	}
 }

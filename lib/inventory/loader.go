@@ -2,7 +2,6 @@ package inventory
 
 import (
 	"fmt"
-	"math/big"
 	"regexp"
 	"strings"
 
@@ -193,9 +192,13 @@ func tagWord(tag string) string {
 func pyConstruct(tag, v string) string {
 	switch tag {
 	case "!!int":
-		return constructInt(v)
+		if _, _, ok := yaml11.ParseInt(v); !ok {
+			return "Python's int() fails on it"
+		}
 	case "!!float":
-		return constructFloat(v)
+		if _, ok := yaml11.ParseFloat(v); !ok {
+			return "Python's float() fails on it"
+		}
 	case "!!bool":
 		switch strings.ToLower(v) {
 		case "yes", "no", "true", "false", "on", "off":
@@ -204,83 +207,6 @@ func pyConstruct(tag, v string) string {
 		return fmt.Sprintf("KeyError %q (only yes, no, true, false, on and off)", strings.ToLower(v))
 	case "!!timestamp":
 		return constructTimestamp(v)
-	}
-	return ""
-}
-
-// constructInt is PyYAML's construct_yaml_int: underscores dropped, a
-// sign, then 0, 0b…, 0x…, 0… (octal), a:b (base 60) or decimal, each
-// through Python's int().
-func constructInt(v string) string {
-	v = strings.ReplaceAll(v, "_", "")
-	if v != "" && (v[0] == '+' || v[0] == '-') {
-		v = v[1:]
-	}
-	base := 10
-	switch {
-	case v == "":
-		return "string index out of range"
-	case v == "0":
-		return ""
-	case strings.HasPrefix(v, "0b"):
-		v, base = v[2:], 2
-	case strings.HasPrefix(v, "0x"):
-		v, base = v[2:], 16
-	case v[0] == '0':
-		base = 8
-	case strings.Contains(v, ":"):
-		for _, part := range strings.Split(v, ":") {
-			if !pyIntBase(part, 10) {
-				return fmt.Sprintf("invalid literal for int() with base 10: %q", part)
-			}
-		}
-		return ""
-	}
-	if !pyIntBase(v, base) {
-		return fmt.Sprintf("invalid literal for int() with base %d: %q", base, v)
-	}
-	return ""
-}
-
-// pyIntBase reports whether Python's int(s, base) accepts ASCII s:
-// whitespace, one sign, the base's optional prefix, digits of the base.
-func pyIntBase(s string, base int) bool {
-	s = strings.Trim(s, " \t\n\r\v\f")
-	if s != "" && (s[0] == '+' || s[0] == '-') {
-		s = s[1:]
-	}
-	if prefix := map[int]string{2: "0b", 8: "0o", 16: "0x"}[base]; prefix != "" && strings.HasPrefix(strings.ToLower(s), prefix) {
-		s = s[2:]
-	}
-	if s == "" {
-		return false
-	}
-	_, ok := new(big.Int).SetString(s, base)
-	return ok && !strings.ContainsAny(s, "+-_")
-}
-
-var rePyFloat = regexp.MustCompile(`^[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]+)?|inf|infinity|nan)$`)
-
-// constructFloat is PyYAML's construct_yaml_float through Python's float().
-func constructFloat(v string) string {
-	v = strings.ToLower(strings.ReplaceAll(v, "_", ""))
-	if v != "" && (v[0] == '+' || v[0] == '-') {
-		v = v[1:]
-	}
-	switch {
-	case v == "":
-		return "string index out of range"
-	case v == ".inf" || v == ".nan":
-		return ""
-	}
-	parts := []string{v}
-	if strings.Contains(v, ":") {
-		parts = strings.Split(v, ":")
-	}
-	for _, p := range parts {
-		if !rePyFloat.MatchString(strings.Trim(p, " \t\n\r\v\f")) {
-			return fmt.Sprintf("could not convert string to float: %q", p)
-		}
 	}
 	return ""
 }

@@ -101,6 +101,13 @@ func (ps *problems) add(p Problem) {
 	ps.list = append(ps.list, p)
 }
 
+// note appends text to the message of every problem from index from on.
+func (ps *problems) note(from int, text string) {
+	for i := from; i < len(ps.list); i++ {
+		ps.list[i].Message += text
+	}
+}
+
 func (ps *problems) empty() bool { return len(ps.list) == 0 }
 
 // sorted returns the problems in file order (file-level problems without a

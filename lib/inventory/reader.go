@@ -214,7 +214,7 @@ func (r *reader) flatMap(n *yaml.Node, stack []*yaml.Node) []entry {
 	}
 	for _, s := range stack {
 		if s == n {
-			r.at(n, Problem{Message: "alias cycle: a mapping merges or contains itself"})
+			r.at(n, Problem{Message: "alias cycle: a mapping contains itself (Ansible: maximum recursion depth exceeded)"})
 			return nil
 		}
 	}
@@ -225,6 +225,7 @@ func (r *reader) flatMap(n *yaml.Node, stack []*yaml.Node) []entry {
 	stack = append(stack, n)
 	var merged, explicit []entry
 	firstLine := map[string]*yaml.Node{}
+	explicitAt := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := r.deref(n.Content[i]), n.Content[i+1]
 		if k == nil {
@@ -235,13 +236,14 @@ func (r *reader) flatMap(n *yaml.Node, stack []*yaml.Node) []entry {
 			if vd == nil {
 				continue
 			}
-			switch vd.Kind {
-			case yaml.MappingNode:
+			switch {
+			case vd == n: // PyYAML drops the merge key first: merging a mapping into itself adds nothing
+			case vd.Kind == yaml.MappingNode:
 				for _, e := range r.flatMap(vd, stack) {
 					e.Merged = true
 					merged = append(merged, e)
 				}
-			case yaml.SequenceNode:
+			case vd.Kind == yaml.SequenceNode:
 				var subs [][]entry
 				for _, item := range vd.Content {
 					it := r.deref(item)
@@ -272,9 +274,13 @@ func (r *reader) flatMap(n *yaml.Node, stack []*yaml.Node) []entry {
 		if prev, dup := firstLine[k.Value]; dup {
 			r.at(k, Problem{Key: k.Value, Value: written(v), Message: fmt.Sprintf("duplicate key %q (also at line %d)", k.Value, prev.Line),
 				Hint: "keep one of them; Ansible would silently use the last"})
+			// Read on as Ansible does (the last one wins), so that
+			// every value stated beside the refusal is Ansible's.
+			explicit[explicitAt[k.Value]] = entry{Key: k.Value, KeyNode: k, Value: v}
 			continue
 		}
 		firstLine[k.Value] = k
+		explicitAt[k.Value] = len(explicit)
 		explicit = append(explicit, entry{Key: k.Value, KeyNode: k, Value: v})
 	}
 	all := append(merged, explicit...)
@@ -309,7 +315,7 @@ func (r *reader) generic(n *yaml.Node, stack []*yaml.Node) any {
 	case yaml.SequenceNode:
 		for _, s := range stack {
 			if s == n {
-				r.at(n, Problem{Message: "alias cycle: a sequence contains itself"})
+				r.at(n, Problem{Message: "alias cycle: a sequence contains itself (Ansible: maximum recursion depth exceeded)"})
 				return nil
 			}
 		}

@@ -125,14 +125,19 @@ func (a *analysis) load(in *Input) bool {
 			r = a.r.sibling(f.Path)
 		}
 		var root *yaml.Node
+		before := len(a.r.probs.list)
 		if len(in.Files) == 1 {
 			root = r.parseDocument(f.Data)
 		} else if n, ok := r.parseData(f.Data); ok && n != nil && !isNull(n) {
 			root = n
 		}
-		if root != nil {
-			m.addFile(r, root)
-			parsed = true
+		added := root != nil && m.addFile(r, root)
+		parsed = parsed || added
+		if len(a.r.probs.list) > before && !added && f.Path != in.Name {
+			// A file of an inventory directory: Ansible's yaml plugin
+			// fails on it too, and Ansible then tries its ini plugin,
+			// which reads what YAML does not.
+			a.r.probs.note(before, "; Ansible's yaml plugin fails on it too and Ansible then tries its ini plugin, which Barn does not have")
 		}
 		if r.stop {
 			return false

@@ -82,22 +82,23 @@ func newModel() *model {
 }
 
 // addFile parses one inventory file's root as Ansible's yaml inventory
-// plugin does (plugins/inventory/yaml.py parse).
-func (m *model) addFile(r *reader, root *yaml.Node) {
+// plugin does (plugins/inventory/yaml.py parse); false when that plugin
+// would fail on it.
+func (m *model) addFile(r *reader, root *yaml.Node) bool {
 	root = r.deref(root)
 	if root == nil {
-		return
+		return false
 	}
 	if root.Kind != yaml.MappingNode {
 		r.at(root, Problem{Message: "the inventory root must be a mapping with an all: group", Hint: "start the file with all:"})
-		return
+		return false
 	}
 	entries := r.flatMap(root, nil)
 	for _, e := range entries {
 		if e.Key == "plugin" && !falsy(r, e.Value) {
 			r.at(e.KeyNode, Problem{Key: "plugin", Message: "this is an inventory plugin configuration, not a YAML inventory; Barn cannot run Ansible's inventory plugins",
 				Hint: "give Barn the YAML inventory the plugin reads or writes"})
-			return
+			return false
 		}
 	}
 	if m.Groups[groupAll].Node == nil {
@@ -118,6 +119,7 @@ func (m *model) addFile(r *reader, root *yaml.Node) {
 		}
 		m.parseGroup(r, e.Key, e.KeyNode, v, "")
 	}
+	return true
 }
 
 // finish applies Ansible's reconcile_inventory (an inventory without an
@@ -298,8 +300,15 @@ func (m *model) section(r *reader, g *group, kind string, entries []entry) {
 					m.HostOrder = append(m.HostOrder, n)
 				}
 				h.Groups = append(h.Groups, g.Name)
+				target := h.Vars
+				if same := m.Groups[n]; same != nil && len(vars) > 0 {
+					// InventoryData.set_variable looks the name up among
+					// the groups first: the variables go to that group.
+					m.warn(r, e.KeyNode, "host_vars_to_group", fmt.Sprintf("the variables of host %s go to the group %s, as Ansible's set_variable finds a group of that name first", n, n))
+					target = same.Vars
+				}
 				for _, e2 := range vars {
-					h.Vars[e2.Key] = append(h.Vars[e2.Key], varDef{Key: e2.Key, KeyNode: e2.KeyNode, Value: r.deref(e2.Value), src: r, Origin: g.Name})
+					target[e2.Key] = append(target[e2.Key], varDef{Key: e2.Key, KeyNode: e2.KeyNode, Value: r.deref(e2.Value), src: r, Origin: g.Name})
 				}
 			}
 		}
