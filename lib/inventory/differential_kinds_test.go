@@ -135,13 +135,16 @@ func genAnchors(seed uint64) (map[string]string, string) {
 	g := newKgen(seed, 2)
 	groups := []string{"pg-meta", "pg-test", "infra"}
 	hs := g.hosts(2 + g.r.IntN(3))
-	var anchors []string
-	anchor := func() string {
+	var anchors, maps []string // every anchor; anchors of mappings
+	anchor := func(isMap bool) string {
 		name := fmt.Sprintf("a%d", len(anchors))
-		if len(anchors) > 0 && g.chance(0.08) {
+		if len(anchors) > 0 && g.chance(0.03) {
 			name = g.pick(anchors) // defined twice
 		}
 		anchors = append(anchors, name)
+		if isMap {
+			maps = append(maps, name)
+		}
 		return name
 	}
 	ref := func() string {
@@ -150,25 +153,31 @@ func genAnchors(seed uint64) (map[string]string, string) {
 		}
 		return "*" + g.pick(anchors)
 	}
+	mref := func() string { // mostly a mapping, as a merge needs
+		if len(maps) == 0 || g.chance(0.1) {
+			return ref()
+		}
+		return "*" + g.pick(maps)
+	}
 	var b strings.Builder
 	b.WriteString("all:\n  children:\n")
 	for _, gr := range groups {
 		fmt.Fprintf(&b, "    %s:\n", gr)
 		if g.chance(0.7) {
-			fmt.Fprintf(&b, "      vars: &%s\n", anchor())
+			fmt.Fprintf(&b, "      vars: &%s\n", anchor(true))
 			if len(anchors) > 1 && g.chance(0.4) {
-				switch g.r.IntN(6) {
+				switch g.r.IntN(12) {
 				case 0:
 					b.WriteString("        <<: 5\n")
 				case 1:
-					fmt.Fprintf(&b, "        <<: [%s, %s]\n", ref(), ref())
+					fmt.Fprintf(&b, "        <<: [%s, %s]\n", mref(), mref())
 				default:
-					fmt.Fprintf(&b, "        <<: %s\n", ref())
+					fmt.Fprintf(&b, "        <<: %s\n", mref())
 				}
 			}
-			fmt.Fprintf(&b, "        vm_cpu: &%s %d\n", anchor(), 1+g.r.IntN(4))
+			fmt.Fprintf(&b, "        vm_cpu: &%s %d\n", anchor(false), 1+g.r.IntN(4))
 			if g.chance(0.5) {
-				fmt.Fprintf(&b, "        pg_list: &%s [1, %s]\n", anchor(), map[bool]string{true: "*" + anchors[len(anchors)-1], false: "2"}[g.chance(0.1)])
+				fmt.Fprintf(&b, "        pg_list: &%s [1, %s]\n", anchor(false), map[bool]string{true: "*" + anchors[len(anchors)-1], false: "2"}[g.chance(0.04)])
 			}
 			if g.chance(0.4) {
 				fmt.Fprintf(&b, "        vm_mem: %s\n", ref())
@@ -181,11 +190,11 @@ func genAnchors(seed uint64) (map[string]string, string) {
 			}
 			switch g.r.IntN(4) {
 			case 0:
-				fmt.Fprintf(&b, "        %s: &%s {vm_disk: %d}\n", h, anchor(), 32+g.r.IntN(3)*32)
+				fmt.Fprintf(&b, "        %s: &%s {vm_disk: %d}\n", h, anchor(true), 32+g.r.IntN(3)*32)
 			case 1:
 				fmt.Fprintf(&b, "        %s: {pg_seq: %s}\n", h, ref())
 			case 2:
-				fmt.Fprintf(&b, "        %s: {<<: %s}\n", h, ref())
+				fmt.Fprintf(&b, "        %s: {<<: %s}\n", h, mref())
 			default:
 				fmt.Fprintf(&b, "        %s:\n", h)
 			}

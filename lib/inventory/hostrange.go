@@ -14,31 +14,65 @@ const maxRangeHosts = 4096
 // Ansible's letter ranges.
 const asciiLetters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
-// reHostPort is the hostport pattern of Ansible's parse_address
-// (parsing/utils/addresses.py): a host (brackets allowed) and :PORT.
-var reHostPort = regexp.MustCompile(`^((?:[^:\[\]]|\[[^\]]*\])*):([0-9]+)$`)
+// Ansible's parse_address patterns (parsing/utils/addresses.py): a host
+// with :PORT, bracketed or not, and the IPv4 and host-name forms (ranges
+// allowed) that make the port count. IPv6 addresses are not recognised:
+// Barn refuses every host that is not IPv4 anyway.
+var (
+	reBracketPort = regexp.MustCompile(`^\[(.+)\]:([0-9]+)$`)
+	reHostPort    = regexp.MustCompile(`^((?:[^:\[\]]|\[[^\]]*\])*):([0-9]+)$`)
+	ipv4Part      = `(?:[01]?[0-9]{1,2}|2[0-4][0-9]|25[0-5]|\[[0-9]+:[0-9]+(?::[0-9]+)?\])`
+	reIPv4Pattern = regexp.MustCompile(`^(?:` + ipv4Part + `\.){3}` + ipv4Part + `$`)
+	labelRange    = `\[(?:[a-z]:[a-z]|[0-9]+:[0-9]+)(?::[0-9]+)?\]`
+	reHostLabel   = regexp.MustCompile(`(?i)^(?:[\p{L}\p{N}_]|` + labelRange + `)(?:[\p{L}\p{N}_-]|` + labelRange + `)*$`)
+)
 
 // expandHostPattern expands one host key exactly as Ansible's yaml
-// inventory plugin does (_expand_hostpattern, then expand_hostname_range
-// of plugins/inventory/__init__.py), for every input: the first [ and the
-// first ] split head, range and tail; the range is BEG:END or BEG:END:STEP;
-// an empty BEG is 0, an empty END an error; a BEG with a leading zero pads
-// every number to its width and needs an END as long; BEG and END that are
-// both substrings of Python's ascii_letters make a letter range (a..z then
-// A..Z), anything else goes through Python's int() (spaces, signs and
-// underscores allowed); the STEP too, so an empty or zero STEP fails and a
-// negative one, like END < BEG, expands to nothing; the tail is expanded
-// again. A key that ends in :PORT is refused: Ansible would read a port.
-// The error states what Ansible does.
-func expandHostPattern(pattern string) ([]string, error) {
-	if m := reHostPort.FindStringSubmatch(pattern); m != nil && m[1] != "" {
-		return nil, fmt.Errorf("ends in the port :%s; Ansible reads it as host %s with ansible_port %s, and Barn's nodes take SSH on port 22", m[2], m[1], m[2])
+// inventory plugin does (_expand_hostpattern: parse_address, then
+// expand_hostname_range of plugins/inventory/__init__.py), for every
+// input: a :PORT suffix counts when what precedes it is an IPv4 address or
+// host name (ranges allowed), and is returned as port; the first [ and the
+// first ] split head, range and tail; the range is BEG:END or
+// BEG:END:STEP; an empty BEG is 0, an empty END an error; a BEG with a
+// leading zero pads every number to its width and needs an END as long;
+// BEG and END that are both substrings of Python's ascii_letters make a
+// letter range (a..z then A..Z), anything else goes through Python's int()
+// (spaces, signs and underscores allowed); the STEP too, so an empty or
+// zero STEP fails and a negative one, like END < BEG, expands to nothing;
+// the tail is expanded again. The error states what Ansible does.
+func expandHostPattern(key string) (names []string, port string, err error) {
+	pattern, port := ansiblePort(key)
+	if err := expandInto(pattern, &names); err != nil {
+		return nil, "", err
 	}
-	var out []string
-	if err := expandInto(pattern, &out); err != nil {
-		return nil, err
+	return names, port, nil
+}
+
+// ansiblePort splits a :PORT suffix off key as parse_address does.
+func ansiblePort(key string) (pattern, port string) {
+	addr := key
+	if m := reBracketPort.FindStringSubmatch(addr); m != nil {
+		addr, port = m[1], m[2]
 	}
-	return out, nil
+	if m := reHostPort.FindStringSubmatch(addr); m != nil {
+		addr, port = m[1], m[2]
+	}
+	if port == "" || !validHostPattern(addr) {
+		return key, ""
+	}
+	return addr, port
+}
+
+func validHostPattern(addr string) bool {
+	if reIPv4Pattern.MatchString(addr) {
+		return true
+	}
+	for _, l := range strings.Split(addr, ".") {
+		if !reHostLabel.MatchString(l) || strings.HasSuffix(l, "_") || strings.HasSuffix(l, "-") {
+			return false
+		}
+	}
+	return true
 }
 
 func expandInto(line string, out *[]string) error {

@@ -50,7 +50,7 @@ func TestHostRangesAreAnsibles(t *testing.T) {
 		{"10.10.10.[11:13:a]", ""},
 		{"10.10.10.11", "10.10.10.11"},
 	} {
-		got, err := expandHostPattern(c.key)
+		got, _, err := expandHostPattern(c.key)
 		switch {
 		case c.want == "" && err == nil:
 			t.Errorf("%s: Barn expands it to %v; Ansible fails on it", c.key, got)
@@ -62,10 +62,13 @@ func TestHostRangesAreAnsibles(t *testing.T) {
 			t.Errorf("%s: Barn expands it to %v; Ansible to %s", c.key, got, c.want)
 		}
 	}
-	// Ansible reads a :PORT suffix as ansible_port; Barn refuses it.
-	for _, key := range []string{"10.10.10.11:22", "10.10.10.[1:3]:22"} {
-		if _, err := expandHostPattern(key); err == nil || !strings.Contains(err.Error(), "ansible_port 22") {
-			t.Errorf("%s: %v; want a refusal naming Ansible's ansible_port 22", key, err)
+	// Ansible's parse_address splits off a :PORT after an address or host
+	// name, and keeps it in the name otherwise.
+	for key, want := range map[string]string{"10.10.10.11:22": "10.10.10.11 :22", "10.10.10.[1:3]:22": "10.10.10.1 10.10.10.2 10.10.10.3 :22",
+		"[10.10.10.11]:22": "10.10.10.11 :22", "a b:22": "a b:22 :", "10.10.10.11": "10.10.10.11 :"} {
+		names, port, err := expandHostPattern(key)
+		if got := strings.Join(names, " ") + " :" + port; err != nil || got != want {
+			t.Errorf("%s: %s %v; Ansible reads %s", key, got, err, want)
 		}
 	}
 }

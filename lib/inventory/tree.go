@@ -272,13 +272,17 @@ func (m *model) section(r *reader, g *group, kind string, entries []entry) {
 			if !r.stringKey(e, "host") {
 				continue
 			}
-			names, err := expandHostPattern(e.Key)
+			names, port, err := expandHostPattern(e.Key)
 			if err == nil && len(names) == 0 {
 				err = fmt.Errorf("expands to no host at all (Ansible: an empty range, silently)")
 			}
 			if err != nil {
 				r.at(e.KeyNode, Problem{Host: e.Key, Message: err.Error(), Hint: "write [first:last] with numbers, e.g. 10.10.10.[11:13]"})
 				continue
+			}
+			if port != "" { // refused, and read on as Ansible reads it
+				r.at(e.KeyNode, Problem{Host: e.Key, Message: fmt.Sprintf("ends in the port :%s; Ansible reads it as %s with ansible_port %s, and Barn's nodes take SSH on port 22", port, strings.Join(names, ", "), port),
+					Hint: "remove :" + port})
 			}
 			var vars []entry
 			if v := r.deref(e.Value); v != nil && !falsy(r, v) {
