@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -32,7 +33,8 @@ type ansibleAnswer struct {
 	OK       bool
 	Error    string
 	List     string                    // the --list document as printed
-	Hostvars map[string]map[string]any // its _meta.hostvars
+	Hostvars map[string]map[string]any // its _meta.hostvars (hosts with variables only)
+	Hosts    []string                  // every host of every group, sorted
 }
 
 var (
@@ -156,6 +158,9 @@ func (d *ansibleDriver) list(path string) (ansibleAnswer, error) {
 		if a.Hostvars, err = hostvarsOf([]byte(raw.List)); err != nil {
 			return a, err
 		}
+		if a.Hosts, err = hostsOf([]byte(raw.List)); err != nil {
+			return a, err
+		}
 	}
 	return a, nil
 }
@@ -177,6 +182,33 @@ func hostvarsOf(list []byte) (map[string]map[string]any, error) {
 	return doc.Meta.Hostvars, nil
 }
 
+// hostsOf returns every host an ansible-inventory --list document lists
+// in a group, sorted.
+func hostsOf(list []byte) ([]string, error) {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(list, &doc); err != nil {
+		return nil, fmt.Errorf("ansible-inventory output: %w", err)
+	}
+	seen := map[string]bool{}
+	for name, raw := range doc {
+		var g struct {
+			Hosts []string `json:"hosts"`
+		}
+		if name == "_meta" || json.Unmarshal(raw, &g) != nil {
+			continue
+		}
+		for _, h := range g.Hosts {
+			seen[h] = true
+		}
+	}
+	out := []string{}
+	for h := range seen {
+		out = append(out, h)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
 // ansibleEnv is the driver's environment for the binary: the same
 // failure-instead-of-warning settings and no ansible.cfg.
 func ansibleEnv(t testing.TB) []string {
@@ -195,9 +227,32 @@ func consumedOf(hv map[string]map[string]any) map[string]map[string]any {
 		out[h] = map[string]any{}
 		for _, k := range ConsumedKeys() {
 			if v, ok := vars[k]; ok {
-				out[h][k] = v
+				out[h][k] = unwrapUnsafe(v)
 			}
 		}
 	}
 	return out
+}
+
+// unwrapUnsafe undoes --list's {"__ansible_unsafe": X} rendering of a
+// !unsafe value: to a playbook the value is X, a string never templated.
+func unwrapUnsafe(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		if u, ok := x["__ansible_unsafe"]; ok && len(x) == 1 {
+			return u
+		}
+		out := map[string]any{}
+		for k, e := range x {
+			out[k] = unwrapUnsafe(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = unwrapUnsafe(e)
+		}
+		return out
+	}
+	return v
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The differential suite: random Pigsty-shaped inventories, each compared
@@ -30,146 +31,255 @@ import (
 // inventory files defining a group twice, files Ansible ignores, and the
 // vars files inside it. One in sixteen holds something Ansible fails on.
 
-// diffCases is how many generated inventories TestAnsibleDifferential
-// compares (50 with -short); BARN_ANSIBLE_DIFF_CASES overrides it.
-const diffCases = 400
+// diffKinds are the generators of the differential suite, each with how
+// many cases (seeds 1..n) one run compares: the precedence generator
+// (writeCase, below) and one generator per kind of issue 24
+// (differential_kinds_test.go). -short runs a fifth;
+// BARN_ANSIBLE_DIFF_SCALE multiplies (e.g. 0.5, 4) and
+// BARN_ANSIBLE_DIFF_KINDS=a,b runs only those kinds.
+var diffKinds = []diffKind{
+	{"precedence", 300, genPrecedence},
+	{"scalars", 150, genScalars},
+	{"anchors", 100, genAnchors},
+	{"ranges", 100, genRanges},
+	{"directories", 100, genDirectories},
+	{"names", 100, genNames},
+	{"symlinks", 60, genSymlinks},
+}
+
+// diffKind is one generator: files (path → content; "->target" is a
+// symlink, a leading "#!" with mode x: see writeTree) and the inventory
+// path given to both tools.
+type diffKind struct {
+	name  string
+	cases int
+	gen   func(seed uint64) (files map[string]string, inventory string)
+}
 
 type outcome int
 
 const (
-	outcomeAgree            outcome = iota // Barn resolves; every consumed value equals Ansible's
-	outcomeBarnRefusesValue                // every value equals Ansible's; Barn refuses one for its content (e.g. vm_cpu: 010)
-	outcomeRefusedAmbiguous                // Barn refuses an ambiguous value and states Ansible's pick correctly
-	outcomeBothFail                        // Ansible fails on the inventory, and Barn refuses it
+	outcomeAgree         outcome = iota // Barn resolves it; its hosts and every consumed value are Ansible's
+	outcomeRefusedByBarn                // Ansible reads it; Barn refuses, stating Ansible's answer, and every value it reads is Ansible's
+	outcomeRefusedByBoth                // Ansible cannot load it, and Barn refuses it
+	outcomeSilent                       // a disagreement: the test fails
 )
 
-// TestAnsibleDifferential compares hundreds of generated inventories
-// (fixed seeds) with Ansible and reports how many agree and how many Barn
-// refuses, and why.
+// TestAnsibleDifferential runs every generator of diffKinds from fixed
+// seeds against ansible-inventory and reports, per kind, how many cases
+// agree, are refused by Barn, are refused by both, and are silent
+// disagreements (which fail the test).
 func TestAnsibleDifferential(t *testing.T) {
 	ans := needAnsible(t)
-	n := diffCases
+	scale := 1.0
 	if testing.Short() {
-		n = 50
+		scale = 0.2
 	}
-	if s := os.Getenv("BARN_ANSIBLE_DIFF_CASES"); s != "" {
+	if s := os.Getenv("BARN_ANSIBLE_DIFF_SCALE"); s != "" {
 		var err error
-		if n, err = strconv.Atoi(s); err != nil {
+		if scale, err = strconv.ParseFloat(s, 64); err != nil {
 			t.Fatal(err)
 		}
 	}
-	counts := map[outcome]int{}
-	for seed := uint64(1); seed <= uint64(n); seed++ {
-		path := writeCase(t, seed)
-		in, err := Open(path)
-		if err != nil {
-			t.Fatalf("seed %d: %v", seed, err)
+	start := time.Now()
+	total := map[outcome]int{}
+	only := os.Getenv("BARN_ANSIBLE_DIFF_KINDS") // e.g. names,scalars
+	for _, k := range diffKinds {
+		if only != "" && !contains(strings.Split(only, ","), k.name) {
+			continue
 		}
-		theirs, err := ans.list(path)
-		if err != nil {
-			t.Fatal(err)
+		n := int(float64(k.cases) * scale)
+		counts := map[outcome]int{}
+		for seed := uint64(1); seed <= uint64(n); seed++ {
+			o := diffOne(t, ans, k, seed)
+			counts[o]++
+			total[o]++
 		}
-		counts[compareWithAnsible(t, fmt.Sprintf("seed %d (%s)", seed, path), in, theirs)]++
-		if t.Failed() {
-			t.Fatalf("seed %d: regenerate the case with writeCase(t, %d)", seed, seed)
+		t.Logf("differential %-11s %4d cases: %4d agree, %3d refused by Barn, %3d refused by both, %d silent",
+			k.name, n, counts[outcomeAgree], counts[outcomeRefusedByBarn], counts[outcomeRefusedByBoth], counts[outcomeSilent])
+		if n >= 50 && (counts[outcomeAgree] < n/10 || counts[outcomeRefusedByBoth] == 0) {
+			t.Errorf("the %s generator is off balance: %v", k.name, counts)
 		}
 	}
-	t.Logf("differential: %d generated inventories against ansible-core %s: %d agree, %d agree but Barn refuses a value's content, %d refused as ambiguous (Ansible's pick stated), %d refused by both; 0 silent disagreements",
-		n, ans.Version, counts[outcomeAgree], counts[outcomeBarnRefusesValue], counts[outcomeRefusedAmbiguous], counts[outcomeBothFail])
-	// The generator must keep exercising both sides of the rule.
-	if counts[outcomeAgree] < n/5 || (n >= 200 && (counts[outcomeRefusedAmbiguous] == 0 || counts[outcomeBothFail] == 0)) {
-		t.Errorf("the generator is off balance: %v", counts)
-	}
+	n := total[outcomeAgree] + total[outcomeRefusedByBarn] + total[outcomeRefusedByBoth] + total[outcomeSilent]
+	t.Logf("differential: %d generated inventories against ansible-core %s in %v: %d agree, %d refused by Barn, %d refused by both, %d silent",
+		n, ans.Version, time.Since(start).Round(time.Second), total[outcomeAgree], total[outcomeRefusedByBarn], total[outcomeRefusedByBoth], total[outcomeSilent])
 }
 
-// FuzzAnsibleDifferential feeds generated inventories of fuzzed seeds to
-// the same comparison (go test -fuzz FuzzAnsibleDifferential).
-func FuzzAnsibleDifferential(f *testing.F) {
-	for _, s := range []uint64{3, 11, 2024} {
-		f.Add(s)
+// diffOne writes case seed of kind k and compares Barn with Ansible on it.
+func diffOne(t testing.TB, ans *ansibleDriver, k diffKind, seed uint64) outcome {
+	t.Helper()
+	files, inv := k.gen(seed)
+	path := filepath.Join(writeTree(t, files), inv)
+	theirs, err := ans.list(path)
+	if err != nil {
+		t.Fatal(err)
 	}
-	f.Fuzz(func(t *testing.T, seed uint64) {
+	in, openErr := Open(path)
+	o := compareWithAnsible(t, fmt.Sprintf("%s seed %d (%s)", k.name, seed, path), in, openErr, theirs)
+	if o == outcomeSilent {
+		t.Errorf("%s seed %d: a silent disagreement; regenerate it with %s(%d)", k.name, seed, funcName(k.name), seed)
+	}
+	return o
+}
+
+func funcName(kind string) string {
+	return "gen" + strings.ToUpper(kind[:1]) + kind[1:]
+}
+
+// FuzzAnsibleDifferential feeds fuzzed seeds of every generator to the
+// same comparison (go test -fuzz FuzzAnsibleDifferential); a silent
+// disagreement fails.
+func FuzzAnsibleDifferential(f *testing.F) {
+	for i := range diffKinds {
+		for _, s := range []uint64{3, 11, 2024} {
+			f.Add(uint8(i), s)
+		}
+	}
+	f.Fuzz(func(t *testing.T, kind uint8, seed uint64) {
 		ans := needAnsible(t)
-		path := writeCase(t, seed)
-		in, err := Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		theirs, err := ans.list(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		compareWithAnsible(t, fmt.Sprintf("seed %d", seed), in, theirs)
+		diffOne(t, ans, diffKinds[int(kind)%len(diffKinds)], seed)
 	})
 }
 
-// compareWithAnsible is the differential rule for one inventory:
-//   - Ansible fails on it: Barn must refuse it;
-//   - otherwise the hosts must be the same, every consumed value Barn
-//     resolves (HostVars) must equal Ansible's, also where Barn refuses
-//     it, and every refusal must state Ansible's pick (Problem.Ansible)
-//     equal to Ansible's value;
-//   - when Resolve accepts it, the spec's node names, FQDNs, CPUs and
-//     memory follow from Ansible's values.
-func compareWithAnsible(t testing.TB, name string, in *Input, theirs ansibleAnswer) outcome {
-	t.Helper()
-	ours, err := HostVars(in)
-	if !theirs.OK {
-		if err == nil {
-			if _, _, rerr := ResolveInput(in); rerr == nil {
-				t.Errorf("%s: Ansible fails (%s) but Barn resolves it", name, theirs.Error)
-			}
+// genPrecedence is writeCase's generator as a diffKind.
+func genPrecedence(seed uint64) (map[string]string, string) {
+	g := newGen(seed)
+	g.generate()
+	files := map[string]string{}
+	for p, content := range g.files {
+		if g.dirMode {
+			p = "inv/" + p
 		}
-		return outcomeBothFail
+		files[p] = content
 	}
+	if g.dirMode {
+		return files, "inv"
+	}
+	return files, "pigsty.yml"
+}
+
+// compareWithAnsible is the differential rule for one inventory (in, or
+// openErr when Barn refuses to open it):
+//   - Ansible cannot load it: Barn must refuse it;
+//   - Ansible reads it and Barn refuses it: every consumed value Barn
+//     reads (HostVars) must equal Ansible's, and every refusal must state
+//     Ansible's answer: its pick (Problem.Ansible, equal to Ansible's
+//     value) or, for refusals of what Barn does not read as Ansible does,
+//     a message saying what Ansible does;
+//   - Barn resolves it: the hosts must be Ansible's, every consumed value
+//     Ansible's, and the spec's node names, FQDNs, CPUs and memory follow
+//     from Ansible's values.
+func compareWithAnsible(t testing.TB, name string, in *Input, openErr error, theirs ansibleAnswer) outcome {
+	t.Helper()
+	if openErr != nil || !theirs.OK {
+		return compareRefusal(t, name, in, openErr, theirs)
+	}
+	ours, err := HostVars(in)
 	want := consumedOf(theirs.Hostvars)
-	if got, w := hostNames(ours), hostNames(want); !reflect.DeepEqual(got, w) {
-		t.Errorf("%s: hosts differ:\nbarn:    %v\nansible: %v", name, got, w)
-		return outcomeAgree
-	}
-	for h, wv := range want {
-		if got, w := normalise(t, ours[h]), normalise(t, wv); !reflect.DeepEqual(got, w) {
+	silent := false
+	for h, vars := range ours {
+		w, ok := want[h]
+		if !ok {
+			w = map[string]any{}
+		}
+		if got, w := normalise(t, vars), normalise(t, w); !reflect.DeepEqual(got, w) {
 			t.Errorf("%s: host %s:\nbarn:    %v\nansible: %v", name, h, got, w)
+			silent = true
 		}
 	}
 	if err != nil {
-		for _, p := range Problems(err) {
-			if p.Ansible == nil {
-				t.Errorf("%s: Barn refuses without stating Ansible's answer, which is %v: %s", name, want[p.Host][p.Key], p)
-				continue
-			}
-			if got, w := normalise(t, p.Ansible.Value), normalise(t, want[p.Host][p.Key]); !reflect.DeepEqual(got, w) {
-				t.Errorf("%s: Barn says Ansible picks %v, Ansible says %v: %s", name, got, w, p)
-			}
-			if !strings.Contains(p.Message, fmt.Sprintf("%q", p.Ansible.Written)) {
-				t.Errorf("%s: the message does not name Ansible's pick %q: %s", name, p.Ansible.Written, p)
-			}
+		if !statesAnsible(t, name, Problems(err), want) || silent {
+			return outcomeSilent
 		}
-		return outcomeRefusedAmbiguous
+		return outcomeRefusedByBarn
+	}
+	if got := hostNames(ours); !reflect.DeepEqual(got, theirs.Hosts) {
+		t.Errorf("%s: hosts differ:\nbarn:    %v\nansible: %v", name, got, theirs.Hosts)
+		return outcomeSilent
+	}
+	if silent {
+		return outcomeSilent
 	}
 	s, _, err := ResolveInput(in)
 	if err != nil {
 		for _, p := range Problems(err) {
 			if p.Ansible != nil {
 				t.Errorf("%s: Resolve refuses an ambiguity HostVars accepts: %s", name, p)
+				return outcomeSilent
 			}
 		}
-		return outcomeBarnRefusesValue
+		return outcomeRefusedByBarn
 	}
 	for _, n := range s.Nodes {
 		v := want[n.Address]
 		name0, fqdn := expectedName(n.Address, v)
 		if n.Name != name0 || n.FQDN != fqdn {
 			t.Errorf("%s: node %s is %s (fqdn %q); Ansible's values give %s (fqdn %q)", name, n.Address, n.Name, n.FQDN, name0, fqdn)
+			silent = true
 		}
 		if cpu, ok := v["vm_cpu"].(float64); ok && int(cpu) != n.CPUs {
 			t.Errorf("%s: node %s has %d CPUs; Ansible's vm_cpu is %v", name, n.Name, n.CPUs, cpu)
+			silent = true
 		}
 		if mem, ok := v["vm_mem"].(float64); ok && int64(mem)<<20 != n.MemoryBytes {
 			t.Errorf("%s: node %s has %d bytes of memory; Ansible's vm_mem is %v MiB", name, n.Name, n.MemoryBytes, mem)
+			silent = true
 		}
 	}
+	if silent {
+		return outcomeSilent
+	}
 	return outcomeAgree
+}
+
+// compareRefusal: Barn refuses to open it, or Ansible cannot load it.
+func compareRefusal(t testing.TB, name string, in *Input, openErr error, theirs ansibleAnswer) outcome {
+	t.Helper()
+	if !theirs.OK {
+		if openErr != nil {
+			return outcomeRefusedByBoth
+		}
+		if _, err := HostVars(in); err != nil {
+			return outcomeRefusedByBoth
+		}
+		if _, _, err := ResolveInput(in); err != nil {
+			return outcomeRefusedByBoth
+		}
+		t.Errorf("%s: Ansible cannot load it (%.300s) but Barn resolves it", name, theirs.Error)
+		return outcomeSilent
+	}
+	if !strings.Contains(openErr.Error(), "Ansible") {
+		t.Errorf("%s: Ansible reads it, and Barn refuses to open it without saying what Ansible does: %v", name, openErr)
+		return outcomeSilent
+	}
+	return outcomeRefusedByBarn
+}
+
+// statesAnsible checks that every problem of a refusal states Ansible's
+// answer: a pick equal to Ansible's value of the key, or a message saying
+// what Ansible does.
+func statesAnsible(t testing.TB, name string, ps []Problem, want map[string]map[string]any) bool {
+	t.Helper()
+	ok := true
+	for _, p := range ps {
+		switch {
+		case p.Ansible == nil && !strings.Contains(p.String(), "Ansible"):
+			t.Errorf("%s: Barn refuses without stating Ansible's answer: %s", name, p)
+			ok = false
+		case p.Ansible == nil:
+		case !strings.Contains(p.Message, p.Ansible.Written) && !strings.Contains(p.Message, fmt.Sprint(p.Ansible.Value)):
+			t.Errorf("%s: the message does not name Ansible's pick %q: %s", name, p.Ansible.Written, p)
+			ok = false
+		case p.Key == "ansible_group_priority": // not a host variable; its effect shows in every value above
+		default:
+			if got, w := normalise(t, p.Ansible.Value), normalise(t, want[p.Host][p.Key]); !reflect.DeepEqual(got, w) {
+				t.Errorf("%s: Barn says Ansible picks %v, Ansible says %v: %s", name, got, w, p)
+				ok = false
+			}
+		}
+	}
+	return ok
 }
 
 // expectedName derives a node's name from Ansible's values as Pigsty
@@ -187,30 +297,12 @@ func expectedName(addr string, v map[string]any) (string, string) {
 	return fmt.Sprintf("node-%d", netip.MustParseAddr(addr).As4()[3]), ""
 }
 
-// writeCase generates the inventory of seed in a new temporary directory
-// and returns the inventory file's path.
+// writeCase generates the precedence inventory of seed in a new temporary
+// directory and returns the inventory's path.
 func writeCase(t testing.TB, seed uint64) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), fmt.Sprintf("case-%d", seed))
-	g := newGen(seed)
-	g.generate()
-	inventory := filepath.Join(dir, "pigsty.yml")
-	if g.dirMode {
-		inventory = filepath.Join(dir, "inv")
-	}
-	for p, content := range g.files {
-		if g.dirMode {
-			p = "inv/" + p
-		}
-		full := filepath.Join(dir, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return inventory
+	files, inv := genPrecedence(seed)
+	return filepath.Join(writeTree(t, files), inv)
 }
 
 // gen builds one inventory.

@@ -2,7 +2,6 @@ package inventory
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -35,20 +34,19 @@ func Discover(dir string) (string, error) {
 		WithReason("no_inventory").WithNext("barn-inventory init trio")
 }
 
-// ReadFile reads an inventory file: a regular, non-symlink file of at most
-// MaxInventoryBytes, not an executable script. Errors are usage class
-// naming the path.
+// ReadFile reads an inventory file as Ansible opens it, through any
+// symlink: a regular file of at most MaxInventoryBytes, not an executable
+// script. Errors are usage class naming the path.
 func ReadFile(path string) ([]byte, error) {
-	fi, err := os.Lstat(path)
+	fi, err := os.Stat(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
+			if _, lerr := os.Lstat(path); lerr == nil {
+				return nil, exitcode.New(exitcode.Usage, "inventory %s is a symlink to nothing; Ansible cannot parse it", path).WithReason("no_inventory")
+			}
 			return nil, exitcode.New(exitcode.Usage, "inventory %s does not exist", path).WithReason("no_inventory")
 		}
 		return nil, exitcode.Wrap(exitcode.Usage, err, "inventory %s", path)
-	}
-	if fi.Mode()&fs.ModeSymlink != 0 {
-		return nil, exitcode.New(exitcode.Usage, "inventory %s is a symlink; Barn reads only regular files", path).
-			WithReason("invalid_inventory").WithNext(fmt.Sprintf("barn-inventory resolve -f \"$(realpath %s)\"", quote.ShellIfNeeded(path)))
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, exitcode.New(exitcode.Usage, "inventory %s is not a regular file", path).WithReason("invalid_inventory")

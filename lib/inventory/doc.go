@@ -14,7 +14,20 @@
 // file is tried as JSON first (Python's json.loads) and then as one YAML
 // document, as Ansible's from_yaml does; scalars are read as PyYAML reads
 // them (YAML 1.1, package yaml11). An inventory on stdin has no directory
-// and no vars files (see Stdin).
+// and no vars files (see Stdin). Symlinks are followed as Ansible follows
+// them: a linked inventory file is read with the group_vars/ and
+// host_vars/ beside the link.
+//
+// Ansible constructs every file it reads whole before it looks at a group,
+// so a value nobody consumes still fails the inventory when PyYAML cannot
+// build it. loader.go finds every such failure in every node of every file
+// (dates out of range, explicit tags PyYAML cannot build or does not know,
+// an anchor defined twice, an alias inside its own anchor, unhashable
+// keys, merge keys of scalars) and refuses the file with PyYAML's error.
+// Host keys expand by Ansible's exact range rules (hostrange.go), and
+// names are looked up as Ansible does: top-level groups without all:,
+// `vars: NAME` as {NAME: null}, a host's variables going to a group of
+// the same name.
 //
 // Of all that, Barn consumes host keys (IPv4 addresses, Ansible host ranges
 // expanded), nodename, pg_cluster, pg_seq, node_admin_username,
@@ -63,8 +76,10 @@
 // carries Ansible's own pick (Problem.Ansible), computed by the same
 // resolution; the differential suite (ansible_test.go, differential_test.go)
 // proves those picks, and every value Barn accepts, equal to what
-// ansible-inventory reads. Barn also refuses what Ansible fails on (a vars
-// file that is not a mapping, an ansible_group_priority int() rejects),
+// ansible-inventory reads, on generated inventories of every kind above.
+// A priority spelling Barn refuses (0x10) still takes part in every tie
+// with Ansible's int() of it. Barn also refuses what Ansible fails on (a
+// vars file that is not a mapping, an ansible_group_priority int() rejects),
 // what it cannot read the way Ansible would (Ansible Vault files, JSON with
 // NaN, inventory scripts and ini files, duplicate YAML keys that Ansible
 // resolves with a warning), and consumed values whose YAML 1.1 reading

@@ -89,7 +89,7 @@ func (e *Explanation) RenderText(w io.Writer) error {
 func ExplainInput(in *Input, node string) (*Explanation, error) {
 	a := analyse(in)
 	if !a.r.probs.empty() {
-		return nil, errorOf(a.r.probs.sorted())
+		return nil, errorOf(a.r.probs.sorted(), a.in.Name)
 	}
 	var hr *hostResult
 	var names []string
@@ -163,7 +163,7 @@ func HostVars(in *Input) (map[string]map[string]any, error) {
 	a.load(in)
 	out := map[string]map[string]any{}
 	if a.m == nil {
-		return out, errorOf(a.r.probs.sorted())
+		return out, errorOf(a.r.probs.sorted(), a.in.Name)
 	}
 	for _, name := range a.m.HostOrder {
 		h := a.m.Hosts[name]
@@ -181,7 +181,7 @@ func HostVars(in *Input) (map[string]map[string]any, error) {
 		out[name] = vars
 	}
 	if !a.r.probs.empty() {
-		return out, errorOf(a.r.probs.sorted())
+		return out, errorOf(a.r.probs.sorted(), a.in.Name)
 	}
 	return out, nil
 }

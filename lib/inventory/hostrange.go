@@ -2,90 +2,212 @@ package inventory
 
 import (
 	"fmt"
-	"strconv"
+	"math/big"
+	"regexp"
 	"strings"
 )
 
 // maxRangeHosts bounds one host pattern's expansion.
 const maxRangeHosts = 4096
 
-// expandHostPattern expands Ansible host-name ranges exactly as Ansible's
-// expand_hostname_range does: "10.10.10.[11:13]" → 11, 12, 13; an optional
-// step "[1:9:2]"; leading zeros keep their width ("[01:03]"); alphabetic
-// ranges "[a:c]". Ranges expand only in host names, never inside values.
-func expandHostPattern(pattern string) ([]string, error) {
-	open := strings.IndexByte(pattern, '[')
-	if open < 0 {
-		return []string{pattern}, nil
+// asciiLetters is Python's string.ascii_letters, the alphabet of
+// Ansible's letter ranges.
+const asciiLetters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+// Ansible's parse_address patterns (parsing/utils/addresses.py): a host
+// with :PORT, bracketed or not, and the IPv4 and host-name forms (ranges
+// allowed) that make the port count. IPv6 addresses are not recognised:
+// Barn refuses every host that is not IPv4 anyway.
+var (
+	reBracketPort = regexp.MustCompile(`^\[(.+)\]:([0-9]+)$`)
+	reHostPort    = regexp.MustCompile(`^((?:[^:\[\]]|\[[^\]]*\])*):([0-9]+)$`)
+	ipv4Part      = `(?:[01]?[0-9]{1,2}|2[0-4][0-9]|25[0-5]|\[[0-9]+:[0-9]+(?::[0-9]+)?\])`
+	reIPv4Pattern = regexp.MustCompile(`^(?:` + ipv4Part + `\.){3}` + ipv4Part + `$`)
+	labelRange    = `\[(?:[a-z]:[a-z]|[0-9]+:[0-9]+)(?::[0-9]+)?\]`
+	reHostLabel   = regexp.MustCompile(`(?i)^(?:[\p{L}\p{N}_]|` + labelRange + `)(?:[\p{L}\p{N}_-]|` + labelRange + `)*$`)
+)
+
+// expandHostPattern expands one host key exactly as Ansible's yaml
+// inventory plugin does (_expand_hostpattern: parse_address, then
+// expand_hostname_range of plugins/inventory/__init__.py), for every
+// input: a :PORT suffix counts when what precedes it is an IPv4 address or
+// host name (ranges allowed), and is returned as port; the first [ and the
+// first ] split head, range and tail; the range is BEG:END or
+// BEG:END:STEP; an empty BEG is 0, an empty END an error; a BEG with a
+// leading zero pads every number to its width and needs an END as long;
+// BEG and END that are both substrings of Python's ascii_letters make a
+// letter range (a..z then A..Z), anything else goes through Python's int()
+// (spaces, signs and underscores allowed); the STEP too, so an empty or
+// zero STEP fails and a negative one, like END < BEG, expands to nothing;
+// the tail is expanded again. The error states what Ansible does.
+func expandHostPattern(key string) (names []string, port string, err error) {
+	pattern, port := ansiblePort(key)
+	if err := expandInto(pattern, &names); err != nil {
+		return nil, "", err
 	}
-	closeRel := strings.IndexByte(pattern[open:], ']')
-	if closeRel < 0 {
-		return []string{pattern}, nil // no range: Ansible keeps it literally
+	return names, port, nil
+}
+
+// ansiblePort splits a :PORT suffix off key as parse_address does.
+func ansiblePort(key string) (pattern, port string) {
+	addr := key
+	if m := reBracketPort.FindStringSubmatch(addr); m != nil {
+		addr, port = m[1], m[2]
 	}
-	head, body, tail := pattern[:open], pattern[open+1:open+closeRel], pattern[open+closeRel+1:]
-	if !strings.Contains(body, ":") {
-		return []string{pattern}, nil
+	if m := reHostPort.FindStringSubmatch(addr); m != nil {
+		addr, port = m[1], m[2]
 	}
-	parts := strings.Split(body, ":")
-	if len(parts) > 3 {
-		return nil, fmt.Errorf("host range [%s] has too many ':'", body)
+	if port == "" || !validHostPattern(addr) {
+		return key, ""
 	}
-	beg, end := parts[0], parts[1]
-	step := 1
-	if len(parts) == 3 && parts[2] != "" {
-		s, err := strconv.Atoi(parts[2])
-		if err != nil || s < 1 {
-			return nil, fmt.Errorf("host range [%s] has an invalid step", body)
+	return addr, port
+}
+
+func validHostPattern(addr string) bool {
+	if reIPv4Pattern.MatchString(addr) {
+		return true
+	}
+	for _, l := range strings.Split(addr, ".") {
+		if !reHostLabel.MatchString(l) || strings.HasSuffix(l, "_") || strings.HasSuffix(l, "-") {
+			return false
 		}
-		step = s
+	}
+	return true
+}
+
+func expandInto(line string, out *[]string) error {
+	if !strings.Contains(line, "[") {
+		*out = append(*out, line)
+		return nil
+	}
+	parts := strings.Split(strings.Replace(strings.Replace(line, "[", "|", 1), "]", "|", 1), "|")
+	if len(parts) != 3 {
+		return fmt.Errorf("Ansible fails on it: a host range needs one [ and a ] after it, and no |")
+	}
+	head, nrange, tail := parts[0], parts[1], parts[2]
+	bounds := strings.Split(nrange, ":")
+	if len(bounds) != 2 && len(bounds) != 3 {
+		return fmt.Errorf("Ansible fails on it: host range must be begin:end or begin:end:step")
+	}
+	beg, end, step := bounds[0], bounds[1], "1"
+	if len(bounds) == 3 {
+		step = bounds[2]
 	}
 	if beg == "" {
 		beg = "0"
 	}
 	if end == "" {
-		return nil, fmt.Errorf("host range [%s] has no end", body)
+		return fmt.Errorf("Ansible fails on it: host range must specify end value")
+	}
+	width := 0
+	if beg[0] == '0' && len(beg) > 1 {
+		width = len(beg)
+		if len(end) != width {
+			return fmt.Errorf("Ansible fails on it: host range must specify equal-length begin and end formats")
+		}
+	}
+	items, err := rangeItems(beg, end, step, width)
+	if err != nil {
+		return err
+	}
+	for _, it := range items {
+		if err := expandInto(head+it+tail, out); err != nil {
+			return err
+		}
+		if len(*out) > maxRangeHosts {
+			return fmt.Errorf("expands to more than %d hosts", maxRangeHosts)
+		}
+	}
+	return nil
+}
+
+// rangeItems is the sequence of one range: letters when both ends are in
+// ascii_letters, else numbers (Python's range with int() of each part).
+func rangeItems(beg, end, step string, width int) ([]string, error) {
+	ib, iend := strings.Index(asciiLetters, beg), strings.Index(asciiLetters, end)
+	if ib >= 0 && iend >= 0 {
+		if ib > iend {
+			return nil, fmt.Errorf("Ansible fails on it: host range must have begin <= end")
+		}
+		s, ok := pyInt(step)
+		if ok && s.Sign() != 0 {
+			var items []string
+			if s.Sign() > 0 && s.IsInt64() {
+				for i := int64(ib); i <= int64(iend); i += s.Int64() {
+					items = append(items, asciiLetters[i:i+1])
+				}
+			}
+			return items, nil // a negative step slices nothing
+		}
+		// Python's slice fails; Ansible then tries int() of the letters,
+		// which fails as well.
+	}
+	b, okb := pyInt(beg)
+	e, oke := pyInt(end)
+	s, oks := pyInt(step)
+	switch {
+	case !okb || !oke || !oks:
+		bad := beg
+		if okb {
+			bad = end
+		}
+		if okb && oke {
+			bad = step
+		}
+		return nil, fmt.Errorf("Ansible fails on it: Python's int() cannot read %q", bad)
+	case s.Sign() == 0:
+		return nil, fmt.Errorf("Ansible fails on it: range() step must not be zero")
+	}
+	e.Add(e, big.NewInt(1))
+	count := new(big.Int).Sub(e, b)
+	if count.Sign()*s.Sign() <= 0 {
+		return nil, nil
+	}
+	count.Add(count, new(big.Int).Sub(s, big.NewInt(int64(s.Sign()))))
+	count.Quo(count, s)
+	if count.Cmp(big.NewInt(maxRangeHosts)) > 0 {
+		return nil, fmt.Errorf("expands to more than %d hosts", maxRangeHosts)
 	}
 	var items []string
-	if isDigits(beg) && isDigits(end) {
-		b, _ := strconv.Atoi(beg)
-		e, err := strconv.Atoi(end)
-		if err != nil || e < b || (e-b)/step > maxRangeHosts {
-			return nil, fmt.Errorf("host range [%s] is empty or too large", body)
-		}
-		width := 0
-		if strings.HasPrefix(beg, "0") && len(beg) > 1 {
-			if len(beg) != len(end) {
-				return nil, fmt.Errorf("host range [%s]: the ends must have the same width when zero-padded", body)
-			}
-			width = len(beg)
-		}
-		for i := b; i <= e; i += step {
-			items = append(items, fmt.Sprintf("%0*d", width, i))
-		}
-	} else if len(beg) == 1 && len(end) == 1 && isLower(beg[0]) == isLower(end[0]) && isLetter(beg[0]) && isLetter(end[0]) {
-		if end[0] < beg[0] {
-			return nil, fmt.Errorf("host range [%s] is empty", body)
-		}
-		for c := int(beg[0]); c <= int(end[0]); c += step {
-			items = append(items, string(rune(c)))
-		}
-	} else {
-		return nil, fmt.Errorf("host range [%s] mixes letters and digits", body)
+	for i, x := int64(0), new(big.Int).Set(b); i < count.Int64(); i, x = i+1, new(big.Int).Add(x, s) {
+		items = append(items, zfill(x.String(), width))
 	}
-	var out []string
-	for _, it := range items {
-		rest, err := expandHostPattern(tail)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range rest {
-			out = append(out, head+it+r)
-			if len(out) > maxRangeHosts {
-				return nil, fmt.Errorf("host pattern %s expands to more than %d hosts", pattern, maxRangeHosts)
-			}
-		}
+	return items, nil
+}
+
+// zfill is Python's str.zfill: pad with zeros after any sign.
+func zfill(s string, width int) string {
+	if len(s) >= width {
+		return s
 	}
-	return out, nil
+	sign := ""
+	if s[0] == '-' || s[0] == '+' {
+		sign, s = s[:1], s[1:]
+	}
+	return sign + strings.Repeat("0", width-len(sign)-len(s)) + s
+}
+
+// pyInt is Python's int(s) in base 10 for ASCII text: surrounding
+// whitespace, one sign, digits with single underscores between them.
+// Other digits Python accepts (Unicode ones) are refused: false.
+func pyInt(s string) (*big.Int, bool) {
+	s = strings.Trim(s, " \t\n\r\v\f")
+	neg := false
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		neg, s = s[0] == '-', s[1:]
+	}
+	if s == "" || s[0] == '_' || s[len(s)-1] == '_' || strings.Contains(s, "__") {
+		return nil, false
+	}
+	digits := strings.ReplaceAll(s, "_", "")
+	if !isDigits(digits) {
+		return nil, false
+	}
+	n, _ := new(big.Int).SetString(digits, 10)
+	if neg {
+		n.Neg(n)
+	}
+	return n, true
 }
 
 func isDigits(s string) bool {
@@ -96,6 +218,3 @@ func isDigits(s string) bool {
 	}
 	return s != ""
 }
-
-func isLetter(c byte) bool { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') }
-func isLower(c byte) bool  { return c >= 'a' && c <= 'z' }

@@ -101,6 +101,13 @@ func (ps *problems) add(p Problem) {
 	ps.list = append(ps.list, p)
 }
 
+// note appends text to the message of every problem from index from on.
+func (ps *problems) note(from int, text string) {
+	for i := from; i < len(ps.list); i++ {
+		ps.list[i].Message += text
+	}
+}
+
 func (ps *problems) empty() bool { return len(ps.list) == 0 }
 
 // sorted returns the problems in file order (file-level problems without a
@@ -120,8 +127,9 @@ func (ps *problems) sorted() []Problem {
 	return out
 }
 
-// Error is the usage-class error carrying every problem of a file.
-func errorOf(list []Problem) *exitcode.Error {
+// errorOf is the usage-class error carrying every problem of the
+// inventory named name (as the user named it: its -f argument).
+func errorOf(list []Problem, name string) *exitcode.Error {
 	msg := list[0].String()
 	if n := len(list) - 1; n == 1 {
 		msg += " (and 1 more problem)"
@@ -130,9 +138,12 @@ func errorOf(list []Problem) *exitcode.Error {
 	}
 	e := exitcode.New(exitcode.Usage, "%s", msg).WithReason("invalid_inventory").WithDetail(list)
 	// Stdin cannot be read twice, and "-f <stdin>" would be a shell
-	// redirection: only a named file gets the hint.
-	if f := list[0].File; len(list) > 1 && f != "" && f != "-" && f != "<stdin>" {
-		e = e.WithNext("barn-inventory validate -f " + quote.ShellIfNeeded(f))
+	// redirection: only a named inventory gets the hint, and always the
+	// inventory, never the file of the first problem (a vars file, or a
+	// file of an inventory directory, read as an inventory of its own
+	// would read something else).
+	if len(list) > 1 && name != "" && name != "-" && name != "<stdin>" {
+		e = e.WithNext("barn-inventory validate -f " + quote.ShellIfNeeded(name))
 	}
 	return e
 }

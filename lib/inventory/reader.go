@@ -75,7 +75,7 @@ func (r *reader) parseData(data []byte) (root *yaml.Node, ok bool) {
 		r.fileProblem("JSON with NaN or Infinity: Ansible reads it with Python's json module, Barn does not", "write finite numbers, or the file as YAML")
 		return nil, false
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec := yaml.NewDecoder(bytes.NewReader(yaml12As11(data)))
 	var doc yaml.Node
 	if err := r.decode(dec, &doc); err != nil {
 		return nil, errors.Is(err, io.EOF)
@@ -92,49 +92,46 @@ func (r *reader) parseData(data []byte) (root *yaml.Node, ok bool) {
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
 		return nil, true
 	}
-	if !r.constructible(doc.Content[0]) {
+	if !r.loadable(doc.Content[0]) {
 		return nil, false
 	}
 	return doc.Content[0], true
 }
 
-// pyyamlTags are the explicit tags Ansible's YAML loader constructs
-// (PyYAML's SafeConstructor and Ansible's own !unsafe and !vault).
-var pyyamlTags = map[string]bool{"!!str": true, "!!int": true, "!!float": true, "!!bool": true, "!!null": true, "!!timestamp": true,
-	"!!binary": true, "!!map": true, "!!seq": true, "!!set": true, "!!omap": true, "!!pairs": true, "!!merge": true,
-	"!unsafe": true, "!vault": true, "!vault-encrypted": true}
+// reYAMLDirective is a %YAML 1.2 directive line.
+var reYAMLDirective = regexp.MustCompile(`^%YAML[ \t]+1\.2(?:[ \t]|$)`)
 
-// constructible reports whether Ansible's loader can construct every node
-// of the document, anywhere in it: PyYAML fails on a plain = (YAML 1.1's
-// value tag, which SafeConstructor cannot build) and on unknown explicit
-// tags, and Ansible then fails on the whole file.
-func (r *reader) constructible(root *yaml.Node) bool {
-	seen := map[*yaml.Node]bool{}
-	ok := true
-	var walk func(n *yaml.Node, depth int)
-	walk = func(n *yaml.Node, depth int) {
-		if n == nil || seen[n] || depth > maxValueDepth+maxGroupDepth || !r.spend() {
-			return
+// yaml12As11 rewrites a %YAML 1.2 directive among the lines before the
+// document starts to %YAML 1.1, in place (same length, so positions stay).
+// libyaml, and so Ansible, accepts both and reads YAML 1.1 either way;
+// yaml.v3 accepts only 1.1.
+func yaml12As11(data []byte) []byte {
+	var out []byte
+	for off := 0; off < len(data); {
+		end := bytes.IndexByte(data[off:], '\n')
+		if end < 0 {
+			end = len(data) - off
 		}
-		seen[n] = true
-		if n.Kind == yaml.AliasNode {
-			walk(n.Alias, depth+1)
-			return
+		line := data[off : off+end]
+		switch t := bytes.TrimSpace(line); {
+		case reYAMLDirective.Match(line):
+			if out == nil {
+				out = append([]byte{}, data...)
+			}
+			copy(out[off:], "%YAML 1.1")
+		case len(t) == 0 || t[0] == '#' || (line[0] == '%'):
+		default:
+			if out == nil {
+				return data
+			}
+			return out
 		}
-		switch {
-		case n.Style&yaml.TaggedStyle != 0 && !pyyamlTags[n.ShortTag()]:
-			r.at(n, Problem{Value: written(n), Message: fmt.Sprintf("Ansible's YAML loader cannot construct the tag %s and fails on the whole file", n.Tag), Hint: "remove the tag"})
-			ok = false
-		case n.Kind == yaml.ScalarNode && n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle|yaml.TaggedStyle) == 0 && n.Value == "=":
-			r.at(n, Problem{Value: "=", Message: "YAML 1.1 (PyYAML) reads a plain = as the value tag, which Ansible cannot construct; Ansible fails on the whole file", Hint: "quote it: '='"})
-			ok = false
-		}
-		for _, c := range n.Content {
-			walk(c, depth+1)
-		}
+		off += end + 1
 	}
-	walk(root, 0)
-	return ok
+	if out == nil {
+		return data
+	}
+	return out
 }
 
 func (r *reader) decode(dec *yaml.Decoder, n *yaml.Node) (err error) {
@@ -217,7 +214,7 @@ func (r *reader) flatMap(n *yaml.Node, stack []*yaml.Node) []entry {
 	}
 	for _, s := range stack {
 		if s == n {
-			r.at(n, Problem{Message: "alias cycle: a mapping merges or contains itself"})
+			r.at(n, Problem{Message: "alias cycle: a mapping contains itself (Ansible: maximum recursion depth exceeded)"})
 			return nil
 		}
 	}
@@ -228,6 +225,7 @@ func (r *reader) flatMap(n *yaml.Node, stack []*yaml.Node) []entry {
 	stack = append(stack, n)
 	var merged, explicit []entry
 	firstLine := map[string]*yaml.Node{}
+	explicitAt := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := r.deref(n.Content[i]), n.Content[i+1]
 		if k == nil {
@@ -238,13 +236,14 @@ func (r *reader) flatMap(n *yaml.Node, stack []*yaml.Node) []entry {
 			if vd == nil {
 				continue
 			}
-			switch vd.Kind {
-			case yaml.MappingNode:
+			switch {
+			case vd == n: // PyYAML drops the merge key first: merging a mapping into itself adds nothing
+			case vd.Kind == yaml.MappingNode:
 				for _, e := range r.flatMap(vd, stack) {
 					e.Merged = true
 					merged = append(merged, e)
 				}
-			case yaml.SequenceNode:
+			case vd.Kind == yaml.SequenceNode:
 				var subs [][]entry
 				for _, item := range vd.Content {
 					it := r.deref(item)
@@ -275,9 +274,13 @@ func (r *reader) flatMap(n *yaml.Node, stack []*yaml.Node) []entry {
 		if prev, dup := firstLine[k.Value]; dup {
 			r.at(k, Problem{Key: k.Value, Value: written(v), Message: fmt.Sprintf("duplicate key %q (also at line %d)", k.Value, prev.Line),
 				Hint: "keep one of them; Ansible would silently use the last"})
+			// Read on as Ansible does (the last one wins), so that
+			// every value stated beside the refusal is Ansible's.
+			explicit[explicitAt[k.Value]] = entry{Key: k.Value, KeyNode: k, Value: v}
 			continue
 		}
 		firstLine[k.Value] = k
+		explicitAt[k.Value] = len(explicit)
 		explicit = append(explicit, entry{Key: k.Value, KeyNode: k, Value: v})
 	}
 	all := append(merged, explicit...)
@@ -312,7 +315,7 @@ func (r *reader) generic(n *yaml.Node, stack []*yaml.Node) any {
 	case yaml.SequenceNode:
 		for _, s := range stack {
 			if s == n {
-				r.at(n, Problem{Message: "alias cycle: a sequence contains itself"})
+				r.at(n, Problem{Message: "alias cycle: a sequence contains itself (Ansible: maximum recursion depth exceeded)"})
 				return nil
 			}
 		}

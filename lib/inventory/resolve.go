@@ -84,7 +84,7 @@ func Resolve(data []byte, source string) (*spec.Spec, []Warning, error) {
 func ResolveInput(in *Input) (*spec.Spec, []Warning, error) {
 	a := analyse(in)
 	if !a.r.probs.empty() {
-		return nil, a.warnings, errorOf(a.r.probs.sorted())
+		return nil, a.warnings, errorOf(a.r.probs.sorted(), a.in.Name)
 	}
 	return a.spec, a.warnings, nil
 }
@@ -125,14 +125,22 @@ func (a *analysis) load(in *Input) bool {
 			r = a.r.sibling(f.Path)
 		}
 		var root *yaml.Node
+		before := len(a.r.probs.list)
 		if len(in.Files) == 1 {
 			root = r.parseDocument(f.Data)
-		} else if n, ok := r.parseData(f.Data); ok && n != nil && !isNull(n) {
+		} else if n, ok := r.parseData(f.Data); ok && n != nil && !falsy(r, n) {
 			root = n
+		} else if ok && !iniBlank(f.Data) {
+			r.fileProblem("Ansible's yaml plugin finds no data in this file of the inventory directory, and Ansible then reads it with its ini plugin (its lines as host names, or a failure)",
+				"remove it from the directory, or leave only comments in it")
 		}
-		if root != nil {
-			m.addFile(r, root)
-			parsed = true
+		added := root != nil && m.addFile(r, root)
+		parsed = parsed || added
+		if len(a.r.probs.list) > before && !added && f.Path != in.Name {
+			// A file of an inventory directory: Ansible's yaml plugin
+			// fails on it too, and Ansible then tries its ini plugin,
+			// which reads what YAML does not.
+			a.r.probs.note(before, "; Ansible's yaml plugin fails on it too and Ansible then tries its ini plugin, which Barn does not have")
 		}
 		if r.stop {
 			return false
@@ -154,6 +162,17 @@ func (a *analysis) load(in *Input) bool {
 		a.warnings = append(a.warnings, aw)
 	}
 	return !a.r.stop
+}
+
+// iniBlank reports whether Ansible's ini plugin reads nothing from data:
+// every line blank or a comment (# or ;).
+func iniBlank(data []byte) bool {
+	for _, l := range strings.Split(string(data), "\n") {
+		if t := strings.TrimSpace(l); t != "" && t[0] != '#' && t[0] != ';' {
+			return false
+		}
+	}
+	return true
 }
 
 func (a *analysis) warnf(n *yaml.Node, code, format string, args ...any) {

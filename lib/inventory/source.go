@@ -57,8 +57,12 @@ const (
 // readInventoryDir), with group_vars/ and host_vars/ read from the file's
 // directory or the directory itself. Errors are usage class naming the
 // path.
+//
+// A symlink is followed as Ansible follows it, and group_vars/ and
+// host_vars/ are still read beside the path as given: for pigsty.yml ->
+// conf/dev.yml, the ones beside pigsty.yml.
 func Open(path string) (*Input, error) {
-	fi, err := os.Lstat(path)
+	fi, err := os.Stat(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, exitcode.New(exitcode.Usage, "inventory %s does not exist", path).WithReason("no_inventory")
@@ -134,7 +138,12 @@ func readInventoryDir(dir string) ([]File, error) {
 				continue
 			}
 			p := filepath.Join(d, e.Name())
-			if e.IsDir() {
+			isDir := e.IsDir()
+			if e.Type()&fs.ModeSymlink != 0 { // Ansible's os.path.isdir follows links
+				fi, err := os.Stat(p)
+				isDir = err == nil && fi.IsDir()
+			}
+			if isDir {
 				if err := walk(p, depth+1); err != nil {
 					return err
 				}

@@ -82,22 +82,23 @@ func newModel() *model {
 }
 
 // addFile parses one inventory file's root as Ansible's yaml inventory
-// plugin does (plugins/inventory/yaml.py parse).
-func (m *model) addFile(r *reader, root *yaml.Node) {
+// plugin does (plugins/inventory/yaml.py parse); false when that plugin
+// would fail on it.
+func (m *model) addFile(r *reader, root *yaml.Node) bool {
 	root = r.deref(root)
 	if root == nil {
-		return
+		return false
 	}
 	if root.Kind != yaml.MappingNode {
 		r.at(root, Problem{Message: "the inventory root must be a mapping with an all: group", Hint: "start the file with all:"})
-		return
+		return false
 	}
 	entries := r.flatMap(root, nil)
 	for _, e := range entries {
 		if e.Key == "plugin" && !falsy(r, e.Value) {
 			r.at(e.KeyNode, Problem{Key: "plugin", Message: "this is an inventory plugin configuration, not a YAML inventory; Barn cannot run Ansible's inventory plugins",
 				Hint: "give Barn the YAML inventory the plugin reads or writes"})
-			return
+			return false
 		}
 	}
 	if m.Groups[groupAll].Node == nil {
@@ -118,14 +119,14 @@ func (m *model) addFile(r *reader, root *yaml.Node) {
 		}
 		m.parseGroup(r, e.Key, e.KeyNode, v, "")
 	}
+	return true
 }
 
-// finish applies Ansible's reconcile_inventory and computes depths and
+// finish applies Ansible's reconcile_inventory (an inventory without an
+// all: key is read like Ansible reads it: its top-level groups become
+// children of all) and computes depths and
 // priorities, once every file is parsed.
 func (m *model) finish(r *reader) {
-	if m.Groups[groupAll].Node == nil {
-		r.fileProblem("the inventory has no all: group", "put the groups under all: children:")
-	}
 	u := m.Groups[groupUngrouped]
 	if len(u.Children) > 0 || len(u.Parents) > 1 {
 		r.at(u.Node, Problem{Message: "the implicit group ungrouped has children or a parent other than all", Hint: "give the group another name; Barn does not model Ansible's reconciliation of ungrouped"})
@@ -230,7 +231,9 @@ func (m *model) parseGroup(r *reader, name string, key, value *yaml.Node, parent
 		switch {
 		case sec.Kind == yaml.ScalarNode && scalarOf(sec).Kind == yaml11.Str:
 			// Ansible turns `hosts: 10.10.10.10` into {10.10.10.10: null}.
-			m.section(r, g, e.Key, []entry{{Key: sec.Value, KeyNode: sec, Value: nil}})
+			// Ansible turns `vars: x` into {x: null} alike.
+			null := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: sec.Line, Column: sec.Column}
+			m.section(r, g, e.Key, []entry{{Key: sec.Value, KeyNode: sec, Value: null}})
 		case sec.Kind != yaml.MappingNode:
 			r.at(sec, Problem{Key: e.Key, Message: fmt.Sprintf("the %s of group %s must be a mapping", e.Key, name)})
 		default:
@@ -269,10 +272,17 @@ func (m *model) section(r *reader, g *group, kind string, entries []entry) {
 			if !r.stringKey(e, "host") {
 				continue
 			}
-			names, err := expandHostPattern(e.Key)
+			names, port, err := expandHostPattern(e.Key)
+			if err == nil && len(names) == 0 {
+				err = fmt.Errorf("expands to no host at all (Ansible: an empty range, silently)")
+			}
 			if err != nil {
 				r.at(e.KeyNode, Problem{Host: e.Key, Message: err.Error(), Hint: "write [first:last] with numbers, e.g. 10.10.10.[11:13]"})
 				continue
+			}
+			if port != "" { // refused, and read on as Ansible reads it
+				r.at(e.KeyNode, Problem{Host: e.Key, Message: fmt.Sprintf("ends in the port :%s; Ansible reads it as %s with ansible_port %s, and Barn's nodes take SSH on port 22", port, strings.Join(names, ", "), port),
+					Hint: "remove :" + port})
 			}
 			var vars []entry
 			if v := r.deref(e.Value); v != nil && !falsy(r, v) {
@@ -294,8 +304,15 @@ func (m *model) section(r *reader, g *group, kind string, entries []entry) {
 					m.HostOrder = append(m.HostOrder, n)
 				}
 				h.Groups = append(h.Groups, g.Name)
+				target := h.Vars
+				if same := m.Groups[n]; same != nil && len(vars) > 0 {
+					// InventoryData.set_variable looks the name up among
+					// the groups first: the variables go to that group.
+					m.warn(r, e.KeyNode, "host_vars_to_group", fmt.Sprintf("the variables of host %s go to the group %s, as Ansible's set_variable finds a group of that name first", n, n))
+					target = same.Vars
+				}
 				for _, e2 := range vars {
-					h.Vars[e2.Key] = append(h.Vars[e2.Key], varDef{Key: e2.Key, KeyNode: e2.KeyNode, Value: r.deref(e2.Value), src: r, Origin: g.Name})
+					target[e2.Key] = append(target[e2.Key], varDef{Key: e2.Key, KeyNode: e2.KeyNode, Value: r.deref(e2.Value), src: r, Origin: g.Name})
 				}
 			}
 		}
@@ -354,13 +371,13 @@ func (r *reader) checkVMKey(e entry, host, origin string) {
 
 // priorityOf sets g.Priority from its ansible_group_priority definitions
 // as Group.set_variable does (int(value); the last one parsed wins, with a
-// warning when they differ). Barn reads only plain integers and refuses
-// spellings whose int() is surprising or fails.
+// warning when they differ). A spelling Barn refuses still counts with
+// Ansible's reading, so every tie Barn states is Ansible's.
 func (m *model) priorityOf(g *group) {
 	var first *varDef
 	for i, d := range g.priority {
-		v := d.src.val("", &setting{Key: d.Key, Value: d.Value, Origin: g.Name, src: d.src})
-		p, ok := v.priority(d.Value)
+		p, ok := ansibleInt(d.src, d.Value)
+		d.src.val("", &setting{Key: d.Key, Value: d.Value, Origin: g.Name, src: d.src}).priority(d.Value, p, ok)
 		if !ok {
 			continue
 		}

@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -284,38 +285,69 @@ func (v *val) fields(n *yaml.Node, key string, allowed []string) (map[string]*ya
 	return out, good
 }
 
-// priority reads ansible_group_priority as Group.set_variable does,
-// int(value), accepting only values whose int() nobody misreads: plain
-// integers, written bare or quoted.
-func (v *val) priority(n *yaml.Node) (int64, bool) {
+// priority checks an ansible_group_priority spelling, given Ansible's
+// reading of it (ansibleInt: p, ok). Barn accepts only plain integers,
+// written bare or quoted, whose int() nobody misreads; any other spelling
+// is a problem that states the priority Ansible uses (Problem.Ansible),
+// or that Ansible's int() fails on it, and with it the inventory.
+func (v *val) priority(n *yaml.Node, p int64, ok bool) {
 	n = v.r.deref(n)
 	if n == nil || n.Kind != yaml.ScalarNode {
 		v.fail(n, "", "must be an integer (Ansible's int() fails on it, and with it the inventory)", "write an integer such as 10")
+		return
+	}
+	s := scalarOf(n)
+	switch {
+	case s.Kind == yaml11.Int && s.Canonical() && s.Int > -1<<31 && s.Int < 1<<31:
+		return
+	case s.Kind == yaml11.Str && reCanonicalPriority.MatchString(s.Spelling):
+		return
+	case !ok:
+		v.fail(n, "", "Ansible's int() fails on it, and with it the whole inventory", "write a plain integer such as 10")
+		return
+	}
+	why := fmt.Sprintf("Ansible reads %q as the priority %d", s.Spelling, p)
+	switch s.Kind {
+	case yaml11.Int:
+		why = fmt.Sprintf("YAML 1.1 (Ansible) reads %q as the priority %d (%s)", s.Spelling, p, intForm(s.Spelling))
+	case yaml11.Float:
+		why = fmt.Sprintf("Ansible truncates %q to the priority %d", s.Spelling, p)
+	}
+	v.ok = false
+	v.r.at(n, Problem{Key: v.s.Key, Value: written(n), Origin: v.s.Origin, Message: why + "; Barn reads only plain integers here", Hint: fmt.Sprintf("write %d", p),
+		Ansible: &Pick{Value: p, Written: written(n), File: v.r.file, Line: n.Line, Origin: v.s.Origin, Why: "Group.set_variable: int() of the value"}})
+}
+
+// ansibleInt is Python's int() of the value PyYAML constructs for n, as
+// Group.set_variable applies it to ansible_group_priority: false when
+// int() fails (None, dates, collections, text that is no integer).
+func ansibleInt(r *reader, n *yaml.Node) (int64, bool) {
+	n = r.deref(n)
+	if n == nil || n.Kind != yaml.ScalarNode {
 		return 0, false
 	}
 	s := scalarOf(n)
-	why := ""
 	switch s.Kind {
 	case yaml11.Int:
-		if s.Canonical() && s.Int > -1<<31 && s.Int < 1<<31 {
-			return s.Int, true
+		if s.IntOverflow {
+			return 0, false
 		}
-		why = fmt.Sprintf("YAML 1.1 (Ansible) reads %s as the priority %d (%s)", s.Spelling, s.Int, intForm(s.Spelling))
-	case yaml11.Str:
-		if reCanonicalPriority.MatchString(s.Spelling) {
-			var p int64
-			fmt.Sscan(s.Spelling, &p)
-			return p, true
-		}
-		why = fmt.Sprintf("Ansible's int(%q) either fails (and with it the whole inventory) or reads it loosely", s.Spelling)
+		return s.Int, true
 	case yaml11.Bool:
-		why = fmt.Sprintf("Ansible reads %s as the priority %d", s.Spelling, map[bool]int{true: 1, false: 0}[s.Bool])
+		if s.Bool {
+			return 1, true
+		}
+		return 0, true
 	case yaml11.Float:
-		why = fmt.Sprintf("Ansible truncates %s to the priority %d", s.Spelling, int64(s.Float))
-	default:
-		why = "Ansible's int() fails on it, and with it the whole inventory"
+		if math.IsNaN(s.Float) || math.IsInf(s.Float, 0) || math.Abs(s.Float) >= 1<<62 {
+			return 0, false
+		}
+		return int64(s.Float), true
+	case yaml11.Str:
+		if i, ok := pyInt(s.Spelling); ok && i.IsInt64() {
+			return i.Int64(), true
+		}
 	}
-	v.fail(n, "", why, "write a plain integer such as 10")
 	return 0, false
 }
 

@@ -7,7 +7,9 @@
 package yaml11
 
 import (
+	"errors"
 	"math"
+	"math/big"
 	"regexp"
 	"strconv"
 	"strings"
@@ -190,66 +192,97 @@ func parseBool(v string) (bool, bool) {
 	return false, false
 }
 
-// ParseInt constructs a YAML 1.1 integer as PyYAML's construct_yaml_int
-// does: underscores dropped, 0b binary, 0x hex, leading-0 octal, a:b:c
-// base 60. overflow is set when the value does not fit in int64.
+// ParseInt constructs an integer exactly as PyYAML's construct_yaml_int
+// does, for implicit and explicit (!!int) scalars alike: underscores
+// dropped, one sign, then 0, 0b… binary, 0x… hex, 0… octal, a:b:c base 60
+// or decimal, each part through Python's int() (which allows surrounding
+// whitespace, another sign and 0o/0b/0x prefixes of its base). ok is false
+// where PyYAML fails (then Ansible fails on the file); overflow is set when
+// the value does not fit in int64.
 func ParseInt(v string) (n int64, overflow, ok bool) {
 	v = strings.ReplaceAll(v, "_", "")
-	sign := int64(1)
-	if strings.HasPrefix(v, "-") {
-		sign, v = -1, v[1:]
-	} else if strings.HasPrefix(v, "+") {
-		v = v[1:]
-	}
 	if v == "" {
 		return 0, false, false
 	}
-	var u uint64
-	var err error
+	neg := v[0] == '-'
+	if v[0] == '+' || v[0] == '-' {
+		v = v[1:]
+	}
+	var x *big.Int
 	switch {
+	case v == "":
+		return 0, false, false
 	case v == "0":
 		return 0, false, true
 	case strings.HasPrefix(v, "0b"):
-		u, err = strconv.ParseUint(v[2:], 2, 64)
+		x, ok = pyInt(v[2:], 2)
 	case strings.HasPrefix(v, "0x"):
-		u, err = strconv.ParseUint(v[2:], 16, 64)
-	case strings.HasPrefix(v, "0"):
-		u, err = strconv.ParseUint(v[1:], 8, 64)
+		x, ok = pyInt(v[2:], 16)
+	case v[0] == '0':
+		x, ok = pyInt(v, 8)
 	case strings.Contains(v, ":"):
-		var acc uint64
+		x, ok = big.NewInt(0), true
 		for _, part := range strings.Split(v, ":") {
-			d, perr := strconv.ParseUint(part, 10, 64)
-			if perr != nil {
+			d, dok := pyInt(part, 10)
+			if !dok {
 				return 0, false, false
 			}
-			if acc > (math.MaxInt64-d)/60 {
-				return 0, true, true
-			}
-			acc = acc*60 + d
+			x.Add(x.Mul(x, big.NewInt(60)), d)
 		}
-		u = acc
 	default:
-		u, err = strconv.ParseUint(v, 10, 64)
+		x, ok = pyInt(v, 10)
 	}
-	if err != nil {
-		if ne, isNum := err.(*strconv.NumError); isNum && ne.Err == strconv.ErrRange {
-			return 0, true, true
-		}
+	if !ok {
 		return 0, false, false
 	}
-	if u > math.MaxInt64 {
+	if neg {
+		x.Neg(x)
+	}
+	if !x.IsInt64() {
 		return 0, true, true
 	}
-	return sign * int64(u), false, true
+	return x.Int64(), false, true
 }
 
-// ParseFloat constructs a YAML 1.1 float as PyYAML's construct_yaml_float.
+// pyInt is Python's int(s, base) for ASCII text.
+func pyInt(s string, base int) (*big.Int, bool) {
+	s = strings.Trim(s, pyWhitespace)
+	neg := false
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		neg, s = s[0] == '-', s[1:]
+	}
+	if prefix := map[int]string{2: "0b", 8: "0o", 16: "0x"}[base]; prefix != "" && strings.HasPrefix(strings.ToLower(s), prefix) {
+		s = s[2:]
+	}
+	if s == "" || strings.ContainsAny(s, "+-_") {
+		return nil, false
+	}
+	x, ok := new(big.Int).SetString(s, base)
+	if ok && neg {
+		x.Neg(x)
+	}
+	return x, ok
+}
+
+// pyWhitespace is what Python's int() and float() strip (ASCII).
+const pyWhitespace = " \t\n\r\v\f"
+
+var rePyFloat = regexp.MustCompile(`^[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]+)?|inf|infinity|nan)$`)
+
+// ParseFloat constructs a float exactly as PyYAML's construct_yaml_float:
+// underscores dropped, lower case, one sign, .inf, .nan, a:b base 60 or
+// Python's float() (surrounding whitespace, inf, infinity and nan
+// allowed). ok is false where PyYAML fails.
 func ParseFloat(v string) (float64, bool) {
 	v = strings.ToLower(strings.ReplaceAll(v, "_", ""))
+	if v == "" {
+		return 0, false
+	}
 	sign := 1.0
-	if strings.HasPrefix(v, "-") {
-		sign, v = -1, v[1:]
-	} else if strings.HasPrefix(v, "+") {
+	if v[0] == '-' {
+		sign = -1
+	}
+	if v[0] == '+' || v[0] == '-' {
 		v = v[1:]
 	}
 	switch {
@@ -257,29 +290,20 @@ func ParseFloat(v string) (float64, bool) {
 		return sign * math.Inf(1), true
 	case v == ".nan":
 		return math.NaN(), true
-	case strings.Contains(v, ":"):
-		parts := strings.Split(v, ":")
-		acc := 0.0
-		for _, p := range parts {
-			d, err := strconv.ParseFloat(p, 64)
-			if err != nil {
-				return 0, false
-			}
-			acc = acc*60 + d
+	}
+	acc := 0.0
+	for _, p := range strings.Split(v, ":") {
+		p = strings.Trim(p, pyWhitespace)
+		if !rePyFloat.MatchString(p) {
+			return 0, false
 		}
-		return sign * acc, true
+		d, err := strconv.ParseFloat(p, 64)
+		if err != nil && !errors.Is(err, strconv.ErrRange) {
+			return 0, false
+		}
+		acc = acc*60 + d
 	}
-	if strings.HasSuffix(v, ".") {
-		v += "0"
-	}
-	if strings.HasPrefix(v, ".") {
-		v = "0" + v
-	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil {
-		return 0, false
-	}
-	return sign * f, true
+	return sign * acc, true
 }
 
 // LooksNumeric reports whether a string scalar would be taken for a number

@@ -1,6 +1,7 @@
 package yaml11
 
 import (
+	"math"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
@@ -39,6 +40,31 @@ func TestCanonical(t *testing.T) {
 		s := Resolve(n.Content[0].Content[1])
 		if s.Kind != Str && s.Canonical() != want {
 			t.Errorf("%q canonical = %v, want %v", in, s.Canonical(), want)
+		}
+	}
+}
+
+// TestParseIntIsPyYAMLs: PyYAML's construct_yaml_int through Python's
+// int(), for explicit !!int values (each row checked with Python 3.11).
+func TestParseIntIsPyYAMLs(t *testing.T) {
+	for v, want := range map[string]int64{" 12": 12, "0o17": 15, "017": 15, "0x1F": 31, "0b101": 5, "1_000": 1000, "-+5": -5, "--5": 5, "1:30": 90, "+0": 0} {
+		if got, _, ok := ParseInt(v); !ok || got != want {
+			t.Errorf("ParseInt(%q) = %d, %v; PyYAML %d", v, got, ok, want)
+		}
+	}
+	for _, v := range []string{"", "abc", "08", "1.5", "0b_", "0x", "01:30", "+", "1 2"} {
+		if got, _, ok := ParseInt(v); ok {
+			t.Errorf("ParseInt(%q) = %d; PyYAML fails", v, got)
+		}
+	}
+	for v, want := range map[string]float64{"1": 1, " 1.5 ": 1.5, "1e3": 1000, ".5": 0.5, "1.": 1, "1:30.5": 90.5, "-.inf": math.Inf(-1)} {
+		if got, ok := ParseFloat(v); !ok || got != want {
+			t.Errorf("ParseFloat(%q) = %v, %v; PyYAML %v", v, got, ok, want)
+		}
+	}
+	for _, v := range []string{"", "abc", "0x1p3", "1e", "+"} {
+		if got, ok := ParseFloat(v); ok {
+			t.Errorf("ParseFloat(%q) = %v; PyYAML fails", v, got)
 		}
 	}
 }
