@@ -8,7 +8,7 @@ import (
 
 	"barn.dev/lib/procid"
 	"barn.dev/lib/qmp"
-	"barn.dev/lib/state"
+	"barn.dev/lib/vmrecord"
 )
 
 // AuditQMPTimeout bounds Audit's QMP identity query.
@@ -32,7 +32,7 @@ type Liveness struct {
 	// Found is the process the process table shows running the node's
 	// invocation exactly, when no live recorded tuple proves the VM and it
 	// is the only process claiming the node; the caller may adopt it.
-	Found *state.Process
+	Found *vmrecord.Process
 	// Unproven lists the PIDs that keep the evidence ambiguous: a recorded
 	// process of unknown identity, or processes that claim the node's UUID
 	// or runtime paths without being provably its QEMU.

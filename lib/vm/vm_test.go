@@ -22,8 +22,8 @@ import (
 	"barn.dev/lib/qemu"
 	"barn.dev/lib/qmp"
 	"barn.dev/lib/spec"
-	"barn.dev/lib/state"
 	"barn.dev/lib/vm"
+	"barn.dev/lib/vmrecord"
 )
 
 var fakeBin string
@@ -52,8 +52,8 @@ func TestMain(m *testing.M) {
 type fixture struct {
 	node string
 	uuid string
-	rt   state.Runtime
-	inv  state.Invocation
+	rt   vmrecord.Runtime
+	inv  vmrecord.Invocation
 	dir  string
 }
 
@@ -63,7 +63,7 @@ func newFixture(t testing.TB, binary string) *fixture {
 	rtDir := filepath.Join(dir, "rt")
 	// A fresh VM UUID per fixture, as Barn gives every node: the process
 	// table scan must never see another test's (or another checkout's) QEMU.
-	f := &fixture{node: "n1", uuid: uuid.NewString(), dir: dir, rt: state.Runtime{
+	f := &fixture{node: "n1", uuid: uuid.NewString(), dir: dir, rt: vmrecord.Runtime{
 		Directory: rtDir, QMP: filepath.Join(rtDir, "qmp.sock"), BarnQMP: filepath.Join(rtDir, "barn-qmp.sock"),
 		Pidfile: filepath.Join(rtDir, "qemu.pid"),
 	}}
@@ -90,7 +90,7 @@ func newFixture(t testing.TB, binary string) *fixture {
 }
 
 // target is f's node as recorded with tuple proc (nil: none recorded).
-func (f *fixture) target(proc *state.Process) vm.Target {
+func (f *fixture) target(proc *vmrecord.Process) vm.Target {
 	return vm.Target{Node: f.node, UUID: f.uuid, Runtime: f.rt, Invocation: f.inv, Process: proc}
 }
 
@@ -99,7 +99,7 @@ func fakeEnv(mode string) []string {
 }
 
 // launch starts the fake in mode and registers a verified kill as cleanup.
-func (f *fixture) launch(t testing.TB, mode string) state.Process {
+func (f *fixture) launch(t testing.TB, mode string) vmrecord.Process {
 	t.Helper()
 	proc, err := vm.LaunchWith(context.Background(), f.inv, f.node, f.uuid, f.rt, vm.LaunchOptions{Env: fakeEnv(mode)})
 	if err != nil {
@@ -109,7 +109,7 @@ func (f *fixture) launch(t testing.TB, mode string) state.Process {
 	return proc
 }
 
-func killIfOurs(p state.Process) {
+func killIfOurs(p vmrecord.Process) {
 	if procid.Observe(p) == procid.Ours {
 		syscall.Kill(p.PID, syscall.SIGKILL)
 	}
@@ -354,7 +354,7 @@ func TestStopForeignPIDIsStoppedAndNeverSignalled(t *testing.T) {
 	t.Cleanup(func() { sleep.Process.Kill(); sleep.Wait() })
 	boot, _ := procid.BootID()
 	// The recorded tuple of a VM long gone, whose PID the sleep now has.
-	recorded := state.Process{PID: sleep.Process.Pid, Executable: fakeBin, Started: "procstat:1",
+	recorded := vmrecord.Process{PID: sleep.Process.Pid, Executable: fakeBin, Started: "procstat:1",
 		ArgvHash: procid.ArgvHash(f.inv), Boot: boot}
 	if v := procid.Observe(recorded); v != procid.Foreign {
 		t.Fatalf("Observe = %s, want foreign", v)
@@ -516,7 +516,7 @@ func TestStopCancelled(t *testing.T) {
 
 // startDirect runs the fake without Launch's QMP proof (for hung-QMP
 // modes) and returns its captured tuple.
-func startDirect(t *testing.T, f *fixture, mode string) state.Process {
+func startDirect(t *testing.T, f *fixture, mode string) vmrecord.Process {
 	t.Helper()
 	if err := os.MkdirAll(f.rt.Directory, 0o700); err != nil {
 		t.Fatal(err)
@@ -538,7 +538,7 @@ func startDirect(t *testing.T, f *fixture, mode string) state.Process {
 	return p
 }
 
-func mustCapture(t testing.TB, pid int) state.Process {
+func mustCapture(t testing.TB, pid int) vmrecord.Process {
 	t.Helper()
 	p, err := procid.Capture(pid)
 	if err != nil {
@@ -547,7 +547,7 @@ func mustCapture(t testing.TB, pid int) state.Process {
 	return p
 }
 
-func assertNoRuntimeFiles(t *testing.T, rt state.Runtime) {
+func assertNoRuntimeFiles(t *testing.T, rt vmrecord.Runtime) {
 	t.Helper()
 	for _, p := range append(rt.Sockets(), rt.Pidfile) {
 		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
@@ -558,7 +558,7 @@ func assertNoRuntimeFiles(t *testing.T, rt state.Runtime) {
 
 // removeSockets deletes rt's QMP sockets, as a damaged runtime directory
 // would: nothing can reach QEMU's monitors any more.
-func removeSockets(t *testing.T, rt state.Runtime) {
+func removeSockets(t *testing.T, rt vmrecord.Runtime) {
 	t.Helper()
 	for _, sock := range rt.Sockets() {
 		if err := os.Remove(sock); err != nil {
@@ -567,7 +567,7 @@ func removeSockets(t *testing.T, rt state.Runtime) {
 	}
 }
 
-func assertNoRuntimeProcess(t *testing.T, rt state.Runtime) {
+func assertNoRuntimeProcess(t *testing.T, rt vmrecord.Runtime) {
 	t.Helper()
 	pid, err := vm.ReadPidfile(rt.Pidfile)
 	if err == nil && procid.Alive(pid) {
