@@ -150,31 +150,21 @@ func Capture(pid int) (vmrecord.Process, error) {
 }
 
 // Observe judges the recorded tuple p against the live process now at
-// p.PID: Foreign when the boot id differs, or the live start time or
-// executable differs; Dead when nothing (or a zombie) lives there; Ours when
-// everything matches; Unknown when the live process cannot be read or its
-// argv differs with the same start time and executable, and for a tuple
-// without ExecutableFile (recorded by a Barn before executable files were
-// recorded), whose process table evidence alone is never enough to signal.
-func Observe(p vmrecord.Process) Verdict { return observe(p, true) }
-
-// ObserveQMPProven is Observe for a VM whose identity QMP has just proven
-// on its monitor (name and UUID): a tuple without ExecutableFile is Ours
-// when every field it does record (pid, boot, start time, executable path,
-// argv hash) matches the live process, so a VM started by an older Barn
-// stays manageable through QMP after an upgrade. Everything else is
-// Observe's verdict.
-func ObserveQMPProven(p vmrecord.Process) Verdict { return observe(p, false) }
-
-func observe(p vmrecord.Process, requireFile bool) Verdict {
-	if p.PID <= 0 {
+// p.PID: Foreign when the boot id differs, or the live start time,
+// executable path or executable file differs; Dead when nothing (or a
+// zombie) lives there; Ours when everything matches; Unknown when the live
+// process cannot be read, when its argv differs with the same start time
+// and executable, and for an incomplete tuple (no boot id or no executable
+// file: Capture always records both), which is never enough to signal.
+func Observe(p vmrecord.Process) Verdict {
+	if p.PID <= 0 || p.Boot == "" || p.ExecutableFile == "" {
 		return Unknown
 	}
 	boot, err := BootID()
 	if err != nil {
 		return Unknown
 	}
-	if p.Boot != "" && p.Boot != boot {
+	if p.Boot != boot {
 		return Foreign // recorded in another boot: that process cannot be alive
 	}
 	st, err := readStat(p.PID)
@@ -207,10 +197,10 @@ func observe(p vmrecord.Process, requireFile bool) Verdict {
 	if err != nil || live.Started != p.Started || live.Executable != p.Executable {
 		return Unknown // changed while reading
 	}
-	if p.ExecutableFile != "" && live.ExecutableFile != p.ExecutableFile {
+	if live.ExecutableFile != p.ExecutableFile {
 		return Foreign // same path, another file: it exec'd something else
 	}
-	if live.ArgvHash != p.ArgvHash || p.Boot == "" || requireFile && p.ExecutableFile == "" {
+	if live.ArgvHash != p.ArgvHash {
 		return Unknown
 	}
 	return Ours

@@ -89,20 +89,6 @@ func TestObserveVerdicts(t *testing.T) {
 			t.Errorf("%s: %s, want %s", c.name, got, c.want)
 		}
 	}
-	// With QMP's proof of identity, a tuple an older Barn recorded (no
-	// executable file) is Ours when the rest matches; nothing else changes.
-	for _, c := range cases {
-		want := c.want
-		if c.name == "no executable file recorded" {
-			want = Ours
-		}
-		if got := ObserveQMPProven(c.p); got != want {
-			t.Errorf("QMP-proven %s: %s, want %s", c.name, got, want)
-		}
-	}
-	if got := ObserveQMPProven(mod(func(q *vmrecord.Process) { q.ExecutableFile, q.Executable = "", "/usr/bin/qemu-system-x86_64" })); got != Foreign {
-		t.Errorf("QMP-proven old tuple naming another executable: %s, want foreign", got)
-	}
 	c.Process.Kill()
 	c.Wait()
 	if got := Observe(p); got != Dead {

@@ -222,7 +222,7 @@ func checkOurs(t Target) error {
 	if proc == nil {
 		return nil
 	}
-	if v := t.verdictQMPProven(); v != procid.Ours {
+	if v := t.verdict(); v != procid.Ours {
 		return exitcode.New(exitcode.Conflict,
 			"QMP of %s proves the VM runs, but recorded pid %d is %s; refusing to act on a process that does not match",
 			node, proc.PID, v).WithReason("process_mismatch").

@@ -85,14 +85,8 @@ func runs(p vmrecord.Process, inv vmrecord.Invocation) bool {
 // invocation's binary. The file itself (device and inode) was proven at
 // launch (procid.RunsBinary) and Observe holds the live process to it, so
 // a QEMU whose binary a package upgrade replaced since is still Ours.
-func (t Target) verdict() procid.Verdict { return t.judge(procid.Observe) }
-
-// verdictQMPProven is verdict once QMP has proven the VM's identity
-// (procid.ObserveQMPProven: a tuple from an older Barn is accepted).
-func (t Target) verdictQMPProven() procid.Verdict { return t.judge(procid.ObserveQMPProven) }
-
-func (t Target) judge(observe func(vmrecord.Process) procid.Verdict) procid.Verdict {
-	v := observe(*t.Process)
+func (t Target) verdict() procid.Verdict {
+	v := procid.Observe(*t.Process)
 	if v == procid.Ours && !procid.SameExecutable(t.Process.Executable, t.Invocation.Binary) {
 		return procid.Unknown
 	}

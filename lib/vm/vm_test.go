@@ -354,7 +354,7 @@ func TestStopForeignPIDIsStoppedAndNeverSignalled(t *testing.T) {
 	t.Cleanup(func() { sleep.Process.Kill(); sleep.Wait() })
 	boot, _ := procid.BootID()
 	// The recorded tuple of a VM long gone, whose PID the sleep now has.
-	recorded := vmrecord.Process{PID: sleep.Process.Pid, Executable: fakeBin, Started: "procstat:1",
+	recorded := vmrecord.Process{PID: sleep.Process.Pid, Executable: fakeBin, ExecutableFile: "1:1", Started: "procstat:1",
 		ArgvHash: procid.ArgvHash(f.inv), Boot: boot}
 	if v := procid.Observe(recorded); v != procid.Foreign {
 		t.Fatalf("Observe = %s, want foreign", v)
@@ -650,26 +650,33 @@ func TestLaunchRequiresAPrivateRuntimeDir(t *testing.T) {
 	f.launch(t, "")
 }
 
-// TestStopVMOfAnOlderBarn: a VM launched by a Barn that did not record the
-// executable's file (ExecutableFile empty in its tuple) is audited as
-// running and stopped through QMP once QMP proves its identity; without
-// QMP that tuple alone is never signalled (TestStopUnknownProcessBlocks).
-func TestStopVMOfAnOlderBarn(t *testing.T) {
+// TestIncompleteTupleIsNeverActedOn: a tuple without the executable's
+// file (Capture always records it; only a development build before the
+// first release wrote such tuples) proves nothing, even while QMP proves
+// the VM's identity: audit reports the pid unknown and stop refuses
+// without signalling; the complete tuple then stops the VM.
+func TestIncompleteTupleIsNeverActedOn(t *testing.T) {
 	f := newFixture(t, fakeBin)
 	proc := f.launch(t, "")
 	old := proc
 	old.ExecutableFile = ""
 	if v := procid.Observe(old); v != procid.Unknown {
-		t.Fatalf("Observe of the old tuple = %s, want unknown", v)
+		t.Fatalf("Observe of the incomplete tuple = %s, want unknown", v)
 	}
-	l := vm.Audit(context.Background(), f.target(&old))
-	if !l.Running || l.Runtime != vm.RuntimeRunning || l.Verdict != procid.Ours {
-		t.Fatalf("audit of an older Barn's VM: %+v", l)
+	if l := vm.Audit(context.Background(), f.target(&old)); l.Verdict != procid.Unknown || l.Runtime == vm.RuntimeInactive {
+		t.Fatalf("audit with an incomplete tuple: %+v", l)
 	}
 	o := quick()
 	o.Graceful = 15 * time.Second
-	if err := vm.Stop(context.Background(), f.target(&old), o); err != nil {
-		t.Fatalf("stop of an older Barn's VM: %v", err)
+	err := vm.Stop(context.Background(), f.target(&old), o)
+	if e := exitcode.As(err); e == nil || e.Reason != "process_mismatch" {
+		t.Fatalf("stop with an incomplete tuple: %v, want process_mismatch", err)
+	}
+	if v := procid.Observe(proc); v != procid.Ours {
+		t.Fatalf("after the refused stop: %s, want the VM still running", v)
+	}
+	if err := vm.Stop(context.Background(), f.target(&proc), o); err != nil {
+		t.Fatalf("stop with the complete tuple: %v", err)
 	}
 	if v := procid.Observe(proc); v != procid.Dead {
 		t.Errorf("after stop: %s", v)
