@@ -5,7 +5,7 @@ import (
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/guest"
-	"barn.dev/lib/inventory"
+	"barn.dev/lib/spec"
 	"barn.dev/lib/sshkeys"
 	"barn.dev/lib/state"
 	"barn.dev/lib/tool"
@@ -72,7 +72,7 @@ func (a *access) defaultNode() (string, error) {
 	if len(a.names) > 0 {
 		return a.names[0], nil
 	}
-	return "", exitcode.New(exitcode.Conflict, "the deployment has no nodes").WithReason("no_nodes").WithNext(inventory.Pipeline(a.dep.Spec.Source.Inventory(), "barn-node apply"))
+	return "", exitcode.New(exitcode.Conflict, "the deployment has no nodes").WithReason("no_nodes").WithNext(spec.Pipeline(a.dep.Spec.Source.Inventory(), "barn-node apply"))
 }
 
 // known reports whether name is a committed node.
@@ -129,7 +129,7 @@ func (a *access) target(env *tool.Env, name string) (guest.Target, error) {
 	}
 	// A PID is not a VM, and a recorded phase is not a live guest: when the
 	// audit proves the QEMU gone, whatever answers on the port is not it.
-	if l := vm.Audit(env.Ctx, vm.TargetOf(st)); l.Runtime == vm.RuntimeInactive {
+	if l := vm.Audit(env.Ctx, vm.Target{Node: st.Node, UUID: st.VMUUID, Runtime: st.Runtime, Invocation: st.Invocation, Process: st.Process}); l.Runtime == vm.RuntimeInactive {
 		return guest.Target{}, exitcode.New(exitcode.Conflict, "node %s is recorded running but its QEMU is gone (%s)", name, l.Detail).
 			WithReason("node_not_running").WithNext("barn-node start " + name)
 	}

@@ -423,7 +423,7 @@ func cmdSetPID(ts *testscript.TestScript, neg bool, args []string) {
 		// started at another time (so the live PID is provably foreign)
 		boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 		ts.Check(err)
-		n.Process = &state.Process{PID: pid, Executable: "/usr/bin/qemu-system-x86_64", Started: "procstat:1",
+		n.Process = &state.Process{PID: pid, Executable: "/usr/bin/qemu-system-x86_64", ExecutableFile: "1:1", Started: "procstat:1",
 			ArgvHash: strings.Repeat("0", 64), Boot: strings.TrimSpace(string(boot))}
 		n.Phase = state.Running
 	}

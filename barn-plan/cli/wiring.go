@@ -101,7 +101,7 @@ const auditParallel = 8
 // audit is the read-only liveness check of one committed node: QMP
 // identity plus the recorded process tuple (lib/vm). Tests may replace it.
 var audit = func(ctx context.Context, n *state.Node) bool {
-	return vm.Audit(ctx, vm.TargetOf(n)).Running
+	return vm.Audit(ctx, vm.Target{Node: n.Node, UUID: n.VMUUID, Runtime: n.Runtime, Invocation: n.Invocation, Process: n.Process}).Running
 }
 
 // liveness audits every committed node up front, in parallel (each audit

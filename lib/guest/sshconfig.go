@@ -169,7 +169,7 @@ type proof int
 const (
 	unmarked proof = iota // no begin or no end marker: not Barn's
 	edited                // Barn's markers and seal, but the content changed since
-	legacy                // begin and a bare end marker: written by Barn before seals
+	unsealed              // begin and a bare end marker: a development build's, never read
 	sealed                // exactly what Barn wrote
 )
 
@@ -182,7 +182,7 @@ func fragmentProof(b []byte) proof {
 	last := lines[len(lines)-1]
 	switch {
 	case last == FragmentEnd:
-		return legacy
+		return unsealed
 	case !strings.HasPrefix(last, fragmentSeal):
 		return unmarked
 	case bytes.Equal(seal(b), b):
@@ -240,12 +240,12 @@ type InstallResult struct {
 //
 // Refused (conflict, the file untouched): an existing fragment without
 // Barn's markers (reason "ssh_config_unmarked") or edited since Barn
-// sealed it ("ssh_config_edited"; a fragment of a Barn before seals, with
-// a bare end marker, is rewritten sealed), an unmarked Include of the
+// sealed it ("ssh_config_edited"), an unmarked Include of the
 // fragment in the config ("ssh_config_unmarked"), files over 1 MiB
 // ("ssh_config_too_large"), and a symlinked or hard-linked config
 // ("ssh_config_linked": the fragment is still published, and the message
-// carries the line to add by hand).
+// carries the line to add by hand). A fragment with a bare end marker is
+// refused as a development build's (unsealedError).
 func Install(p SSHConfigPaths, fragment []byte) (InstallResult, error) {
 	res := InstallResult{Fragment: p.Fragment, Config: p.Config, Created: []string{}}
 	include, err := p.IncludeLine()
@@ -260,7 +260,7 @@ func Install(p SSHConfigPaths, fragment []byte) (InstallResult, error) {
 		return res, exitcode.Wrap(exitcode.Runtime, err, "create %s: %v", p.Dir, err)
 	}
 	old, err := readSmall(p.Fragment)
-	if err == nil && fragmentProof(old) >= legacy {
+	if err == nil && fragmentProof(old) == sealed {
 		created = append(recordedCreated(old), created...)
 	}
 	if _, err := os.Lstat(p.Config); errors.Is(err, fs.ErrNotExist) {
@@ -278,6 +278,8 @@ func Install(p SSHConfigPaths, fragment []byte) (InstallResult, error) {
 			WithReason("ssh_config_unmarked").WithNext("mv " + p.Fragment + " " + p.Fragment + ".bak")
 	case fragmentProof(old) == edited:
 		return res, editedError(p)
+	case fragmentProof(old) == unsealed:
+		return res, unsealedError(p)
 	case bytes.Equal(old, fragment):
 		res.FragmentChange = "unchanged"
 	default:
@@ -351,7 +353,7 @@ type RemoveResult struct {
 // is deleted; anything else is refused before any file is changed
 // (conflict; the fragment and the Include kept): no begin or end marker
 // ("ssh_config_unmarked"), content changed since ("ssh_config_edited"), a
-// Barn fragment from before seals ("ssh_config_unsealed"). Linked configs
+// fragment with a bare end marker (unsealedError). Linked configs
 // are never edited (as Install). Absent files are fine.
 func Remove(p SSHConfigPaths) (RemoveResult, error) {
 	res := RemoveResult{Fragment: p.Fragment, Config: p.Config, CreatedRemoved: []string{}, CreatedKept: []string{}}
@@ -371,9 +373,8 @@ func Remove(p SSHConfigPaths) (RemoveResult, error) {
 				WithReason("ssh_config_unmarked")
 		case edited:
 			return res, editedError(p)
-		case legacy:
-			return res, exitcode.New(exitcode.Conflict, "%s has Barn's markers but no content hash (an earlier Barn wrote it), so Barn cannot prove it holds only what Barn wrote; leaving it and the Include", p.Fragment).
-				WithReason("ssh_config_unsealed").WithNext("barn-node ssh-config --install   # rewrites it sealed; or check it and remove it by hand")
+		case unsealed:
+			return res, unsealedError(p)
 		}
 	}
 	var created []string
@@ -423,6 +424,15 @@ func Remove(p SSHConfigPaths) (RemoveResult, error) {
 }
 
 // editedError is the refusal of a sealed fragment whose content changed.
+// unsealedError refuses (integrity, 7) a fragment whose end marker
+// carries no hash: only development builds before Barn's first release
+// wrote one, and Barn does not read formats no release wrote. Nothing
+// proves it holds only what Barn wrote, so the user checks and removes it.
+func unsealedError(p SSHConfigPaths) error {
+	return exitcode.New(exitcode.Integrity, "%s was written by a development build of Barn (its %s line has no content hash); this Barn does not read it and leaves it and the Include", p.Fragment, FragmentEnd).
+		WithReason("dev_build_format").WithNext("check " + p.Fragment + ", remove it and its Include block from " + p.Config + ", then barn-node ssh-config --install")
+}
+
 func editedError(p SSHConfigPaths) error {
 	return exitcode.New(exitcode.Conflict, "%s was written by Barn but edited since (its content no longer matches the hash on its %s line); leaving it", p.Fragment, FragmentEnd).
 		WithReason("ssh_config_edited").WithNext("mv " + p.Fragment + " " + p.Fragment + ".mine   # keep your edits elsewhere (Include them from ~/.ssh/config)")

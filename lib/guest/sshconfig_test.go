@@ -241,10 +241,11 @@ func must(t *testing.T, err error) {
 
 // Remove deletes only a fragment exactly as Barn sealed it. A region it
 // cannot prove it wrote (a begin marker without an end, the user's edits
-// between the markers, a stripped end marker, an earlier Barn's unsealed
-// fragment) is refused before anything changes: the fragment and the
-// Include in ~/.ssh/config stay byte for byte. Install refuses an edited
-// fragment too, and rewrites an unsealed one sealed so Remove can prove it.
+// between the markers, a stripped end marker) is refused before anything
+// changes: the fragment and the Include in ~/.ssh/config stay byte for
+// byte, and Install refuses it too. A fragment with a bare end marker
+// (only development builds wrote one) is refused by both as integrity (7),
+// naming the file.
 func TestRemoveDeletesOnlyWhatBarnSealed(t *testing.T) {
 	p := Paths(t.TempDir(), "")
 	must(t, os.MkdirAll(p.Dir, 0o700))
@@ -258,21 +259,21 @@ func TestRemoveDeletesOnlyWhatBarnSealed(t *testing.T) {
 	body += "\n"
 	for _, tc := range []struct {
 		name, fragment, reason string
-		installRefuses         bool
+		class                  exitcode.Class
 	}{
-		{"begin marker only", FragmentBegin + "\n# my own notes\nHost mybox\n  HostName 192.168.1.5\n", "ssh_config_unmarked", true},
-		{"edited between the markers", strings.Replace(string(sealedBytes), "Host meta pg-meta\n", "Host meta pg-meta\n  ForwardAgent yes\n", 1), "ssh_config_edited", true},
-		{"a Host block appended inside", body + "Host mine\n  HostName 192.168.1.6\n" + FragmentEnd + end, "ssh_config_edited", true},
-		{"end marker stripped", body, "ssh_config_unmarked", true},
-		{"end marker on another line", body + FragmentEnd + end + "Host after\n", "ssh_config_unmarked", true},
-		{"unsealed (an earlier Barn)", body + FragmentEnd + "\n", "ssh_config_unsealed", false},
+		{"begin marker only", FragmentBegin + "\n# my own notes\nHost mybox\n  HostName 192.168.1.5\n", "ssh_config_unmarked", exitcode.Conflict},
+		{"edited between the markers", strings.Replace(string(sealedBytes), "Host meta pg-meta\n", "Host meta pg-meta\n  ForwardAgent yes\n", 1), "ssh_config_edited", exitcode.Conflict},
+		{"a Host block appended inside", body + "Host mine\n  HostName 192.168.1.6\n" + FragmentEnd + end, "ssh_config_edited", exitcode.Conflict},
+		{"end marker stripped", body, "ssh_config_unmarked", exitcode.Conflict},
+		{"end marker on another line", body + FragmentEnd + end + "Host after\n", "ssh_config_unmarked", exitcode.Conflict},
+		{"unsealed (a development build's)", body + FragmentEnd + "\n", "dev_build_format", exitcode.Integrity},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			must(t, os.WriteFile(p.Fragment, []byte(tc.fragment), 0o600))
 			must(t, os.WriteFile(p.Config, config, 0o600))
 			_, err := Remove(p)
-			if e := exitcode.As(err); err == nil || e.Class != exitcode.Conflict || e.Reason != tc.reason || !strings.Contains(e.Message, p.Fragment) {
-				t.Fatalf("Remove = %v, want a %s conflict", err, tc.reason)
+			if e := exitcode.As(err); err == nil || e.Class != tc.class || e.Reason != tc.reason || !strings.Contains(e.Message, p.Fragment) {
+				t.Fatalf("Remove = %v, want %s %s", err, tc.class, tc.reason)
 			}
 			if b, _ := os.ReadFile(p.Fragment); string(b) != tc.fragment {
 				t.Fatalf("fragment changed by a refused Remove:\n%s", b)
@@ -281,20 +282,11 @@ func TestRemoveDeletesOnlyWhatBarnSealed(t *testing.T) {
 				t.Fatalf("config changed by a refused Remove:\n%s", b)
 			}
 			_, err = Install(p, frag)
-			if refused := err != nil; refused != tc.installRefuses {
-				t.Fatalf("Install over it: %v", err)
+			if e := exitcode.As(err); err == nil || e.Class != tc.class || e.Reason != tc.reason {
+				t.Fatalf("Install over it: %v, want %s %s", err, tc.class, tc.reason)
 			}
-			if tc.installRefuses {
-				if b, _ := os.ReadFile(p.Fragment); string(b) != tc.fragment {
-					t.Fatalf("fragment changed by a refused Install:\n%s", b)
-				}
-				return
-			}
-			if b, _ := os.ReadFile(p.Fragment); string(b) != string(sealedBytes) {
-				t.Fatalf("Install did not reseal:\n%s", b)
-			}
-			if _, err := Remove(p); err != nil {
-				t.Fatalf("Remove after resealing: %v", err)
+			if b, _ := os.ReadFile(p.Fragment); string(b) != tc.fragment {
+				t.Fatalf("fragment changed by a refused Install:\n%s", b)
 			}
 		})
 	}

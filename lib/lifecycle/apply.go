@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"barn.dev/lib/exitcode"
-	"barn.dev/lib/inventory"
 	"barn.dev/lib/plan"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
@@ -20,8 +19,8 @@ type ApplyOptions struct {
 }
 
 // applyAgain is the next: hint that plans the spec's inventory afresh and
-// applies it (inventory.Pipeline: it works as printed).
-func applyAgain(source string) string { return inventory.Pipeline(source, "barn-node apply") }
+// applies it (spec.Pipeline: it works as printed).
+func applyAgain(source string) string { return spec.Pipeline(source, "barn-node apply") }
 
 // appliedSource is the inventory the applied deployment was resolved
 // from ("" when none is applied or it cannot be read: the hints then use
@@ -39,7 +38,7 @@ func (m *Manager) applyAgain() string { return applyAgain(m.appliedSource()) }
 
 // recreateAgain plans the spec's inventory afresh and recreates names.
 func recreateAgain(source string, names []string) string {
-	return inventory.Pipeline(source, "barn-node recreate "+strings.Join(names, " ")+" --force")
+	return spec.Pipeline(source, "barn-node recreate "+strings.Join(names, " ")+" --force")
 }
 
 // checkPlan validates a plan document's own consistency; again is the

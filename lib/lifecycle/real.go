@@ -118,7 +118,7 @@ func (r *realMachine) Launch(ctx context.Context, inv state.Invocation, node, vm
 }
 
 func (r *realMachine) Stop(ctx context.Context, n *state.Node) error {
-	return vm.Stop(ctx, vm.TargetOf(n), r.stop)
+	return vm.Stop(ctx, vm.Target{Node: n.Node, UUID: n.VMUUID, Runtime: n.Runtime, Invocation: n.Invocation, Process: n.Process}, r.stop)
 }
 
 func (r *realMachine) Adopt(ctx context.Context, node, vmUUID string, rt state.Runtime, inv state.Invocation) (state.Process, error) {
@@ -126,7 +126,7 @@ func (r *realMachine) Adopt(ctx context.Context, node, vmUUID string, rt state.R
 }
 
 func (r *realMachine) Audit(ctx context.Context, n *state.Node) Liveness {
-	l := vm.Audit(ctx, vm.TargetOf(n))
+	l := vm.Audit(ctx, vm.Target{Node: n.Node, UUID: n.VMUUID, Runtime: n.Runtime, Invocation: n.Invocation, Process: n.Process})
 	out := Liveness{Running: l.Running, QMPOK: l.QMP == nil, QMPErr: l.QMP, Detail: l.Detail,
 		Inactive: l.Runtime == vm.RuntimeInactive, Busy: errors.Is(l.QMP, qmp.ErrBusy), Found: l.Found, Unproven: l.Unproven}
 	switch {

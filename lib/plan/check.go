@@ -2,7 +2,6 @@ package plan
 
 import (
 	"barn.dev/lib/exitcode"
-	"barn.dev/lib/inventory"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
 )
@@ -19,7 +18,7 @@ func checkDesired(d *spec.Spec) error {
 	}
 	bad := func(reason, format string, args ...any) error {
 		return exitcode.New(exitcode.Usage, format, args...).WithReason(reason).
-			WithNext(inventory.Pipeline(d.Source.Inventory(), ""))
+			WithNext(spec.Pipeline(d.Source.Inventory(), ""))
 	}
 	if err := d.Validate(); err != nil {
 		return bad("invalid_spec", "desired spec: %v; %s", err, err.Hint)

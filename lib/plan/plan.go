@@ -12,7 +12,6 @@ import (
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/imageref"
-	"barn.dev/lib/inventory"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
 )
@@ -359,14 +358,14 @@ func blocked(all []NodePlan, sel map[string]bool, envelope bool, source string) 
 	}
 	if len(selected) > 0 && len(peers) > 0 {
 		out = append(out, fmt.Sprintf("unselected nodes also drift (%s); select them together: %s",
-			strings.Join(peers, ", "), inventory.Pipeline(source, "barn-node recreate "+strings.Join(append(selected, peers...), " ")+" --force")))
+			strings.Join(peers, ", "), spec.Pipeline(source, "barn-node recreate "+strings.Join(append(selected, peers...), " ")+" --force")))
 	}
 	return out
 }
 
 // nextCommands lists the explicit transitions the plan requires, each a
 // command line that works as printed: those that need a plan on stdin
-// plan source's inventory afresh (inventory.Pipeline).
+// plan source's inventory afresh (spec.Pipeline).
 func nextCommands(nodes []NodePlan, source string) []string {
 	var missing, recreate []string
 	apply := false
@@ -385,10 +384,10 @@ func nextCommands(nodes []NodePlan, source string) []string {
 		out = append(out, "barn-node destroy "+strings.Join(missing, " ")+" --force")
 	}
 	if len(recreate) > 0 {
-		out = append(out, inventory.Pipeline(source, "barn-node recreate "+strings.Join(recreate, " ")+" --force"))
+		out = append(out, spec.Pipeline(source, "barn-node recreate "+strings.Join(recreate, " ")+" --force"))
 	}
 	if apply {
-		out = append(out, inventory.Pipeline(source, "barn-node apply"))
+		out = append(out, spec.Pipeline(source, "barn-node apply"))
 	}
 	return out
 }

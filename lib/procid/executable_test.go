@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"barn.dev/lib/state"
+	"barn.dev/lib/vmrecord"
 )
 
 // installBinary puts this test binary at dir/name (a hard link when
@@ -85,7 +85,7 @@ func TestFindRequiresTheInvocationsExecutable(t *testing.T) {
 	qemu := installBinary(t, dir, "qemu-system-x86_64")
 	mimic := copyBinary(t, dir, "mimic")
 	uuid := fmt.Sprintf("6a1c2f0e-7d3b-4e59-8b21-%012x", time.Now().UnixNano()&0xffffffffffff)
-	inv := state.Invocation{Binary: qemu, Args: []string{"-name", "n1", "-uuid", uuid}}
+	inv := vmrecord.Invocation{Binary: qemu, Args: []string{"-name", "n1", "-uuid", uuid}}
 	claim := Claim{UUID: uuid}
 	argv := append([]string{inv.Binary}, inv.Args...)
 

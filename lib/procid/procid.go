@@ -24,7 +24,7 @@ import (
 	"strings"
 	"time"
 
-	"barn.dev/lib/state"
+	"barn.dev/lib/vmrecord"
 	"golang.org/x/sys/unix"
 )
 
@@ -73,7 +73,7 @@ var procRoot = "/proc"
 // ArgvHash is the hex SHA-256 of the NUL-terminated argv QEMU runs with:
 // inv.Binary (argv[0], as passed to exec) then inv.Args, each followed by a
 // NUL byte — the exact bytes of /proc/<pid>/cmdline.
-func ArgvHash(inv state.Invocation) string {
+func ArgvHash(inv vmrecord.Invocation) string {
 	h := sha256.New()
 	for _, a := range append([]string{inv.Binary}, inv.Args...) {
 		h.Write([]byte(a))
@@ -95,20 +95,20 @@ func BootID() (string, error) {
 // ErrNoProcess (wrapped) when pid is not alive or is a zombie, and another
 // error when the process exists but its identity is unreadable (for
 // example another user's /proc/<pid>/exe).
-func Capture(pid int) (state.Process, error) {
+func Capture(pid int) (vmrecord.Process, error) {
 	if pid <= 0 {
-		return state.Process{}, fmt.Errorf("capturing pid %d: %w", pid, ErrNoProcess)
+		return vmrecord.Process{}, fmt.Errorf("capturing pid %d: %w", pid, ErrNoProcess)
 	}
 	st, err := readStat(pid)
 	if err != nil {
-		return state.Process{}, err
+		return vmrecord.Process{}, err
 	}
 	if st.state == "Z" || st.state == "X" {
-		return state.Process{}, fmt.Errorf("capturing pid %d: zombie: %w", pid, ErrNoProcess)
+		return vmrecord.Process{}, fmt.Errorf("capturing pid %d: zombie: %w", pid, ErrNoProcess)
 	}
 	exe, err := readExe(pid)
 	if err != nil {
-		return state.Process{}, err
+		return vmrecord.Process{}, err
 	}
 	// A process caught inside execve shows an empty command line for a
 	// moment; a tuple must never bind an empty argv, so wait briefly
@@ -117,7 +117,7 @@ func Capture(pid int) (state.Process, error) {
 	for i := 0; i < 40; i++ {
 		cmdline, err = os.ReadFile(fmt.Sprintf("%s/%d/cmdline", procRoot, pid))
 		if err != nil {
-			return state.Process{}, procErr(pid, "cmdline", err)
+			return vmrecord.Process{}, procErr(pid, "cmdline", err)
 		}
 		if len(cmdline) > 0 {
 			break
@@ -125,21 +125,21 @@ func Capture(pid int) (state.Process, error) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if len(cmdline) == 0 {
-		return state.Process{}, fmt.Errorf("capturing pid %d: it has no command line (a kernel thread, or still inside exec)", pid)
+		return vmrecord.Process{}, fmt.Errorf("capturing pid %d: it has no command line (a kernel thread, or still inside exec)", pid)
 	}
 	if exe, err = readExe(pid); err != nil { // re-read: exec may have just replaced it
-		return state.Process{}, err
+		return vmrecord.Process{}, err
 	}
 	file, err := exeFile(pid)
 	if err != nil {
-		return state.Process{}, err
+		return vmrecord.Process{}, err
 	}
 	boot, err := BootID()
 	if err != nil {
-		return state.Process{}, err
+		return vmrecord.Process{}, err
 	}
 	sum := sha256.Sum256(cmdline)
-	return state.Process{
+	return vmrecord.Process{
 		PID:            pid,
 		Executable:     exe,
 		ExecutableFile: file,
@@ -150,31 +150,21 @@ func Capture(pid int) (state.Process, error) {
 }
 
 // Observe judges the recorded tuple p against the live process now at
-// p.PID: Foreign when the boot id differs, or the live start time or
-// executable differs; Dead when nothing (or a zombie) lives there; Ours when
-// everything matches; Unknown when the live process cannot be read or its
-// argv differs with the same start time and executable, and for a tuple
-// without ExecutableFile (recorded by a Barn before executable files were
-// recorded), whose process table evidence alone is never enough to signal.
-func Observe(p state.Process) Verdict { return observe(p, true) }
-
-// ObserveQMPProven is Observe for a VM whose identity QMP has just proven
-// on its monitor (name and UUID): a tuple without ExecutableFile is Ours
-// when every field it does record (pid, boot, start time, executable path,
-// argv hash) matches the live process, so a VM started by an older Barn
-// stays manageable through QMP after an upgrade. Everything else is
-// Observe's verdict.
-func ObserveQMPProven(p state.Process) Verdict { return observe(p, false) }
-
-func observe(p state.Process, requireFile bool) Verdict {
-	if p.PID <= 0 {
+// p.PID: Foreign when the boot id differs, or the live start time,
+// executable path or executable file differs; Dead when nothing (or a
+// zombie) lives there; Ours when everything matches; Unknown when the live
+// process cannot be read, when its argv differs with the same start time
+// and executable, and for an incomplete tuple (no boot id or no executable
+// file: Capture always records both), which is never enough to signal.
+func Observe(p vmrecord.Process) Verdict {
+	if p.PID <= 0 || p.Boot == "" || p.ExecutableFile == "" {
 		return Unknown
 	}
 	boot, err := BootID()
 	if err != nil {
 		return Unknown
 	}
-	if p.Boot != "" && p.Boot != boot {
+	if p.Boot != boot {
 		return Foreign // recorded in another boot: that process cannot be alive
 	}
 	st, err := readStat(p.PID)
@@ -207,10 +197,10 @@ func observe(p state.Process, requireFile bool) Verdict {
 	if err != nil || live.Started != p.Started || live.Executable != p.Executable {
 		return Unknown // changed while reading
 	}
-	if p.ExecutableFile != "" && live.ExecutableFile != p.ExecutableFile {
+	if live.ExecutableFile != p.ExecutableFile {
 		return Foreign // same path, another file: it exec'd something else
 	}
-	if live.ArgvHash != p.ArgvHash || p.Boot == "" || requireFile && p.ExecutableFile == "" {
+	if live.ArgvHash != p.ArgvHash {
 		return Unknown
 	}
 	return Ours
@@ -245,7 +235,7 @@ func SameExecutable(exe, binary string) bool {
 // than the path names now, so it is not proven by the path and is never
 // signalled on that evidence (a tuple recorded at launch still is, by
 // Observe).
-func RunsBinary(p state.Process, binary string) bool {
+func RunsBinary(p vmrecord.Process, binary string) bool {
 	if !SameExecutable(p.Executable, binary) || p.ExecutableFile == "" {
 		return false
 	}

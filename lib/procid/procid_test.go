@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"barn.dev/lib/state"
+	"barn.dev/lib/vmrecord"
 )
 
 func startSleep(t *testing.T) *exec.Cmd {
@@ -27,7 +27,7 @@ func startSleep(t *testing.T) *exec.Cmd {
 }
 
 func TestArgvHashIsCmdlineDigest(t *testing.T) {
-	inv := state.Invocation{Binary: "/usr/bin/qemu", Args: []string{"-name", "n1"}}
+	inv := vmrecord.Invocation{Binary: "/usr/bin/qemu", Args: []string{"-name", "n1"}}
 	sum := sha256.Sum256([]byte("/usr/bin/qemu\x00-name\x00n1\x00"))
 	if got := ArgvHash(inv); got != hex.EncodeToString(sum[:]) {
 		t.Fatalf("ArgvHash = %s", got)
@@ -38,7 +38,7 @@ func TestArgvHashIsCmdlineDigest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := ArgvHash(state.Invocation{Binary: "sleep", Args: []string{"60"}}); p.ArgvHash != want {
+	if want := ArgvHash(vmrecord.Invocation{Binary: "sleep", Args: []string{"60"}}); p.ArgvHash != want {
 		t.Fatalf("captured argv hash %s, want %s", p.ArgvHash, want)
 	}
 }
@@ -68,40 +68,26 @@ func TestObserveVerdicts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mod := func(f func(*state.Process)) state.Process { q := p; f(&q); return q }
+	mod := func(f func(*vmrecord.Process)) vmrecord.Process { q := p; f(&q); return q }
 	cases := []struct {
 		name string
-		p    state.Process
+		p    vmrecord.Process
 		want Verdict
 	}{
 		{"same", p, Ours},
-		{"other start time", mod(func(q *state.Process) { q.Started = "procstat:1" }), Foreign},
-		{"other executable", mod(func(q *state.Process) { q.Executable = "/usr/bin/qemu-system-x86_64" }), Foreign},
-		{"other executable file, same path", mod(func(q *state.Process) { q.ExecutableFile = "1:2" }), Foreign},
-		{"no executable file recorded", mod(func(q *state.Process) { q.ExecutableFile = "" }), Unknown},
-		{"other boot", mod(func(q *state.Process) { q.Boot = "11111111-2222-3333-4444-555555555555" }), Foreign},
-		{"other argv, same start and exe", mod(func(q *state.Process) { q.ArgvHash = strings.Repeat("0", 64) }), Unknown},
-		{"no boot recorded", mod(func(q *state.Process) { q.Boot = "" }), Unknown},
-		{"pid 0", mod(func(q *state.Process) { q.PID = 0 }), Unknown},
+		{"other start time", mod(func(q *vmrecord.Process) { q.Started = "procstat:1" }), Foreign},
+		{"other executable", mod(func(q *vmrecord.Process) { q.Executable = "/usr/bin/qemu-system-x86_64" }), Foreign},
+		{"other executable file, same path", mod(func(q *vmrecord.Process) { q.ExecutableFile = "1:2" }), Foreign},
+		{"no executable file recorded", mod(func(q *vmrecord.Process) { q.ExecutableFile = "" }), Unknown},
+		{"other boot", mod(func(q *vmrecord.Process) { q.Boot = "11111111-2222-3333-4444-555555555555" }), Foreign},
+		{"other argv, same start and exe", mod(func(q *vmrecord.Process) { q.ArgvHash = strings.Repeat("0", 64) }), Unknown},
+		{"no boot recorded", mod(func(q *vmrecord.Process) { q.Boot = "" }), Unknown},
+		{"pid 0", mod(func(q *vmrecord.Process) { q.PID = 0 }), Unknown},
 	}
 	for _, c := range cases {
 		if got := Observe(c.p); got != c.want {
 			t.Errorf("%s: %s, want %s", c.name, got, c.want)
 		}
-	}
-	// With QMP's proof of identity, a tuple an older Barn recorded (no
-	// executable file) is Ours when the rest matches; nothing else changes.
-	for _, c := range cases {
-		want := c.want
-		if c.name == "no executable file recorded" {
-			want = Ours
-		}
-		if got := ObserveQMPProven(c.p); got != want {
-			t.Errorf("QMP-proven %s: %s, want %s", c.name, got, want)
-		}
-	}
-	if got := ObserveQMPProven(mod(func(q *state.Process) { q.ExecutableFile, q.Executable = "", "/usr/bin/qemu-system-x86_64" })); got != Foreign {
-		t.Errorf("QMP-proven old tuple naming another executable: %s, want foreign", got)
 	}
 	c.Process.Kill()
 	c.Wait()

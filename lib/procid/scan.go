@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"barn.dev/lib/state"
+	"barn.dev/lib/vmrecord"
 )
 
 // Claim is what marks a QEMU as one node's in its argv: the -uuid value
@@ -28,7 +28,7 @@ type Match struct {
 	PID int
 	// Process is its captured tuple; nil when its identity could not be
 	// read (it still claims the node: never ignored).
-	Process *state.Process
+	Process *vmrecord.Process
 	// Argv: its argv is byte for byte the invocation's (ArgvHash).
 	Argv bool
 	// Exact: Argv, and it runs the invocation's binary (RunsBinary):
@@ -63,7 +63,7 @@ func (t Table) PIDs() []int {
 
 // Sole returns the one process running the invocation exactly when it is
 // the only process making the claim, else nil.
-func (t Table) Sole() *state.Process {
+func (t Table) Sole() *vmrecord.Process {
 	if len(t.Matches) == 1 && len(t.Unreadable) == 0 && t.Matches[0].Exact && t.Matches[0].Process != nil {
 		return t.Matches[0].Process
 	}
@@ -75,7 +75,7 @@ func (t Table) Sole() *state.Process {
 // whose argv is exactly inv's and those that, in addition, run inv.Binary
 // (Match.Exact). Kernel threads and zombies are skipped.
 // It fails only when /proc itself cannot be listed.
-func Find(c Claim, inv state.Invocation) (Table, error) {
+func Find(c Claim, inv vmrecord.Invocation) (Table, error) {
 	entries, err := os.ReadDir(procRoot)
 	if err != nil {
 		return Table{}, fmt.Errorf("listing %s: %w", procRoot, err)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"barn.dev/lib/state"
+	"barn.dev/lib/vmrecord"
 )
 
 // helperEnv makes this test binary, re-executed, sleep with whatever argv
@@ -71,7 +71,7 @@ func TestFindByBarnsArgv(t *testing.T) {
 	dir := t.TempDir()
 	uuid := fmt.Sprintf("3d0f6a52-8d0e-4c43-9a55-%012x", time.Now().UnixNano()&0xffffffffffff) // unique to this run
 	pidfile, qmpSock, barnSock := filepath.Join(dir, "qemu.pid"), filepath.Join(dir, "qmp.sock"), filepath.Join(dir, "barn-qmp.sock")
-	inv := state.Invocation{Binary: self, Args: []string{"-name", "n1", "-uuid", uuid,
+	inv := vmrecord.Invocation{Binary: self, Args: []string{"-name", "n1", "-uuid", uuid,
 		"-qmp", "unix:" + qmpSock + ",server=on,wait=off",
 		"-chardev", "socket,id=barn-qmp,path=" + barnSock + ",server=on,wait=off",
 		"-pidfile", pidfile}}
@@ -151,13 +151,13 @@ func TestFindNeverProvesAbsenceItCannotSee(t *testing.T) {
 	write(root+"/9/cmdline", "bash\x00")
 	write(root+"/self", "not a process")
 	claim := Claim{UUID: "0b5f0a3e-8a4c-4f55-9a43-4a3b8f0d2f11"}
-	if tab, err := Find(claim, state.Invocation{}); err != nil || !tab.Absent() {
+	if tab, err := Find(claim, vmrecord.Invocation{}); err != nil || !tab.Absent() {
 		t.Fatalf("kernel thread, zombie, bash: %+v %v, want absent", tab, err)
 	}
 	// This user's process whose cmdline cannot be read (here: a directory).
 	os.MkdirAll(root+"/11/cmdline", 0o755)
 	write(root+"/11/stat", stat("11", "S", 0))
-	tab, err := Find(claim, state.Invocation{})
+	tab, err := Find(claim, vmrecord.Invocation{})
 	if err != nil || tab.Absent() || len(tab.Unreadable) != 1 || tab.Unreadable[0] != 11 {
 		t.Fatalf("an unreadable process of ours: %+v %v, want not absent, pid 11 unreadable", tab, err)
 	}

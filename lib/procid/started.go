@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"barn.dev/lib/state"
+	"barn.dev/lib/vmrecord"
 )
 
 // userHZ is the unit of /proc/<pid>/stat's starttime: USER_HZ, which the
@@ -20,7 +20,7 @@ const userHZ = 100
 // boot>") to wall-clock time: the host's boot time (/proc/stat btime) plus
 // the ticks. ok is false when p was captured on another boot or either
 // value cannot be read; the result is for display (uptime), never evidence.
-func StartedAt(p state.Process) (t time.Time, ok bool) {
+func StartedAt(p vmrecord.Process) (t time.Time, ok bool) {
 	ticks, err := strconv.ParseUint(strings.TrimPrefix(p.Started, "procstat:"), 10, 64)
 	if err != nil || !strings.HasPrefix(p.Started, "procstat:") {
 		return time.Time{}, false

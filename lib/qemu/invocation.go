@@ -9,7 +9,7 @@ import (
 	"barn.dev/lib/imageref"
 	"barn.dev/lib/quote"
 	"barn.dev/lib/spec"
-	"barn.dev/lib/state"
+	"barn.dev/lib/vmrecord"
 )
 
 // Fixed guest-visible PCI slots of the NICs on pcie.0. They are pinned so the
@@ -49,17 +49,17 @@ type ShareFD struct {
 // All paths are absolute.
 type Input struct {
 	Node      spec.Node
-	VMUUID    string            // canonical lower-case UUID
-	Image     imageref.Identity // only Boot ("bios" or "uefi") is used
-	RootDisk  string            // root.qcow2 (qcow2 overlay over Base)
-	Base      string            // the verified base image (qcow2) RootDisk backs onto
-	DataDisks []state.DataDisk  // qcow2 data disks, in spec order
-	Seed      string            // seed.iso (NoCloud cidata, raw)
-	NVRAM     string            // per-node UEFI vars (uefi images only)
-	Firmware  string            // read-only UEFI code (uefi images only)
-	SSHPort   int               // management forward 127.0.0.1:<SSHPort> → guest :22
-	Runtime   state.Runtime     // QMP sockets (operators' and Barn's own) and pidfile
-	SerialLog string            // serial console file
+	VMUUID    string              // canonical lower-case UUID
+	Image     imageref.Identity   // only Boot ("bios" or "uefi") is used
+	RootDisk  string              // root.qcow2 (qcow2 overlay over Base)
+	Base      string              // the verified base image (qcow2) RootDisk backs onto
+	DataDisks []vmrecord.DataDisk // qcow2 data disks, in spec order
+	Seed      string              // seed.iso (NoCloud cidata, raw)
+	NVRAM     string              // per-node UEFI vars (uefi images only)
+	Firmware  string              // read-only UEFI code (uefi images only)
+	SSHPort   int                 // management forward 127.0.0.1:<SSHPort> → guest :22
+	Runtime   vmrecord.Runtime    // QMP sockets (operators' and Barn's own) and pidfile
+	SerialLog string              // serial console file
 	Shares    []ShareFD
 }
 
@@ -67,9 +67,9 @@ type Input struct {
 // the argv without argv[0], and the inherited share descriptors. It is pure
 // (no file system access) and deterministic; errors are usage errors
 // (exitcode.Usage) naming the offending field and value.
-func Invocation(in Input, p Profile) (state.Invocation, error) {
+func Invocation(in Input, p Profile) (vmrecord.Invocation, error) {
 	if err := validate(in, p); err != nil {
-		return state.Invocation{}, err
+		return vmrecord.Invocation{}, err
 	}
 	n := in.Node
 	accel := p.Accel
@@ -138,7 +138,7 @@ func Invocation(in Input, p Profile) (state.Invocation, error) {
 	a.add("-blockdev", blockdev(map[string]any{"driver": "raw", "file": "seed-file", "node-name": "seed", "read-only": true}))
 	a.add("-device", "scsi-cd,bus=scsi0.0,drive=seed,id=seed-cd")
 
-	inherited := []state.InheritedFile{}
+	inherited := []vmrecord.InheritedFile{}
 	for i, s := range in.Shares {
 		id := fmt.Sprintf("share%d", i)
 		opts := "local,id=" + id + ",path=/proc/self/fd/" + strconv.Itoa(s.FD) +
@@ -148,10 +148,10 @@ func Invocation(in Input, p Profile) (state.Invocation, error) {
 		}
 		a.add("-fsdev", opts)
 		a.add("-device", "virtio-9p-pci,fsdev="+id+",mount_tag="+s.Tag+",bus=pcie.0")
-		inherited = append(inherited, state.InheritedFile{FD: s.FD, Kind: "share", ID: s.Tag})
+		inherited = append(inherited, vmrecord.InheritedFile{FD: s.FD, Kind: "share", ID: s.Tag})
 	}
 
-	return state.Invocation{Binary: p.Binary, Args: a.args, InheritedFiles: inherited}, nil
+	return vmrecord.Invocation{Binary: p.Binary, Args: a.args, InheritedFiles: inherited}, nil
 }
 
 const mib = 1 << 20
@@ -173,7 +173,7 @@ func blockdev(m map[string]any) string {
 // Lines renders args one flag per line: a flag followed by its value when
 // the next element is not itself a flag. Used by golden tests and
 // `barn-node status --verbose`.
-func Lines(inv state.Invocation) []string {
+func Lines(inv vmrecord.Invocation) []string {
 	out := []string{inv.Binary}
 	args := inv.Args
 	for i := 0; i < len(args); i++ {

@@ -12,7 +12,7 @@ import (
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/imageref"
 	"barn.dev/lib/spec"
-	"barn.dev/lib/state"
+	"barn.dev/lib/vmrecord"
 )
 
 const uuid1 = "6f1c2a52-8d0e-4c43-9a55-2b7f7f1d0c11"
@@ -29,7 +29,7 @@ func baseInput() Input {
 		Base:      "/home/u/.barn/images/d12/d12-12.13-amd64.qcow2",
 		Seed:      dir + "/seed.iso",
 		SSHPort:   2222,
-		Runtime:   state.Runtime{Directory: rt, QMP: rt + "/qmp.sock", BarnQMP: rt + "/barn-qmp.sock", Pidfile: rt + "/qemu.pid"},
+		Runtime:   vmrecord.Runtime{Directory: rt, QMP: rt + "/qmp.sock", BarnQMP: rt + "/barn-qmp.sock", Pidfile: rt + "/qemu.pid"},
 		SerialLog: dir + "/serial.log",
 	}
 }
@@ -53,7 +53,7 @@ var goldenCases = []struct {
 	{"bios-kvm-bridge-disks-shares", "BIOS image under KVM, private NIC on barn0, two data disks, two 9p shares (one read-only).",
 		func() Input {
 			in := baseInput()
-			in.DataDisks = []state.DataDisk{
+			in.DataDisks = []vmrecord.DataDisk{
 				{Name: "data", Path: "/home/u/.barn/nodes/pg-meta-1/data.qcow2", Serial: "x4bq2mzk7dfa3wq5nrt2"},
 				{Name: "backup", Path: "/home/u/.barn/disks/pg-meta-1/backup/disk.qcow2", Serial: "kq3bz7wd2mf5ra4xn6tp"},
 			}
@@ -74,14 +74,14 @@ var goldenCases = []struct {
 			dir := `/home/u/barn home, #1 'q' "d" é/nodes/pg-meta-1`
 			rt := `/run/user/1000/rt,x #2/pg-meta-1`
 			in.RootDisk, in.Seed, in.SerialLog = dir+"/root.qcow2", dir+"/seed.iso", dir+"/serial.log"
-			in.Runtime = state.Runtime{Directory: rt, QMP: rt + "/qmp.sock", BarnQMP: rt + "/barn,qmp.sock", Pidfile: rt + "/qemu.pid"}
+			in.Runtime = vmrecord.Runtime{Directory: rt, QMP: rt + "/qmp.sock", BarnQMP: rt + "/barn,qmp.sock", Pidfile: rt + "/qemu.pid"}
 			in.Image.Boot, in.Firmware, in.NVRAM = "uefi", "/usr/share/OVMF/OVMF_CODE_4M.fd", dir+"/nvram.fd"
-			in.DataDisks = []state.DataDisk{{Name: "data", Path: dir + "/data,1.qcow2", Serial: "x4bq2mzk7dfa3wq5nrt2"}}
+			in.DataDisks = []vmrecord.DataDisk{{Name: "data", Path: dir + "/data,1.qcow2", Serial: "x4bq2mzk7dfa3wq5nrt2"}}
 			return in
 		}, tcgProfile()},
 }
 
-func render(inv state.Invocation) string {
+func render(inv vmrecord.Invocation) string {
 	var b strings.Builder
 	for _, l := range Lines(inv) {
 		b.WriteString(l + "\n")
@@ -89,7 +89,7 @@ func render(inv state.Invocation) string {
 	return b.String()
 }
 
-func renderInherited(inv state.Invocation) string {
+func renderInherited(inv vmrecord.Invocation) string {
 	var b strings.Builder
 	for _, f := range inv.InheritedFiles {
 		fmt.Fprintf(&b, "%d %s %s\n", f.FD, f.Kind, f.ID)
@@ -191,9 +191,9 @@ func TestInvocationRejectsBadInput(t *testing.T) {
 		{"bios with vars", func(in *Input, _ *Profile) { in.NVRAM = "/n.fd" }, "nvram"},
 		{"share fd 2", func(in *Input, _ *Profile) { in.Shares = []ShareFD{{Tag: "barn-a", FD: 2}} }, "shares[0].fd"},
 		{"dup serial", func(in *Input, _ *Profile) {
-			in.DataDisks = []state.DataDisk{{Path: "/a.qcow2", Serial: "x4bq2mzk7dfa3wq5nrt2"}, {Path: "/b.qcow2", Serial: "x4bq2mzk7dfa3wq5nrt2"}}
+			in.DataDisks = []vmrecord.DataDisk{{Path: "/a.qcow2", Serial: "x4bq2mzk7dfa3wq5nrt2"}, {Path: "/b.qcow2", Serial: "x4bq2mzk7dfa3wq5nrt2"}}
 		}, "data_disks[1].serial"},
-		{"bad serial", func(in *Input, _ *Profile) { in.DataDisks = []state.DataDisk{{Path: "/a.qcow2", Serial: "s1"}} }, "data_disks[0].serial"},
+		{"bad serial", func(in *Input, _ *Profile) { in.DataDisks = []vmrecord.DataDisk{{Path: "/a.qcow2", Serial: "s1"}} }, "data_disks[0].serial"},
 		{"bad tag", func(in *Input, _ *Profile) { in.Shares = []ShareFD{{Tag: "barn-a", FD: 3}} }, "shares[0].tag"},
 		{"9 shares", func(in *Input, _ *Profile) {
 			for i := 0; i < 9; i++ {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"barn.dev/lib/qmp"
-	"barn.dev/lib/state"
+	"barn.dev/lib/vmrecord"
 )
 
 // TestInvocationStartsRealQEMUUnderOddPaths: the argv Invocation builds
@@ -48,9 +48,9 @@ func TestInvocationStartsRealQEMUUnderOddPaths(t *testing.T) {
 	in := baseInput()
 	in.RootDisk, in.Seed, in.SerialLog = dir+"/root.qcow2", dir+"/seed,1.iso", dir+"/serial.log"
 	in.Base = filepath.Join(base, `images, #3 é`, "d12.qcow2")
-	in.Runtime = state.Runtime{Directory: rt, QMP: rt + "/qmp.sock", BarnQMP: rt + "/barn,qmp.sock", Pidfile: rt + "/qemu.pid"}
+	in.Runtime = vmrecord.Runtime{Directory: rt, QMP: rt + "/qmp.sock", BarnQMP: rt + "/barn,qmp.sock", Pidfile: rt + "/qemu.pid"}
 	in.Image.Boot, in.Firmware, in.NVRAM = "uefi", code, dir+"/nvram,x.fd"
-	in.DataDisks = []state.DataDisk{{Name: "data", Path: dir + "/data,1 #.qcow2", Serial: "x4bq2mzk7dfa3wq5nrt2"}}
+	in.DataDisks = []vmrecord.DataDisk{{Name: "data", Path: dir + "/data,1 #.qcow2", Serial: "x4bq2mzk7dfa3wq5nrt2"}}
 	in.Node.MemoryBytes = 512 << 20
 	if err := os.MkdirAll(filepath.Dir(in.Base), 0o700); err != nil {
 		t.Fatal(err)
@@ -142,8 +142,8 @@ func TestRealQEMUNeverOpensASwappedBackingFile(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(rtDir) })
 	in := baseInput()
 	in.Base, in.RootDisk, in.Seed, in.SerialLog = dir+"/base.qcow2", dir+"/root.qcow2", dir+"/seed.iso", dir+"/serial.log"
-	in.Runtime = state.Runtime{Directory: rtDir, QMP: rtDir + "/qmp.sock", BarnQMP: rtDir + "/barn.sock", Pidfile: rtDir + "/qemu.pid"}
-	in.DataDisks = []state.DataDisk{{Name: "data", Path: dir + "/data.qcow2", Serial: "x4bq2mzk7dfa3wq5nrt2"}}
+	in.Runtime = vmrecord.Runtime{Directory: rtDir, QMP: rtDir + "/qmp.sock", BarnQMP: rtDir + "/barn.sock", Pidfile: rtDir + "/qemu.pid"}
+	in.DataDisks = []vmrecord.DataDisk{{Name: "data", Path: dir + "/data.qcow2", Serial: "x4bq2mzk7dfa3wq5nrt2"}}
 	in.Node.MemoryBytes = 512 << 20
 	unverified := dir + "/unverified.qcow2"
 	qemuImg(t, "create", "-q", "-f", "qcow2", in.Base, "16M")

@@ -6,6 +6,7 @@ import (
 	"barn.dev/lib/fileid"
 	"barn.dev/lib/imageref"
 	"barn.dev/lib/spec"
+	"barn.dev/lib/vmrecord"
 )
 
 // Schema names of the persisted documents. A document whose schema is newer
@@ -85,78 +86,16 @@ type Node struct {
 	UpdatedAt time.Time            `json:"updated_at"`
 }
 
-// DataDisk is one attached data disk.
-type DataDisk struct {
-	Name                string `json:"name"`
-	Path                string `json:"path"` // absolute qcow2 path
-	Serial              string `json:"serial"`
-	SizeBytes           int64  `json:"size_bytes"`
-	Mount               string `json:"mount"`
-	Persistent          bool   `json:"persistent"`
-	RequestedFilesystem string `json:"requested_filesystem"`        // auto, xfs or ext4
-	ActualFilesystem    string `json:"actual_filesystem,omitempty"` // as reported by the guest
-}
-
-// Runtime holds the per-node runtime paths.
-type Runtime struct {
-	Directory string `json:"directory"`
-	QMP       string `json:"qmp"` // the operators' QMP monitor (unix socket, ≤107 bytes)
-	// BarnQMP is Barn's own QMP monitor (unix socket, ≤107 bytes): QEMU
-	// serves each monitor to one client at a time, so an operator's
-	// session on QMP cannot take it. Empty in state recorded before Barn
-	// had its own monitor; then QMP was Barn's.
-	BarnQMP string `json:"barn_qmp,omitempty"`
-	Pidfile string `json:"pidfile"` // written by QEMU -pidfile
-}
-
-// BarnMonitor is the socket Barn talks QMP on: BarnQMP, or QMP when the
-// state predates Barn's own monitor.
-func (rt Runtime) BarnMonitor() string {
-	if rt.BarnQMP != "" {
-		return rt.BarnQMP
-	}
-	return rt.QMP
-}
-
-// Sockets are the monitor sockets of rt that are set (QMP, then BarnQMP).
-func (rt Runtime) Sockets() []string {
-	var out []string
-	for _, s := range []string{rt.QMP, rt.BarnQMP} {
-		if s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// Invocation is the typed QEMU command line: Binary plus Args exactly as
-// executed, and descriptors passed by inheritance.
-type Invocation struct {
-	Binary         string          `json:"binary"`
-	Args           []string        `json:"args"`
-	InheritedFiles []InheritedFile `json:"inherited_files"`
-}
-
-// InheritedFile is a descriptor passed to QEMU (a share directory).
-type InheritedFile struct {
-	FD   int    `json:"fd"`
-	Kind string `json:"kind"` // "share"
-	ID   string `json:"id"`   // the share's mount tag
-}
-
-// Process is the identity tuple of a running QEMU: all of it must match
-// before a signal is ever sent.
-type Process struct {
-	PID        int    `json:"pid"`
-	Executable string `json:"executable"` // /proc/<pid>/exe target
-	// ExecutableFile is "<st_dev>:<st_ino>" of the file /proc/<pid>/exe
-	// opens (stat(2) through the link): the file the process runs, which a
-	// path alone does not prove.
-	ExecutableFile string `json:"executable_file"`
-	Started        string `json:"started"`   // "procstat:<starttime ticks>"
-	ArgvHash       string `json:"argv_hash"` // hex SHA-256 of the NUL-terminated argv
-	Boot           string `json:"boot"`      // host boot id (/proc/sys/kernel/random/boot_id)
-}
+// The records of a node's QEMU (lib/vmrecord): they live below this
+// package so that the packages that launch and signal QEMU (lib/qemu,
+// lib/procid, lib/vm) need no lock or event-log code.
+type (
+	DataDisk      = vmrecord.DataDisk
+	Runtime       = vmrecord.Runtime
+	Invocation    = vmrecord.Invocation
+	InheritedFile = vmrecord.InheritedFile
+	Process       = vmrecord.Process
+)
 
 // Journal is <BARN_HOME>/nodes/<node>/prepare.json, a write-ahead record
 // of one create: written before the first artifact, rewritten with Intent

@@ -8,7 +8,7 @@ import (
 
 	"barn.dev/lib/procid"
 	"barn.dev/lib/qmp"
-	"barn.dev/lib/state"
+	"barn.dev/lib/vmrecord"
 )
 
 // AuditQMPTimeout bounds Audit's QMP identity query.
@@ -32,7 +32,7 @@ type Liveness struct {
 	// Found is the process the process table shows running the node's
 	// invocation exactly, when no live recorded tuple proves the VM and it
 	// is the only process claiming the node; the caller may adopt it.
-	Found *state.Process
+	Found *vmrecord.Process
 	// Unproven lists the PIDs that keep the evidence ambiguous: a recorded
 	// process of unknown identity, or processes that claim the node's UUID
 	// or runtime paths without being provably its QEMU.
@@ -41,8 +41,7 @@ type Liveness struct {
 
 // Audit observes t's runtime without changing anything: QMP identity and
 // query-status on one session on Barn's own monitor (Runtime.BarnMonitor,
-// 2 s), procid.Observe of the recorded tuple (ObserveQMPProven once QMP
-// proved the identity: a tuple from an older Barn counts), and, whenever those do not
+// 2 s), procid.Observe of the recorded tuple, and, whenever those do not
 // prove the VM runs, the process table (procid.Find): a missing pidfile or
 // socket is never proof that a VM is gone. Inactive means QMP is proven
 // unavailable, the recorded tuple (if any) is dead or foreign, and no
@@ -61,10 +60,7 @@ func Audit(ctx context.Context, t Target) Liveness {
 	l.Status = st.Status
 	proc := t.Process
 	qmpOK := l.QMP == nil
-	switch {
-	case proc != nil && qmpOK:
-		l.Verdict = t.verdictQMPProven()
-	case proc != nil:
+	if proc != nil {
 		l.Verdict = t.verdict()
 	}
 

@@ -24,7 +24,7 @@ import (
 	"barn.dev/lib/procid"
 	"barn.dev/lib/qmp"
 	"barn.dev/lib/safefile"
-	"barn.dev/lib/state"
+	"barn.dev/lib/vmrecord"
 )
 
 // The reference timeouts.
@@ -75,26 +75,26 @@ func (o LaunchOptions) withDefaults() LaunchOptions {
 // provably ours) or "argv_mismatch"; cancelled when ctx ends. On every
 // failure but a mismatch, what was started is compensated: QMP quit when
 // the identity matches, else verified signals to the pidfile's process.
-func Launch(ctx context.Context, inv state.Invocation, node, vmUUID string, rt state.Runtime, files ...*os.File) (state.Process, error) {
+func Launch(ctx context.Context, inv vmrecord.Invocation, node, vmUUID string, rt vmrecord.Runtime, files ...*os.File) (vmrecord.Process, error) {
 	return LaunchWith(ctx, inv, node, vmUUID, rt, LaunchOptions{Files: files})
 }
 
 // LaunchWith is Launch with options.
-func LaunchWith(ctx context.Context, inv state.Invocation, node, vmUUID string, rt state.Runtime, o LaunchOptions) (state.Process, error) {
+func LaunchWith(ctx context.Context, inv vmrecord.Invocation, node, vmUUID string, rt vmrecord.Runtime, o LaunchOptions) (vmrecord.Process, error) {
 	o = o.withDefaults()
 	if err := checkLaunchInput(inv, rt, o.Files); err != nil {
-		return state.Process{}, err
+		return vmrecord.Process{}, err
 	}
 	if err := ensureRuntimeDir(rt.Directory); err != nil {
-		return state.Process{}, err
+		return vmrecord.Process{}, err
 	}
 	if err := CleanupRuntime(ctx, rt); err != nil {
-		return state.Process{}, err
+		return vmrecord.Process{}, err
 	}
 
 	errFile, err := os.CreateTemp(rt.Directory, ".qemu-launch-*.log")
 	if err != nil {
-		return state.Process{}, exitcode.Wrap(exitcode.Runtime, err, "creating QEMU launch log")
+		return vmrecord.Process{}, exitcode.Wrap(exitcode.Runtime, err, "creating QEMU launch log")
 	}
 	defer os.Remove(errFile.Name())
 	defer errFile.Close()
@@ -109,18 +109,18 @@ func LaunchWith(ctx context.Context, inv state.Invocation, node, vmUUID string, 
 		tail := stderrTail(errFile.Name())
 		abortErr := abort(ctx, inv, node, vmUUID, rt)
 		if ctx.Err() != nil {
-			return state.Process{}, withAbort(exitcode.Wrap(exitcode.Cancelled, ctx.Err(), "launching %s", node), abortErr)
+			return vmrecord.Process{}, withAbort(exitcode.Wrap(exitcode.Cancelled, ctx.Err(), "launching %s", node), abortErr)
 		}
-		return state.Process{}, withAbort(exitcode.New(exitcode.Runtime, "QEMU for %s exited during startup (%v): %s", node, runErr, tail).
+		return vmrecord.Process{}, withAbort(exitcode.New(exitcode.Runtime, "QEMU for %s exited during startup (%v): %s", node, runErr, tail).
 			WithReason("qemu_start_failed").WithDetail(map[string]string{"stderr": tail}), abortErr)
 	}
 
 	proc, err := prove(ctx, inv, node, vmUUID, rt, o, errFile.Name())
 	if err != nil {
 		if errors.Is(err, qmp.ErrIdentityMismatch) {
-			return state.Process{}, err // not provably ours: touch nothing
+			return vmrecord.Process{}, err // not provably ours: touch nothing
 		}
-		return state.Process{}, withAbort(err, abort(ctx, inv, node, vmUUID, rt))
+		return vmrecord.Process{}, withAbort(err, abort(ctx, inv, node, vmUUID, rt))
 	}
 	return proc, nil
 }
@@ -128,17 +128,17 @@ func LaunchWith(ctx context.Context, inv state.Invocation, node, vmUUID string, 
 // Adopt proves a QEMU started earlier (an interrupted start) the way Launch
 // does after running it: QMP identity within o.QMPWait, pidfile, tuple and
 // argv hash. It starts nothing and stops nothing.
-func Adopt(ctx context.Context, inv state.Invocation, node, vmUUID string, rt state.Runtime, o LaunchOptions) (state.Process, error) {
+func Adopt(ctx context.Context, inv vmrecord.Invocation, node, vmUUID string, rt vmrecord.Runtime, o LaunchOptions) (vmrecord.Process, error) {
 	return prove(ctx, inv, node, vmUUID, rt, o.withDefaults(), "")
 }
 
-func prove(ctx context.Context, inv state.Invocation, node, vmUUID string, rt state.Runtime, o LaunchOptions, errLog string) (state.Process, error) {
+func prove(ctx context.Context, inv vmrecord.Invocation, node, vmUUID string, rt vmrecord.Runtime, o LaunchOptions, errLog string) (vmrecord.Process, error) {
 	deadline := time.Now().Add(o.QMPWait)
 	var last error
 	for {
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
-			return state.Process{}, exitcode.New(exitcode.Runtime,
+			return vmrecord.Process{}, exitcode.New(exitcode.Runtime,
 				"QMP on %s did not answer within %s: %v", rt.BarnMonitor(), o.QMPWait, last).
 				WithReason("qmp_timeout").WithNext("barn-node logs " + node)
 		}
@@ -151,14 +151,14 @@ func prove(ctx context.Context, inv state.Invocation, node, vmUUID string, rt st
 		var qe *qmp.Error
 		switch {
 		case ctx.Err() != nil:
-			return state.Process{}, exitcode.Wrap(exitcode.Cancelled, ctx.Err(), "waiting for QMP of %s", node)
+			return vmrecord.Process{}, exitcode.Wrap(exitcode.Cancelled, ctx.Err(), "waiting for QMP of %s", node)
 		case errors.Is(err, qmp.ErrIdentityMismatch):
-			return state.Process{}, mismatch(node, err)
+			return vmrecord.Process{}, mismatch(node, err)
 		case errors.As(err, &qe):
-			return state.Process{}, exitcode.Wrap(exitcode.Runtime, err, "QMP of %s refused identity queries", node).
+			return vmrecord.Process{}, exitcode.Wrap(exitcode.Runtime, err, "QMP of %s refused identity queries", node).
 				WithReason("qmp_error").WithDetail(map[string]string{"class": qe.Class})
 		case !errors.Is(err, qmp.ErrUnavailable) && !errors.Is(err, qmp.ErrBusy):
-			return state.Process{}, exitcode.Wrap(exitcode.Runtime, err, "QMP of %s", node).WithReason("qmp_error")
+			return vmrecord.Process{}, exitcode.Wrap(exitcode.Runtime, err, "QMP of %s", node).WithReason("qmp_error")
 		}
 		// Unavailable or not greeting yet: still starting, or already dead?
 		if pid, perr := ReadPidfile(rt.Pidfile); perr == nil && !procid.Alive(pid) {
@@ -166,12 +166,12 @@ func prove(ctx context.Context, inv state.Invocation, node, vmUUID string, rt st
 			if errLog != "" {
 				tail = stderrTail(errLog)
 			}
-			return state.Process{}, exitcode.New(exitcode.Runtime,
+			return vmrecord.Process{}, exitcode.New(exitcode.Runtime,
 				"QEMU for %s (pid %d) exited before QMP answered%s", node, pid, suffix(tail)).
 				WithReason("qemu_start_failed").WithNext("barn-node logs " + node)
 		}
 		if !sleep(ctx, o.Poll) {
-			return state.Process{}, exitcode.Wrap(exitcode.Cancelled, ctx.Err(), "waiting for QMP of %s", node)
+			return vmrecord.Process{}, exitcode.Wrap(exitcode.Cancelled, ctx.Err(), "waiting for QMP of %s", node)
 		}
 	}
 
@@ -183,21 +183,21 @@ func prove(ctx context.Context, inv state.Invocation, node, vmUUID string, rt st
 		pid, err = ReadPidfile(rt.Pidfile)
 	}
 	if err != nil {
-		return state.Process{}, exitcode.Wrap(exitcode.Runtime, err, "QMP of %s answered but its pidfile is unusable", node).
+		return vmrecord.Process{}, exitcode.Wrap(exitcode.Runtime, err, "QMP of %s answered but its pidfile is unusable", node).
 			WithReason("pidfile_invalid")
 	}
 	proc, err := procid.Capture(pid)
 	if err != nil {
-		return state.Process{}, exitcode.Wrap(exitcode.Runtime, err, "capturing the identity of %s (pid %d)", node, pid).
+		return vmrecord.Process{}, exitcode.Wrap(exitcode.Runtime, err, "capturing the identity of %s (pid %d)", node, pid).
 			WithReason("process_unreadable")
 	}
 	if want := procid.ArgvHash(inv); proc.ArgvHash != want {
-		return state.Process{}, exitcode.New(exitcode.Integrity,
+		return vmrecord.Process{}, exitcode.New(exitcode.Integrity,
 			"pid %d from %s runs another command line than the invocation of %s (argv hash %s, want %s)",
 			pid, rt.Pidfile, node, proc.ArgvHash, want).WithReason("argv_mismatch")
 	}
 	if !procid.RunsBinary(proc, inv.Binary) {
-		return state.Process{}, exitcode.New(exitcode.Integrity,
+		return vmrecord.Process{}, exitcode.New(exitcode.Integrity,
 			"pid %d from %s runs %s (file %s), not the invocation's binary %s; it is not %s's QEMU",
 			pid, rt.Pidfile, proc.Executable, proc.ExecutableFile, inv.Binary, node).WithReason("executable_mismatch")
 	}
@@ -211,7 +211,7 @@ func prove(ctx context.Context, inv state.Invocation, node, vmUUID string, rt st
 // stayed busy through the whole launch is no reason to leave it running);
 // nothing on a mismatch.
 // It returns nil when nothing of the launch remains running.
-func abort(ctx context.Context, inv state.Invocation, node, vmUUID string, rt state.Runtime) error {
+func abort(ctx context.Context, inv vmrecord.Invocation, node, vmUUID string, rt vmrecord.Runtime) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), AbortBudget)
 	defer cancel()
 	err := stopLaunched(ctx, inv, node, vmUUID, rt)
@@ -229,7 +229,7 @@ func abort(ctx context.Context, inv state.Invocation, node, vmUUID string, rt st
 // signal is the pidfile's when its tuple is stable and it runs inv;
 // without one (no pidfile, a dead or unrelated PID) the process table
 // decides, as in Stop: a missing pidfile proves nothing.
-func stopLaunched(ctx context.Context, inv state.Invocation, node, vmUUID string, rt state.Runtime) error {
+func stopLaunched(ctx context.Context, inv vmrecord.Invocation, node, vmUUID string, rt vmrecord.Runtime) error {
 	t := Target{Node: node, UUID: vmUUID, Runtime: rt, Invocation: inv}
 	m := qmp.Monitor{Socket: rt.BarnMonitor(), Timeout: 2 * time.Second}
 	pid, perr := ReadPidfile(rt.Pidfile)
@@ -288,7 +288,7 @@ func mismatch(node string, err error) error {
 		WithNext("barn-node status " + node)
 }
 
-func checkLaunchInput(inv state.Invocation, rt state.Runtime, files []*os.File) error {
+func checkLaunchInput(inv vmrecord.Invocation, rt vmrecord.Runtime, files []*os.File) error {
 	if !filepath.IsAbs(inv.Binary) {
 		return exitcode.New(exitcode.Usage, "invocation binary %q is not an absolute path", inv.Binary).WithReason("invalid_invocation")
 	}

@@ -18,8 +18,8 @@ import (
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/procid"
 	"barn.dev/lib/qmp"
-	"barn.dev/lib/state"
 	"barn.dev/lib/vm"
+	"barn.dev/lib/vmrecord"
 )
 
 // realQEMU returns a fixture whose invocation runs the installed
@@ -52,7 +52,7 @@ func realQEMU(t *testing.T) *fixture {
 	return f
 }
 
-func launchReal(t *testing.T, f *fixture) state.Process {
+func launchReal(t *testing.T, f *fixture) vmrecord.Process {
 	t.Helper()
 	p, err := vm.Launch(context.Background(), f.inv, f.node, f.uuid, f.rt)
 	if err != nil {

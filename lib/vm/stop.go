@@ -17,7 +17,7 @@ import (
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/procid"
 	"barn.dev/lib/qmp"
-	"barn.dev/lib/state"
+	"barn.dev/lib/vmrecord"
 )
 
 // StopOptions tunes Stop. Zero durations mean the reference defaults.
@@ -222,7 +222,7 @@ func checkOurs(t Target) error {
 	if proc == nil {
 		return nil
 	}
-	if v := t.verdictQMPProven(); v != procid.Ours {
+	if v := t.verdict(); v != procid.Ours {
 		return exitcode.New(exitcode.Conflict,
 			"QMP of %s proves the VM runs, but recorded pid %d is %s; refusing to act on a process that does not match",
 			node, proc.PID, v).WithReason("process_mismatch").
@@ -264,7 +264,7 @@ func signalPath(ctx context.Context, t Target, o StopOptions) error {
 }
 
 // signalLadder sends verified SIGTERM then, after re-capturing, SIGKILL.
-func signalLadder(ctx context.Context, proc state.Process, o StopOptions) error {
+func signalLadder(ctx context.Context, proc vmrecord.Process, o StopOptions) error {
 	o = o.withDefaults()
 	o.Progress(fmt.Sprintf("pid %d: identity verified; SIGTERM, waiting up to %s", proc.PID, o.TermWait))
 	sent, err := verifiedSignal(proc, unix.SIGTERM)
@@ -291,7 +291,7 @@ func signalLadder(ctx context.Context, proc state.Process, o StopOptions) error 
 // verifiedSignal pins the process with a pidfd, re-captures its tuple and
 // sends sig only when it is still Ours. sent is false when the process
 // turned out Dead or Foreign (stopped; nothing sent).
-func verifiedSignal(proc state.Process, sig unix.Signal) (sent bool, err error) {
+func verifiedSignal(proc vmrecord.Process, sig unix.Signal) (sent bool, err error) {
 	fd, ferr := unix.PidfdOpen(proc.PID, 0)
 	if ferr == nil {
 		defer unix.Close(fd)
@@ -334,7 +334,7 @@ func waitGone(ctx context.Context, gone func() bool, d, poll time.Duration) bool
 }
 
 // processGone is the check that proc is Dead or Foreign.
-func processGone(proc state.Process) func() bool {
+func processGone(proc vmrecord.Process) func() bool {
 	return func() bool {
 		v := procid.Observe(proc)
 		return v == procid.Dead || v == procid.Foreign
@@ -346,7 +346,7 @@ func processGone(proc state.Process) func() bool {
 // none, Barn's monitor must have stopped listening and the process table
 // must show no process claiming t: a socket or pidfile that vanished (a
 // wiped runtime directory) is never proof on its own.
-func (t Target) gone(proc *state.Process) func() bool {
+func (t Target) gone(proc *vmrecord.Process) func() bool {
 	if proc != nil {
 		return processGone(*proc)
 	}
@@ -359,7 +359,7 @@ func (t Target) gone(proc *state.Process) func() bool {
 	}
 }
 
-func finish(ctx context.Context, node string, rt state.Runtime) error {
+func finish(ctx context.Context, node string, rt vmrecord.Runtime) error {
 	if err := cleanupSettled(ctx, rt); err != nil {
 		return exitcode.Wrap(exitcode.ClassOf(err), err, "%s stopped, but its runtime files remain", node).
 			WithReason("runtime_cleanup")
@@ -371,7 +371,7 @@ func finish(ctx context.Context, node string, rt state.Runtime) error {
 // a QEMU that is going away: a killed multi-threaded QEMU can show as a
 // zombie (Dead) a moment before its last thread exits, and a QEMU that
 // failed at startup closes its monitors one by one as it exits.
-func cleanupSettled(ctx context.Context, rt state.Runtime) error {
+func cleanupSettled(ctx context.Context, rt vmrecord.Runtime) error {
 	err := CleanupRuntime(ctx, rt)
 	for i := 0; err != nil && i < 40 && sleep(ctx, 50*time.Millisecond); i++ {
 		err = CleanupRuntime(ctx, rt)
@@ -383,7 +383,7 @@ func cleanupSettled(ctx context.Context, rt state.Runtime) error {
 // own) and pidfile of rt. It refuses (conflict "runtime_busy") to unlink a
 // socket something listens on (250 ms dial) or a pidfile naming a live
 // process; it never removes the directory.
-func CleanupRuntime(ctx context.Context, rt state.Runtime) error {
+func CleanupRuntime(ctx context.Context, rt vmrecord.Runtime) error {
 	for _, sock := range rt.Sockets() {
 		fi, err := os.Lstat(sock)
 		if err != nil {

@@ -7,22 +7,19 @@ import (
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/procid"
-	"barn.dev/lib/state"
+	"barn.dev/lib/vmrecord"
 )
 
 // Target is one node's QEMU as Barn recorded it: what Stop and Audit
-// judge the live evidence against.
+// judge the live evidence against. Its fields are the same-named records
+// of the node's committed state (state.Node: Node, VMUUID, Runtime,
+// Invocation, Process).
 type Target struct {
 	Node       string
-	UUID       string           // the VM UUID QEMU runs with (-uuid)
-	Runtime    state.Runtime    // its QMP sockets and pidfile
-	Invocation state.Invocation // what was launched: the process table is matched against it
-	Process    *state.Process   // the recorded tuple; nil when none was recorded (an interrupted start)
-}
-
-// TargetOf is the Target a node's state records.
-func TargetOf(n *state.Node) Target {
-	return Target{Node: n.Node, UUID: n.VMUUID, Runtime: n.Runtime, Invocation: n.Invocation, Process: n.Process}
+	UUID       string              // the VM UUID QEMU runs with (-uuid)
+	Runtime    vmrecord.Runtime    // its QMP sockets and pidfile
+	Invocation vmrecord.Invocation // what was launched: the process table is matched against it
+	Process    *vmrecord.Process   // the recorded tuple; nil when none was recorded (an interrupted start)
 }
 
 // table scans the process table for processes claiming t: its VM UUID or
@@ -33,7 +30,7 @@ func (t Target) table() (procid.Table, error) {
 
 // describe is one sentence on what a table that proves neither absence
 // nor a sole match shows.
-func describe(tab procid.Table, inv state.Invocation) string {
+func describe(tab procid.Table, inv vmrecord.Invocation) string {
 	var parts []string
 	for _, m := range tab.Matches {
 		switch {
@@ -55,7 +52,7 @@ func describe(tab procid.Table, inv state.Invocation) string {
 
 // unproven is the conflict (reason "process_unverified") of a node whose
 // process table evidence is ambiguous: nothing is signalled.
-func unproven(node string, tab procid.Table, inv state.Invocation, err error) error {
+func unproven(node string, tab procid.Table, inv vmrecord.Invocation, err error) error {
 	if err != nil {
 		return exitcode.Wrap(exitcode.Conflict, err, "%s: the process table cannot be read; cannot prove whether its QEMU runs, no signal sent", node).
 			WithReason("process_unverified")
@@ -78,7 +75,7 @@ func UnprovenNext(node string, pids []int) string {
 // runs reports whether the captured process p runs inv: its argv is inv's
 // byte for byte and it runs the file inv's binary names (path, device and
 // inode: procid.RunsBinary).
-func runs(p state.Process, inv state.Invocation) bool {
+func runs(p vmrecord.Process, inv vmrecord.Invocation) bool {
 	return p.ArgvHash == procid.ArgvHash(inv) && procid.RunsBinary(p, inv.Binary)
 }
 
@@ -88,14 +85,8 @@ func runs(p state.Process, inv state.Invocation) bool {
 // invocation's binary. The file itself (device and inode) was proven at
 // launch (procid.RunsBinary) and Observe holds the live process to it, so
 // a QEMU whose binary a package upgrade replaced since is still Ours.
-func (t Target) verdict() procid.Verdict { return t.judge(procid.Observe) }
-
-// verdictQMPProven is verdict once QMP has proven the VM's identity
-// (procid.ObserveQMPProven: a tuple from an older Barn is accepted).
-func (t Target) verdictQMPProven() procid.Verdict { return t.judge(procid.ObserveQMPProven) }
-
-func (t Target) judge(observe func(state.Process) procid.Verdict) procid.Verdict {
-	v := observe(*t.Process)
+func (t Target) verdict() procid.Verdict {
+	v := procid.Observe(*t.Process)
 	if v == procid.Ours && !procid.SameExecutable(t.Process.Executable, t.Invocation.Binary) {
 		return procid.Unknown
 	}

@@ -22,8 +22,8 @@ import (
 	"barn.dev/lib/qemu"
 	"barn.dev/lib/qmp"
 	"barn.dev/lib/spec"
-	"barn.dev/lib/state"
 	"barn.dev/lib/vm"
+	"barn.dev/lib/vmrecord"
 )
 
 var fakeBin string
@@ -52,8 +52,8 @@ func TestMain(m *testing.M) {
 type fixture struct {
 	node string
 	uuid string
-	rt   state.Runtime
-	inv  state.Invocation
+	rt   vmrecord.Runtime
+	inv  vmrecord.Invocation
 	dir  string
 }
 
@@ -63,7 +63,7 @@ func newFixture(t testing.TB, binary string) *fixture {
 	rtDir := filepath.Join(dir, "rt")
 	// A fresh VM UUID per fixture, as Barn gives every node: the process
 	// table scan must never see another test's (or another checkout's) QEMU.
-	f := &fixture{node: "n1", uuid: uuid.NewString(), dir: dir, rt: state.Runtime{
+	f := &fixture{node: "n1", uuid: uuid.NewString(), dir: dir, rt: vmrecord.Runtime{
 		Directory: rtDir, QMP: filepath.Join(rtDir, "qmp.sock"), BarnQMP: filepath.Join(rtDir, "barn-qmp.sock"),
 		Pidfile: filepath.Join(rtDir, "qemu.pid"),
 	}}
@@ -90,7 +90,7 @@ func newFixture(t testing.TB, binary string) *fixture {
 }
 
 // target is f's node as recorded with tuple proc (nil: none recorded).
-func (f *fixture) target(proc *state.Process) vm.Target {
+func (f *fixture) target(proc *vmrecord.Process) vm.Target {
 	return vm.Target{Node: f.node, UUID: f.uuid, Runtime: f.rt, Invocation: f.inv, Process: proc}
 }
 
@@ -99,7 +99,7 @@ func fakeEnv(mode string) []string {
 }
 
 // launch starts the fake in mode and registers a verified kill as cleanup.
-func (f *fixture) launch(t testing.TB, mode string) state.Process {
+func (f *fixture) launch(t testing.TB, mode string) vmrecord.Process {
 	t.Helper()
 	proc, err := vm.LaunchWith(context.Background(), f.inv, f.node, f.uuid, f.rt, vm.LaunchOptions{Env: fakeEnv(mode)})
 	if err != nil {
@@ -109,7 +109,7 @@ func (f *fixture) launch(t testing.TB, mode string) state.Process {
 	return proc
 }
 
-func killIfOurs(p state.Process) {
+func killIfOurs(p vmrecord.Process) {
 	if procid.Observe(p) == procid.Ours {
 		syscall.Kill(p.PID, syscall.SIGKILL)
 	}
@@ -354,7 +354,7 @@ func TestStopForeignPIDIsStoppedAndNeverSignalled(t *testing.T) {
 	t.Cleanup(func() { sleep.Process.Kill(); sleep.Wait() })
 	boot, _ := procid.BootID()
 	// The recorded tuple of a VM long gone, whose PID the sleep now has.
-	recorded := state.Process{PID: sleep.Process.Pid, Executable: fakeBin, Started: "procstat:1",
+	recorded := vmrecord.Process{PID: sleep.Process.Pid, Executable: fakeBin, ExecutableFile: "1:1", Started: "procstat:1",
 		ArgvHash: procid.ArgvHash(f.inv), Boot: boot}
 	if v := procid.Observe(recorded); v != procid.Foreign {
 		t.Fatalf("Observe = %s, want foreign", v)
@@ -516,7 +516,7 @@ func TestStopCancelled(t *testing.T) {
 
 // startDirect runs the fake without Launch's QMP proof (for hung-QMP
 // modes) and returns its captured tuple.
-func startDirect(t *testing.T, f *fixture, mode string) state.Process {
+func startDirect(t *testing.T, f *fixture, mode string) vmrecord.Process {
 	t.Helper()
 	if err := os.MkdirAll(f.rt.Directory, 0o700); err != nil {
 		t.Fatal(err)
@@ -538,7 +538,7 @@ func startDirect(t *testing.T, f *fixture, mode string) state.Process {
 	return p
 }
 
-func mustCapture(t testing.TB, pid int) state.Process {
+func mustCapture(t testing.TB, pid int) vmrecord.Process {
 	t.Helper()
 	p, err := procid.Capture(pid)
 	if err != nil {
@@ -547,7 +547,7 @@ func mustCapture(t testing.TB, pid int) state.Process {
 	return p
 }
 
-func assertNoRuntimeFiles(t *testing.T, rt state.Runtime) {
+func assertNoRuntimeFiles(t *testing.T, rt vmrecord.Runtime) {
 	t.Helper()
 	for _, p := range append(rt.Sockets(), rt.Pidfile) {
 		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
@@ -558,7 +558,7 @@ func assertNoRuntimeFiles(t *testing.T, rt state.Runtime) {
 
 // removeSockets deletes rt's QMP sockets, as a damaged runtime directory
 // would: nothing can reach QEMU's monitors any more.
-func removeSockets(t *testing.T, rt state.Runtime) {
+func removeSockets(t *testing.T, rt vmrecord.Runtime) {
 	t.Helper()
 	for _, sock := range rt.Sockets() {
 		if err := os.Remove(sock); err != nil {
@@ -567,7 +567,7 @@ func removeSockets(t *testing.T, rt state.Runtime) {
 	}
 }
 
-func assertNoRuntimeProcess(t *testing.T, rt state.Runtime) {
+func assertNoRuntimeProcess(t *testing.T, rt vmrecord.Runtime) {
 	t.Helper()
 	pid, err := vm.ReadPidfile(rt.Pidfile)
 	if err == nil && procid.Alive(pid) {
@@ -650,26 +650,33 @@ func TestLaunchRequiresAPrivateRuntimeDir(t *testing.T) {
 	f.launch(t, "")
 }
 
-// TestStopVMOfAnOlderBarn: a VM launched by a Barn that did not record the
-// executable's file (ExecutableFile empty in its tuple) is audited as
-// running and stopped through QMP once QMP proves its identity; without
-// QMP that tuple alone is never signalled (TestStopUnknownProcessBlocks).
-func TestStopVMOfAnOlderBarn(t *testing.T) {
+// TestIncompleteTupleIsNeverActedOn: a tuple without the executable's
+// file (Capture always records it; only a development build before the
+// first release wrote such tuples) proves nothing, even while QMP proves
+// the VM's identity: audit reports the pid unknown and stop refuses
+// without signalling; the complete tuple then stops the VM.
+func TestIncompleteTupleIsNeverActedOn(t *testing.T) {
 	f := newFixture(t, fakeBin)
 	proc := f.launch(t, "")
 	old := proc
 	old.ExecutableFile = ""
 	if v := procid.Observe(old); v != procid.Unknown {
-		t.Fatalf("Observe of the old tuple = %s, want unknown", v)
+		t.Fatalf("Observe of the incomplete tuple = %s, want unknown", v)
 	}
-	l := vm.Audit(context.Background(), f.target(&old))
-	if !l.Running || l.Runtime != vm.RuntimeRunning || l.Verdict != procid.Ours {
-		t.Fatalf("audit of an older Barn's VM: %+v", l)
+	if l := vm.Audit(context.Background(), f.target(&old)); l.Verdict != procid.Unknown || l.Runtime == vm.RuntimeInactive {
+		t.Fatalf("audit with an incomplete tuple: %+v", l)
 	}
 	o := quick()
 	o.Graceful = 15 * time.Second
-	if err := vm.Stop(context.Background(), f.target(&old), o); err != nil {
-		t.Fatalf("stop of an older Barn's VM: %v", err)
+	err := vm.Stop(context.Background(), f.target(&old), o)
+	if e := exitcode.As(err); e == nil || e.Reason != "process_mismatch" {
+		t.Fatalf("stop with an incomplete tuple: %v, want process_mismatch", err)
+	}
+	if v := procid.Observe(proc); v != procid.Ours {
+		t.Fatalf("after the refused stop: %s, want the VM still running", v)
+	}
+	if err := vm.Stop(context.Background(), f.target(&proc), o); err != nil {
+		t.Fatalf("stop with the complete tuple: %v", err)
 	}
 	if v := procid.Observe(proc); v != procid.Dead {
 		t.Errorf("after stop: %s", v)
