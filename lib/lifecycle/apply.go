@@ -199,7 +199,7 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 	// Settle and allocate sequentially (under the lock), then prepare in parallel.
 	var jobs []createJob
 	for _, name := range creates {
-		rec, err := m.settle(name)
+		rec, err := m.nodeDirs().Settle(name)
 		if err != nil {
 			res.fail(name, "prepare", err)
 			continue
@@ -277,7 +277,7 @@ func (m *Manager) rollbackNow(name string, res *Result) {
 	case docs.Journal == nil || docs.State != nil:
 		return // nothing journaled, or committed after all: never rolled back
 	}
-	rec, err := m.rollback(name, docs.Journal)
+	rec, err := m.nodeDirs().Rollback(name, docs.Journal)
 	res.recovered(rec)
 	if err != nil {
 		m.logf("%s: rollback: %v", name, err)

@@ -222,7 +222,7 @@ func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocato
 	n.Process = nil
 	// The serial console file QEMU opens: created by Barn and recorded
 	// first, so destroy deletes it by this record, never by its name.
-	if err := m.recordSerialLog(n); err != nil {
+	if err := m.nodeDirs().RecordSerialLog(n); err != nil {
 		return repairs, err
 	}
 	if err := m.setPhase(n, state.Starting); err != nil {

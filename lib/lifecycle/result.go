@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"barn.dev/lib/nodedir"
 	"fmt"
 	"io"
 	"sort"
@@ -287,4 +288,16 @@ func ImageLabel(id imageref.Identity) string {
 func nodeResult(n *state.Node, action string) NodeResult {
 	return NodeResult{Name: n.Node, Phase: string(n.Phase), Address: n.Spec.Address, Image: ImageLabel(n.Image),
 		Ports: Ports{SSH: n.SSHPort}, Accel: n.Accel, Action: action, Warnings: []Warning{}, Repairs: []string{}}
+}
+
+// recovered reports what a settle or rollback did in the result: removed
+// artifacts as rolled back, returned disks as retained.
+func (r *Result) recovered(rec *nodedir.Recovery) {
+	if rec == nil {
+		return
+	}
+	r.rolledBack(rec.RolledBack...)
+	for _, d := range rec.Returned {
+		r.retained(d)
+	}
 }

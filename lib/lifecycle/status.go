@@ -162,7 +162,7 @@ func (m *Manager) statusOne(ctx context.Context, d *state.Deployment, name strin
 	if n == nil {
 		if j := docs.Journal; j != nil && j.StateCommitted {
 			ns.Phase, ns.Runtime = RuntimeUnknown, RuntimeUnknown
-			return ns, "", m.committedStateMissing(name)
+			return ns, "", m.nodeDirs().CommittedStateMissing(name)
 		}
 		if j := docs.Journal; j != nil {
 			ns.Phase = string(state.Preparing)
@@ -177,7 +177,7 @@ func (m *Manager) statusOne(ctx context.Context, d *state.Deployment, name strin
 		}
 		conv := ""
 		if act {
-			if done, err := m.dropFinishedDestroy(name); err != nil {
+			if done, err := m.nodeDirs().DropFinishedDestroy(name); err != nil {
 				return ns, "", err
 			} else if done {
 				conv = name + ": removed the record of a destroy that had finished its work"
@@ -192,7 +192,7 @@ func (m *Manager) statusOne(ctx context.Context, d *state.Deployment, name strin
 	conv := ""
 	if act {
 		if docs.Journal != nil {
-			if err := m.finishCommitted(n, docs.Journal); err != nil {
+			if err := m.nodeDirs().FinishCommitted(n, docs.Journal); err != nil {
 				return ns, "", err
 			}
 			conv = name + ": settled a stale prepare journal beside committed state"
