@@ -4,11 +4,9 @@ import (
 	"context"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 
-	"barn.dev/lib/disk"
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/nodedir"
 	"barn.dev/lib/spec"
@@ -286,7 +284,7 @@ func (m *Manager) destroyNode(ctx context.Context, name string, deletePersistent
 			files = append(files, dd.Path)
 			continue
 		}
-		if moved, err := d.Preserve(dd, preservedDisk(n, dd, m.now())); err != nil {
+		if moved, err := d.Preserve(dd); err != nil {
 			return nil, err
 		} else if moved {
 			res.retained(name + "/" + dd.Name)
@@ -296,16 +294,6 @@ func (m *Manager) destroyNode(ctx context.Context, name string, deletePersistent
 		return nil, err
 	}
 	return absent, d.Finish()
-}
-
-// preservedDisk is the ownership marker of n's persistent disk dd.
-func preservedDisk(n *state.Node, dd state.DataDisk, now time.Time) disk.Ownership {
-	fs := dd.ActualFilesystem
-	if fs == "" {
-		fs = dd.RequestedFilesystem
-	}
-	return disk.Ownership{Node: n.Node, Name: dd.Name, Serial: dd.Serial, SizeBytes: dd.SizeBytes,
-		Mount: dd.Mount, Filesystem: fs, PreservedAt: now}
 }
 
 // stopForDestroy stops n through the verified ladder unless the destroy

@@ -64,11 +64,12 @@ func (d *Destroy) Step(step, resource string) error {
 }
 
 // Preserve moves the persistent data disk dd into the retained store
-// (disks/<node>/<disk>/ with its ownership marker; lib/disk) unless step
-// "preserved:<disk>" is done, and records that step. A file at the
-// disk's path that is not the disk Barn created is not moved: it is kept
-// (named by Finish) and false is returned.
-func (d *Destroy) Preserve(dd state.DataDisk, preserved disk.Ownership) (bool, error) {
+// (disks/<node>/<disk>/ with its ownership marker recording dd's
+// definition and identity; lib/disk) unless step "preserved:<disk>" is
+// done, and records that step; true when it moved the disk now. A file at
+// the disk's path that is not the disk Barn created is not moved: it is
+// kept (named by Finish) and false is returned.
+func (d *Destroy) Preserve(dd state.DataDisk) (bool, error) {
 	step := "preserved:" + dd.Name
 	if d.Done(step) {
 		return false, nil
@@ -87,7 +88,12 @@ func (d *Destroy) Preserve(dd state.DataDisk, preserved disk.Ownership) (bool, e
 	if err != nil {
 		return false, err
 	}
-	preserved.Disk = &id
+	fs := dd.ActualFilesystem
+	if fs == "" {
+		fs = dd.RequestedFilesystem
+	}
+	preserved := disk.Ownership{Node: d.n.Node, Name: dd.Name, Serial: dd.Serial, SizeBytes: dd.SizeBytes,
+		Mount: dd.Mount, Filesystem: fs, PreservedAt: d.s.now(), Disk: &id}
 	if err := disk.Preserve(dd.Path, dir, preserved); err != nil {
 		return false, err
 	}

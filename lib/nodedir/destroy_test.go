@@ -56,7 +56,7 @@ func destroyN1(t *testing.T, s *Store, step string) (err error, hit bool) {
 	for _, dd := range n.DataDisks {
 		if !dd.Persistent {
 			files = append(files, dd.Path)
-		} else if _, err := d.Preserve(dd, disk.Ownership{Node: "n1", Name: dd.Name, Serial: dd.Serial, SizeBytes: dd.SizeBytes, Mount: dd.Mount, Filesystem: "xfs"}); err != nil {
+		} else if _, err := d.Preserve(dd); err != nil {
 			return err, false
 		}
 	}

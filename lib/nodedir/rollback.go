@@ -32,7 +32,7 @@ type Recovery struct {
 func (s *Store) Settle(node string) (*Recovery, error) {
 	docs, err := s.Root.ReadNodeDocuments(node)
 	if err != nil {
-		if _, jerr := s.Root.ReadJournal(node); jerr != nil {
+		if _, jerr := s.Root.ReadJournal(node); jerr != nil && exitcode.As(jerr).Reason != state.EarlierBuildReason {
 			return nil, exitcode.As(jerr).WithNext("move " + s.Root.NodeFile(node, state.JournalName) + " away after checking the node directory, then " + s.again())
 		}
 		return nil, err
