@@ -14,6 +14,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"barn.dev/barn-plan/cli"
+	"barn.dev/lib/fileid"
 	"barn.dev/lib/imageref"
 	"barn.dev/lib/inventory"
 	"barn.dev/lib/procid"
@@ -117,8 +118,10 @@ func cmdCommit(ts *testscript.TestScript, neg bool, args []string) {
 			DataDisks: []state.DataDisk{}, SSHPort: 2222 + i, Accel: *accel, Runtime: rt,
 			Invocation: state.Invocation{Binary: "/usr/bin/qemu-system-x86_64", Args: []string{"-name", n.Name},
 				InheritedFiles: []state.InheritedFile{}},
-			CreatedAt: created, UpdatedAt: created}
-		for _, d := range n.Disks {
+			CreatedAt: created, UpdatedAt: created,
+			Files: map[string]fileid.ID{state.RootDiskName: {Device: 2049, Inode: 11}, state.SeedName: {Device: 2049, Inode: 12}}}
+		for j, d := range n.Disks {
+			st.Files[state.DataDiskFileName(d.Name)] = fileid.ID{Device: 2049, Inode: uint64(13 + j)}
 			st.DataDisks = append(st.DataDisks, state.DataDisk{Name: d.Name, Path: root.NodeFile(n.Name, state.DataDiskFileName(d.Name)),
 				Serial: d.Serial, SizeBytes: d.SizeBytes, Mount: d.Mount, Persistent: d.Persistent,
 				RequestedFilesystem: d.FS, ActualFilesystem: "xfs"})

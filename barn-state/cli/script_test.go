@@ -13,6 +13,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"barn.dev/barn-state/cli"
+	"barn.dev/lib/fileid"
 	"barn.dev/lib/imageref"
 	"barn.dev/lib/scripttest"
 	"barn.dev/lib/spec"
@@ -82,6 +83,7 @@ func cmdFixture(ts *testscript.TestScript, neg bool, args []string) {
 				Image:    imageref.Identity{Selector: "d12:stable", Image: "d12", Version: "12.13", Arch: "amd64"},
 				RootDisk: r.NodeFile(n.Name, state.RootDiskName), Seed: r.NodeFile(n.Name, state.SeedName),
 				SSHPort: 2222, Accel: "tcg", Runtime: rt, Invocation: state.Invocation{Binary: "/usr/bin/qemu-system-x86_64"},
+				Files: map[string]fileid.ID{state.RootDiskName: {Device: 2049, Inode: 11}, state.SeedName: {Device: 2049, Inode: 12}},
 			}))
 		}
 	case "journal":
@@ -92,7 +94,7 @@ func cmdFixture(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Check(r.WriteJournal(&state.Journal{
 			OperationID: "6f1c1a52-31c4-4f44-a1e5-1d0c6f0e9a11", Node: node, VMUUID: fixtureUUID(node),
 			SpecHash:  strings.Repeat("ab", 32),
-			Completed: []state.Artifact{{Kind: state.RootOverlay, Path: r.NodeFile(node, state.RootDiskName)}},
+			Completed: []state.Artifact{{Kind: state.RootOverlay, Path: r.NodeFile(node, state.RootDiskName), ID: &fileid.ID{Device: 2049, Inode: 11}}},
 		}))
 	case "event":
 		if len(args) < 4 {

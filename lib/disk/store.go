@@ -45,19 +45,15 @@ type Ownership struct {
 	PreservedAt time.Time `json:"preserved_at"`
 	// Disk is the identity (lib/fileid) of the disk Barn created and moved
 	// here, carried over from the node state: what DeleteRetained deletes
-	// by, and what Reattach and Return check before moving the disk. A
-	// marker written before Barn kept identities has none; its disk is
-	// then moved as before but never deleted by Barn.
-	Disk *fileid.ID `json:"disk,omitempty"`
+	// by, and what Reattach and Return check before moving the disk.
+	// Required: a marker without one was written by an earlier
+	// development build and is refused (integrity, earlier_dev_build).
+	Disk *fileid.ID `json:"disk"`
 }
 
 // NotBarns is the reason a retained disk is not the one its marker
-// records ("" when it is): the marker has no identity, or disk.qcow2 is
-// another file.
+// records ("" when it is): disk.qcow2 is another file.
 func (o Ownership) NotBarns(disk string) (string, error) {
-	if o.Disk == nil {
-		return "its marker predates Barn's file identities, so nothing proves it is the disk Barn preserved", nil
-	}
 	why, err := o.Disk.Differs(disk)
 	if err != nil {
 		return "", exitcode.Wrap(exitcode.Runtime, err, "checking %s", disk)
@@ -78,11 +74,14 @@ func (o Ownership) Matches(node, name, serial, mount string, size int64) bool {
 // the ownership marker. It is idempotent for resumption: when src is gone
 // and dir already holds disk.qcow2, only the marker is (re)written. It never
 // overwrites a retained disk that is already there while src also exists
-// (conflict, reason "retained_disk_exists"). When m.Disk is set (the
-// identity the node state records), the disk moved — or found moved — must
+// (conflict, reason "retained_disk_exists"). m.Disk (the identity the
+// node state records) is required: the disk moved — or found moved — must
 // be that file: anything else is a conflict, reason "not_barns_disk", and
 // nothing is moved or written.
 func Preserve(src, dir string, m Ownership) error {
+	if m.Disk == nil {
+		return exitcode.New(exitcode.Runtime, "preserving %s: no identity recorded for it", src).WithReason("invalid_state_document")
+	}
 	dst := filepath.Join(dir, RetainedDiskFile)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return exitcode.Wrap(exitcode.Runtime, err, "creating %s", dir)
@@ -208,6 +207,11 @@ func readMarker(dir string) (m *Ownership, lent bool, err error) {
 		return nil, false, exitcode.New(exitcode.Integrity, "%s names %s/%s at %s, not this directory", marker, o.Node, o.Name, o.Path)
 	case o.OwnerUID != os.Geteuid():
 		return nil, false, exitcode.New(exitcode.Integrity, "%s: owner uid %d is not ours (%d)", marker, o.OwnerUID, os.Geteuid())
+	case o.Disk == nil:
+		return nil, false, exitcode.New(exitcode.Integrity, "%s was written by an earlier development build of Barn (it records no identity of its disk); this Barn does not read it", marker).
+			WithReason("earlier_dev_build").WithNext("move " + dir + " (your retained disk) out of " + filepath.Dir(filepath.Dir(dir)) + ", then plan and apply again")
+	case o.Disk.Valid() != "":
+		return nil, false, exitcode.New(exitcode.Integrity, "%s: disk identity: %s", marker, o.Disk.Valid()).WithReason("retained_store_unexpected")
 	}
 	return &o, !hasDisk, nil
 }
@@ -301,8 +305,7 @@ func Release(dir string) error {
 
 // DeleteRetained deletes one validated retained disk directory, only when
 // its disk.qcow2 is the file the marker's identity records; otherwise
-// both files stay and kept says why (a marker without an identity, from
-// before Barn kept them, proves nothing).
+// both files stay and kept says why.
 func DeleteRetained(dir string) (kept string, err error) {
 	m, err := ReadRetained(dir)
 	if err != nil || m == nil {
@@ -399,11 +402,8 @@ func DeleteAll(root string) (deleted, kept []string, err error) {
 	return deleted, kept, nil
 }
 
-// checkIdentity refuses path when id is set and path is another file.
+// checkIdentity refuses path when it is not the file id records.
 func checkIdentity(id *fileid.ID, path string) error {
-	if id == nil {
-		return nil
-	}
 	why, err := id.Differs(path)
 	if err != nil {
 		return exitcode.Wrap(exitcode.Runtime, err, "checking %s", path)

@@ -2,6 +2,7 @@ package disk
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,8 +29,10 @@ func storeFixture(t *testing.T) (root, nodeDir, src string) {
 	return filepath.Join(home, "disks"), nodeDir, src
 }
 
+// own is a marker whose recorded identity names no file of the test.
 func own() Ownership {
-	return Ownership{Node: "pg-1", Name: "data", Serial: "abc", SizeBytes: 8, Mount: "/data", Filesystem: "xfs"}
+	return Ownership{Node: "pg-1", Name: "data", Serial: "abc", SizeBytes: 8, Mount: "/data", Filesystem: "xfs",
+		Disk: &fileid.ID{Device: 1, Inode: 1}}
 }
 
 // ownOf is own() carrying the identity of the disk at src, as destroy
@@ -122,7 +125,7 @@ func TestPreserveListReattach(t *testing.T) {
 func TestReturnNeverReplacesAStoredDisk(t *testing.T) {
 	root, _, src := storeFixture(t)
 	dir := filepath.Join(root, "pg-1", "data")
-	if err := Preserve(src, dir, own()); err != nil {
+	if err := Preserve(src, dir, ownOf(t, src)); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(src, []byte("other"), 0o600); err != nil {
@@ -178,13 +181,13 @@ func TestStoreIsFailClosed(t *testing.T) {
 func TestPreserveRefusesToReplaceRetained(t *testing.T) {
 	root, nodeDir, src := storeFixture(t)
 	dir := filepath.Join(root, "pg-1", "data")
-	if err := Preserve(src, dir, own()); err != nil {
+	if err := Preserve(src, dir, ownOf(t, src)); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(src, []byte("new"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	err := Preserve(src, dir, own())
+	err := Preserve(src, dir, ownOf(t, src))
 	if e := exitcode.As(err); e == nil || e.Reason != "retained_disk_exists" {
 		t.Fatalf("err = %v", err)
 	}
@@ -245,7 +248,7 @@ func retainedFixture(t *testing.T) (dir, marker string, good []byte) {
 	t.Helper()
 	root, _, src := storeFixture(t)
 	dir = filepath.Join(root, "pg-1", "data")
-	if err := Preserve(src, dir, own()); err != nil {
+	if err := Preserve(src, dir, ownOf(t, src)); err != nil {
 		t.Fatal(err)
 	}
 	marker = filepath.Join(dir, OwnershipFile)
@@ -273,7 +276,8 @@ func replaceDisk(t *testing.T, path string) {
 // deleted by purge (the marker proved the directory, not the disk). Now
 // the marker records the disk's identity: purge keeps another file and
 // names it, Reattach refuses to hand it to a VM, and a marker written
-// before identities were recorded deletes nothing.
+// by an earlier development build (no identity) is refused: nothing in
+// the store is deleted.
 func TestReplacedRetainedDiskIsKeptAndNamed(t *testing.T) {
 	root, _, src := storeFixture(t)
 	dir := filepath.Join(root, "pg-1", "data")
@@ -296,14 +300,31 @@ func TestReplacedRetainedDiskIsKeptAndNamed(t *testing.T) {
 		t.Fatalf("the marker of a kept disk was removed: %v", err)
 	}
 
-	// a marker from before identities: moved as before, never deleted
+	// a marker of an earlier development build: refused, nothing deleted
 	root2, _, src2 := storeFixture(t)
 	dir2 := filepath.Join(root2, "pg-1", "data")
-	if err := Preserve(src2, dir2, own()); err != nil {
+	if err := Preserve(src2, dir2, ownOf(t, src2)); err != nil {
 		t.Fatal(err)
 	}
-	if why, err := DeleteRetained(dir2); err != nil || !strings.Contains(why, "predates") {
-		t.Fatalf("DeleteRetained(marker without identity) = %q, %v; want it kept", why, err)
+	marker := filepath.Join(dir2, OwnershipFile)
+	b, err := os.ReadFile(marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "disk")
+	if b, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(marker, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = DeleteRetained(dir2)
+	if e := exitcode.As(err); e == nil || e.Class != exitcode.Integrity || e.Reason != "earlier_dev_build" || !strings.Contains(e.Message, marker) || e.Next == "" {
+		t.Fatalf("DeleteRetained(marker without identity) = %v; want earlier_dev_build naming %s", err, marker)
 	}
 	if _, err := os.Stat(filepath.Join(dir2, RetainedDiskFile)); err != nil {
 		t.Fatalf("disk under an old marker deleted: %v", err)

@@ -152,15 +152,7 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 		return nil, err
 	}
 	defer lock.Unlock()
-	if mi := namesOf(p, plan.Missing); len(mi) > 0 {
-		return nil, exitcode.New(exitcode.Conflict, "applied node(s) %s are absent from the desired spec; apply never destroys by omission: restore their definition or destroy them explicitly", strings.Join(mi, ", ")).
-			WithReason("nodes_removed").WithNext("barn-node destroy " + strings.Join(mi, " ") + " --force").WithDetail(mi)
-	}
-	if rc := namesOf(p, plan.Recreate); len(rc) > 0 {
-		return nil, exitcode.New(exitcode.Conflict, "node definition changed for %s; apply never recreates a node", strings.Join(rc, ", ")).
-			WithReason("recreate_required").WithNext(recreateAgain(p.Spec.Source.Inventory(), rc)).WithDetail(rc)
-	}
-	if err := refuseSmallRootDisks(p, namesOf(p, plan.Create)); err != nil {
+	if err := refuseApply(p); err != nil {
 		return nil, err
 	}
 	gen := int64(1)
@@ -172,11 +164,6 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 	}
 	res := newResult("apply")
 	creates, starts := namesOf(p, plan.Create), namesOf(p, plan.Start)
-	// Every node of the plan counts: a kept node succeeded too, so one
-	// failed create beside kept peers is partial (5), never that create's
-	// class alone.
-	total := len(creates) + len(starts) + len(namesOf(p, plan.Unchanged))
-
 	if len(creates) > 0 {
 		if err := m.preflight(ctx, p, creates); err != nil {
 			return nil, err
@@ -186,8 +173,7 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 	// on leaves applied nodes without committed state, which the next plan
 	// classifies as create (and their journals roll back).
 	if applied == nil || applied.SpecHash != p.Spec.SpecHash {
-		d := &state.Deployment{Schema: state.DeploymentSchema, Generation: gen, Spec: p.Spec}
-		if err := m.Root.WriteDeployment(d); err != nil {
+		if err := m.Root.WriteDeployment(&state.Deployment{Schema: state.DeploymentSchema, Generation: gen, Spec: p.Spec}); err != nil {
 			return nil, err
 		}
 	}
@@ -195,10 +181,44 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 	if err != nil {
 		return nil, err
 	}
-	// Settle and allocate sequentially (under the lock), then prepare in parallel.
+	jobs := m.createJobs(p, creates, gen, alloc, again, res)
+	m.runBatch(len(jobs), func(i int) {
+		if !m.buildNode(ctx, jobs[i], alloc, "created", !o.NoWait, res) && o.Rollback {
+			m.rollbackNow(jobs[i].Node.Name, res)
+		}
+	})
+	m.startBatch(ctx, starts, alloc, !o.NoWait, res)
+	m.keptNodes(p, res)
+	res.Generation = gen
+	res.sort()
+	// Every node of the plan counts: a kept node succeeded too, so one
+	// failed create beside kept peers is partial (5), never that create's
+	// class alone.
+	return res, res.Err(len(creates) + len(starts) + len(namesOf(p, plan.Unchanged)))
+}
+
+// refuseApply refuses a plan with missing nodes (apply never destroys by
+// omission), recreate outcomes (apply never recreates) or root disks below
+// their image (before anything is pulled or written).
+func refuseApply(p *plan.Plan) error {
+	if mi := namesOf(p, plan.Missing); len(mi) > 0 {
+		return exitcode.New(exitcode.Conflict, "applied node(s) %s are absent from the desired spec; apply never destroys by omission: restore their definition or destroy them explicitly", strings.Join(mi, ", ")).
+			WithReason("nodes_removed").WithNext("barn-node destroy " + strings.Join(mi, " ") + " --force").WithDetail(mi)
+	}
+	if rc := namesOf(p, plan.Recreate); len(rc) > 0 {
+		return exitcode.New(exitcode.Conflict, "node definition changed for %s; apply never recreates a node", strings.Join(rc, ", ")).
+			WithReason("recreate_required").WithNext(recreateAgain(p.Spec.Source.Inventory(), rc)).WithDetail(rc)
+	}
+	return refuseSmallRootDisks(p, namesOf(p, plan.Create))
+}
+
+// createJobs settles each node to create (an interrupted create is rolled
+// back) and allocates its port, sequentially under the lock; a node that
+// cannot be created fails in res and gets no job.
+func (m *Manager) createJobs(p *plan.Plan, creates []string, gen int64, alloc *portAllocator, again string, res *Result) []createJob {
 	var jobs []createJob
 	for _, name := range creates {
-		rec, err := m.settle(name)
+		rec, err := m.nodeDirs().Settle(name)
 		if err != nil {
 			res.fail(name, "prepare", err)
 			continue
@@ -218,51 +238,51 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 			res.fail(name, "prepare", err)
 			continue
 		}
-		n := p.Spec.Node(name)
-		jobs = append(jobs, createJob{Deployment: p.Spec.Deployment, Node: *n, Peers: peers(&p.Spec, name), Image: *np.Image,
+		jobs = append(jobs, createJob{Deployment: p.Spec.Deployment, Node: *p.Spec.Node(name), Peers: peers(&p.Spec, name), Image: *np.Image,
 			Generation: gen, SSHPort: port})
 	}
-	m.runBatch(len(jobs), func(i int) {
-		job := jobs[i]
-		name := job.Node.Name
-		m.logf("%s: preparing (image %s)", name, ImageLabel(job.Image))
-		pr, err := m.prepare(ctx, job)
-		if err != nil {
-			res.fail(name, "prepare", err)
-			if o.Rollback {
-				m.rollbackNow(name, res)
-			}
-			return
-		}
-		nr := nodeResult(pr.Node, "created")
-		nr.Warnings = append(nr.Warnings, pr.Warnings...)
-		repairs, err := m.launch(ctx, pr.Node, alloc)
-		nr.Repairs = append(nr.Repairs, repairs...)
-		nr.Phase, nr.Ports.SSH = string(pr.Node.Phase), pr.Node.SSHPort
-		if err != nil {
-			res.fail(name, "start", err)
-			res.addNode(nr)
-			return
-		}
-		if err := m.waitReady(ctx, pr.Node, !o.NoWait, &nr); err != nil {
-			res.fail(name, "readiness", err)
-		}
-		res.addNode(nr)
-	})
-	m.startBatch(ctx, starts, alloc, !o.NoWait, res)
+	return jobs
+}
+
+// buildNode is the one node-build path of apply and recreate: prepare
+// job's node, launch it and (with wait) wait for readiness, recording the
+// node as action, or its failure, in res. It returns false when prepare
+// failed (nothing was launched).
+func (m *Manager) buildNode(ctx context.Context, job createJob, alloc *portAllocator, action string, wait bool, res *Result) bool {
+	name := job.Node.Name
+	m.logf("%s: preparing (image %s)", name, ImageLabel(job.Image))
+	pr, err := m.prepare(ctx, job)
+	if err != nil {
+		res.fail(name, "prepare", err)
+		return false
+	}
+	nr := nodeResult(pr.Node, action)
+	nr.Warnings = append(nr.Warnings, pr.Warnings...)
+	repairs, err := m.launch(ctx, pr.Node, alloc)
+	nr.Repairs = append(nr.Repairs, repairs...)
+	nr.Phase, nr.Ports.SSH = string(pr.Node.Phase), pr.Node.SSHPort
+	if err != nil {
+		res.fail(name, "start", err)
+	} else if err := m.waitReady(ctx, pr.Node, wait, &nr); err != nil {
+		res.fail(name, "readiness", err)
+	}
+	res.addNode(nr)
+	return true
+}
+
+// keptNodes reports the plan's unchanged nodes as kept.
+func (m *Manager) keptNodes(p *plan.Plan, res *Result) {
 	for _, np := range p.Nodes {
-		if np.Outcome == plan.Unchanged {
-			n, err := m.readCommitted(np.Name)
-			if err != nil {
-				res.fail(np.Name, "apply", err)
-			} else if n != nil {
-				res.addNode(nodeResult(n, "kept"))
-			}
+		if np.Outcome != plan.Unchanged {
+			continue
+		}
+		n, err := m.readCommitted(np.Name)
+		if err != nil {
+			res.fail(np.Name, "apply", err)
+		} else if n != nil {
+			res.addNode(nodeResult(n, "kept"))
 		}
 	}
-	res.Generation = gen
-	res.sort()
-	return res, res.Err(total)
 }
 
 // rollbackNow removes the journaled artifacts of a node that failed to
@@ -276,7 +296,7 @@ func (m *Manager) rollbackNow(name string, res *Result) {
 	case docs.Journal == nil || docs.State != nil:
 		return // nothing journaled, or committed after all: never rolled back
 	}
-	rec, err := m.rollback(name, docs.Journal)
+	rec, err := m.nodeDirs().Rollback(name, docs.Journal)
 	res.recovered(rec)
 	if err != nil {
 		m.logf("%s: rollback: %v", name, err)

@@ -136,7 +136,8 @@ type Readiness interface {
 // before the journal records it, "reattach-data-disk" and
 // "reattached-data-disk" likewise around a retained disk's move, and
 // "released" between releasing reattached disks' markers and removing the
-// journal. Tests use it for crash injection; production leaves it nil.
+// journal. The file steps are lib/nodedir's (nodedir.Hook), handed on
+// here. Tests use it for crash injection; production leaves it nil.
 type Hook func(step, node string)
 
 // Manager runs lifecycle operations. Root, Emu, VM, Images and Seeds are

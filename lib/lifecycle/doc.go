@@ -7,8 +7,11 @@
 // audit), the emulator profile and invocation, image bytes, the NoCloud
 // seed, the network preflight and guest readiness are reached through the
 // small interfaces in deps.go, bound to the real packages by Real (real.go)
-// and to fakes in tests. Every file under BARN_HOME goes through
-// *state.Root; disks through package disk.
+// and to fakes in tests. It makes no file calls under BARN_HOME itself:
+// documents go through *state.Root, and every file of nodes/<node>/ and
+// disks/<node>/ — the write-ahead journal, the destroy transaction, the
+// ownership proofs — through lib/nodedir, which it hands its step hook
+// (crash injection) and progress stream.
 //
 // Rules kept here (design notes 3 and 4):
 //   - desired state authorizes creation, never destruction by omission:

@@ -1,14 +1,12 @@
 package lifecycle
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"barn.dev/lib/exitcode"
-	"barn.dev/lib/fileid"
 	"barn.dev/lib/plan"
 	"barn.dev/lib/state"
 )
@@ -82,77 +80,5 @@ func TestResultErrIsPartialNamingEachNode(t *testing.T) {
 	e := exitcode.As(err)
 	if e.Class != exitcode.Partial || !strings.Contains(e.Message, "1 of 3 node(s) failed: n2 (start: boom)") || e.Next != "barn-node logs n2" {
 		t.Fatalf("err = %+v", e)
-	}
-}
-
-func TestRollbackRemovesOnlyJournaledArtifacts(t *testing.T) {
-	m := &Manager{Root: testRoot(t)}
-	dir, err := m.Root.EnsureNodeDir("n1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := filepath.Join(dir, state.RootDiskName)
-	os.WriteFile(root, []byte("x"), 0o600)
-	id, err := fileid.Of(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	j := &state.Journal{Schema: state.JournalSchema, OperationID: "6f1c1c8e-1d0b-4b55-9a57-4d0c4d8f3a11", Node: "n1",
-		VMUUID: "0b7c5d35-8a58-4f7e-9a36-1c8d7a4f2b10", SpecHash: strings.Repeat("a", 64),
-		Completed: []state.Artifact{{Kind: state.RootOverlay, Path: root, ID: &id}}, StartedAt: m.now(), UpdatedAt: m.now()}
-	if err := m.Root.WriteJournal(j); err != nil {
-		t.Fatal(err)
-	}
-	// an unexpected file blocks everything
-	stray := filepath.Join(dir, "notes.txt")
-	os.WriteFile(stray, nil, 0o600)
-	if _, err := m.settle("n1"); exitcode.As(err).Reason != "unexpected_files" {
-		t.Fatalf("err = %v", err)
-	}
-	if _, err := os.Stat(root); err != nil {
-		t.Fatal("blocked rollback removed an artifact")
-	}
-	os.Remove(stray)
-	// a runtime pidfile blocks it too
-	rt, _ := m.Root.EnsureNodeRuntime("n1")
-	os.WriteFile(rt.Pidfile, []byte("1"), 0o600)
-	if _, err := m.settle("n1"); exitcode.As(err).Reason != "runtime_present" {
-		t.Fatalf("err = %v", err)
-	}
-	os.Remove(rt.Pidfile)
-	rec, err := m.settle("n1")
-	if err != nil || len(rec.RolledBack) != 1 || rec.RolledBack[0] != root {
-		t.Fatalf("rollback = %+v, %v", rec, err)
-	}
-	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
-		t.Fatal("node directory kept after rollback")
-	}
-}
-
-// TestRollbackKeepsWhatAnOldJournalCannotProve: a journal written before
-// Barn recorded identities lists a completed artifact by path only; that
-// path proves nothing, so rollback removes nothing, keeps the file and
-// names it with a next: hint.
-func TestRollbackKeepsWhatAnOldJournalCannotProve(t *testing.T) {
-	m := &Manager{Root: testRoot(t)}
-	dir, err := m.Root.EnsureNodeDir("n1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := filepath.Join(dir, state.RootDiskName)
-	os.WriteFile(root, []byte("x"), 0o600)
-	j := &state.Journal{Schema: state.JournalSchema, OperationID: "6f1c1c8e-1d0b-4b55-9a57-4d0c4d8f3a11", Node: "n1",
-		VMUUID: "0b7c5d35-8a58-4f7e-9a36-1c8d7a4f2b10", SpecHash: strings.Repeat("a", 64),
-		Completed: []state.Artifact{{Kind: state.RootOverlay, Path: root}}, StartedAt: m.now(), UpdatedAt: m.now()}
-	if err := m.Root.WriteJournal(j); err != nil {
-		t.Fatal(err)
-	}
-	_, err = m.settle("n1")
-	e := exitcode.As(err)
-	if err == nil || e.Reason != "unexpected_files" || !strings.Contains(e.Message, "root.qcow2 (journaled before Barn kept file identities") || e.Next == "" {
-		t.Fatalf("settle = %v", err)
-	}
-	if b, err := os.ReadFile(root); err != nil || string(b) != "x" {
-		t.Fatalf("rollback of an old journal touched %s: %q, %v", root, b, err)
 	}
 }

@@ -50,53 +50,16 @@ func (m *Manager) observe(ctx context.Context, n *state.Node, act bool) observat
 		return observation{Runtime: RuntimeUnknown, Err: exitcode.New(exitcode.Integrity, "%s: QMP answers with another identity (%v); nothing was sent", n.Node, l.QMPErr).
 			WithReason("identity_mismatch").WithNext("stop the VM that answers on " + n.Runtime.QMP + " (it is not " + n.Node + "), then barn-node status " + n.Node)}
 	}
-	dead := l.Inactive
 	switch {
 	case l.QMPOK && (l.Verdict == "ours" || l.Verdict == "none" && n.Phase != state.Running):
-		// proven running
-		switch n.Phase {
-		case state.Running:
-			return observation{Runtime: RuntimeRunning}
-		case state.Starting, state.Stopping, state.Prepared, state.Stopped:
-			if !act {
-				return observation{Runtime: RuntimeRunning, Err: interrupted(n)}
-			}
-			if n.Process == nil || l.Verdict != "ours" {
-				proc, err := m.VM.Adopt(ctx, n.Node, n.VMUUID, n.Runtime, n.Invocation)
-				if err != nil {
-					return observation{Runtime: RuntimeRunning, Err: exitcode.As(err).WithReason("interrupted_transition").WithNext("barn-node stop " + n.Node)}
-				}
-				n.Process = &proc
-			}
-			was := n.Phase
-			if err := m.setPhase(n, state.Running); err != nil {
-				return observation{Runtime: RuntimeRunning, Err: err}
-			}
-			return observation{Runtime: RuntimeRunning, Converged: fmt.Sprintf("%s: %s was interrupted but QMP proves the VM runs; adopted as running", n.Node, was)}
+		if obs, ok := m.provenRunning(ctx, n, l, act); ok {
+			return obs
 		}
 	case l.QMPOK:
 		return observation{Runtime: RuntimeUnknown, Err: exitcode.New(exitcode.Integrity, "%s: QMP proves the VM but the recorded process does not match (%s)", n.Node, l.Verdict).
 			WithReason("process_mismatch").WithNext(processMismatchHint(n.Node, n.Runtime.QMP))}
-	case dead:
-		if n.Phase == state.Stopped || n.Phase == state.Prepared {
-			return observation{Runtime: RuntimeInactive}
-		}
-		if !act {
-			return observation{Runtime: RuntimeInactive, Err: interrupted(n)}
-		}
-		was := n.Phase
-		if err := m.cleanRuntime(ctx, n); err != nil {
-			return observation{Runtime: RuntimeUnknown, Err: err}
-		}
-		n.Process = nil
-		if err := m.setPhase(n, state.Stopped); err != nil {
-			return observation{Runtime: RuntimeInactive, Err: err}
-		}
-		why := "the VM is not running"
-		if l.Verdict == "foreign" {
-			why = "the recorded PID now belongs to an unrelated process (never signalled)"
-		}
-		return observation{Runtime: RuntimeInactive, Converged: fmt.Sprintf("%s: was %s but %s; now stopped", n.Node, was, why)}
+	case l.Inactive:
+		return m.provenStopped(ctx, n, l, act)
 	case l.Busy && (l.Verdict == "ours" || l.Found != nil):
 		return observation{Runtime: RuntimeRunning, Err: vm.QMPBusy(n.Node, l.QMPErr, "barn-node status "+n.Node)}
 	case l.Busy:
@@ -104,25 +67,85 @@ func (m *Manager) observe(ctx context.Context, n *state.Node, act bool) observat
 	case l.Verdict == "ours":
 		return observation{Runtime: RuntimeRunning, Err: qmpSilent(n, l)}
 	case l.Found != nil:
-		var converged string
-		if act {
-			was := n.Phase
-			n.Process = l.Found
-			if n.Phase == state.Stopped || n.Phase == state.Prepared {
-				n.Phase = state.Running // a recorded process needs a live phase
-			}
-			if err := m.setPhase(n, n.Phase); err != nil {
-				return observation{Runtime: RuntimeRunning, Err: err}
-			}
-			converged = fmt.Sprintf("%s: %s with no live recorded process, but the process table shows pid %d running its invocation; adopted", n.Node, was, l.Found.PID)
-		}
-		return observation{Runtime: RuntimeRunning, Converged: converged, Err: qmpSilent(n, l)}
+		return m.adoptFound(n, l, act)
 	case len(l.Unproven) > 0:
 		return observation{Runtime: RuntimeUnknown, Err: exitcode.New(exitcode.Conflict, "%s: cannot prove whether the VM runs (%s)", n.Node, l.Detail).
 			WithReason("process_unverified").WithNext(vm.UnprovenNext(n.Node, l.Unproven))}
 	}
 	return observation{Runtime: RuntimeUnknown, Err: exitcode.New(exitcode.Conflict, "%s: cannot prove whether the VM runs (%s; %v)", n.Node, l.Detail, l.QMPErr).
 		WithReason("interrupted_transition").WithNext("barn-node stop " + n.Node)}
+}
+
+// provenRunning is observe for a VM QMP proves running: a recorded
+// running phase stands; an interrupted transition (starting, stopping,
+// prepared, stopped) is adopted as running when act. false for any other
+// phase (the evidence then settles nothing).
+func (m *Manager) provenRunning(ctx context.Context, n *state.Node, l Liveness, act bool) (observation, bool) {
+	switch n.Phase {
+	case state.Running:
+		return observation{Runtime: RuntimeRunning}, true
+	case state.Starting, state.Stopping, state.Prepared, state.Stopped:
+	default:
+		return observation{}, false
+	}
+	if !act {
+		return observation{Runtime: RuntimeRunning, Err: interrupted(n)}, true
+	}
+	if n.Process == nil || l.Verdict != "ours" {
+		proc, err := m.VM.Adopt(ctx, n.Node, n.VMUUID, n.Runtime, n.Invocation)
+		if err != nil {
+			return observation{Runtime: RuntimeRunning, Err: exitcode.As(err).WithReason("interrupted_transition").WithNext("barn-node stop " + n.Node)}, true
+		}
+		n.Process = &proc
+	}
+	was := n.Phase
+	if err := m.setPhase(n, state.Running); err != nil {
+		return observation{Runtime: RuntimeRunning, Err: err}, true
+	}
+	return observation{Runtime: RuntimeRunning, Converged: fmt.Sprintf("%s: %s was interrupted but QMP proves the VM runs; adopted as running", n.Node, was)}, true
+}
+
+// provenStopped is observe for a VM proven inactive: a live phase is
+// converged to stopped (runtime files removed) when act.
+func (m *Manager) provenStopped(ctx context.Context, n *state.Node, l Liveness, act bool) observation {
+	if n.Phase == state.Stopped || n.Phase == state.Prepared {
+		return observation{Runtime: RuntimeInactive}
+	}
+	if !act {
+		return observation{Runtime: RuntimeInactive, Err: interrupted(n)}
+	}
+	was := n.Phase
+	if err := m.cleanRuntime(ctx, n); err != nil {
+		return observation{Runtime: RuntimeUnknown, Err: err}
+	}
+	n.Process = nil
+	if err := m.setPhase(n, state.Stopped); err != nil {
+		return observation{Runtime: RuntimeInactive, Err: err}
+	}
+	why := "the VM is not running"
+	if l.Verdict == "foreign" {
+		why = "the recorded PID now belongs to an unrelated process (never signalled)"
+	}
+	return observation{Runtime: RuntimeInactive, Converged: fmt.Sprintf("%s: was %s but %s; now stopped", n.Node, was, why)}
+}
+
+// adoptFound is observe for a QEMU the process table shows running the
+// node's invocation while QMP is silent: recorded as the node's process
+// when act; stop is the next step.
+func (m *Manager) adoptFound(n *state.Node, l Liveness, act bool) observation {
+	var converged string
+	if act {
+		was := n.Phase
+		n.Process = l.Found
+		if n.Phase == state.Stopped || n.Phase == state.Prepared {
+			n.Phase = state.Running // a recorded process needs a live phase
+		}
+		if err := m.setPhase(n, n.Phase); err != nil {
+			return observation{Runtime: RuntimeRunning, Err: err}
+		}
+		converged = fmt.Sprintf("%s: %s with no live recorded process, but the process table shows pid %d running its invocation; adopted", n.Node, was, l.Found.PID)
+	}
+	return observation{Runtime: RuntimeRunning, Converged: converged, Err: qmpSilent(n, l)}
 }
 
 // processMismatchHint: QMP proves the VM but not as the recorded process,
@@ -170,40 +193,10 @@ func (m *Manager) cleanRuntime(ctx context.Context, n *state.Node) error {
 // phase starting is recorded before QEMU runs and running with the
 // process tuple after QMP proved the identity.
 func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocator) ([]string, error) {
-	// Every start re-verifies the bytes it boots from (once per command
-	// for a base several nodes share) and that the root overlay still
-	// backs onto exactly that file, before anything is recorded: a header
-	// rewritten to name another file is refused here, and the invocation
-	// passes the verified base to QEMU as the overlay's backing node.
-	base, err := m.verifyBase(ctx, n.Image)
+	repairs, err := m.rebuildInvocation(ctx, n, alloc)
 	if err != nil {
 		return nil, err
 	}
-	if err := m.checkDiskHeaders(ctx, n, base); err != nil {
-		return nil, err
-	}
-	var repairs []string
-	if n.SSHPort == 0 || !m.portFree(n.SSHPort) {
-		old := n.SSHPort
-		port, err := alloc.next()
-		if err != nil {
-			return nil, err
-		}
-		n.SSHPort = port
-		repairs = append(repairs, fmt.Sprintf("management SSH port %d was taken by another process; moved to %d", old, port))
-	}
-	// The invocation is built anew for every start from the node's
-	// record and the base just verified, never replayed: one recorded by
-	// an older Barn (before the base was passed as an explicit backing
-	// node) must not let QEMU follow a header again.
-	inv, err := m.Emu.Invocation(m.launchInput(n, base))
-	if err != nil {
-		return nil, err
-	}
-	if len(repairs) == 0 && len(n.Invocation.Args) > 0 && (inv.Binary != n.Invocation.Binary || !slices.Equal(inv.Args, n.Invocation.Args)) {
-		repairs = append(repairs, "the recorded QEMU invocation was not this Barn's; rebuilt it")
-	}
-	n.Invocation = inv
 	if _, err := m.Root.EnsureNodeRuntime(n.Node); err != nil {
 		return repairs, err
 	}
@@ -222,7 +215,7 @@ func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocato
 	n.Process = nil
 	// The serial console file QEMU opens: created by Barn and recorded
 	// first, so destroy deletes it by this record, never by its name.
-	if err := m.recordSerialLog(n); err != nil {
+	if err := m.nodeDirs().RecordSerialLog(n); err != nil {
 		return repairs, err
 	}
 	if err := m.setPhase(n, state.Starting); err != nil {
@@ -232,17 +225,7 @@ func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocato
 	m.logf("%s: launching QEMU (%s)", n.Node, n.Accel)
 	proc, err := m.VM.Launch(ctx, n.Invocation, n.Node, n.VMUUID, n.Runtime, files)
 	if err != nil {
-		// A failed launch may leave QEMU running (an identity mismatch is
-		// never touched; a refused cleanup says so). Record stopped only
-		// when an audit proves nothing runs; otherwise the node stays
-		// starting for status to settle on proof.
-		if l := m.VM.Audit(ctx, n); l.Inactive { // n.Process is nil: none was recorded
-			if werr := m.setPhase(n, state.Stopped); werr != nil {
-				m.logf("%s: recording stopped after a failed launch: %v", n.Node, werr)
-			}
-		} else {
-			m.logf("%s: launch failed and the VM may still run (%s); left as starting for barn-node status", n.Node, l.Detail)
-		}
+		m.launchFailed(ctx, n)
 		return repairs, err
 	}
 	m.hook("launched", n.Node) // QEMU runs; its tuple is not recorded yet
@@ -252,6 +235,56 @@ func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocato
 	}
 	m.hook("running", n.Node)
 	return repairs, nil
+}
+
+// rebuildInvocation re-verifies what n boots from and builds its QEMU
+// invocation anew into n.Invocation: the base image's bytes (once per
+// command for a base several nodes share), the disk headers (the root
+// overlay still backs onto exactly that file), and a free management
+// port (a taken one is replaced: a repair). The invocation is never
+// replayed: one recorded by an older Barn (before the base was passed as
+// an explicit backing node) must not let QEMU follow a header again.
+func (m *Manager) rebuildInvocation(ctx context.Context, n *state.Node, alloc *portAllocator) ([]string, error) {
+	base, err := m.verifyBase(ctx, n.Image)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.checkDiskHeaders(ctx, n, base); err != nil {
+		return nil, err
+	}
+	var repairs []string
+	if n.SSHPort == 0 || !m.portFree(n.SSHPort) {
+		old := n.SSHPort
+		port, err := alloc.next()
+		if err != nil {
+			return nil, err
+		}
+		n.SSHPort = port
+		repairs = append(repairs, fmt.Sprintf("management SSH port %d was taken by another process; moved to %d", old, port))
+	}
+	inv, err := m.Emu.Invocation(m.launchInput(n, base))
+	if err != nil {
+		return nil, err
+	}
+	if len(repairs) == 0 && len(n.Invocation.Args) > 0 && (inv.Binary != n.Invocation.Binary || !slices.Equal(inv.Args, n.Invocation.Args)) {
+		repairs = append(repairs, "the recorded QEMU invocation was not this Barn's; rebuilt it")
+	}
+	n.Invocation = inv
+	return repairs, nil
+}
+
+// launchFailed records what a failed launch left: it may leave QEMU
+// running (an identity mismatch is never touched; a refused cleanup says
+// so). Stopped is recorded only when an audit proves nothing runs;
+// otherwise the node stays starting for status to settle on proof.
+func (m *Manager) launchFailed(ctx context.Context, n *state.Node) {
+	if l := m.VM.Audit(ctx, n); l.Inactive { // n.Process is nil: none was recorded
+		if werr := m.setPhase(n, state.Stopped); werr != nil {
+			m.logf("%s: recording stopped after a failed launch: %v", n.Node, werr)
+		}
+	} else {
+		m.logf("%s: launch failed and the VM may still run (%s); left as starting for barn-node status", n.Node, l.Detail)
+	}
 }
 
 // checkDiskHeaders refuses to start n when a disk header names a file

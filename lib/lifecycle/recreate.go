@@ -29,6 +29,45 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 		return nil, err
 	}
 	defer lock.Unlock()
+	names, err := recreateSelection(p, applied, selectors)
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := m.recreateJobs(ctx, p, names)
+	if err != nil {
+		return nil, err
+	}
+	gen := applied.Generation + 1
+	res := newResult("recreate")
+	alloc, err := m.newPortAllocator()
+	if err != nil {
+		return nil, err
+	}
+	var keptMu sync.Mutex
+	kept := map[string]bool{} // nodes whose destroy failed: they still run the old definition
+	m.runBatch(len(names), func(i int) {
+		job := jobs[names[i]]
+		job.Generation = gen
+		if !m.recreateOne(ctx, job, alloc, wait, res) {
+			keptMu.Lock()
+			kept[job.Node.Name] = true
+			keptMu.Unlock()
+		}
+	})
+	if err := m.Root.WriteDeployment(&state.Deployment{Schema: state.DeploymentSchema, Generation: gen, Spec: recreatedSpec(p, applied, kept)}); err != nil {
+		return nil, err
+	}
+	res.Generation = gen
+	res.sort()
+	return res, res.Err(len(names))
+}
+
+// recreateSelection checks a recreate of selectors against the plan: a
+// deployment is applied, no applied node is missing from the desired
+// spec, each selector is in it, and every drifting node is selected
+// (conflict, unselected_drift, naming the combined selection). It returns
+// the selection sorted.
+func recreateSelection(p *plan.Plan, applied *state.Deployment, selectors []string) ([]string, error) {
 	if applied == nil {
 		return nil, exitcode.New(exitcode.Conflict, "no deployment is applied; nothing to recreate").WithReason("no_deployment").WithNext(applyAgain(p.Spec.Source.Inventory()))
 	}
@@ -43,6 +82,11 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 		}
 		sel[s] = true
 	}
+	names := make([]string, 0, len(sel))
+	for s := range sel {
+		names = append(names, s)
+	}
+	sort.Strings(names)
 	var drifting []string
 	for _, name := range namesOf(p, plan.Recreate) {
 		if !sel[name] {
@@ -50,28 +94,26 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 		}
 	}
 	if len(drifting) > 0 {
-		all := append([]string{}, drifting...)
-		for s := range sel {
-			all = append(all, s)
-		}
+		all := append(append([]string{}, drifting...), names...)
 		sort.Strings(all)
 		return nil, exitcode.New(exitcode.Conflict, "unselected node(s) %s also drift; recreate them together so the applied spec stays true", strings.Join(drifting, ", ")).
 			WithReason("unselected_drift").WithNext(recreateAgain(p.Spec.Source.Inventory(), all))
 	}
-	names := make([]string, 0, len(sel))
-	for s := range sel {
-		names = append(names, s)
-	}
-	sort.Strings(names)
+	return names, nil
+}
 
-	// Prove every prerequisite before touching any node.
+// recreateJobs proves every prerequisite of the new nodes before any node
+// is touched (root disk sizes, host support and network, the exact image
+// bytes, share sources, persistent-disk compatibility) and returns each
+// node's create job by name (generation and port still to fill).
+func (m *Manager) recreateJobs(ctx context.Context, p *plan.Plan, names []string) (map[string]createJob, error) {
 	if err := refuseSmallRootDisks(p, names); err != nil {
 		return nil, err
 	}
 	if err := m.preflight(ctx, p, names); err != nil {
 		return nil, err
 	}
-	jobsBase := map[string]createJob{}
+	jobs := map[string]createJob{}
 	for _, name := range names {
 		np := planNode(p, name)
 		if np.Image == nil {
@@ -87,90 +129,52 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 		if err := m.checkPersistent(name, n); err != nil {
 			return nil, err
 		}
-		jobsBase[name] = createJob{Deployment: p.Spec.Deployment, Node: *n, Peers: peers(&p.Spec, name), Image: *np.Image}
+		jobs[name] = createJob{Deployment: p.Spec.Deployment, Node: *n, Peers: peers(&p.Spec, name), Image: *np.Image}
 	}
-	gen := applied.Generation + 1
-	res := newResult("recreate")
-	alloc, err := m.newPortAllocator()
+	return jobs, nil
+}
+
+// recreateOne destroys job's node (its persistent disks retained) and
+// builds it anew on its old management port when that is still free. It
+// returns false when the destroy failed: the node keeps its old
+// definition.
+func (m *Manager) recreateOne(ctx context.Context, job createJob, alloc *portAllocator, wait bool, res *Result) bool {
+	name := job.Node.Name
+	old, err := m.readCommitted(name)
+	if err == nil {
+		_, err = m.destroyNode(ctx, name, false, res)
+	}
 	if err != nil {
-		return nil, err
+		res.fail(name, "destroy", err)
+		return false
 	}
-	var keptMu sync.Mutex
-	kept := map[string]bool{} // nodes whose destroy failed: they still run the old definition
-	m.runBatch(len(names), func(i int) {
-		name := names[i]
-		old, err := m.readCommitted(name)
-		if err != nil {
-			res.fail(name, "destroy", err)
-			keptMu.Lock()
-			kept[name] = true
-			keptMu.Unlock()
-			return
-		}
-		if _, err := m.destroyNode(ctx, name, false, res); err != nil {
-			res.fail(name, "destroy", err)
-			keptMu.Lock()
-			kept[name] = true
-			keptMu.Unlock()
-			return
-		}
-		job := jobsBase[name]
-		job.Generation = gen
-		if old != nil && old.SSHPort > 0 {
-			job.SSHPort = old.SSHPort // keep the port when still free
-			if !m.portFree(job.SSHPort) {
-				job.SSHPort = 0
-			}
-		}
-		if job.SSHPort == 0 {
-			port, err := alloc.next()
-			if err != nil {
-				res.fail(name, "prepare", err)
-				return
-			}
-			job.SSHPort = port
-		}
-		pr, err := m.prepare(ctx, job)
-		if err != nil {
-			res.fail(name, "prepare", err)
-			return
-		}
-		nr := nodeResult(pr.Node, "recreated")
-		nr.Warnings = append(nr.Warnings, pr.Warnings...)
-		repairs, err := m.launch(ctx, pr.Node, alloc)
-		nr.Repairs = append(nr.Repairs, repairs...)
-		nr.Phase, nr.Ports.SSH = string(pr.Node.Phase), pr.Node.SSHPort
-		if err != nil {
-			res.fail(name, "start", err)
-			res.addNode(nr)
-			return
-		}
-		if err := m.waitReady(ctx, pr.Node, wait, &nr); err != nil {
-			res.fail(name, "readiness", err)
-		}
-		res.addNode(nr)
-	})
-	// The applied spec records what now exists: a node that could not be
-	// destroyed keeps its old definition, so the next plan still shows it
-	// as drifted instead of claiming it was rebuilt.
-	appliedSpec := p.Spec
-	if len(kept) > 0 {
-		appliedSpec.Nodes = append([]spec.Node(nil), p.Spec.Nodes...)
-		for i, n := range appliedSpec.Nodes {
-			if kept[n.Name] {
-				if was := applied.Spec.Node(n.Name); was != nil {
-					appliedSpec.Nodes[i] = *was
-				}
-			}
-		}
-		appliedSpec.Seal()
+	if old != nil && old.SSHPort > 0 && m.portFree(old.SSHPort) {
+		job.SSHPort = old.SSHPort
+	} else if job.SSHPort, err = alloc.next(); err != nil {
+		res.fail(name, "prepare", err)
+		return true
 	}
-	if err := m.Root.WriteDeployment(&state.Deployment{Schema: state.DeploymentSchema, Generation: gen, Spec: appliedSpec}); err != nil {
-		return nil, err
+	m.buildNode(ctx, job, alloc, "recreated", wait, res)
+	return true
+}
+
+// recreatedSpec is the applied spec after a recreate: the plan's, except
+// that a node that could not be destroyed keeps its old definition, so
+// the next plan still shows it as drifted instead of claiming it was
+// rebuilt.
+func recreatedSpec(p *plan.Plan, applied *state.Deployment, kept map[string]bool) spec.Spec {
+	out := p.Spec
+	if len(kept) == 0 {
+		return out
 	}
-	res.Generation = gen
-	res.sort()
-	return res, res.Err(len(names))
+	out.Nodes = append([]spec.Node(nil), p.Spec.Nodes...)
+	for i, n := range out.Nodes {
+		if was := applied.Spec.Node(n.Name); kept[n.Name] && was != nil {
+			out.Nodes[i] = *was
+		}
+	}
+	out.Seal()
+	return out
 }
 
 // checkPersistent proves the node's current and retained persistent disks

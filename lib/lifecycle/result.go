@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"barn.dev/lib/nodedir"
 	"fmt"
 	"io"
 	"sort"
@@ -175,31 +176,13 @@ func sameFailure(fs []Failure) bool {
 // STATE, ADDRESS, SSH, ACCEL, ACTION, IMAGE), its repairs and warnings,
 // the failures, then a summary a person can act on and how long it took.
 func (r *Result) RenderText(w io.Writer) error {
-	tcg := false
-	ready, limited := 0, 0
-	if len(r.Nodes) > 0 {
-		tw := human.Table(w)
-		fmt.Fprintln(tw, "NODE\tSTATE\tADDRESS\tSSH\tACCEL\tACTION\tIMAGE")
-		for _, n := range r.Nodes {
-			phase := n.Phase
-			if n.Ready {
-				ready++
-				phase = "ready"
-				if len(n.Warnings) > 0 {
-					limited++
-					phase = "ready (limited)"
-				}
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, phase, dash(n.Address), sshText(n.Ports.SSH), dash(n.Accel), n.Action, dash(n.Image))
-			if n.Accel == "tcg" {
-				tcg = true
-			}
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+	ready, limited, err := r.renderTable(w)
+	if err != nil {
+		return err
 	}
+	tcg := false
 	for _, n := range r.Nodes {
+		tcg = tcg || n.Accel == "tcg"
 		for _, rep := range n.Repairs {
 			writeLine(w, "repair (%s): %s", n.Name, rep)
 		}
@@ -225,24 +208,54 @@ func (r *Result) RenderText(w io.Writer) error {
 	if tcg {
 		writeLine(w, "note: running under TCG (software emulation); performance figures are not meaningful")
 	}
+	r.renderSummary(w, ready, limited)
+	return nil
+}
+
+// renderTable writes the aligned node rows and counts the ready nodes and
+// those ready with warnings.
+func (r *Result) renderTable(w io.Writer) (ready, limited int, err error) {
+	if len(r.Nodes) == 0 {
+		return 0, 0, nil
+	}
+	tw := human.Table(w)
+	fmt.Fprintln(tw, "NODE\tSTATE\tADDRESS\tSSH\tACCEL\tACTION\tIMAGE")
+	for _, n := range r.Nodes {
+		phase := n.Phase
+		if n.Ready {
+			ready++
+			phase = "ready"
+			if len(n.Warnings) > 0 {
+				limited++
+				phase = "ready (limited)"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, phase, dash(n.Address), sshText(n.Ports.SSH), dash(n.Accel), n.Action, dash(n.Image))
+	}
+	return ready, limited, tw.Flush()
+}
+
+// renderSummary writes what a person can act on and how long it took.
+func (r *Result) renderSummary(w io.Writer, ready, limited int) {
 	took := ""
 	if r.ElapsedMS > 0 {
 		took = "took " + human.Duration(time.Duration(r.ElapsedMS)*time.Millisecond)
 	}
-	if ready > 0 {
-		summary := fmt.Sprintf("✓ %s ready", plural(ready, "node"))
-		if limited > 0 {
-			summary += fmt.Sprintf(" · %d with limitations", limited)
-		}
+	if ready == 0 {
 		if took != "" {
-			summary += " (" + took + ")"
+			writeLine(w, "%s %s", r.Command, took)
 		}
-		writeLine(w, "%s", summary)
-		writeLine(w, "connect: barn-node ssh %s", r.Nodes[0].Name)
-	} else if took != "" {
-		writeLine(w, "%s %s", r.Command, took)
+		return
 	}
-	return nil
+	summary := fmt.Sprintf("✓ %s ready", plural(ready, "node"))
+	if limited > 0 {
+		summary += fmt.Sprintf(" · %d with limitations", limited)
+	}
+	if took != "" {
+		summary += " (" + took + ")"
+	}
+	writeLine(w, "%s", summary)
+	writeLine(w, "connect: barn-node ssh %s", r.Nodes[0].Name)
 }
 
 // sshText is the management forward as a person types it, or "-".
@@ -287,4 +300,16 @@ func ImageLabel(id imageref.Identity) string {
 func nodeResult(n *state.Node, action string) NodeResult {
 	return NodeResult{Name: n.Node, Phase: string(n.Phase), Address: n.Spec.Address, Image: ImageLabel(n.Image),
 		Ports: Ports{SSH: n.SSHPort}, Accel: n.Accel, Action: action, Warnings: []Warning{}, Repairs: []string{}}
+}
+
+// recovered reports what a settle or rollback did in the result: removed
+// artifacts as rolled back, returned disks as retained.
+func (r *Result) recovered(rec *nodedir.Recovery) {
+	if rec == nil {
+		return
+	}
+	r.rolledBack(rec.RolledBack...)
+	for _, d := range rec.Returned {
+		r.retained(d)
+	}
 }

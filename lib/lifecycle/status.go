@@ -74,51 +74,23 @@ func (m *Manager) Status(ctx context.Context, selectors []string) (*Status, erro
 		}
 		return st, nil
 	}
-	act := true
-	var lock state.Lock
-	if m.Root.Exists() {
-		lock, err = m.Root.LockDeployment(ctx, m.Command, false, nil)
-		if err != nil {
-			e := exitcode.As(err)
-			if e.Reason != "deployment_busy" {
-				return nil, err
-			}
-			act = false
-			st.Note = "another barn command is running; showing recorded state"
-			if h, ok := e.Detail.(state.LockHolder); ok {
-				st.Note = fmt.Sprintf("%s (pid %d, since %s) is running; showing recorded state", h.Command, h.PID, h.Started.Format("15:04:05"))
-			} else if h, ok := e.Detail.(*state.LockHolder); ok && h != nil {
-				st.Note = fmt.Sprintf("%s (pid %d, since %s) is running; showing recorded state", h.Command, h.PID, h.Started.Format("15:04:05"))
-			}
-		} else {
-			defer func() { _ = lock.Unlock() }() // lock grows to include the node locks
-		}
+	lock, note, err := m.tryDeploymentLock(ctx)
+	if err != nil {
+		return nil, err
 	}
-	names := map[string]bool{}
+	act := lock != nil
+	if act {
+		defer func() { _ = lock.Unlock() }() // lock grows to include the node locks
+	}
+	st.Note = note
 	if d != nil {
 		st.Generation, st.SpecHash = d.Generation, d.SpecHash
-		for _, n := range d.Spec.Nodes {
-			names[n.Name] = true
-		}
 	}
-	for _, n := range dirs {
-		names[n] = true
+	selected, err := statusSelection(d, dirs, selectors)
+	if err != nil {
+		return nil, err
 	}
-	var selected []string
-	if len(selectors) == 0 {
-		for n := range names {
-			selected = append(selected, n)
-		}
-	} else {
-		for _, s := range selectors {
-			if !names[s] {
-				return nil, exitcode.New(exitcode.Usage, "unknown node %q", s).WithReason("unknown_node")
-			}
-			selected = append(selected, s)
-		}
-	}
-	sort.Strings(selected)
-	if act && lock != nil {
+	if act {
 		// Status converges what it proves: it holds the nodes' locks too.
 		all, err := m.Root.WithNodeLocks(ctx, lock, m.Command, false, selected)
 		if err != nil {
@@ -145,6 +117,60 @@ func (m *Manager) Status(ctx context.Context, selectors []string) (*Status, erro
 	return st, nil
 }
 
+// tryDeploymentLock takes the deployment lock without waiting: nil and
+// a note naming the holder when another command holds it (status then
+// shows recorded state); nil without a note when there is no state root.
+func (m *Manager) tryDeploymentLock(ctx context.Context) (state.Lock, string, error) {
+	if !m.Root.Exists() {
+		return nil, "", nil
+	}
+	lock, err := m.Root.LockDeployment(ctx, m.Command, false, nil)
+	if err == nil {
+		return lock, "", nil
+	}
+	e := exitcode.As(err)
+	if e.Reason != "deployment_busy" {
+		return nil, "", err
+	}
+	h, ok := e.Detail.(state.LockHolder)
+	if hp, okp := e.Detail.(*state.LockHolder); okp && hp != nil {
+		h, ok = *hp, true
+	}
+	if !ok {
+		return nil, "another barn command is running; showing recorded state", nil
+	}
+	return nil, fmt.Sprintf("%s (pid %d, since %s) is running; showing recorded state", h.Command, h.PID, h.Started.Format("15:04:05")), nil
+}
+
+// statusSelection is the sorted selection of status: every applied node
+// and node directory when selectors is empty, else the selectors, each of
+// which must be one of those (usage, unknown_node).
+func statusSelection(d *state.Deployment, dirs, selectors []string) ([]string, error) {
+	names := map[string]bool{}
+	if d != nil {
+		for _, n := range d.Spec.Nodes {
+			names[n.Name] = true
+		}
+	}
+	for _, n := range dirs {
+		names[n] = true
+	}
+	var selected []string
+	for n := range names {
+		if len(selectors) == 0 {
+			selected = append(selected, n)
+		}
+	}
+	for _, s := range selectors {
+		if !names[s] {
+			return nil, exitcode.New(exitcode.Usage, "unknown node %q", s).WithReason("unknown_node")
+		}
+		selected = append(selected, s)
+	}
+	sort.Strings(selected)
+	return selected, nil
+}
+
 func (m *Manager) statusOne(ctx context.Context, d *state.Deployment, name string, act bool) (NodeStatus, string, error) {
 	ns := NodeStatus{Name: name, Runtime: RuntimeAbsent, Phase: string(state.Absent)}
 	if d != nil {
@@ -160,39 +186,14 @@ func (m *Manager) statusOne(ctx context.Context, d *state.Deployment, name strin
 	}
 	n := docs.State
 	if n == nil {
-		if j := docs.Journal; j != nil && j.StateCommitted {
-			ns.Phase, ns.Runtime = RuntimeUnknown, RuntimeUnknown
-			return ns, "", m.committedStateMissing(name)
-		}
-		if j := docs.Journal; j != nil {
-			ns.Phase = string(state.Preparing)
-			source := ""
-			if d != nil {
-				source = d.Spec.Source.Inventory()
-			}
-			// The next apply rolls the unfinished create back and creates
-			// the node anew.
-			return ns, "", exitcode.New(exitcode.Conflict, "%s: an unfinished create is journaled (%d artifact(s))", name, len(j.Completed)).
-				WithReason("interrupted_transition").WithNext(applyAgain(source))
-		}
-		conv := ""
-		if act {
-			if done, err := m.dropFinishedDestroy(name); err != nil {
-				return ns, "", err
-			} else if done {
-				conv = name + ": removed the record of a destroy that had finished its work"
-			}
-		}
-		if d != nil && d.Spec.Node(name) != nil {
-			ns.Detail = "applied but not created"
-		}
-		return ns, conv, nil
+		conv, err := m.statusUncommitted(d, name, docs, act, &ns)
+		return ns, conv, err
 	}
 	ns.Address = n.Spec.Address
 	conv := ""
 	if act {
 		if docs.Journal != nil {
-			if err := m.finishCommitted(n, docs.Journal); err != nil {
+			if err := m.nodeDirs().FinishCommitted(n, docs.Journal); err != nil {
 				return ns, "", err
 			}
 			conv = name + ": settled a stale prepare journal beside committed state"
@@ -227,6 +228,40 @@ func (m *Manager) statusOne(ctx context.Context, d *state.Deployment, name strin
 	return ns, obs.Converged, obs.Err
 }
 
+// statusUncommitted is statusOne for a node without committed state: a
+// journal that says state was committed (integrity), an unfinished create
+// (conflict: the next apply rolls it back), or a node applied but not
+// created (with act, a finished destroy's leftover record is removed).
+func (m *Manager) statusUncommitted(d *state.Deployment, name string, docs state.NodeDocuments, act bool, ns *NodeStatus) (string, error) {
+	if j := docs.Journal; j != nil && j.StateCommitted {
+		ns.Phase, ns.Runtime = RuntimeUnknown, RuntimeUnknown
+		return "", m.nodeDirs().CommittedStateMissing(name)
+	}
+	if j := docs.Journal; j != nil {
+		ns.Phase = string(state.Preparing)
+		source := ""
+		if d != nil {
+			source = d.Spec.Source.Inventory()
+		}
+		// The next apply rolls the unfinished create back and creates
+		// the node anew.
+		return "", exitcode.New(exitcode.Conflict, "%s: an unfinished create is journaled (%d artifact(s))", name, len(j.Completed)).
+			WithReason("interrupted_transition").WithNext(applyAgain(source))
+	}
+	conv := ""
+	if act {
+		if done, err := m.nodeDirs().DropFinishedDestroy(name); err != nil {
+			return "", err
+		} else if done {
+			conv = name + ": removed the record of a destroy that had finished its work"
+		}
+	}
+	if d != nil && d.Spec.Node(name) != nil {
+		ns.Detail = "applied but not created"
+	}
+	return conv, nil
+}
+
 // RenderText implements the --text view: one aligned row per node (NODE,
 // ADDRESS, PHASE, RUNTIME, SSH, ACCEL, UP: how long its QEMU has run, AGE:
 // since it was created, both as durations at CheckedAt); TCG is marked
@@ -235,31 +270,12 @@ func (s *Status) RenderText(w io.Writer) error {
 	if s.Note != "" {
 		writeLine(w, "note: %s", s.Note)
 	}
+	if err := s.renderTable(w); err != nil {
+		return err
+	}
 	tcg := false
-	if len(s.Nodes) > 0 {
-		tw := human.Table(w)
-		fmt.Fprintln(tw, "NODE\tADDRESS\tPHASE\tRUNTIME\tSSH\tACCEL\tUP\tAGE")
-		for _, n := range s.Nodes {
-			extra := ""
-			if n.PrivateNet == "none" {
-				extra = "private-net=none(test-only)"
-			}
-			if n.Reason != "" {
-				extra = strings.TrimSpace(extra + " (" + n.Reason + ")")
-			}
-			row := strings.Join([]string{n.Name, dash(n.Address), n.Phase, n.Runtime, sshText(n.Ports.SSH), dash(strings.ToUpper(n.Accel)),
-				s.since(n.StartedAt), s.since(n.CreatedAt)}, "\t")
-			if extra != "" {
-				row += "\t" + extra
-			}
-			fmt.Fprintln(tw, row)
-			if n.Accel == "tcg" {
-				tcg = true
-			}
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+	for _, n := range s.Nodes {
+		tcg = tcg || n.Accel == "tcg"
 	}
 	for _, n := range s.Nodes {
 		if n.Next != "" {
@@ -273,6 +289,31 @@ func (s *Status) RenderText(w io.Writer) error {
 		writeLine(w, "note: TCG (software emulation): performance figures are not meaningful")
 	}
 	return nil
+}
+
+// renderTable writes the aligned node rows (none without nodes).
+func (s *Status) renderTable(w io.Writer) error {
+	if len(s.Nodes) == 0 {
+		return nil
+	}
+	tw := human.Table(w)
+	fmt.Fprintln(tw, "NODE\tADDRESS\tPHASE\tRUNTIME\tSSH\tACCEL\tUP\tAGE")
+	for _, n := range s.Nodes {
+		extra := ""
+		if n.PrivateNet == "none" {
+			extra = "private-net=none(test-only)"
+		}
+		if n.Reason != "" {
+			extra = strings.TrimSpace(extra + " (" + n.Reason + ")")
+		}
+		row := strings.Join([]string{n.Name, dash(n.Address), n.Phase, n.Runtime, sshText(n.Ports.SSH), dash(strings.ToUpper(n.Accel)),
+			s.since(n.StartedAt), s.since(n.CreatedAt)}, "\t")
+		if extra != "" {
+			row += "\t" + extra
+		}
+		fmt.Fprintln(tw, row)
+	}
+	return tw.Flush()
 }
 
 // since renders the time from t to the audit as a duration, or "-".

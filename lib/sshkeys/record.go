@@ -1,17 +1,15 @@
 package sshkeys
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
+	"encoding/json"
 	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
-	"time"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/fileid"
 	"barn.dev/lib/safefile"
 	"barn.dev/lib/wire"
 )
@@ -21,65 +19,81 @@ import (
 // file's name alone.
 const RecordName = "keys.json"
 
-// RecordSchema is the schema of keys.json.
-const RecordSchema = "barn.keys/v1"
+// RecordSchema is the schema of keys.json. barn.keys/v1 (device and inode
+// only) was written by development builds; it is refused (integrity,
+// earlier_dev_build).
+const RecordSchema = "barn.keys/v2"
+
+const earlierRecordSchema = "barn.keys/v1"
 
 // maxRecordBytes bounds the record a reader accepts (64 KiB).
 const maxRecordBytes = 64 << 10
 
 // Record is keys.json: for each file Barn created in the keys directory
-// (by name), the identity of the file it created and, for the key files
-// whose bytes never change, their digest.
+// (by name), the lib/fileid identity of the file it created — with the
+// SHA-256 of the key files, whose bytes never change; without it for
+// known_hosts, which ssh appends to.
 type Record struct {
-	Schema string                `json:"schema"`
-	Files  map[string]FileRecord `json:"files"`
-}
-
-// FileRecord identifies one file Barn created.
-type FileRecord struct {
-	Device    uint64    `json:"device"`
-	Inode     uint64    `json:"inode"`
-	SHA256    string    `json:"sha256,omitempty"` // lower-case hex; empty for known_hosts, which ssh appends to
-	CreatedAt time.Time `json:"created_at"`
+	Schema string               `json:"schema"`
+	Files  map[string]fileid.ID `json:"files"`
 }
 
 // readRecord reads keys.json: an empty record when it does not exist, an
-// integrity error naming it when it is damaged.
+// integrity error naming it when it is damaged or written by an earlier
+// development build.
 func readRecord(dir string) (*Record, error) {
-	rec := &Record{Schema: RecordSchema, Files: map[string]FileRecord{}}
+	rec := &Record{Schema: RecordSchema, Files: map[string]fileid.ID{}}
 	p := filepath.Join(dir, RecordName)
 	data, _, err := safefile.ReadFile(p, maxRecordBytes, nil)
 	if errors.Is(err, fs.ErrNotExist) {
 		return rec, nil
 	}
-	if err == nil {
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Integrity, err, "keys record %s", p).WithReason("keys_record_damaged")
+	}
+	var probe struct {
+		Schema string `json:"schema"`
+	}
+	if json.Unmarshal(data, &probe) != nil || probe.Schema != earlierRecordSchema {
 		err = wire.DecodeStrict(data, rec)
+	} else {
+		return nil, exitcode.New(exitcode.Integrity, "keys record %s was written by an earlier development build of Barn (schema %s: device and inode only); this Barn does not read it", p, probe.Schema).
+			WithReason("earlier_dev_build").WithNext("move " + dir + " out of the state root (Barn then makes new deployment keys), then plan and apply again")
 	}
 	if err == nil && rec.Schema != RecordSchema {
 		err = errors.New("schema " + rec.Schema + ", want " + RecordSchema)
 	}
+	for name, id := range rec.Files {
+		if why := id.Valid(); err == nil && why != "" {
+			err = errors.New(name + ": " + why)
+		}
+	}
 	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Integrity, err, "keys record %s", p).WithReason("keys_record_damaged")
+		return nil, exitcode.New(exitcode.Integrity, "keys record %s: %v", p, err).WithReason("keys_record_damaged")
 	}
 	if rec.Files == nil {
-		rec.Files = map[string]FileRecord{}
+		rec.Files = map[string]fileid.ID{}
 	}
 	return rec, nil
 }
 
-// note records name (just created by Barn in dir) in keys.json.
+// note records name (just created by Barn in dir) in keys.json, with the
+// SHA-256 of its bytes when digest.
 func note(dir, name string, digest bool) error {
 	rec, err := readRecord(dir)
 	if err != nil {
 		return err
 	}
 	p := filepath.Join(dir, name)
-	fr, err := identify(p, digest)
+	of := fileid.Of
+	if digest {
+		of = fileid.OfContent
+	}
+	id, err := of(p)
 	if err != nil {
 		return exitcode.Wrap(exitcode.Runtime, err, "recording %s", p)
 	}
-	fr.CreatedAt = time.Now().UTC()
-	rec.Files[name] = fr
+	rec.Files[name] = id
 	data, err := wire.MarshalIndent(rec)
 	if err != nil {
 		return exitcode.Wrap(exitcode.Runtime, err, "encoding %s", RecordName)
@@ -90,39 +104,16 @@ func note(dir, name string, digest bool) error {
 	return nil
 }
 
-// identify reads the identity (and, with digest, the SHA-256) of the
-// regular file at p, never following a symlink.
-func identify(p string, digest bool) (FileRecord, error) {
-	f, fi, err := safefile.Open(p)
-	if err != nil {
-		return FileRecord{}, err
-	}
-	defer f.Close()
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return FileRecord{}, errors.New("no inode information")
-	}
-	fr := FileRecord{Device: uint64(st.Dev), Inode: st.Ino}
-	if digest {
-		h := sha256.New()
-		if _, err := io.Copy(h, f); err != nil {
-			return FileRecord{}, err
-		}
-		fr.SHA256 = hex.EncodeToString(h.Sum(nil))
-	}
-	return fr, nil
-}
-
 // recorded reports whether the file at dir/name is the one keys.json
-// records Barn created: same device and inode and, when a digest was
-// recorded, the same bytes.
+// records Barn created (fileid: the same file and, when a digest was
+// recorded, the same bytes).
 func (r *Record) recorded(dir, name string) bool {
 	want, ok := r.Files[name]
 	if !ok {
 		return false
 	}
-	got, err := identify(filepath.Join(dir, name), want.SHA256 != "")
-	return err == nil && got.Device == want.Device && got.Inode == want.Inode && got.SHA256 == want.SHA256
+	why, err := want.Differs(filepath.Join(dir, name))
+	return err == nil && why == ""
 }
 
 // Purge deletes the files keys.json records Barn created in keysDir — the
@@ -145,12 +136,18 @@ func Purge(keysDir string) (removed, kept []string, err error) {
 		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
-		if !rec.recorded(keysDir, name) {
+		id, ok := rec.Files[name]
+		if !ok {
 			kept = append(kept, p)
 			continue
 		}
-		if err := safefile.Remove(p); err != nil {
+		why, err := id.Remove(p)
+		if err != nil {
 			return removed, kept, exitcode.Wrap(exitcode.Runtime, err, "removing %s", p)
+		}
+		if why != "" {
+			kept = append(kept, p)
+			continue
 		}
 		removed = append(removed, p)
 	}

@@ -213,3 +213,37 @@ func TestEnsureNeverDeletesAForeignPublicKey(t *testing.T) {
 		t.Fatal("a private key was generated beside a foreign public key")
 	}
 }
+
+// TestEarlierDevBuildRecordIsRefused: a keys.json of schema barn.keys/v1
+// (device and inode only, written by development builds) is refused as
+// integrity, reason earlier_dev_build, naming it; Purge deletes nothing.
+func TestEarlierDevBuildRecordIsRefused(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "keys")
+	kp, err := Ensure(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := filepath.Join(dir, RecordName)
+	v1 := `{"schema":"barn.keys/v1","files":{"id_ed25519":{"device":2049,"inode":12,"sha256":"` + strings.Repeat("a", 64) + `","created_at":"2026-01-01T00:00:00Z"}}}` + "\n"
+	if err := os.WriteFile(rec, []byte(v1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = Purge(dir)
+	if e := exitcode.As(err); e == nil || e.Class != exitcode.Integrity || e.Reason != "earlier_dev_build" || !strings.Contains(e.Message, rec) || e.Next == "" {
+		t.Fatalf("Purge with a v1 record: %v", err)
+	}
+	if _, err := os.Stat(kp.PrivatePath); err != nil {
+		t.Fatalf("private key deleted: %v", err)
+	}
+	// the current record reads back with fileid identities
+	if err := os.Remove(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := note(dir, PrivateName, true); err != nil {
+		t.Fatal(err)
+	}
+	r, err := readRecord(dir)
+	if err != nil || r.Schema != RecordSchema || r.Files[PrivateName].SHA256 == "" || !r.recorded(dir, PrivateName) {
+		t.Fatalf("record = %+v, %v", r, err)
+	}
+}

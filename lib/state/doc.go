@@ -46,11 +46,10 @@
 // rollback delete (and move into disks/) a recorded file only while the
 // file at its path still has that identity; otherwise it is kept, and the
 // command fails as a conflict (reason unexpected_files) naming it, why,
-// and a next: hint. State and journals written before Barn recorded
-// identities carry none: their files are never deleted by Barn (destroy
-// keeps and names them; the user removes them), and a retained disk whose
-// ownership marker has no identity is moved back to a node as before but
-// never deleted by purge.
+// and a next: hint. lib/nodedir is the only code that acts on them. Node
+// state or a journal without an identity for every file it records was
+// written by an earlier development build: it is refused as integrity
+// (7), reason earlier_dev_build (earlier.go), never read.
 //
 // # Locks
 //

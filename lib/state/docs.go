@@ -49,8 +49,8 @@ type Deployment struct {
 // Validation (Root.ValidateNode): node equals its directory; vm_uuid is a
 // UUID; phase is one of the phases; generation ≥1; spec_hash is 64 hex;
 // root_disk, seed, nvram and serial_log (when set) are the layout's paths
-// in the node directory; data disk paths are <node dir>/<name>.qcow2 (or, persistent,
-// the retained disk path); runtime.qmp ≤107 bytes.
+// in the node directory; data disk paths are <node dir>/<name>.qcow2;
+// runtime.qmp ≤107 bytes; files names an identity for each of those files.
 type Node struct {
 	Schema     string            `json:"schema"`
 	Node       string            `json:"node"`
@@ -79,8 +79,8 @@ type Node struct {
 	// the node directory, by its name there: root.qcow2, <disk>.qcow2,
 	// seed.iso, nvram.fd and serial.log (which Barn creates before QEMU
 	// opens it). Destroy deletes a file only while it is still that file.
-	// Empty in state written before Barn kept identities: those files are
-	// never deleted by Barn (see "File identities" in the package doc).
+	// Every file the state records has one (see "File identities" in the
+	// package doc).
 	Files     map[string]fileid.ID `json:"files,omitempty"`
 	CreatedAt time.Time            `json:"created_at"`
 	UpdatedAt time.Time            `json:"updated_at"`
@@ -148,8 +148,8 @@ type Artifact struct {
 	Retained string `json:"retained,omitempty"`
 	// ID is the identity of the file at Path, recorded with the entry
 	// in completed (the file exists then); rollback removes or returns it
-	// only while it is still that file. Absent in an intent and in
-	// journals written before Barn kept identities.
+	// only while it is still that file. Absent in an intent (the file
+	// does not exist yet); required in completed.
 	ID *fileid.ID `json:"id,omitempty"`
 }
 

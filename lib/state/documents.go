@@ -96,6 +96,9 @@ func (r *Root) decodeNode(node, path string, data []byte) (*Node, error) {
 	if err := invalid(path, r.ValidateNode(node, &n)); err != nil {
 		return nil, err
 	}
+	if err := r.earlierNode(path, &n); err != nil {
+		return nil, err
+	}
 	return &n, nil
 }
 
@@ -151,6 +154,10 @@ func (r *Root) RemoveNode(node string) error {
 	return RemoveFileDurable(r.NodeFile(node, NodeStateName))
 }
 
+// RemoveDeployment removes <Dir>/state.json (the applied deployment)
+// durably; a missing one is fine.
+func (r *Root) RemoveDeployment() error { return RemoveFileDurable(r.DeploymentFile()) }
+
 func normaliseInvocation(inv *Invocation) {
 	if inv.Args == nil {
 		inv.Args = []string{}
@@ -182,6 +189,9 @@ func (r *Root) decodeJournal(node, path string, data []byte) (*Journal, error) {
 		return nil, err
 	}
 	if err := invalid(path, r.ValidateJournal(node, &j)); err != nil {
+		return nil, err
+	}
+	if err := r.earlierJournal(path, &j); err != nil {
 		return nil, err
 	}
 	return &j, nil

@@ -323,8 +323,8 @@ func TestJournalRejections(t *testing.T) {
 	}
 	// A valid committed journal round-trips, and RemoveJournal removes it.
 	j = testJournal(r, node)
-	j.Completed = append(j.Completed, Artifact{Kind: DataDiskArt, Path: r.ArtifactPath(node, DataDiskArt, "data")},
-		Artifact{Kind: Seed, Path: r.ArtifactPath(node, Seed, "")})
+	j.Completed = append(j.Completed, Artifact{Kind: DataDiskArt, Path: r.ArtifactPath(node, DataDiskArt, "data"), ID: ptr(testID(13))},
+		Artifact{Kind: Seed, Path: r.ArtifactPath(node, Seed, ""), ID: ptr(testID(12))})
 	j.Prepared, j.Invocation = true, &Invocation{Binary: "q"}
 	j.StateCommitted, j.StatePath = true, r.NodeFile(node, NodeStateName)
 	if err := r.WriteJournal(j); err != nil {
@@ -474,4 +474,38 @@ func TestReadInterruptedWrite(t *testing.T) {
 	wantClass(t, err, exitcode.Integrity, "has mode 0644")
 	_, err = r.ReadInterruptedWrite(node, "notes.txt")
 	wantClass(t, err, exitcode.Usage, "not a temporary file")
+}
+
+// TestEarlierDevBuildDocumentsAreRefused: node state or a prepare journal
+// from a development build that recorded no file identities is refused
+// as integrity (7), reason earlier_dev_build, naming the file and the one
+// action that helps — never read as if Barn owned its files.
+func TestEarlierDevBuildDocumentsAreRefused(t *testing.T) {
+	r := testRoot(t)
+	s := testSpec("pg-1")
+	n := testNode(r, s, "pg-1")
+	delete(n.Files, SeedName)
+	if err := r.WriteNode(n); err != nil {
+		t.Fatal(err)
+	}
+	path := r.NodeFile("pg-1", NodeStateName)
+	_, err := r.ReadNode("pg-1")
+	e := exitcode.As(err)
+	if e == nil || e.Class != exitcode.Integrity || e.Reason != EarlierBuildReason ||
+		!strings.Contains(e.Message, path) || !strings.Contains(e.Message, "seed.iso") || !strings.Contains(e.Next, "move "+r.NodeDir("pg-1")) {
+		t.Fatalf("node state without identities: %+v", e)
+	}
+	if err := r.RemoveNode("pg-1"); err != nil {
+		t.Fatal(err)
+	}
+	j := testJournal(r, "pg-1")
+	j.Completed[0].ID = nil
+	if err := r.WriteJournal(j); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.ReadJournal("pg-1")
+	if e := exitcode.As(err); e == nil || e.Class != exitcode.Integrity || e.Reason != EarlierBuildReason ||
+		!strings.Contains(e.Message, r.NodeFile("pg-1", JournalName)) {
+		t.Fatalf("journal without identities: %+v", e)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"barn.dev/lib/fileid"
 	"barn.dev/lib/imageref"
 	"barn.dev/lib/spec"
 )
@@ -66,17 +67,23 @@ func testNode(r *Root, s spec.Spec, name string) *Node {
 			SizeBytes: 1 << 30, Mount: "/data", RequestedFilesystem: "auto"}},
 		SSHPort: 2222, Accel: "tcg", Runtime: rt,
 		Invocation: Invocation{Binary: "/usr/bin/qemu-system-x86_64", Args: []string{"-name", name}, InheritedFiles: []InheritedFile{}},
+		Files:      map[string]fileid.ID{RootDiskName: testID(11), SeedName: testID(12), "data.qcow2": testID(13)},
 	}
 }
+
+// testID is a recorded identity (the files it names need not exist).
+func testID(inode uint64) fileid.ID { return fileid.ID{Device: 2049, Inode: inode} }
 
 // testJournal is a valid, in-progress journal for node.
 func testJournal(r *Root, node string) *Journal {
 	return &Journal{
 		OperationID: "6f1c1a52-31c4-4f44-a1e5-1d0c6f0e9a11", Node: node,
 		VMUUID: "0b5ad2d8-5f39-4b8e-9d7e-3c1f1d7c2a10", SpecHash: testSpec(node).Nodes[0].SpecHash,
-		Completed: []Artifact{{Kind: RootOverlay, Path: r.NodeFile(node, RootDiskName)}},
+		Completed: []Artifact{{Kind: RootOverlay, Path: r.NodeFile(node, RootDiskName), ID: ptr(testID(11))}},
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
 
 func writeRaw(t testing.TB, path, data string, mode os.FileMode) {
 	t.Helper()

@@ -67,9 +67,6 @@ const (
 	QEMULogName     = "qemu.log"
 	DataDiskSuffix  = ".qcow2" // <disk>.qcow2
 
-	// Inside disks/<node>/<disk>/.
-	RetainedDiskName = "disk.qcow2"
-
 	// Inside <runtime>/<node>/.
 	QMPSocketName     = "qmp.sock"      // the operators' QMP monitor
 	BarnQMPSocketName = "barn-qmp.sock" // Barn's own QMP monitor

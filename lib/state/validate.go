@@ -116,9 +116,7 @@ func (r *Root) ValidateNode(node string, n *Node) []string {
 			p.addf("data_disks[%d].name %q appears twice", i, d.Name)
 		}
 		seen[d.Name] = true
-		inNode := r.NodeFile(node, DataDiskFileName(d.Name))
-		retained := filepath.Join(r.RetainedDiskDir(node, d.Name), RetainedDiskName)
-		if d.Path != inNode && !(d.Persistent && d.Path == retained) {
+		if inNode := r.NodeFile(node, DataDiskFileName(d.Name)); d.Path != inNode {
 			p.addf("data_disks[%d].path %q is not %s", i, d.Path, inNode)
 		}
 		if d.SizeBytes <= 0 {
