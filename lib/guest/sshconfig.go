@@ -45,6 +45,22 @@ type HostEntry struct {
 	IdentityFile string   `json:"identity_file"`
 	KnownHosts   string   `json:"known_hosts"`
 	HostKeyAlias string   `json:"host_key_alias"`
+	// Excluded are the entry's names (Node or Aliases) the fragment
+	// leaves out, at the user's request (--exclude): names the user's
+	// own ssh configuration keeps.
+	Excluded []string `json:"excluded,omitempty"`
+}
+
+// Names are the names the entry's Host block answers for: Node, then
+// Aliases, less Excluded.
+func (e HostEntry) Names() []string {
+	var out []string
+	for _, n := range append([]string{e.Node}, e.Aliases...) {
+		if !slices.Contains(e.Excluded, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // fragmentPins are the options of every Host block besides the
@@ -107,7 +123,7 @@ var fragmentPins = []string{
 }
 
 // RenderFragment returns the marked, sealed fragment: one Host block per node
-// (patterns: node name then aliases) reaching it address-free through the
+// (patterns: HostEntry.Names; none left: no block) reaching it address-free through the
 // management port forward on 127.0.0.1, with HostName, Port, User,
 // IdentityFile, UserKnownHostsFile and HostKeyAlias plus fragmentPins.
 // Values are written with quote.SSHWord/SSHPath; one they cannot carry is
@@ -118,7 +134,10 @@ func RenderFragment(entries []HostEntry) ([]byte, error) {
 		"# Every Host block pins what Barn relies on; an algorithm list \"-barn-default\" removes nothing (ssh's own defaults).\n")
 	for _, e := range entries {
 		var patterns []string
-		for _, n := range append([]string{e.Node}, e.Aliases...) {
+		if len(e.Names()) == 0 {
+			continue
+		}
+		for _, n := range e.Names() {
 			w, err := quote.SSHWord(n)
 			if err != nil {
 				return nil, err
