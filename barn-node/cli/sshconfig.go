@@ -44,7 +44,15 @@ func (d SSHConfigDoc) RenderText(w io.Writer) error {
 	case "install":
 		_, err = fmt.Fprintf(w, "fragment %s %s; include %s in %s\n", d.Fragment, d.Installed.FragmentChange, d.Installed.IncludeChange, d.Installed.Config)
 	case "remove":
-		_, err = fmt.Fprintf(w, "fragment removed: %v; include removed: %v\n", d.Removed.FragmentRemoved, d.Removed.IncludeRemoved)
+		r := d.Removed
+		if !r.FragmentRemoved && !r.IncludeRemoved && r.IncludeLeft == "" {
+			_, err = fmt.Fprintf(w, "nothing of Barn's to remove: no fragment %s and no Include of it in %s\n", r.Fragment, r.Config)
+			return err
+		}
+		_, err = fmt.Fprintf(w, "fragment removed: %v; include removed: %v\n", r.FragmentRemoved, r.IncludeRemoved)
+		if r.IncludeLeft != "" {
+			fmt.Fprintf(w, "left the Include you added at %s (Barn does not edit a linked config; it matches nothing now): delete that line when you like\n", r.IncludeLeft)
+		}
 		for _, p := range d.Removed.CreatedRemoved {
 			fmt.Fprintf(w, "removed %s (Barn created it; empty now)\n", p)
 		}

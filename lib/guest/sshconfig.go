@@ -362,6 +362,10 @@ type RemoveResult struct {
 	IncludeRemoved  bool     `json:"include_removed"`
 	CreatedRemoved  []string `json:"created_removed"` // what Install had created, now empty and removed
 	CreatedKept     []string `json:"created_kept"`    // what Install had created, kept because it holds something else now
+	// IncludeLeft is FILE:LINE of an Include of the fragment Barn left in
+	// a linked config it does not edit (now matching nothing; delete it
+	// by hand); "" when there is none.
+	IncludeLeft string `json:"include_left,omitempty"`
 }
 
 // Remove deletes the marked Include block from p.Config and the sealed
@@ -370,8 +374,10 @@ type RemoveResult struct {
 // is deleted; anything else is refused before any file is changed
 // (conflict; the fragment and the Include kept): no begin or end marker
 // ("ssh_config_unmarked"), content changed since ("ssh_config_edited"), a
-// Barn fragment from before seals ("ssh_config_unsealed"). Linked configs
-// are never edited (as Install). Absent files are fine.
+// Barn fragment from before seals ("ssh_config_unsealed"). A linked
+// config is never edited (as Install): removeLinked. Absent files are
+// fine: with nothing of Barn's anywhere, Remove succeeds and changes
+// nothing.
 func Remove(p SSHConfigPaths) (RemoveResult, error) {
 	res := RemoveResult{Fragment: p.Fragment, Config: p.Config, CreatedRemoved: []string{}, CreatedKept: []string{}}
 	include, err := p.IncludeLine()
@@ -398,6 +404,11 @@ func Remove(p SSHConfigPaths) (RemoveResult, error) {
 	var created []string
 	if present {
 		created = recordedCreated(old)
+	}
+	if fi, err := os.Lstat(p.Config); err == nil {
+		if target, linked := configLink(p.Config, fi); linked {
+			return removeLinked(p, res, old, present, target)
+		}
 	}
 	cfg, mode, err := readConfig(p, include)
 	if err != nil {
@@ -436,6 +447,26 @@ func Remove(p SSHConfigPaths) (RemoveResult, error) {
 			res.CreatedRemoved = append(res.CreatedRemoved, path)
 		default:
 			res.CreatedKept = append(res.CreatedKept, path)
+		}
+	}
+	return res, nil
+}
+
+// removeLinked is Remove for a symlinked or hard-linked config, which
+// Barn never edits (Install never wrote it): the sealed fragment goes,
+// and an Include of it that the user added to the link's target by hand
+// stays, reported as IncludeLeft (it matches nothing now, which ssh
+// skips silently).
+func removeLinked(p SSHConfigPaths, res RemoveResult, old []byte, present bool, target string) (RemoveResult, error) {
+	if present {
+		if err := removeIfSame(p.Fragment, old); err != nil {
+			return res, err
+		}
+		res.FragmentRemoved = true
+	}
+	if b, err := os.ReadFile(target); err == nil && len(b) <= maxConfigBytes {
+		if n := includeIn(b, p); n > 0 {
+			res.IncludeLeft = fmt.Sprintf("%s:%d", target, n)
 		}
 	}
 	return res, nil
@@ -524,19 +555,49 @@ func readConfig(p SSHConfigPaths, include string) ([]byte, os.FileMode, error) {
 	if err != nil {
 		return nil, 0, exitcode.Wrap(exitcode.Runtime, err, "stat %s: %v", p.Config, err)
 	}
-	linked := fi.Mode()&fs.ModeSymlink != 0
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
-		linked = true
-	}
-	if linked {
-		return nil, 0, exitcode.New(exitcode.Conflict, "%s is a symlink or hard link, so Barn does not edit it; add this line at the top of that file: %s", p.Config, include).
-			WithReason("ssh_config_linked").WithDetail(map[string]string{"include": include, "config": p.Config})
+	if target, linked := configLink(p.Config, fi); linked {
+		return nil, 0, exitcode.New(exitcode.Conflict, "%s is %s, so Barn does not edit it; add this line at the top of %s: %s", p.Config, describeLink(p.Config, target), target, include).
+			WithReason("ssh_config_linked").WithDetail(map[string]string{"include": include, "config": p.Config, "target": target})
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, 0, exitcode.New(exitcode.Conflict, "%s is not a regular file", p.Config).WithReason("ssh_config_linked")
 	}
 	b, err := readSmall(p.Config)
 	return b, fi.Mode().Perm(), err
+}
+
+// configLink reports whether the config (fi from Lstat) is a symlink or
+// hard link, and the file to edit by hand: the symlink's final target
+// (the path itself when it cannot be resolved), or the hard-linked path.
+func configLink(path string, fi fs.FileInfo) (string, bool) {
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		if t, err := filepath.EvalSymlinks(path); err == nil {
+			return t, true
+		}
+		return path, true
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+		return path, true
+	}
+	return path, false
+}
+
+func describeLink(path, target string) string {
+	if target == path {
+		return "a hard link (or a dangling symlink)"
+	}
+	return "a symlink to " + target
+}
+
+// includeIn returns the 1-based line of the first Include of the
+// fragment (marked or not) in b, 0 when there is none.
+func includeIn(b []byte, p SSHConfigPaths) int {
+	for i, l := range splitLines(b) {
+		if unmarkedInclude([]string{l}, p) {
+			return i + 1
+		}
+	}
+	return 0
 }
 
 func readSmall(path string) ([]byte, error) {
