@@ -29,8 +29,10 @@
 #
 # Root is needed for the host network and /etc/hosts (sudo is used when
 # not root). BARN_HOME, BARN_NET_ETC, BARN_NET_STATE, BARN_NET_RUN and
-# BARN_IMAGE_CACHE are honoured. Whatever is left is listed at the end.
-set -euo pipefail
+# BARN_IMAGE_CACHE are honoured. A step that fails never stops the ones
+# after it: every step runs, each outcome is listed at the end with
+# whatever is left, and the exit status is 1 when any step failed.
+set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 bin=$top/bin
 purge='' images='' yes=''
@@ -44,6 +46,21 @@ sudo=; [ "$(id -u)" -eq 0 ] || sudo=sudo
 root_env=(env "BARN_NET_ETC=${BARN_NET_ETC:-}" "BARN_NET_STATE=${BARN_NET_STATE:-}" "BARN_NET_RUN=${BARN_NET_RUN:-}")
 
 step() { echo "uninstall: $*" >&2; }
+
+# run WHAT CMD...: one step; its outcome is recorded and the next step
+# runs whatever it returned.
+outcomes=() failed=()
+run() {
+  local what=$1 rc=0
+  shift
+  "$@" || rc=$?
+  if [ "$rc" -eq 0 ]; then
+    outcomes+=("ok      $what")
+  else
+    outcomes+=("FAILED  $what (exit $rc; its message is above)")
+    failed+=("$what")
+  fi
+}
 
 # ask QUESTION: yes with --yes; otherwise the terminal answers; without one
 # the step is skipped (the Barn commands that ask do so themselves).
@@ -67,62 +84,68 @@ demo_kept=
 if [ -e "$HOME/.barn-demo" ] || [ -e "$HOME/.barn-demo-net" ]; then
   if ask "destroy the demo lab in $HOME/.barn-demo (its nodes, disks and keys: scripts/demo.sh down)?"; then
     step "removing the demo lab (scripts/demo.sh down)"
-    $sudo env HOME="$HOME" ${BARN_DEMO_NS:+BARN_DEMO_NS=$BARN_DEMO_NS} "$top/scripts/demo.sh" down
+    run "the demo lab (scripts/demo.sh down)" $sudo env HOME="$HOME" ${BARN_DEMO_NS:+BARN_DEMO_NS=$BARN_DEMO_NS} "$top/scripts/demo.sh" down
   else
     demo_kept=1
   fi
 fi
 
-home=$("$bin/barn-state" path --jq .root)
-if [ -e "$home/state.json" ] || [ -d "$home/nodes" ]; then
+home=$("$bin/barn-state" path --jq .root) || { failed+=("finding the state root (barn-state path)"); outcomes+=("FAILED  finding the state root (barn-state path)"); home=; }
+if [ -n "$home" ] && { [ -e "$home/state.json" ] || [ -d "$home/nodes" ]; }; then
   if [ -n "$purge" ]; then step "destroying every node (persistent disks and keys are deleted)"
   else step "destroying every node (persistent disks and keys are kept)"; fi
-  "$bin/barn-node" destroy --text ${yes:+--force} ${purge:+--purge}
+  run "the nodes (barn-node destroy)" "$bin/barn-node" destroy --text ${yes:+--force} ${purge:+--purge}
 fi
 step "removing the ssh-config integration"
-"$bin/barn-node" ssh-config --remove --text
+run "the ssh-config integration (barn-node ssh-config --remove)" "$bin/barn-node" ssh-config --remove --text
 step "removing the hosts integration"
-$sudo "${root_env[@]}" "$bin/barn-net" hosts uninstall --text ${yes:+--yes}
+run "the hosts integration (barn-net hosts uninstall)" $sudo "${root_env[@]}" "$bin/barn-net" hosts uninstall --text ${yes:+--yes}
 step "removing the host network"
-$sudo "${root_env[@]}" "$bin/barn-net" uninstall --text ${yes:+--yes}
+run "the host network (barn-net uninstall)" $sudo "${root_env[@]}" "$bin/barn-net" uninstall --text ${yes:+--yes}
 
 if [ -n "$images" ]; then
   demo_home=$HOME/.barn-demo
   for h in "$home" "$demo_home"; do
-    [ -d "$h/images" ] || continue
+    [ -n "$h" ] && [ -d "$h/images" ] || continue
     if [ "$h" = "$demo_home" ] && [ -n "$demo_kept" ]; then
       step "kept the demo's image cache $h/images (the demo lab, kept, uses it)"
       continue
     fi
     step "the verified image cache $(BARN_HOME=$h "$bin/barn-repo" purge --dry-run --text | tail -n 1)"
     if ask "remove the image cache $h/images?"; then
-      BARN_HOME=$h "$bin/barn-repo" purge --yes --text >/dev/null
-      step "removed the image cache $h/images"
+      run "the image cache $h/images (barn-repo purge)" env BARN_HOME="$h" "$bin/barn-repo" purge --yes --text >/dev/null
       if [ "$h" = "$demo_home" ]; then # the demo's root goes with its cache (demo.sh down purged the rest)
-        BARN_HOME=$h BARN_RUNTIME_DIR=/tmp/${BARN_DEMO_NS:-barn-demo}-$(id -u) "$bin/barn-node" purge --text >&2
+        run "the demo's state root $h (barn-node purge)" env BARN_HOME="$h" BARN_RUNTIME_DIR="/tmp/${BARN_DEMO_NS:-barn-demo}-$(id -u)" "$bin/barn-node" purge --text >&2
       fi
     fi
   done
   if ask "remove the build cache of make image (scripts/build-image.sh --remove-cache)?"; then
-    "$top/scripts/build-image.sh" --remove-cache
+    run "the build cache of make image" "$top/scripts/build-image.sh" --remove-cache
     # a build made as root (sudo make image) caches under /var/cache/barn
     if [ -n "$sudo" ] && [ -z "${BARN_IMAGE_CACHE:-}" ] && [ -d /var/cache/barn/images ]; then
-      sudo "$top/scripts/build-image.sh" --remove-cache
+      run "root's build cache of make image" sudo "$top/scripts/build-image.sh" --remove-cache
     fi
   fi
 fi
 
-if [ -n "$purge" ] && [ -e "$home" ]; then
+if [ -n "$purge" ] && [ -n "$home" ] && [ -e "$home" ]; then
   if [ ! -e "$home/keys" ] && [ ! -e "$home/disks" ] || ask "delete the deployment's keys and retained disks in $home?"; then
     step "purging $home (the state root goes once nothing but Barn's lock files is left)"
-    "$bin/barn-node" purge --text
+    run "the state root $home (barn-node purge)" "$bin/barn-node" purge --text
   fi
 fi
 
-if [ -e "$home" ]; then
+if [ -n "$home" ] && [ -e "$home" ]; then
   step "kept $home (barn-node purge says what keeps it; make uninstall PURGE=1 IMAGES=1 removes all of it)"
 fi
 if [ -n "$demo_kept" ]; then
   step "kept the demo lab in $HOME/.barn-demo (next: make demo-down)"
+fi
+for o in "${outcomes[@]}"; do step "$o"; done
+if [ "${#failed[@]}" -gt 0 ]; then
+  step "not done: ${#failed[@]} step(s) failed, and what they remove is still in place:"
+  for f in "${failed[@]}"; do step "  - $f"; done
+  step "next: fix what each message above names, then run make uninstall again (every step is safe to repeat)"
+  exit 1
 fi
 step "done"

@@ -285,3 +285,64 @@ func lineDiff(a, b []string) []string {
 	sort.Strings(d)
 	return d
 }
+
+// TestUninstallRunsEveryStep runs scripts/uninstall.sh against stand-in
+// tools where the ssh-config and the hosts steps fail (as a symlinked
+// ~/.ssh/config once made --remove fail): every later step still runs,
+// each outcome is listed, and the exit status is 1 naming the failed
+// steps. TestUninstall runs the same script against the real tools.
+func TestUninstallRunsEveryStep(t *testing.T) {
+	top, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	home := filepath.Join(dir, "home")
+	for _, d := range []string{filepath.Join(dir, "scripts"), filepath.Join(dir, "bin"), filepath.Join(home, ".barn", "nodes")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script, err := os.ReadFile(filepath.Join(top, "scripts", "uninstall.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "scripts", "uninstall.sh"), script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(dir, "calls")
+	stub := func(name, body string) {
+		text := "#!/bin/sh\necho \"" + name + " $*\" >> " + log + "\n" + body + "\n"
+		if err := os.WriteFile(filepath.Join(dir, "bin", name), []byte(text), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stub("barn-state", "echo "+filepath.Join(home, ".barn"))
+	stub("barn-node", `case "$1" in ssh-config) echo "barn-node: error: ssh-config failed" >&2; exit 4;; esac`)
+	stub("barn-net", `case "$1" in hosts) exit 7;; esac`)
+	stub("sudo", `exec "$@"`)
+	cmd := exec.Command("bash", filepath.Join(dir, "scripts", "uninstall.sh"), "--yes", "--purge")
+	cmd.Env = append(os.Environ(), "HOME="+home, "PATH="+filepath.Join(dir, "bin")+":"+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("uninstall.sh: %v, want exit status 1\n%s", err, out)
+	}
+	calls, _ := os.ReadFile(log)
+	for _, want := range []string{"barn-node destroy", "barn-node ssh-config --remove", "barn-net hosts uninstall", "barn-net uninstall", "barn-node purge"} {
+		if !strings.Contains(string(calls), want) {
+			t.Errorf("step %q never ran after a failed step; calls:\n%s", want, calls)
+		}
+	}
+	for _, want := range []string{
+		"uninstall: ok      the nodes (barn-node destroy)",
+		"uninstall: FAILED  the ssh-config integration (barn-node ssh-config --remove) (exit 4;",
+		"uninstall: FAILED  the hosts integration (barn-net hosts uninstall) (exit 7;",
+		"uninstall: ok      the host network (barn-net uninstall)",
+		"uninstall: not done: 2 step(s) failed",
+		"uninstall:   - the ssh-config integration (barn-node ssh-config --remove)",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+}

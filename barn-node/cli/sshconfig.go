@@ -3,19 +3,24 @@ package cli
 import (
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/guest"
+	"barn.dev/lib/inventory"
 	"barn.dev/lib/sshkeys"
 	"barn.dev/lib/tool"
 )
 
 type sshConfigCmd struct {
-	Install bool   `short:"i" help:"Write ~/.ssh/<name>_config and insert a marked Include into ~/.ssh/config."`
-	Remove  bool   `help:"Remove the marked Include and the fragment (needs no deployment)."`
-	Name    string `default:"barn" help:"Fragment name: ~/.ssh/<name>_config."`
-	Ansible bool   `help:"Print an Ansible inventory of connection variables keyed by each node's inventory address (use with -i pigsty.yml)."`
-	Via     string `default:"private" enum:"private,management" help:"With --ansible: connect to each node's private address on port 22 (private) or to its management port forward on 127.0.0.1 (management)."`
+	Install   bool     `short:"i" help:"Write ~/.ssh/<name>_config and insert a marked Include into ~/.ssh/config."`
+	Remove    bool     `help:"Remove the marked Include and the fragment (needs no deployment)."`
+	Name      string   `default:"barn" help:"Fragment name: ~/.ssh/<name>_config."`
+	Ansible   bool     `help:"Print an Ansible inventory of connection variables keyed by each node's inventory address (use with -i pigsty.yml)."`
+	Via       string   `default:"private" enum:"private,management" help:"With --ansible: connect to each node's private address on port 22 (private) or to its management port forward on 127.0.0.1 (management)."`
+	Exclude   []string `name:"exclude" placeholder:"NAME" help:"Leave NAME (a node name, FQDN or alias) out of the fragment, for a name your own ssh configuration keeps; repeatable."`
+	Inventory string   `name:"inventory" short:"f" placeholder:"PATH" help:"With --ansible: the Pigsty inventory the export goes with, whose host_vars/ are checked for connection variables that would outrank it (default: the inventory the deployment was resolved from)."`
 }
 
 // SSHConfigDoc is barn.ssh-config/v1.
@@ -39,7 +44,15 @@ func (d SSHConfigDoc) RenderText(w io.Writer) error {
 	case "install":
 		_, err = fmt.Fprintf(w, "fragment %s %s; include %s in %s\n", d.Fragment, d.Installed.FragmentChange, d.Installed.IncludeChange, d.Installed.Config)
 	case "remove":
-		_, err = fmt.Fprintf(w, "fragment removed: %v; include removed: %v\n", d.Removed.FragmentRemoved, d.Removed.IncludeRemoved)
+		r := d.Removed
+		if !r.FragmentRemoved && !r.IncludeRemoved && r.IncludeLeft == "" {
+			_, err = fmt.Fprintf(w, "nothing of Barn's to remove: no fragment %s and no Include of it in %s\n", r.Fragment, r.Config)
+			return err
+		}
+		_, err = fmt.Fprintf(w, "fragment removed: %v; include removed: %v\n", r.FragmentRemoved, r.IncludeRemoved)
+		if r.IncludeLeft != "" {
+			fmt.Fprintf(w, "left the Include you added at %s (Barn does not edit a linked config; it matches nothing now): delete that line when you like\n", r.IncludeLeft)
+		}
 		for _, p := range d.Removed.CreatedRemoved {
 			fmt.Fprintf(w, "removed %s (Barn created it; empty now)\n", p)
 		}
@@ -53,6 +66,12 @@ func (d SSHConfigDoc) RenderText(w io.Writer) error {
 func (c *sshConfigCmd) Run(env *tool.Env) error {
 	if c.Install && c.Remove {
 		return exitcode.New(exitcode.Usage, "--install and --remove exclude each other")
+	}
+	if len(c.Exclude) > 0 && (c.Ansible || c.Remove) {
+		return exitcode.New(exitcode.Usage, "--exclude shapes the ssh-config fragment; it does not combine with --ansible or --remove")
+	}
+	if c.Inventory != "" && !c.Ansible {
+		return exitcode.New(exitcode.Usage, "--inventory goes with --ansible")
 	}
 	if c.Ansible && (c.Install || c.Remove) {
 		return exitcode.New(exitcode.Usage, "--ansible prints an inventory; it does not combine with --install or --remove")
@@ -93,12 +112,18 @@ func (c *sshConfigCmd) Run(env *tool.Env) error {
 		hosts = append(hosts, h)
 	}
 	if c.Ansible {
+		if err := c.checkAnsibleOverrides(a, hosts); err != nil {
+			return err
+		}
 		inv, err := guest.RenderAnsibleInventory(hosts)
 		if err != nil {
 			return err
 		}
 		doc.Action, doc.Config = "ansible", string(inv)
 		return env.Emit(doc)
+	}
+	if err := excludeNames(doc.Entries, c.Exclude); err != nil {
+		return err
 	}
 	frag, err := guest.RenderFragment(doc.Entries)
 	if err != nil {
@@ -112,10 +137,75 @@ func (c *sshConfigCmd) Run(env *tool.Env) error {
 	if err := guest.CheckFragmentParses(env.Ctx, "", frag); err != nil {
 		return err
 	}
+	var names []string
+	for _, e := range doc.Entries {
+		names = append(names, e.Names()...)
+	}
+	shadows, err := guest.ShadowedNames(env.Ctx, "", paths, names)
+	if err != nil {
+		return err
+	}
+	if len(shadows) > 0 {
+		return guest.ShadowError(shadows, c.Exclude)
+	}
 	res, err := guest.Install(paths, frag)
 	if err != nil {
 		return err
 	}
 	doc.Action, doc.Installed = "install", &res
 	return env.Emit(doc)
+}
+
+// checkAnsibleOverrides refuses the export when the inventory it goes with
+// sets, in host_vars/, a connection variable the export cannot win over
+// (inventory.ConnectionOverrides): Ansible would connect with the user's
+// value — another address, port, user, route or key — instead of Barn's.
+func (c *sshConfigCmd) checkAnsibleOverrides(a *access, hosts []guest.AnsibleHost) error {
+	path := c.Inventory
+	if path == "" {
+		path = a.dep.Spec.Source.Inventory()
+	}
+	if path == "" || path == "-" || path == "<stdin>" {
+		return exitcode.New(exitcode.Usage, "the deployment records no inventory file, so Barn cannot check that the export wins over its host_vars/").
+			WithReason("ansible_inventory_unknown").WithNext("barn-node ssh-config --ansible --inventory PIGSTY_INVENTORY")
+	}
+	in, err := inventory.Open(path)
+	if err != nil {
+		if e := exitcode.As(err); e != nil && e.Next == "" {
+			return e.WithNext("barn-node ssh-config --ansible --inventory PIGSTY_INVENTORY")
+		}
+		return err
+	}
+	addrs := make([]string, len(hosts))
+	for i, h := range hosts {
+		addrs[i] = h.Address
+	}
+	over, err := inventory.ConnectionOverrides(in, addrs, guest.AnsibleDecidingVars())
+	if err != nil || len(over) == 0 {
+		return err
+	}
+	var each []string
+	for _, o := range over {
+		each = append(each, fmt.Sprintf("%s:%d: host %s %s", o.File, o.Line, o.Host, o.Key))
+	}
+	msg := "host_vars/ outranks the export's host entries, so Ansible would connect with these values, not Barn's: " + strings.Join(each, ", ")
+	return exitcode.New(exitcode.Conflict, "%s", msg).WithReason("ansible_var_outranks_export").WithDetail(over).
+		WithNext(over[0].Hint)
+}
+
+// excludeNames marks each of names excluded in the entry that has it; a
+// name no entry has is a usage error.
+func excludeNames(entries []guest.HostEntry, names []string) error {
+	for _, n := range names {
+		found := false
+		for i, e := range entries {
+			if e.Node == n || slices.Contains(e.Aliases, n) {
+				entries[i].Excluded, found = append(entries[i].Excluded, n), true
+			}
+		}
+		if !found {
+			return exitcode.New(exitcode.Usage, "--exclude %s: no node has that name, FQDN or alias", n).WithReason("unknown_node").WithNext("barn-node ssh-config   # prints every name the fragment adds")
+		}
+	}
+	return nil
 }

@@ -21,10 +21,78 @@ type AnsibleHost struct {
 	HostKeyAlias string
 }
 
-// RenderAnsibleInventory returns a YAML inventory that only sets
-// connection variables (ansible_host, ansible_port, ansible_user,
-// ansible_ssh_common_args) for each host keyed by its inventory address,
-// so
+// ansibleSSHArgs is ansible-core's default ssh_args (its ssh connection
+// plugin, option ssh_args): the export restates it so that an
+// ansible_ssh_args of the user's (or ssh_args in ansible.cfg) cannot put
+// options ahead of Barn's on the ssh command line, where ssh would keep
+// them.
+const ansibleSSHArgs = "-C -o ControlMaster=auto -o ControlPersist=60s"
+
+// AnsibleConnectionVars lists, in the order the export writes them, every
+// inventory variable through which ansible-core's ssh connection plugin
+// (ansible.builtin.ssh, its documented vars) or the play context
+// (ansible_connection) chooses where, as whom, with which key, pins and
+// programs a host is reached. The export sets every one of them for every
+// host, because:
+//
+//   - of two names for one option (ansible_host and ansible_ssh_host) the
+//     plugin uses the one it lists last whatever level set it, so Barn sets
+//     both names, not only the first;
+//   - a variable beats ansible.cfg, ANSIBLE_* environment and the command
+//     line (-u, --private-key, -c, --ssh-*-args), and the export's host
+//     entries beat every group and all.vars level, group_vars/ included,
+//     and the Pigsty inventory's own host entries when the export is named
+//     after it (ansible -i pigsty.yml -i barn-hosts.yml);
+//   - only host_vars/ files (and play vars, -e, set_fact, which no
+//     inventory can see) outrank it: inventory.ConnectionOverrides finds
+//     the host_vars/ definitions of AnsibleDecidingVars, and the export
+//     refuses them.
+//
+// Deliberately not set: ansible_password and its aliases, ansible_become*
+// (no become method changes the ssh login: host, port, user, key and
+// route stay these), and timeouts, retries, pipelining and the transfer
+// method, which change how long or how, never where.
+func AnsibleConnectionVars() []string {
+	var out []string
+	for _, o := range ansibleOptions {
+		out = append(out, o...)
+	}
+	return out
+}
+
+// ansibleOptions groups AnsibleConnectionVars by the option they set, in
+// the order the plugin lists an option's variables (config/manager.py
+// _loop_entries: of the names a host defines, the last listed wins,
+// whatever precedence level each comes from).
+var ansibleOptions = [][]string{
+	{"ansible_connection"},
+	{"ansible_host", "ansible_ssh_host"},
+	{"ansible_port", "ansible_ssh_port"},
+	{"ansible_user", "ansible_ssh_user"},
+	{"ansible_ssh_executable"}, {"ansible_sftp_executable"}, {"ansible_scp_executable"},
+	{"ansible_ssh_args"}, {"ansible_ssh_common_args"},
+	{"ansible_ssh_extra_args"}, {"ansible_sftp_extra_args"}, {"ansible_scp_extra_args"},
+	{"ansible_private_key_file", "ansible_ssh_private_key_file"},
+	{"ansible_host_key_checking", "ansible_ssh_host_key_checking"},
+	{"ansible_ssh_pkcs11_provider"},
+}
+
+// AnsibleDecidingVars are the connection variables a host_vars/ file can
+// use to beat the export: of each option's names, the one the plugin
+// reads last. A user's ansible_host in host_vars/ outranks the export's
+// ansible_host, yet the plugin still connects to the export's
+// ansible_ssh_host, listed after it.
+func AnsibleDecidingVars() []string {
+	out := make([]string, len(ansibleOptions))
+	for i, o := range ansibleOptions {
+		out[i] = o[len(o)-1]
+	}
+	return out
+}
+
+// RenderAnsibleInventory returns a YAML inventory that sets, for each
+// host keyed by its inventory address, every variable of
+// AnsibleConnectionVars and nothing else, so that
 //
 //	ansible -i pigsty.yml -i barn-hosts.yml all -m ping
 //
@@ -32,7 +100,10 @@ type AnsibleHost struct {
 // the deployment key, the login user and Barn's known_hosts under the
 // instance's HostKeyAlias — on Host:Port, which is either the fixed private
 // address (port 22, from a host or namespace that routes to the private
-// /24) or the management port forward on 127.0.0.1.
+// /24) or the management port forward on 127.0.0.1. The programs are ssh,
+// sftp and scp from PATH, ssh_args is Ansible's default, the extra
+// arguments, private key file and PKCS#11 provider are empty (the key is
+// in the common arguments) and host key checking is on.
 //
 // The ssh arguments are sshArgs, written for Ansible's reader of them
 // (Python's shlex.split, so quote.ShellIfNeeded words) around ssh's reader
@@ -45,25 +116,9 @@ type AnsibleHost struct {
 func RenderAnsibleInventory(hosts []AnsibleHost) ([]byte, error) {
 	entries := &yaml.Node{Kind: yaml.MappingNode}
 	for _, h := range hosts {
-		host, port := h.Host, h.Port
-		if host == "" {
-			host = h.Address
-		}
-		if port == 0 {
-			port = 22
-		}
-		args, err := sshArgs(h, host)
+		vars, err := ansibleVars(h)
 		if err != nil {
 			return nil, err
-		}
-		vars := &yaml.Node{Kind: yaml.MappingNode}
-		for _, kv := range [][2]*yaml.Node{
-			{scalar("ansible_host"), unsafe(host)},
-			{scalar("ansible_port"), {Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(port)}},
-			{scalar("ansible_user"), unsafe(h.User)},
-			{scalar("ansible_ssh_common_args"), unsafe(args)},
-		} {
-			vars.Content = append(vars.Content, kv[0], kv[1])
 		}
 		entries.Content = append(entries.Content, quote.YAMLNode(h.Address, ""), vars)
 	}
@@ -74,7 +129,7 @@ func RenderAnsibleInventory(hosts []AnsibleHost) ([]byte, error) {
 		scalar("all"), {Kind: yaml.MappingNode, Content: []*yaml.Node{scalar("hosts"), entries}},
 	}}
 	if len(hosts) > 0 {
-		doc.HeadComment = "Connection variables for the Barn lab; use together with the Pigsty inventory:\n  ansible -i pigsty.yml -i THIS_FILE all -m ping"
+		doc.HeadComment = "Connection variables for the Barn lab; name this file after the Pigsty inventory:\n  ansible -i pigsty.yml -i THIS_FILE all -m ping"
 	}
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
@@ -86,6 +141,41 @@ func RenderAnsibleInventory(hosts []AnsibleHost) ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+// ansibleVars is h's mapping of AnsibleConnectionVars, in that order.
+func ansibleVars(h AnsibleHost) (*yaml.Node, error) {
+	host, port := h.Host, h.Port
+	if host == "" {
+		host = h.Address
+	}
+	if port == 0 {
+		port = 22
+	}
+	args, err := sshArgs(h, host)
+	if err != nil {
+		return nil, err
+	}
+	portNode := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(port)}
+	yes := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"}
+	values := map[string]*yaml.Node{
+		"ansible_connection": unsafe("ssh"),
+		"ansible_host":       unsafe(host), "ansible_ssh_host": unsafe(host),
+		"ansible_port": portNode, "ansible_ssh_port": portNode,
+		"ansible_user": unsafe(h.User), "ansible_ssh_user": unsafe(h.User),
+		"ansible_ssh_executable": unsafe("ssh"), "ansible_sftp_executable": unsafe("sftp"), "ansible_scp_executable": unsafe("scp"),
+		"ansible_ssh_args": unsafe(ansibleSSHArgs), "ansible_ssh_common_args": unsafe(args),
+		"ansible_host_key_checking": yes, "ansible_ssh_host_key_checking": yes,
+	}
+	vars := &yaml.Node{Kind: yaml.MappingNode}
+	for _, k := range AnsibleConnectionVars() {
+		v := values[k]
+		if v == nil {
+			v = unsafe("") // extra args, private key files, PKCS#11 provider
+		}
+		vars.Content = append(vars.Content, scalar(k), v)
+	}
+	return vars, nil
 }
 
 func scalar(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Value: s} }

@@ -45,6 +45,22 @@ type HostEntry struct {
 	IdentityFile string   `json:"identity_file"`
 	KnownHosts   string   `json:"known_hosts"`
 	HostKeyAlias string   `json:"host_key_alias"`
+	// Excluded are the entry's names (Node or Aliases) the fragment
+	// leaves out, at the user's request (--exclude): names the user's
+	// own ssh configuration keeps.
+	Excluded []string `json:"excluded,omitempty"`
+}
+
+// Names are the names the entry's Host block answers for: Node, then
+// Aliases, less Excluded.
+func (e HostEntry) Names() []string {
+	var out []string
+	for _, n := range append([]string{e.Node}, e.Aliases...) {
+		if !slices.Contains(e.Excluded, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // fragmentPins are the options of every Host block besides the
@@ -107,7 +123,7 @@ var fragmentPins = []string{
 }
 
 // RenderFragment returns the marked, sealed fragment: one Host block per node
-// (patterns: node name then aliases) reaching it address-free through the
+// (patterns: HostEntry.Names; none left: no block) reaching it address-free through the
 // management port forward on 127.0.0.1, with HostName, Port, User,
 // IdentityFile, UserKnownHostsFile and HostKeyAlias plus fragmentPins.
 // Values are written with quote.SSHWord/SSHPath; one they cannot carry is
@@ -118,7 +134,10 @@ func RenderFragment(entries []HostEntry) ([]byte, error) {
 		"# Every Host block pins what Barn relies on; an algorithm list \"-barn-default\" removes nothing (ssh's own defaults).\n")
 	for _, e := range entries {
 		var patterns []string
-		for _, n := range append([]string{e.Node}, e.Aliases...) {
+		if len(e.Names()) == 0 {
+			continue
+		}
+		for _, n := range e.Names() {
 			w, err := quote.SSHWord(n)
 			if err != nil {
 				return nil, err
@@ -345,6 +364,10 @@ type RemoveResult struct {
 	IncludeRemoved  bool     `json:"include_removed"`
 	CreatedRemoved  []string `json:"created_removed"` // what Install had created, now empty and removed
 	CreatedKept     []string `json:"created_kept"`    // what Install had created, kept because it holds something else now
+	// IncludeLeft is FILE:LINE of an Include of the fragment Barn left in
+	// a linked config it does not edit (now matching nothing; delete it
+	// by hand); "" when there is none.
+	IncludeLeft string `json:"include_left,omitempty"`
 }
 
 // Remove deletes the marked Include block from p.Config and the sealed
@@ -353,8 +376,9 @@ type RemoveResult struct {
 // is deleted; anything else is refused before any file is changed
 // (conflict; the fragment and the Include kept): no begin or end marker
 // ("ssh_config_unmarked"), content changed since ("ssh_config_edited"), a
-// fragment with a bare end marker (unsealedError). Linked configs
-// are never edited (as Install). Absent files are fine.
+// fragment with a bare end marker (unsealedError). A linked config is
+// never edited (as Install): removeLinked. Absent files are fine: with
+// nothing of Barn's anywhere, Remove succeeds and changes nothing.
 func Remove(p SSHConfigPaths) (RemoveResult, error) {
 	res := RemoveResult{Fragment: p.Fragment, Config: p.Config, CreatedRemoved: []string{}, CreatedKept: []string{}}
 	include, err := p.IncludeLine()
@@ -380,6 +404,11 @@ func Remove(p SSHConfigPaths) (RemoveResult, error) {
 	var created []string
 	if present {
 		created = recordedCreated(old)
+	}
+	if fi, err := os.Lstat(p.Config); err == nil {
+		if target, linked := configLink(p.Config, fi); linked {
+			return removeLinked(p, res, old, present, target)
+		}
 	}
 	cfg, mode, err := readConfig(p, include)
 	if err != nil {
@@ -423,7 +452,26 @@ func Remove(p SSHConfigPaths) (RemoveResult, error) {
 	return res, nil
 }
 
-// editedError is the refusal of a sealed fragment whose content changed.
+// removeLinked is Remove for a symlinked or hard-linked config, which
+// Barn never edits (Install never wrote it): the sealed fragment goes,
+// and an Include of it that the user added to the link's target by hand
+// stays, reported as IncludeLeft (it matches nothing now, which ssh
+// skips silently).
+func removeLinked(p SSHConfigPaths, res RemoveResult, old []byte, present bool, target string) (RemoveResult, error) {
+	if present {
+		if err := removeIfSame(p.Fragment, old); err != nil {
+			return res, err
+		}
+		res.FragmentRemoved = true
+	}
+	if b, err := os.ReadFile(target); err == nil && len(b) <= maxConfigBytes {
+		if n := includeIn(b, p); n > 0 {
+			res.IncludeLeft = fmt.Sprintf("%s:%d", target, n)
+		}
+	}
+	return res, nil
+}
+
 // unsealedError refuses (integrity, 7) a fragment whose end marker
 // carries no hash: only development builds before Barn's first release
 // wrote one, and Barn does not read formats no release wrote. Nothing
@@ -433,6 +481,7 @@ func unsealedError(p SSHConfigPaths) error {
 		WithReason("dev_build_format").WithNext("check " + p.Fragment + ", remove it and its Include block from " + p.Config + ", then barn-node ssh-config --install")
 }
 
+// editedError is the refusal of a sealed fragment whose content changed.
 func editedError(p SSHConfigPaths) error {
 	return exitcode.New(exitcode.Conflict, "%s was written by Barn but edited since (its content no longer matches the hash on its %s line); leaving it", p.Fragment, FragmentEnd).
 		WithReason("ssh_config_edited").WithNext("mv " + p.Fragment + " " + p.Fragment + ".mine   # keep your edits elsewhere (Include them from ~/.ssh/config)")
@@ -515,19 +564,49 @@ func readConfig(p SSHConfigPaths, include string) ([]byte, os.FileMode, error) {
 	if err != nil {
 		return nil, 0, exitcode.Wrap(exitcode.Runtime, err, "stat %s: %v", p.Config, err)
 	}
-	linked := fi.Mode()&fs.ModeSymlink != 0
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
-		linked = true
-	}
-	if linked {
-		return nil, 0, exitcode.New(exitcode.Conflict, "%s is a symlink or hard link, so Barn does not edit it; add this line at the top of that file: %s", p.Config, include).
-			WithReason("ssh_config_linked").WithDetail(map[string]string{"include": include, "config": p.Config})
+	if target, linked := configLink(p.Config, fi); linked {
+		return nil, 0, exitcode.New(exitcode.Conflict, "%s is %s, so Barn does not edit it; add this line at the top of %s: %s", p.Config, describeLink(p.Config, target), target, include).
+			WithReason("ssh_config_linked").WithDetail(map[string]string{"include": include, "config": p.Config, "target": target})
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, 0, exitcode.New(exitcode.Conflict, "%s is not a regular file", p.Config).WithReason("ssh_config_linked")
 	}
 	b, err := readSmall(p.Config)
 	return b, fi.Mode().Perm(), err
+}
+
+// configLink reports whether the config (fi from Lstat) is a symlink or
+// hard link, and the file to edit by hand: the symlink's final target
+// (the path itself when it cannot be resolved), or the hard-linked path.
+func configLink(path string, fi fs.FileInfo) (string, bool) {
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		if t, err := filepath.EvalSymlinks(path); err == nil {
+			return t, true
+		}
+		return path, true
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+		return path, true
+	}
+	return path, false
+}
+
+func describeLink(path, target string) string {
+	if target == path {
+		return "a hard link (or a dangling symlink)"
+	}
+	return "a symlink to " + target
+}
+
+// includeIn returns the 1-based line of the first Include of the
+// fragment (marked or not) in b, 0 when there is none.
+func includeIn(b []byte, p SSHConfigPaths) int {
+	for i, l := range splitLines(b) {
+		if unmarkedInclude([]string{l}, p) {
+			return i + 1
+		}
+	}
+	return 0
 }
 
 func readSmall(path string) ([]byte, error) {

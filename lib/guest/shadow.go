@@ -1,0 +1,171 @@
+package guest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"barn.dev/lib/exitcode"
+)
+
+// Shadow is a block of the user's ssh configuration that already answers
+// for a name Barn's fragment would add: installing the fragment at the
+// top of ~/.ssh/config would silently take that name over.
+type Shadow struct {
+	Name  string `json:"name"`
+	File  string `json:"file"`
+	Line  int    `json:"line"`  // 0 when ssh names no line (a Match it reports without one)
+	Block string `json:"block"` // "Host PATTERN" or "Match CRITERIA", as ssh reports it
+}
+
+// systemSSHConfig is the file ssh reads after the user's configuration.
+const systemSSHConfig = "/etc/ssh/ssh_config"
+
+// ShadowedNames asks the local ssh (sshBin; "" is ssh on PATH; none
+// installed: nothing to check, like CheckFragmentParses) which of names
+// the user's configuration already answers for, as ssh itself resolves
+// it without Barn's Include: for each name, `ssh -G -vvv -F COPY NAME`,
+// where COPY is p.Config (followed through a symlink; missing is empty)
+// with Barn's marked Include blanked line for line, then the system
+// configuration (`Match all` + `Include /etc/ssh/ssh_config`), which is
+// what ssh reads without -F. A Host line whose matching pattern is not
+// "*", or a Match whose criteria are not "all" (or host/originalhost
+// "*"), answers for the name; blocks that answer for every name do not
+// single anything out. A Match exec command runs, as it would for any
+// ssh to that name. Shadows name the file and line ssh reports (COPY
+// mapped back to p.Config), in names order then file order.
+func ShadowedNames(ctx context.Context, sshBin string, p SSHConfigPaths, names []string) ([]Shadow, error) {
+	if sshBin == "" {
+		sshBin = "ssh"
+	}
+	path, err := exec.LookPath(sshBin)
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Capability, err, "finding the ssh client %s", sshBin)
+	}
+	dir, err := os.MkdirTemp("", "barn-ssh-shadow-")
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "checking ssh names")
+	}
+	defer os.RemoveAll(dir)
+	copyPath := filepath.Join(dir, "config")
+	if err := writeUserCopy(p, copyPath); err != nil {
+		return nil, err
+	}
+	var out []Shadow
+	for _, name := range names {
+		found, err := shadowsOf(ctx, path, copyPath, name)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range found {
+			if s.File == copyPath {
+				s.File = p.Config
+			}
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// writeUserCopy writes p.Config without Barn's marked Include (its lines
+// blanked, so line numbers stay) and then the system configuration.
+func writeUserCopy(p SSHConfigPaths, dst string) error {
+	b, err := os.ReadFile(p.Config)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return exitcode.Wrap(exitcode.Runtime, err, "read %s: %v", p.Config, err)
+	}
+	if len(b) > maxConfigBytes {
+		return exitcode.New(exitcode.Conflict, "%s is larger than 1 MiB", p.Config).WithReason("ssh_config_too_large")
+	}
+	lines := splitLines(b)
+	if include, err := p.IncludeLine(); err == nil {
+		if i := markedInclude(lines, include); i >= 0 {
+			lines[i], lines[i+1] = "#", "#"
+		}
+	}
+	if _, err := os.Stat(systemSSHConfig); err == nil {
+		lines = append(lines, "Match all", "Include "+systemSSHConfig)
+	}
+	if err := os.WriteFile(dst, joinLines(lines), 0o600); err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "checking ssh names")
+	}
+	return nil
+}
+
+var (
+	applyingRE = regexp.MustCompile(`^debug\d: (.+) line (\d+): Applying options for (.+)$`)
+	checkRE    = regexp.MustCompile(`^debug\d: checking match for '(.*)' host .* originally .*$`)
+	matchedRE  = regexp.MustCompile(`^debug\d: (.+) line (\d+): matched `)
+	everyRE    = regexp.MustCompile(`^(?:all|(?:(?:host|originalhost) "?\*"?\s*)+)$`)
+)
+
+// shadowsOf reads ssh's own account of the blocks it applies for name.
+func shadowsOf(ctx context.Context, ssh, config, name string) ([]Shadow, error) {
+	ctx, cancel := context.WithTimeout(ctx, sshCheckTimeout)
+	defer cancel()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, ssh, "-G", "-vvv", "-F", config, "--", name)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, nil, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, exitcode.New(exitcode.Capability, "%s cannot read your ssh configuration for %s (%v): %s", ssh, name, err, lastLine(stderr.String())).
+			WithReason("ssh_config_unreadable").WithNext("ssh -G " + name + "   # shows ssh's own error")
+	}
+	var out []Shadow
+	var criteria, file string
+	line := 0
+	sc := bufio.NewScanner(&stderr)
+	for sc.Scan() {
+		t := strings.TrimRight(sc.Text(), "\r ")
+		switch {
+		case applyingRE.MatchString(t):
+			m := applyingRE.FindStringSubmatch(t)
+			if m[3] != "*" {
+				n, _ := strconv.Atoi(m[2])
+				out = append(out, Shadow{Name: name, File: m[1], Line: n, Block: "Host " + m[3]})
+			}
+		case checkRE.MatchString(t):
+			criteria, file, line = checkRE.FindStringSubmatch(t)[1], "", 0
+		case matchedRE.MatchString(t):
+			m := matchedRE.FindStringSubmatch(t)
+			file, line = m[1], 0
+			line, _ = strconv.Atoi(m[2])
+		case t == "debug2: match found" && !everyRE.MatchString(criteria):
+			out = append(out, Shadow{Name: name, File: file, Line: line, Block: "Match " + criteria})
+		}
+	}
+	return out, nil
+}
+
+// ShadowError is the refusal for shadows: each with file:line, and the
+// way out (edit those blocks, or leave the names out with --exclude, after
+// the names excluded already).
+func ShadowError(shadows []Shadow, excluded []string) error {
+	var each, excl []string
+	seen := map[string]bool{}
+	for _, n := range excluded {
+		seen[n] = true
+		excl = append(excl, "--exclude "+n)
+	}
+	for _, s := range shadows {
+		each = append(each, fmt.Sprintf("%s:%d: %s answers for %s", s.File, s.Line, s.Block, s.Name))
+		if !seen[s.Name] {
+			seen[s.Name] = true
+			excl = append(excl, "--exclude "+s.Name)
+		}
+	}
+	return exitcode.New(exitcode.Conflict, "your ssh configuration already uses names Barn would add, and Barn's Include would take them over: %s", strings.Join(each, "; ")).
+		WithReason("ssh_name_shadowed").WithDetail(shadows).
+		WithNext("barn-node ssh-config --install " + strings.Join(excl, " ") + "   # or rename those Host/Match blocks")
+}
