@@ -42,6 +42,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -226,8 +227,8 @@ func dial(ctx context.Context, path string) (net.Conn, error) {
 	var again error // the last EAGAIN seen
 	for {
 		conn, err := d.DialContext(ctx, "unix", path)
-		if err != nil && again != nil && ctx.Err() != nil {
-			return nil, again
+		if err != nil && again != nil && (ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded)) {
+			return nil, again // (the dial's deadline may fire just before ctx reports it)
 		}
 		if !errors.Is(err, syscall.EAGAIN) {
 			return conn, err
