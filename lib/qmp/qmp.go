@@ -42,7 +42,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -220,20 +219,14 @@ func (m Monitor) Open(ctx context.Context) (*Session, error) {
 
 // dial connects to the unix socket path. A full listen backlog (EAGAIN:
 // QEMU has not yet accepted the clients queued before us) is retried every
-// 20 ms until ctx ends; the last EAGAIN is returned then, also when ctx
-// ends inside a retry (whose own error would be a bare timeout).
+// 20 ms until ctx ends; the last EAGAIN is returned then.
 func dial(ctx context.Context, path string) (net.Conn, error) {
 	var d net.Dialer
-	var again error // the last EAGAIN seen
 	for {
 		conn, err := d.DialContext(ctx, "unix", path)
-		if err != nil && again != nil && (ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded)) {
-			return nil, again // (the dial's deadline may fire just before ctx reports it)
-		}
 		if !errors.Is(err, syscall.EAGAIN) {
 			return conn, err
 		}
-		again = err
 		t := time.NewTimer(20 * time.Millisecond)
 		select {
 		case <-ctx.Done():
