@@ -167,3 +167,30 @@ func TestLoaderMatchesPyYAML(t *testing.T) {
 		t.Errorf("an anchor defined twice: %v", err)
 	}
 }
+
+// TestHostVarsOfAGroupName: a host listed after a group of its name gives
+// its inline variables to that group, as InventoryData.set_variable looks
+// groups up first (the names generator proves it against Ansible).
+func TestHostVarsOfAGroupName(t *testing.T) {
+	doc := `all:
+  children:
+    "10.10.10.11": {vars: {pg_note: x}}
+    pg-meta:
+      hosts:
+        10.10.10.11: {vm_cpu: 3}
+`
+	s, ws, err := Resolve([]byte(doc), "pigsty.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Nodes[0].CPUs != DefaultCPUs {
+		t.Errorf("the host has %d CPUs; Ansible gives vm_cpu 3 to the group 10.10.10.11, which has no hosts", s.Nodes[0].CPUs)
+	}
+	found := false
+	for _, w := range ws {
+		found = found || w.Code == "host_vars_to_group"
+	}
+	if !found {
+		t.Errorf("no host_vars_to_group warning: %v", ws)
+	}
+}
