@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"barn.dev/lib/exitcode"
 )
 
 // writeTree writes files (path → content; content "->target" makes a
@@ -192,5 +194,28 @@ func TestHostVarsOfAGroupName(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no host_vars_to_group warning: %v", ws)
+	}
+}
+
+// TestNextNamesTheInventory: the validate hint of a refusal whose first
+// problem sits in a vars file names the inventory, never that vars file
+// (read as an inventory of its own it would read something else).
+func TestNextNamesTheInventory(t *testing.T) {
+	dir := writeTree(t, map[string]string{
+		"pigsty.yml":         "all:\n  hosts: {10.10.10.10: {vm_cpu: 010}}\n",
+		"group_vars/all.yml": "pg_a: 2024-02-30\npg_b: !!bool maybe\n",
+	})
+	path := filepath.Join(dir, "pigsty.yml")
+	in, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = ResolveInput(in)
+	e := exitcode.As(err)
+	if e == nil || len(Problems(err)) < 2 || !strings.HasSuffix(Problems(err)[0].File, "all.yml") {
+		t.Fatalf("want the group_vars problems first: %v", err)
+	}
+	if want := "barn-inventory validate -f " + path; e.Next != want {
+		t.Errorf("next: %q; want %q", e.Next, want)
 	}
 }
