@@ -12,7 +12,7 @@ import (
 // discovery (barn.yml, barn.yaml, pigsty.yml, pigsty.yaml in the working
 // directory; the first existing one wins and its errors are reported).
 type fileFlag struct {
-	File string `short:"f" placeholder:"FILE" predictor:"yaml" help:"Inventory: a file (with the group_vars/ and host_vars/ beside it; a symlink is followed, with the ones beside the link, as Ansible does), a directory of inventory files (as ansible-inventory -i DIR reads it, its group_vars/ and host_vars/ inside), or - for stdin (no group_vars/ or host_vars/: refused when ./group_vars or ./host_vars exists). Default: the first of barn.yml, barn.yaml, pigsty.yml, pigsty.yaml here."`
+	File string `short:"f" placeholder:"FILE" predictor:"yaml" help:"Inventory: a file (with the group_vars/ and host_vars/ beside it), a directory of inventory files (as ansible-inventory -i DIR reads it, its group_vars/ and host_vars/ inside), or - for stdin (no group_vars/ or host_vars/: refused when ./group_vars or ./host_vars exists). Default: the first of barn.yml, barn.yaml, pigsty.yml, pigsty.yaml here."`
 }
 
 // read returns the inventory with every source Ansible reads for it.
