@@ -179,7 +179,7 @@ func resolveFile(t *testing.T, path string) *spec.Spec {
 }
 
 func hostNames(m map[string]map[string]any) []string {
-	var out []string
+	out := []string{}
 	for h := range m {
 		out = append(out, h)
 	}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"barn.dev/lib/exitcode"
 )
 
 // writeTree writes files (path → content; content "->target" makes a
@@ -165,5 +167,55 @@ func TestLoaderMatchesPyYAML(t *testing.T) {
 	}
 	if _, _, err := Resolve([]byte("all:\n  vars: {a: &x 1, b: &x 2}\n  hosts: {10.10.10.10: {}}\n"), "p.yml"); err == nil || !strings.Contains(err.Error(), "duplicate anchor") {
 		t.Errorf("an anchor defined twice: %v", err)
+	}
+}
+
+// TestHostVarsOfAGroupName: a host listed after a group of its name gives
+// its inline variables to that group, as InventoryData.set_variable looks
+// groups up first (the names generator proves it against Ansible).
+func TestHostVarsOfAGroupName(t *testing.T) {
+	doc := `all:
+  children:
+    "10.10.10.11": {vars: {pg_note: x}}
+    pg-meta:
+      hosts:
+        10.10.10.11: {vm_cpu: 3}
+`
+	s, ws, err := Resolve([]byte(doc), "pigsty.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Nodes[0].CPUs != DefaultCPUs {
+		t.Errorf("the host has %d CPUs; Ansible gives vm_cpu 3 to the group 10.10.10.11, which has no hosts", s.Nodes[0].CPUs)
+	}
+	found := false
+	for _, w := range ws {
+		found = found || w.Code == "host_vars_to_group"
+	}
+	if !found {
+		t.Errorf("no host_vars_to_group warning: %v", ws)
+	}
+}
+
+// TestNextNamesTheInventory: the validate hint of a refusal whose first
+// problem sits in a vars file names the inventory, never that vars file
+// (read as an inventory of its own it would read something else).
+func TestNextNamesTheInventory(t *testing.T) {
+	dir := writeTree(t, map[string]string{
+		"pigsty.yml":         "all:\n  hosts: {10.10.10.10: {vm_cpu: 010}}\n",
+		"group_vars/all.yml": "pg_a: 2024-02-30\npg_b: !!bool maybe\n",
+	})
+	path := filepath.Join(dir, "pigsty.yml")
+	in, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = ResolveInput(in)
+	e := exitcode.As(err)
+	if e == nil || len(Problems(err)) < 2 || !strings.HasSuffix(Problems(err)[0].File, "all.yml") {
+		t.Fatalf("want the group_vars problems first: %v", err)
+	}
+	if want := "barn-inventory validate -f " + path; e.Next != want {
+		t.Errorf("next: %q; want %q", e.Next, want)
 	}
 }

@@ -29,7 +29,7 @@ var pyyamlTags = map[string]yaml.Kind{"!!str": yaml.ScalarNode, "!!int": yaml.Sc
 // at root; every reason it would not is a problem at its node, stating
 // PyYAML's error. Besides construction failures it refuses what
 // ansible-inventory cannot print (binary values, sets, values that contain
-// themselves), which ends Ansible's run as surely.
+// themselves), which ends Ansible's run as surely wherever it uses them.
 func (r *reader) loadable(root *yaml.Node) bool {
 	w := &loadWalk{r: r, anchors: map[string]*yaml.Node{}, done: map[*yaml.Node]bool{}, ok: true}
 	w.node(root, nil, false)
@@ -50,6 +50,13 @@ func (w *loadWalk) failKey(n *yaml.Node, key, value, msg, hint string) {
 	w.r.at(n, Problem{Key: key, Value: value, Message: msg + "; Ansible fails on the whole file", Hint: hint})
 }
 
+// failUse is a value PyYAML builds but Ansible fails on where it uses it
+// (every variable's value; a top-level key that is no group is skipped).
+func (w *loadWalk) failUse(n *yaml.Node, value, msg, hint string) {
+	w.ok = false
+	w.r.at(n, Problem{Value: value, Message: msg + "; Ansible fails wherever it uses the value, ansible-inventory on every variable", Hint: hint})
+}
+
 // node checks n; path holds the collections above it (an alias to one of
 // them makes a value that contains itself); key marks mapping keys.
 func (w *loadWalk) node(n *yaml.Node, path []*yaml.Node, key bool) {
@@ -59,7 +66,7 @@ func (w *loadWalk) node(n *yaml.Node, path []*yaml.Node, key bool) {
 	if n.Kind == yaml.AliasNode {
 		for _, p := range path {
 			if p == n.Alias {
-				w.fail(n, "*"+n.Value, fmt.Sprintf("the alias *%s is inside the value it names, which then contains itself (Python: maximum recursion depth exceeded)", n.Value), "copy the value instead of aliasing it")
+				w.failUse(n, "*"+n.Value, fmt.Sprintf("the alias *%s is inside the value it names, which then contains itself (Python: maximum recursion depth exceeded)", n.Value), "copy the value instead of aliasing it")
 				return
 			}
 		}
@@ -144,7 +151,7 @@ func (w *loadWalk) tagged(n *yaml.Node, key bool) {
 		}
 		switch tag {
 		case "!!binary", "!!set":
-			w.fail(n, written(n), fmt.Sprintf("ansible-inventory cannot print a %s value (Object of type %s is not JSON serializable)", tag, map[string]string{"!!binary": "bytes", "!!set": "set"}[tag]), "write a string or a list")
+			w.failUse(n, written(n), fmt.Sprintf("ansible-inventory cannot print a %s value (Object of type %s is not JSON serializable)", tag, map[string]string{"!!binary": "bytes", "!!set": "set"}[tag]), "write a string or a list")
 			return
 		case "!!omap", "!!pairs":
 			for _, it := range n.Content {

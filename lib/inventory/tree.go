@@ -127,28 +127,23 @@ func (m *model) addFile(r *reader, root *yaml.Node) bool {
 // children of all) and computes depths and
 // priorities, once every file is parsed.
 func (m *model) finish(r *reader) {
-	u := m.Groups[groupUngrouped]
-	if len(u.Children) > 0 || len(u.Parents) > 1 {
-		r.at(u.Node, Problem{Message: "the implicit group ungrouped has children or a parent other than all", Hint: "give the group another name; Barn does not model Ansible's reconciliation of ungrouped"})
-	}
 	for _, name := range m.HostOrder {
 		h := m.Hosts[name]
 		other, inUngrouped := false, false
+		for g := range m.ancestry(h) {
+			other = other || (g != groupUngrouped && g != groupAll)
+		}
 		for _, g := range h.Groups {
-			switch g {
-			case groupUngrouped:
-				inUngrouped = true
-			case groupAll:
-			default:
-				other = true
-			}
+			inUngrouped = inUngrouped || g == groupUngrouped
 		}
 		switch {
 		case !other && !inUngrouped:
 			h.Groups = append(h.Groups, groupUngrouped)
 		case other && inUngrouped:
-			// reconcile_inventory removes a host from ungrouped once any
-			// other group lists it.
+			// reconcile_inventory removes a host listed in ungrouped from
+			// it once the host has any other group, an ancestor included
+			// (ungrouped nested under another group), and with it the
+			// ancestors no other group of the host has.
 			var keep []string
 			for _, g := range h.Groups {
 				if g != groupUngrouped {
@@ -167,6 +162,28 @@ func (m *model) finish(r *reader) {
 	for _, n := range names {
 		m.priorityOf(m.Groups[n])
 	}
+}
+
+// ancestry is every group host h belongs to, directly or through a
+// parent, all included.
+func (m *model) ancestry(h *host) map[string]bool {
+	seen := map[string]bool{}
+	var walk func(n string, depth int)
+	walk = func(n string, depth int) {
+		if seen[n] || depth > maxGroupDepth+1 {
+			return
+		}
+		seen[n] = true
+		if g := m.Groups[n]; g != nil {
+			for p := range g.Parents {
+				walk(p, depth+1)
+			}
+		}
+	}
+	for _, n := range h.Groups {
+		walk(n, 0)
+	}
+	return seen
 }
 
 // stringKey reports whether a group or host key is a string for Ansible
@@ -451,24 +468,7 @@ func (r *reader) depths(m *model) {
 // descendant), without all, in Ansible's sort_groups order: by depth, then
 // priority, then name.
 func (m *model) hostGroups(h *host) []*group {
-	seen := map[string]bool{groupAll: true}
-	var walk func(n string, depth int)
-	walk = func(n string, depth int) {
-		if seen[n] || depth > maxGroupDepth+1 {
-			return
-		}
-		seen[n] = true
-		g := m.Groups[n]
-		if g == nil {
-			return
-		}
-		for p := range g.Parents {
-			walk(p, depth+1)
-		}
-	}
-	for _, n := range h.Groups {
-		walk(n, 0)
-	}
+	seen := m.ancestry(h)
 	out := make([]*group, 0, len(seen))
 	for n := range seen {
 		if g := m.Groups[n]; g != nil && n != groupAll {

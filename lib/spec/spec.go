@@ -55,7 +55,9 @@ type Spec struct {
 //     (or reads other than one might think);
 //   - "priority_redefined": a group sets ansible_group_priority twice;
 //     Ansible (and Barn) use the one parsed last;
-//   - "not_a_group", "unexpected_group_key": YAML Ansible also ignores.
+//   - "not_a_group", "unexpected_group_key": YAML Ansible also ignores;
+//   - "host_vars_to_group": a host's inline variables go to the group of
+//     the same name, as Ansible's set_variable finds the group first.
 type Warning struct {
 	Code    string   `json:"code"`
 	Message string   `json:"message"`
