@@ -48,7 +48,7 @@ func (h *Host) PlanUninstall(o Observed) (Plan, error) {
 		}
 	}
 	// Taps on a bridge proven foreign are not Barn's concern; with no link
-	// identity recorded (NetworkManager's bridge, an older manifest) every
+	// identity recorded (NetworkManager's bridge) every
 	// tap on the bridge's name blocks, the cautious reading.
 	if v := h.judgeBridge(m.Created.Bridge, m.Bridge, o.Links); m.Created.Bridge == nil || !v.foreign() {
 		if att := o.Attached(m.Bridge); len(att) > 0 {
