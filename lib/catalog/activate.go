@@ -56,7 +56,7 @@ func (s *Store) Activate(src Source, data, sig []byte, o ActivateOptions) (*Acti
 	if err != nil {
 		return nil, err
 	}
-	act := &Activation{Catalog: c, Warnings: append([]string{}, reg.Notes...)}
+	act := &Activation{Catalog: c, Warnings: []string{}}
 	keyID, err := s.checkSigner(src, rec, c, data, sig, o.ExactLocation, act)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -36,16 +37,19 @@ type LocalRegistry struct {
 
 // ReadLocal reads the import registry; missing is empty, damaged is integrity.
 func ReadLocal(imagesDir string) (*LocalRegistry, error) {
-	reg := &LocalRegistry{Schema: LocalSchema, Images: map[string]LocalImage{}}
 	p := filepath.Join(imagesDir, "local-images.json")
 	data, err := os.ReadFile(p)
 	if os.IsNotExist(err) {
-		return reg, nil
+		return &LocalRegistry{Schema: LocalSchema, Images: map[string]LocalImage{}}, nil
 	}
 	if err != nil {
 		return nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", p)
 	}
+	reg := &LocalRegistry{}
 	if err := wire.DecodeStrict(data, reg); err != nil || reg.Schema != LocalSchema {
+		if err == nil {
+			err = fmt.Errorf("schema %q, want %q", reg.Schema, LocalSchema)
+		}
 		return nil, exitcode.New(exitcode.Integrity, "%s is damaged: %v", p, err).WithReason("damaged_registry")
 	}
 	if reg.Images == nil {

@@ -14,6 +14,7 @@ import (
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/imageref"
+	"barn.dev/lib/quote"
 	"barn.dev/lib/safefile"
 	"barn.dev/lib/state"
 	"barn.dev/lib/wire"
@@ -39,15 +40,6 @@ type Store struct {
 type Registry struct {
 	Schema       string             `json:"schema"`
 	Repositories map[string]*Record `json:"repositories"` // by Source.Key
-	// DefaultRepo is only read: a configured default repository of earlier
-	// Barn versions (`update --set-default`, since replaced by the compiled
-	// official default and BARN_REPO). Registry refuses a non-empty one
-	// rather than silently changing which repository is used.
-	DefaultRepo string `json:"default_repo,omitempty"`
-	// Notes say what reading the file changed in memory: records of earlier
-	// versions re-keyed to their canonical repository spelling, or merged
-	// (see canonicalise). They are persisted by the next write.
-	Notes []string `json:"-"`
 }
 
 // Record is one repository's anti-rollback, activation and signer record.
@@ -71,9 +63,6 @@ type Record struct {
 	SignedBy string `json:"signed_by,omitempty"`
 	// UnsignedAllowedAt is when the user last lifted SignatureRequired.
 	UnsignedAllowedAt *time.Time `json:"unsigned_allowed_at,omitempty"`
-	// MergedFrom lists the sources of records that named this repository
-	// under another spelling and were merged into it (Registry).
-	MergedFrom []string `json:"merged_from,omitempty"`
 }
 
 func (s *Store) manifests() string { return filepath.Join(s.Dir, ManifestsDirName) }
@@ -91,34 +80,43 @@ func (s *Store) now() time.Time {
 }
 
 // Registry reads manifests/state.json; a missing file is an empty registry.
-// A damaged one is an integrity error naming it. Records kept under a
-// non-canonical spelling of their repository are re-keyed or merged on
-// read (Registry.Notes says which).
+// A damaged one, and one a development build wrote (fields no release
+// writes, or a record under a non-canonical spelling of its repository),
+// is an integrity error (7) naming it, whose next: hint (RegistryReset)
+// is the one way out.
 func (s *Store) Registry() (*Registry, error) {
-	reg := &Registry{Schema: RegistrySchema, Repositories: map[string]*Record{}}
 	p := s.registryPath()
 	data, err := os.ReadFile(p)
 	if os.IsNotExist(err) {
-		return reg, nil
+		return &Registry{Schema: RegistrySchema, Repositories: map[string]*Record{}}, nil
 	}
 	if err != nil {
 		return nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", p)
 	}
+	reg := &Registry{}
 	if err := wire.DecodeStrict(data, reg); err != nil || reg.Schema != RegistrySchema {
 		if err == nil {
 			err = fmt.Errorf("schema %q, want %q", reg.Schema, RegistrySchema)
 		}
-		return nil, exitcode.Wrap(exitcode.Integrity, err, "%s is damaged", p).WithReason("damaged_registry")
-	}
-	if reg.DefaultRepo != "" {
-		return nil, exitcode.New(exitcode.Usage, "%s configures %s as the default repository, which this Barn no longer supports: the default is the official repository", p, reg.DefaultRepo).
-			WithReason("configured_default_removed").WithNext(fmt.Sprintf("export BARN_REPO=%s, then delete the \"default_repo\" field from %s", reg.DefaultRepo, p))
+		return nil, exitcode.Wrap(exitcode.Integrity, err, "%s is damaged", p).WithReason("damaged_registry").WithNext(RegistryReset(p))
 	}
 	if reg.Repositories == nil {
 		reg.Repositories = map[string]*Record{}
 	}
-	reg.Notes = reg.canonicalise()
+	for _, key := range sortedKeys(reg.Repositories) {
+		if src, err := ParseSource(reg.Repositories[key].Source, true); key != OfficialSlot && (err != nil || src.Key != key) {
+			return nil, exitcode.New(exitcode.Integrity, "%s was written by a development build of Barn: its record %q is not kept under its repository's canonical spelling; this Barn does not read it", p, key).
+				WithReason("dev_build_format").WithNext(RegistryReset(p))
+		}
+	}
 	return reg, nil
+}
+
+// RegistryReset is the way out of a registry Barn cannot read: move it
+// aside and activate the catalog again (a fresh registry; the records it
+// held, anti-rollback marks included, start over).
+func RegistryReset(path string) string {
+	return "mv " + quote.ShellIfNeeded(path) + " " + quote.ShellIfNeeded(path+".old") + ", then barn-repo update"
 }
 
 func (s *Store) writeRegistry(reg *Registry) error {

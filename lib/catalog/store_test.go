@@ -148,19 +148,44 @@ func TestSelectPrecedence(t *testing.T) {
 	}
 }
 
-func TestRegistryWithConfiguredDefaultIsRefusedNotIgnored(t *testing.T) {
+// TestRegistryVersions: the registry this Barn writes reads back; any
+// other schema, and what development builds wrote (a configured default
+// repository, a record under a non-canonical spelling of its repository),
+// is refused as integrity (7) naming the file, with the way out.
+func TestRegistryVersions(t *testing.T) {
 	root := testRoot(t)
 	st := &Store{Dir: root.ImagesDir()}
-	if err := mkdirs(st.versions()); err != nil {
+	lab, err := ParseSource("https://lab.example/repo", true)
+	if err != nil {
 		t.Fatal(err)
 	}
-	old := `{"schema":"barn.catalog.registry/v1","default_repo":"/srv/lab-repo","repositories":{}}`
-	if err := os.WriteFile(st.registryPath(), []byte(old), 0o600); err != nil {
+	current := &Registry{Schema: RegistrySchema, Repositories: map[string]*Record{
+		lab.Key: {Source: lab.Root, HighestRevision: 3, Accepted: map[string]string{}}}}
+	if err := st.writeRegistry(current); err != nil {
 		t.Fatal(err)
 	}
-	_, err := LoadSelected(root, "", "")
-	if e := exitcode.As(err); e.Reason != "configured_default_removed" || !strings.Contains(e.Next, "BARN_REPO=/srv/lab-repo") {
-		t.Fatalf("registry with a configured default: %v", err)
+	if reg, err := st.Registry(); err != nil || reg.Repositories[lab.Key] == nil || reg.Repositories[lab.Key].HighestRevision != 3 {
+		t.Fatalf("current registry: %+v, %v", reg, err)
+	}
+	p := st.registryPath()
+	for name, doc := range map[string]string{
+		"older schema":               `{"schema":"barn.catalog.registry/v0","repositories":{}}`,
+		"newer schema":               `{"schema":"barn.catalog.registry/v2","repositories":{}}`,
+		"no schema":                  `{"repositories":{}}`,
+		"configured default":         `{"schema":"barn.catalog.registry/v1","default_repo":"/srv/lab-repo","repositories":{}}`,
+		"non-canonical spelling key": `{"schema":"barn.catalog.registry/v1","repositories":{"` + slotKey("https://lab.example:0443/repo") + `":{"source":"https://lab.example:0443/repo","highest_revision":1,"active":"","active_revision":0,"active_digest":"","key_id":"","accepted_at":"0001-01-01T00:00:00Z","downgrade":false,"accepted":{},"signature_required":false}}}`,
+	} {
+		if err := os.WriteFile(p, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := st.Registry()
+		e := exitcode.As(err)
+		if e == nil || e.Class != exitcode.Integrity || !strings.Contains(e.Message, p) || e.Next != RegistryReset(p) {
+			t.Fatalf("%s: %#v, want integrity naming %s with next %q", name, e, p, RegistryReset(p))
+		}
+		if name == "non-canonical spelling key" && e.Reason != "dev_build_format" {
+			t.Errorf("%s: reason %q, want dev_build_format", name, e.Reason)
+		}
 	}
 }
 

@@ -741,26 +741,48 @@ func TestInspectNMFailsWhenSystemctlCannotAnswer(t *testing.T) {
 	}
 }
 
-// TestLegacyUndoByNameKept: a manifest written before identities were
-// recorded lists "nmcli connection delete barn0" as an undo. That acts by
-// name on whatever holds it now, so uninstall keeps it and says so; the
-// rest (here the manifest) is still undone.
-func TestLegacyUndoByNameKept(t *testing.T) {
-	h := realPaths()
-	h.ProcDir = t.TempDir() // no processes
-	o := baseObserved()
-	o.Manifest = &Manifest{Schema: ManifestSchema, Status: StatusInstalled, Backend: BackendNetworkManager, Bridge: "barn0", CIDR: DefaultCIDR,
+// TestManifestVersions: barn-net reads the manifest schema it writes and
+// refuses every other schema, and a manifest from a development build
+// (an undo command that acts by name, "nmcli connection delete barn0") is
+// refused as integrity naming the file and the way out; nothing of it is
+// planned or run.
+func TestManifestVersions(t *testing.T) {
+	h := &Host{StateDir: t.TempDir(), Bridge: "barn0"}
+	write := func(m Manifest) {
+		t.Helper()
+		data, err := wire.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(h.ManifestPath(), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	current := Manifest{Schema: ManifestSchema, Status: StatusInstalled, Backend: BackendNetworkManager, Bridge: "barn0", CIDR: DefaultCIDR,
 		Steps: []Step{{ID: "write-manifest", Kind: KindManifest, Path: h.ManifestPath()},
-			{ID: "nm-connection-add", Kind: KindCommand, Argv: []string{"nmcli", "connection", "add"}, UndoArgv: []string{"nmcli", "connection", "delete", "barn0"}}},
+			{ID: "vmnet-bootstrap", Kind: KindCommand, Argv: []string{"launchctl", "bootstrap"}, UndoArgv: []string{"launchctl", "bootout", "system/" + VmnetLabel}}},
 		Applied: 2}
-	p, err := h.PlanUninstall(o)
-	if err != nil {
-		t.Fatal(err)
+	write(current)
+	if m, err := h.ReadManifest(); err != nil || m == nil || len(m.Steps) != 2 {
+		t.Fatalf("current manifest: %+v, %v", m, err)
 	}
-	if !notesContain(p, "kept: step nm-connection-add was recorded by an older barn-net", "nmcli connection delete barn0", "next: nmcli connection show") {
-		t.Fatalf("notes %q", p.Notes)
+	for _, schema := range []string{"barn.net.manifest/v0", "barn.net.manifest/v2", ""} {
+		old := current
+		old.Schema = schema
+		write(old)
+		if _, err := h.ReadManifest(); exitcode.ClassOf(err) != exitcode.Integrity || !strings.Contains(err.Error(), h.ManifestPath()) {
+			t.Errorf("schema %q: %v, want integrity naming the manifest", schema, err)
+		}
 	}
-	if len(p.Steps) != 1 || p.Steps[0].Kind != KindManifest {
-		t.Fatalf("steps %+v: want only the manifest's removal", p.Steps)
+	dev := current
+	dev.Steps = append(append([]Step{}, current.Steps...),
+		Step{ID: "nm-connection-add", Kind: KindCommand, Argv: []string{"nmcli", "connection", "add"}, UndoArgv: []string{"nmcli", "connection", "delete", "barn0"}})
+	dev.Applied = 3
+	write(dev)
+	_, err := h.ReadManifest()
+	e := exitcode.As(err)
+	if e == nil || e.Class != exitcode.Integrity || e.Reason != "dev_build_format" || !strings.Contains(e.Message, h.ManifestPath()) ||
+		!strings.Contains(e.Message, "nmcli connection delete barn0") || !strings.Contains(e.Next, "sudo rm "+h.ManifestPath()) {
+		t.Fatalf("development build's manifest: %#v, want integrity dev_build_format naming the file and the undo", e)
 	}
 }

@@ -124,7 +124,7 @@ func (h *Host) judgeBridge(id *LinkIdentity, name string, links []LinkInfo) brid
 			continue
 		}
 		if id == nil {
-			return bridgeVerdict{Link: &links[i], Diffs: []string{"the manifest records no identity for it (written by an older barn-net)"}}
+			return bridgeVerdict{Link: &links[i], Diffs: []string{"the manifest records no identity for it"}}
 		}
 		return bridgeVerdict{Link: &links[i], Diffs: id.differences(links[i], h.bootID())}
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"slices"
+	"strings"
 	"syscall"
 
 	"barn.dev/lib/exitcode"
@@ -83,7 +85,32 @@ func (h *Host) ReadManifest() (*Manifest, error) {
 	if m.Applied < 0 || m.Applied > len(m.Steps) {
 		return nil, exitcode.New(exitcode.Integrity, "manifest %s: applied=%d outside 0..%d", path, m.Applied, len(m.Steps)).WithReason("manifest_damaged")
 	}
+	if err := checkUndoCommands(path, m.Steps); err != nil {
+		return nil, err
+	}
 	return &m, nil
+}
+
+// undoCommands are the only steps this barn-net records with an undo
+// command (Step.UndoArgv), which uninstall runs as root: the vmnet
+// binaries and service (vmnet.go). Every other undo is judged on the host
+// first (undoCheck).
+var undoCommands = []string{"vmnet-binaries", "vmnet-bootstrap"}
+
+// checkUndoCommands refuses (integrity, reason "dev_build_format") a
+// manifest with an undo command on any other step: development builds
+// before the first release recorded commands that act by name without
+// proof (nmcli connection delete barn0, systemctl stop ...), and Barn runs
+// no undo it did not write.
+func checkUndoCommands(path string, steps []Step) error {
+	for _, s := range steps {
+		if len(s.UndoArgv) > 0 && !slices.Contains(undoCommands, s.ID) {
+			return exitcode.New(exitcode.Integrity, "manifest %s was written by a development build of barn-net: step %s undoes by running %q, which no release records; Barn does not run it",
+				path, s.ID, strings.Join(s.UndoArgv, " ")).WithReason("dev_build_format").
+				WithNext("undo the steps " + path + " lists by hand (check each is what that build created), then sudo rm " + path)
+		}
+	}
+	return nil
 }
 
 // readOwned reads a root-owned manifest: nil, nil when absent; otherwise a

@@ -156,7 +156,7 @@ func judgeNM(m *Manifest, conns []NMConn) (present bool, diffs []string) {
 	if rec == nil || rec.UUID == "" {
 		for _, c := range conns {
 			if c.Name == m.Bridge {
-				return true, []string{"the manifest records no UUID for it (written by an older barn-net), so connection " + c.UUID + " is not provably Barn's"}
+				return true, []string{"the manifest records no UUID for it (an add interrupted before it was recorded), so connection " + c.UUID + " is not provably Barn's"}
 			}
 		}
 		return false, nil

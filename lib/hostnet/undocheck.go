@@ -39,15 +39,6 @@ func (h *Host) now(ctx context.Context, s Step) (hostNow, error) {
 	return n, err
 }
 
-// legacyByName are the steps an older barn-net recorded as commands whose
-// undo acts by name (nmcli connection delete barn0, networkctl delete
-// barn0) or regardless of the current state (systemctl stop/disable).
-var legacyByName = []string{"nm-connection-add", "networkd-start", "networkd-reload", "networkd-enable"}
-
-// legacyNext is how to look at what a legacy step left in place.
-var legacyNext = map[string]string{"nm-connection-add": "nmcli connection show", "networkd-start": "systemctl status systemd-networkd",
-	"networkd-reload": "networkctl list", "networkd-enable": "systemctl status systemd-networkd"}
-
 // undoCheck judges undoing s on the host as now: skip when there is
 // nothing to undo (the thing is gone, or already as recorded before
 // install), else a refusal (conflict) when what is there is not provably
@@ -91,11 +82,6 @@ func (h *Host) undoCheck(m *Manifest, s Step, now hostNow) (skip bool, refusal e
 		return false, exitcode.New(exitcode.Conflict, "%s is %s (%s): neither %s as Barn left it nor %s as recorded before install; Barn changes a unit only back from the state it left it in",
 			s.Unit, cur, verb, left, s.Was).WithReason("unit_changed").WithNext("systemctl status " + s.Unit).
 			WithDetail(map[string]string{"unit": s.Unit, "state": cur, "barn_left": left, "recorded": s.Was})
-	case KindCommand:
-		if len(s.UndoArgv) > 0 && slices.Contains(legacyByName, s.ID) {
-			return false, exitcode.New(exitcode.Conflict, "step %s was recorded by an older barn-net, whose undo (%s) acts by name without proof; Barn does not run it",
-				s.ID, strings.Join(s.UndoArgv, " ")).WithReason("legacy_undo").WithNext(legacyNext[s.ID])
-		}
 	}
 	return false, nil
 }

@@ -16,7 +16,7 @@ import (
 // reverse). What an undo would act on but Barn cannot prove it created or
 // left so (undoCheck: a link or NetworkManager connection of Barn's name
 // that is not the one recorded, a unit no longer in the state Barn left it
-// in, a step recorded by an older barn-net) is kept: its undo is left out
+// in) is kept: its undo is left out
 // of the steps and a note "kept: <what differs> (next: <command>)" says so.
 // It refuses, changing nothing:
 //   - conflict "bridge_in_use" while a link is attached to Barn's own
@@ -48,7 +48,7 @@ func (h *Host) PlanUninstall(o Observed) (Plan, error) {
 		}
 	}
 	// Taps on a bridge proven foreign are not Barn's concern; with no link
-	// identity recorded (NetworkManager's bridge, an older manifest) every
+	// identity recorded (NetworkManager's bridge) every
 	// tap on the bridge's name blocks, the cautious reading.
 	if v := h.judgeBridge(m.Created.Bridge, m.Bridge, o.Links); m.Created.Bridge == nil || !v.foreign() {
 		if att := o.Attached(m.Bridge); len(att) > 0 {

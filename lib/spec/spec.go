@@ -12,11 +12,7 @@
 // themselves, so renaming or moving the inventory changes no hash.
 package spec
 
-import (
-	"encoding/json"
-
-	"barn.dev/lib/wire"
-)
+import "barn.dev/lib/wire"
 
 // Schema is the schema name of the resolved spec document.
 const Schema = "barn.spec/v1"
@@ -71,8 +67,8 @@ type Warning struct {
 // Sources lists the files a spec was read from: the inventory as the user
 // named it first (a file, "<stdin>", or a directory followed by the
 // inventory files read from it), then every group_vars/ and host_vars/
-// file, by path. Documents written before Barn read those files hold one
-// string, which decodes as a list of one.
+// file, by path. It is always a JSON list; the single string development
+// builds wrote is refused like any other wrong type.
 type Sources []string
 
 // Inventory is the inventory as the user named it (the first source), ""
@@ -82,25 +78,6 @@ func (s Sources) Inventory() string {
 		return ""
 	}
 	return s[0]
-}
-
-// UnmarshalJSON accepts a list of file names or one file name.
-func (s *Sources) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		*s = nil
-		return nil
-	}
-	var one string
-	if err := json.Unmarshal(b, &one); err == nil {
-		*s = Sources{one}
-		return nil
-	}
-	var list []string
-	if err := json.Unmarshal(b, &list); err != nil {
-		return err
-	}
-	*s = list
-	return nil
 }
 
 // Deployment is the envelope shared by every node. Changing any field moves

@@ -8,15 +8,14 @@ import (
 	"barn.dev/lib/wire"
 )
 
-// A spec written before Barn read group_vars/host_vars names its one
-// source as a string; it still decodes, as a list of one. New documents
-// always write a list.
-func TestSourcesDecodeBothForms(t *testing.T) {
+// Sources is a JSON list of file names. The single string development
+// builds wrote (before Barn read group_vars/host_vars) is refused, as is
+// any other type.
+func TestSourcesDecodeAList(t *testing.T) {
 	for doc, want := range map[string]Sources{
-		`{"source":"pigsty.yml"}`:                        {"pigsty.yml"},
 		`{"source":["pigsty.yml","group_vars/all.yml"]}`: {"pigsty.yml", "group_vars/all.yml"},
-		`{"source":null}`:                                nil,
-		`{}`:                                             nil,
+		`{"source":null}`: nil,
+		`{}`:              nil,
 	} {
 		var s struct {
 			Source Sources `json:"source"`
@@ -28,11 +27,13 @@ func TestSourcesDecodeBothForms(t *testing.T) {
 			t.Errorf("%s: got %#v, want %#v", doc, s.Source, want)
 		}
 	}
-	var s struct {
-		Source Sources `json:"source"`
-	}
-	if err := wire.DecodeStrict([]byte(`{"source":7}`), &s); err == nil {
-		t.Error("a number decoded as sources")
+	for _, doc := range []string{`{"source":"pigsty.yml"}`, `{"source":7}`} {
+		var s struct {
+			Source Sources `json:"source"`
+		}
+		if err := wire.DecodeStrict([]byte(doc), &s); err == nil {
+			t.Errorf("%s decoded as sources %#v", doc, s.Source)
+		}
 	}
 	b, err := wire.Marshal(Spec{Source: Sources{"pigsty.yml"}})
 	if err != nil || !strings.Contains(string(b), `"source":["pigsty.yml"]`) {

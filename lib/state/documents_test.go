@@ -210,6 +210,7 @@ func TestNodeRoundTripAndRejections(t *testing.T) {
 			m["runtime"] = map[string]any{"directory": d, "qmp": d + "/qmp.sock", "barn_qmp": d + "/barn-qmp.sock", "pidfile": d + "/qemu.pid"}
 		}, "barn-qmp.sock is 110 bytes; unix sockets allow at most 107"},
 		{"barn monitor elsewhere", func(m map[string]any) { m["runtime"].(map[string]any)["barn_qmp"] = "/tmp/x.sock" }, "runtime.barn_qmp"},
+		{"no barn monitor (a development build's)", func(m map[string]any) { delete(m["runtime"].(map[string]any), "barn_qmp") }, "runtime.barn_qmp"},
 		{"unknown nested field", func(m map[string]any) { m["runtime"].(map[string]any)["extra"] = true }, `unknown field "extra"`},
 	}
 	for _, c := range cases {

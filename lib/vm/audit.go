@@ -40,7 +40,7 @@ type Liveness struct {
 }
 
 // Audit observes t's runtime without changing anything: QMP identity and
-// query-status on one session on Barn's own monitor (Runtime.BarnMonitor,
+// query-status on one session on Barn's own monitor (Runtime.BarnQMP,
 // 2 s), procid.Observe of the recorded tuple, and, whenever those do not
 // prove the VM runs, the process table (procid.Find): a missing pidfile or
 // socket is never proof that a VM is gone. Inactive means QMP is proven
@@ -51,7 +51,7 @@ type Liveness struct {
 // errors.Is(l.QMP, qmp.ErrBusy) means something holds the monitor without
 // answering, which is never read as inactive.
 func Audit(ctx context.Context, t Target) Liveness {
-	m := qmp.Monitor{Socket: t.Runtime.BarnMonitor(), Timeout: AuditQMPTimeout}
+	m := qmp.Monitor{Socket: t.Runtime.BarnQMP, Timeout: AuditQMPTimeout}
 	l := Liveness{Verdict: procid.Unknown}
 	var st struct {
 		Status string `json:"status"`

@@ -62,7 +62,7 @@ func (o LaunchOptions) withDefaults() LaunchOptions {
 
 // Launch runs inv (QEMU with -daemonize), passing files as descriptors 3, 4,
 // … (they must match inv.InheritedFiles), then waits up to 15 s for QMP on
-// Barn's own monitor (rt.BarnMonitor) to answer with name node and UUID
+// Barn's own monitor (rt.BarnQMP) to answer with name node and UUID
 // vmUUID, reads rt.Pidfile,
 // captures the process tuple and checks that its argv hash is
 // procid.ArgvHash(inv). It returns the tuple to persist.
@@ -139,10 +139,10 @@ func prove(ctx context.Context, inv vmrecord.Invocation, node, vmUUID string, rt
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
 			return vmrecord.Process{}, exitcode.New(exitcode.Runtime,
-				"QMP on %s did not answer within %s: %v", rt.BarnMonitor(), o.QMPWait, last).
+				"QMP on %s did not answer within %s: %v", rt.BarnQMP, o.QMPWait, last).
 				WithReason("qmp_timeout").WithNext("barn-node logs " + node)
 		}
-		m := qmp.Monitor{Socket: rt.BarnMonitor(), Timeout: min(o.QMPTimeout, remaining)}
+		m := qmp.Monitor{Socket: rt.BarnQMP, Timeout: min(o.QMPTimeout, remaining)}
 		err := m.Verify(ctx, node, vmUUID)
 		if err == nil {
 			break
@@ -231,7 +231,7 @@ func abort(ctx context.Context, inv vmrecord.Invocation, node, vmUUID string, rt
 // decides, as in Stop: a missing pidfile proves nothing.
 func stopLaunched(ctx context.Context, inv vmrecord.Invocation, node, vmUUID string, rt vmrecord.Runtime) error {
 	t := Target{Node: node, UUID: vmUUID, Runtime: rt, Invocation: inv}
-	m := qmp.Monitor{Socket: rt.BarnMonitor(), Timeout: 2 * time.Second}
+	m := qmp.Monitor{Socket: rt.BarnQMP, Timeout: 2 * time.Second}
 	pid, perr := ReadPidfile(rt.Pidfile)
 	if perr == nil {
 		if p1, err := procid.Capture(pid); err == nil {

@@ -84,7 +84,7 @@ func (o StopOptions) withDefaults() StopOptions {
 // is a runtime error "stop_failed": no signal bypasses a live control plane.
 func Stop(ctx context.Context, t Target, o StopOptions) error {
 	o = o.withDefaults()
-	m := qmp.Monitor{Socket: t.Runtime.BarnMonitor(), Timeout: o.QMPTimeout}
+	m := qmp.Monitor{Socket: t.Runtime.BarnQMP, Timeout: o.QMPTimeout}
 	node, proc := t.Node, t.Process
 
 	s, err := verifiedSession(ctx, m, t)
@@ -351,7 +351,7 @@ func (t Target) gone(proc *vmrecord.Process) func() bool {
 		return processGone(*proc)
 	}
 	return func() bool {
-		if socketListening(t.Runtime.BarnMonitor()) {
+		if socketListening(t.Runtime.BarnQMP) {
 			return false
 		}
 		tab, err := t.table()

@@ -86,7 +86,7 @@ func TestStopCommandGoesToTheQEMUThatProvedItsIdentity(t *testing.T) {
 	if err := os.MkdirAll(f.rt.Directory, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	sock := f.rt.BarnMonitor()
+	sock := f.rt.BarnQMP
 	impostorSock := filepath.Join(t.TempDir(), "impostor.sock")
 	impostor := &scriptedQMP{name: "other", uuid: f.uuid}
 	impostor.serve(t, impostorSock, nil)

@@ -24,19 +24,9 @@ type Runtime struct {
 	QMP       string `json:"qmp"` // the operators' QMP monitor (unix socket, ≤107 bytes)
 	// BarnQMP is Barn's own QMP monitor (unix socket, ≤107 bytes): QEMU
 	// serves each monitor to one client at a time, so an operator's
-	// session on QMP cannot take it. Empty in state recorded before Barn
-	// had its own monitor; then QMP was Barn's.
+	// session on QMP cannot take it. Set whenever QMP is.
 	BarnQMP string `json:"barn_qmp,omitempty"`
 	Pidfile string `json:"pidfile"` // written by QEMU -pidfile
-}
-
-// BarnMonitor is the socket Barn talks QMP on: BarnQMP, or QMP when the
-// state predates Barn's own monitor.
-func (rt Runtime) BarnMonitor() string {
-	if rt.BarnQMP != "" {
-		return rt.BarnQMP
-	}
-	return rt.QMP
 }
 
 // Sockets are the monitor sockets of rt that are set (QMP, then BarnQMP).
