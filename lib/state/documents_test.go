@@ -495,6 +495,14 @@ func TestEarlierDevBuildDocumentsAreRefused(t *testing.T) {
 		!strings.Contains(e.Message, path) || !strings.Contains(e.Message, "seed.iso") || !strings.Contains(e.Next, "move "+r.NodeDir("pg-1")) {
 		t.Fatalf("node state without identities: %+v", e)
 	}
+	n = testNode(r, s, "pg-1")
+	n.Runtime.BarnQMP = ""
+	if err := r.WriteNode(n); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ReadNode("pg-1"); exitcode.As(err).Reason != EarlierBuildReason || !strings.Contains(err.Error(), "barn_qmp") {
+		t.Fatalf("node state without Barn's monitor: %v", err)
+	}
 	if err := r.RemoveNode("pg-1"); err != nil {
 		t.Fatal(err)
 	}

@@ -16,8 +16,11 @@ import (
 // the node again. README "Formats from development builds" says so.
 
 // earlierNode refuses node state in which a file the node records has no
-// identity in files.
+// identity in files, or whose runtime has no Barn QMP monitor of its own.
 func (r *Root) earlierNode(path string, n *Node) error {
+	if n.Runtime.Directory != "" && n.Runtime.BarnQMP == "" {
+		return r.earlier(path, n.Node, "its runtime records no Barn QMP monitor (barn_qmp)")
+	}
 	recorded := []string{n.RootDisk, n.Seed, n.NVRAM, n.SerialLog}
 	for _, d := range n.DataDisks {
 		recorded = append(recorded, d.Path)
