@@ -478,7 +478,7 @@ func TestReadInterruptedWrite(t *testing.T) {
 
 // TestEarlierDevBuildDocumentsAreRefused: node state or a prepare journal
 // from a development build that recorded no file identities is refused
-// as integrity (7), reason earlier_dev_build, naming the file and the one
+// as integrity (7), reason dev_build_format, naming the file and the one
 // action that helps — never read as if Barn owned its files.
 func TestEarlierDevBuildDocumentsAreRefused(t *testing.T) {
 	r := testRoot(t)
