@@ -47,7 +47,7 @@ type Ownership struct {
 	// here, carried over from the node state: what DeleteRetained deletes
 	// by, and what Reattach and Return check before moving the disk.
 	// Required: a marker without one was written by an earlier
-	// development build and is refused (integrity, earlier_dev_build).
+	// development build and is refused (integrity, dev_build_format).
 	Disk *fileid.ID `json:"disk"`
 }
 
@@ -209,7 +209,7 @@ func readMarker(dir string) (m *Ownership, lent bool, err error) {
 		return nil, false, exitcode.New(exitcode.Integrity, "%s: owner uid %d is not ours (%d)", marker, o.OwnerUID, os.Geteuid())
 	case o.Disk == nil:
 		return nil, false, exitcode.New(exitcode.Integrity, "%s was written by an earlier development build of Barn (it records no identity of its disk); this Barn does not read it", marker).
-			WithReason("earlier_dev_build").WithNext("move " + dir + " (your retained disk) out of " + filepath.Dir(filepath.Dir(dir)) + ", then plan and apply again")
+			WithReason("dev_build_format").WithNext("move " + dir + " (your retained disk) out of " + filepath.Dir(filepath.Dir(dir)) + ", then plan and apply again")
 	case o.Disk.Valid() != "":
 		return nil, false, exitcode.New(exitcode.Integrity, "%s: disk identity: %s", marker, o.Disk.Valid()).WithReason("retained_store_unexpected")
 	}

@@ -323,8 +323,8 @@ func TestReplacedRetainedDiskIsKeptAndNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = DeleteRetained(dir2)
-	if e := exitcode.As(err); e == nil || e.Class != exitcode.Integrity || e.Reason != "earlier_dev_build" || !strings.Contains(e.Message, marker) || e.Next == "" {
-		t.Fatalf("DeleteRetained(marker without identity) = %v; want earlier_dev_build naming %s", err, marker)
+	if e := exitcode.As(err); e == nil || e.Class != exitcode.Integrity || e.Reason != "dev_build_format" || !strings.Contains(e.Message, marker) || e.Next == "" {
+		t.Fatalf("DeleteRetained(marker without identity) = %v; want dev_build_format naming %s", err, marker)
 	}
 	if _, err := os.Stat(filepath.Join(dir2, RetainedDiskFile)); err != nil {
 		t.Fatalf("disk under an old marker deleted: %v", err)

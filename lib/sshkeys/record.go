@@ -21,7 +21,7 @@ const RecordName = "keys.json"
 
 // RecordSchema is the schema of keys.json. barn.keys/v1 (device and inode
 // only) was written by development builds; it is refused (integrity,
-// earlier_dev_build).
+// dev_build_format).
 const RecordSchema = "barn.keys/v2"
 
 const earlierRecordSchema = "barn.keys/v1"
@@ -58,7 +58,7 @@ func readRecord(dir string) (*Record, error) {
 		err = wire.DecodeStrict(data, rec)
 	} else {
 		return nil, exitcode.New(exitcode.Integrity, "keys record %s was written by an earlier development build of Barn (schema %s: device and inode only); this Barn does not read it", p, probe.Schema).
-			WithReason("earlier_dev_build").WithNext("move " + dir + " out of the state root (Barn then makes new deployment keys), then plan and apply again")
+			WithReason("dev_build_format").WithNext("move " + dir + " out of the state root (Barn then makes new deployment keys), then plan and apply again")
 	}
 	if err == nil && rec.Schema != RecordSchema {
 		err = errors.New("schema " + rec.Schema + ", want " + RecordSchema)

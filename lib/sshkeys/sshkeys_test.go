@@ -216,7 +216,7 @@ func TestEnsureNeverDeletesAForeignPublicKey(t *testing.T) {
 
 // TestEarlierDevBuildRecordIsRefused: a keys.json of schema barn.keys/v1
 // (device and inode only, written by development builds) is refused as
-// integrity, reason earlier_dev_build, naming it; Purge deletes nothing.
+// integrity, reason dev_build_format, naming it; Purge deletes nothing.
 func TestEarlierDevBuildRecordIsRefused(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "keys")
 	kp, err := Ensure(dir, false)
@@ -229,7 +229,7 @@ func TestEarlierDevBuildRecordIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err = Purge(dir)
-	if e := exitcode.As(err); e == nil || e.Class != exitcode.Integrity || e.Reason != "earlier_dev_build" || !strings.Contains(e.Message, rec) || e.Next == "" {
+	if e := exitcode.As(err); e == nil || e.Class != exitcode.Integrity || e.Reason != "dev_build_format" || !strings.Contains(e.Message, rec) || e.Next == "" {
 		t.Fatalf("Purge with a v1 record: %v", err)
 	}
 	if _, err := os.Stat(kp.PrivatePath); err != nil {

@@ -49,7 +49,7 @@
 // and a next: hint. lib/nodedir is the only code that acts on them. Node
 // state or a journal without an identity for every file it records was
 // written by an earlier development build: it is refused as integrity
-// (7), reason earlier_dev_build (earlier.go), never read.
+// (7), reason dev_build_format (earlier.go), never read.
 //
 // # Locks
 //

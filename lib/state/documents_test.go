@@ -479,7 +479,7 @@ func TestReadInterruptedWrite(t *testing.T) {
 
 // TestEarlierDevBuildDocumentsAreRefused: node state or a prepare journal
 // from a development build that recorded no file identities is refused
-// as integrity (7), reason earlier_dev_build, naming the file and the one
+// as integrity (7), reason dev_build_format, naming the file and the one
 // action that helps — never read as if Barn owned its files.
 func TestEarlierDevBuildDocumentsAreRefused(t *testing.T) {
 	r := testRoot(t)
@@ -495,6 +495,14 @@ func TestEarlierDevBuildDocumentsAreRefused(t *testing.T) {
 	if e == nil || e.Class != exitcode.Integrity || e.Reason != EarlierBuildReason ||
 		!strings.Contains(e.Message, path) || !strings.Contains(e.Message, "seed.iso") || !strings.Contains(e.Next, "move "+r.NodeDir("pg-1")) {
 		t.Fatalf("node state without identities: %+v", e)
+	}
+	n = testNode(r, s, "pg-1")
+	n.Runtime.BarnQMP = ""
+	if err := r.WriteNode(n); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ReadNode("pg-1"); exitcode.As(err).Reason != EarlierBuildReason || !strings.Contains(err.Error(), "barn_qmp") {
+		t.Fatalf("node state without Barn's monitor: %v", err)
 	}
 	if err := r.RemoveNode("pg-1"); err != nil {
 		t.Fatal(err)

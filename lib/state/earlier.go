@@ -10,14 +10,17 @@ import (
 // Barn has had no release: documents of its own schemas written by an
 // earlier development build, before it recorded the identity of every file
 // it creates, are not read at all (no code keeps formats no release
-// wrote). They are refused as integrity (7), reason earlier_dev_build,
+// wrote). They are refused as integrity (7), reason dev_build_format,
 // naming the file; the one action that helps is to move the node's
 // directory out of the state root (after stopping its QEMU) and create
-// the node again. README "Formats from development builds" says so.
+// the node again. README "State layout" says so.
 
 // earlierNode refuses node state in which a file the node records has no
-// identity in files.
+// identity in files, or whose runtime has no Barn QMP monitor of its own.
 func (r *Root) earlierNode(path string, n *Node) error {
+	if n.Runtime.Directory != "" && n.Runtime.BarnQMP == "" {
+		return r.earlier(path, n.Node, "its runtime records no Barn QMP monitor (barn_qmp)")
+	}
 	recorded := []string{n.RootDisk, n.Seed, n.NVRAM, n.SerialLog}
 	for _, d := range n.DataDisks {
 		recorded = append(recorded, d.Path)
@@ -46,7 +49,7 @@ func (r *Root) earlierJournal(path string, j *Journal) error {
 
 // EarlierBuildReason is the reason of a document written by an earlier
 // development build of Barn.
-const EarlierBuildReason = "earlier_dev_build"
+const EarlierBuildReason = "dev_build_format"
 
 func (r *Root) earlier(path, node, why string) error {
 	dir := r.NodeDir(node)
