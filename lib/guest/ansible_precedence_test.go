@@ -60,6 +60,9 @@ var hostLevels = []string{"host_vars", "group", "host", "group_vars"}
 // with no user settings at all, and ansible-inventory merges exactly the
 // export's values. Barn refuses exactly where Ansible would deviate.
 func TestAnsibleExportPrecedence(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a dozen real ansible runs: not in -short runs (make test runs it)")
+	}
 	for _, bin := range []string{"ansible", "ansible-inventory"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			if os.Getenv("BARN_REQUIRE_ANSIBLE") == "1" {
