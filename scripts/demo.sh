@@ -230,7 +230,7 @@ up() {
   log "names: inside $NS, $control is $(inns getent hosts "$control" | awk '{print $1}')"
 
   log "ansible: barn-node ssh-config --ansible, then ansible all -m ping inside $NS"
-  inns "$bin/barn-node" ssh-config --ansible --text > "$hosts_file"
+  inns "$bin/barn-node" ssh-config --ansible --inventory "$inventory" --text > "$hosts_file"
   local ping deadline want got
   want=$("$bin/barn-inventory" resolve -f "$inventory" --jq '.nodes[].address' | sort)
   ping=$net_dir/ansible-ping.txt

@@ -41,6 +41,7 @@ func (c *destroyCmd) Run(env *tool.Env) error {
 	if err == nil && c.Purge && len(c.Nodes) == 0 {
 		err = removeStateRoot(env, m.Root, res)
 	}
+	refreshFragment(env, res)
 	return emit(env, resultOrNil(res), err)
 }
 
@@ -55,6 +56,7 @@ func (c *purgeCmd) Run(env *tool.Env) error {
 	if err == nil {
 		err = removeStateRoot(env, m.Root, res)
 	}
+	refreshFragment(env, res)
 	return emit(env, resultOrNil(res), err)
 }
 

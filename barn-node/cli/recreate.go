@@ -31,5 +31,6 @@ func (c *recreateCmd) Run(env *tool.Env) error {
 	}
 	wait := bindReadiness(env, m, c.NoWait)
 	res, err := m.Recreate(env.Ctx, &p, c.Nodes, wait)
+	refreshFragment(env, res)
 	return emit(env, resultOrNil(res), err)
 }

@@ -1,14 +1,17 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"slices"
 	"strings"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/guest"
 	"barn.dev/lib/inventory"
+	"barn.dev/lib/lifecycle"
 	"barn.dev/lib/sshkeys"
 	"barn.dev/lib/tool"
 )
@@ -100,11 +103,10 @@ func (c *sshConfigCmd) Run(env *tool.Env) error {
 	}
 	user := a.dep.Spec.Deployment.User.Name
 	var hosts []guest.AnsibleHost
+	doc.Entries = fragmentEntries(a)
 	for _, n := range a.names {
 		st := a.nodes[n]
 		alias := sshkeys.HostKeyAlias(st.VMUUID)
-		doc.Entries = append(doc.Entries, guest.HostEntry{Node: n, Aliases: append([]string{}, st.Spec.Aliases...), Address: st.Spec.Address,
-			Port: st.SSHPort, User: user, IdentityFile: a.keys.PrivatePath, KnownHosts: a.keys.KnownHosts, HostKeyAlias: alias})
 		h := guest.AnsibleHost{Address: st.Spec.Address, Host: st.Spec.Address, Port: 22, User: user, IdentityFile: a.keys.PrivatePath, KnownHosts: a.keys.KnownHosts, HostKeyAlias: alias}
 		if c.Via == "management" {
 			h.Host, h.Port = "127.0.0.1", st.SSHPort
@@ -208,4 +210,61 @@ func excludeNames(entries []guest.HostEntry, names []string) error {
 		}
 	}
 	return nil
+}
+
+// fragmentEntries are the ssh-config fragment's entries for the committed
+// nodes of a.
+func fragmentEntries(a *access) []guest.HostEntry {
+	out := []guest.HostEntry{}
+	for _, n := range a.names {
+		st := a.nodes[n]
+		out = append(out, guest.HostEntry{Node: n, Aliases: append([]string{}, st.Spec.Aliases...), Address: st.Spec.Address,
+			Port: st.SSHPort, User: a.dep.Spec.Deployment.User.Name, IdentityFile: a.keys.PrivatePath, KnownHosts: a.keys.KnownHosts,
+			HostKeyAlias: sshkeys.HostKeyAlias(st.VMUUID)})
+	}
+	return out
+}
+
+// refreshFragment keeps an installed ~/.ssh/barn_config true after an
+// operation changed what it says (recreate: a new host key alias; a start
+// that moved a management port; destroy and purge: nodes gone): it is
+// rendered again from the committed state, with the names it answers for
+// now (so --exclude stays applied), and rewritten when Barn sealed it.
+// The outcome is a note on res; where it cannot be refreshed, the note
+// names the one command that does. Nothing installed: nothing to do.
+func refreshFragment(env *tool.Env, res *lifecycle.Result) {
+	home := env.Getenv("HOME")
+	if res == nil || home == "" {
+		return
+	}
+	paths := guest.Paths(home, "")
+	installed, err := guest.FragmentNames(paths)
+	if err != nil || installed == nil {
+		return
+	}
+	entries := []guest.HostEntry{}
+	if a, err := loadAccess(env); err == nil {
+		entries = fragmentEntries(a)
+	} else if exitcode.As(err).Reason != "no_deployment" && !errors.Is(err, fs.ErrNotExist) {
+		res.Notes = append(res.Notes, fmt.Sprintf("%s was not refreshed (%v); next: barn-node ssh-config --install", paths.Fragment, err))
+		return
+	}
+	for i, e := range entries {
+		for _, n := range append([]string{e.Node}, e.Aliases...) {
+			if !slices.Contains(installed, n) {
+				entries[i].Excluded = append(entries[i].Excluded, n)
+			}
+		}
+	}
+	frag, err := guest.RenderFragment(entries)
+	var change string
+	if err == nil {
+		change, err = guest.Refresh(paths, frag)
+	}
+	switch {
+	case err != nil:
+		res.Notes = append(res.Notes, fmt.Sprintf("%s is stale and was not refreshed (%s); next: barn-node ssh-config --install", paths.Fragment, exitcode.As(err).Message))
+	case change == "updated":
+		res.Notes = append(res.Notes, "refreshed "+paths.Fragment+" (host key aliases and ports as committed now)")
+	}
 }

@@ -47,11 +47,14 @@ func (c *VerifyCmd) Run(env *tool.Env) error {
 	}
 	for _, p := range problems {
 		env.Stderrf("%s: %s: %s", p.Class, p.File, p.Message)
+		if p.Next != "" {
+			env.Stderrf("  to settle it: %s", p.Next)
+		}
 	}
 	noun := "problems"
 	if len(problems) == 1 {
 		noun = "problem"
 	}
 	return exitcode.New(exitcode.Integrity, "%d %s in the state root %s", len(problems), noun, r.Dir).
-		WithReason("state_damaged").WithDetail(problems)
+		WithReason("state_damaged").WithDetail(problems).WithNext(state.OneNext(problems))
 }

@@ -476,7 +476,11 @@ func (p *Probe) stateRoot(r *Report) {
 	// Every document and directory, as the commands will read them: a
 	// damaged node state.json is a finding, never a root taken as sound.
 	if problems := root.Verify(); len(problems) > 0 {
-		r.add("state", Error, ClassCapability, describeProblems(root.Dir, problems), "barn-state verify")
+		next := state.OneNext(problems)
+		if next == "" {
+			next = "barn-state verify" // lists each problem with the step that settles it
+		}
+		r.add("state", Error, ClassCapability, describeProblems(root.Dir, problems), next)
 		return
 	}
 	d, err := root.ReadDeployment()

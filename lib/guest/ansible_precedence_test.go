@@ -47,7 +47,7 @@ var hostileConnection = []struct {
 
 // The levels of a Pigsty inventory at which one host's variable can be
 // set without touching any other host (each host is alone in its group).
-var hostLevels = []string{"group", "host", "group_vars", "host_vars"}
+var hostLevels = []string{"host_vars", "group", "host", "group_vars"}
 
 // TestAnsibleExportPrecedence is the export's contract, proven with real
 // Ansible on generated layouts: for every connection variable (the table
@@ -60,6 +60,9 @@ var hostLevels = []string{"group", "host", "group_vars", "host_vars"}
 // with no user settings at all, and ansible-inventory merges exactly the
 // export's values. Barn refuses exactly where Ansible would deviate.
 func TestAnsibleExportPrecedence(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a dozen real ansible runs: not in -short runs (make test runs it)")
+	}
 	for _, bin := range []string{"ansible", "ansible-inventory"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			if os.Getenv("BARN_REQUIRE_ANSIBLE") == "1" {
@@ -76,8 +79,22 @@ func TestAnsibleExportPrecedence(t *testing.T) {
 		t.Fatalf("the hostile table covers %v, the export sets %v", keys, AnsibleConnectionVars())
 	}
 	t.Run("per-host levels", testHostLevels)
+	// The levels that reach every host share one layout of two hosts, one
+	// baseline, and are undone after each.
+	l := newLab(t, 2)
+	base := l.baseline(t)
+	env := l.env
 	for _, level := range []string{"all", "group_vars/all", "env", "ansible.cfg", "cli"} {
-		t.Run(level, func(t *testing.T) { testGlobalLevel(t, level) })
+		t.Run(level, func(t *testing.T) {
+			l.env, l.args = append([]string{}, env...), nil
+			l.inventory(t, "", none, none)
+			for _, f := range []string{filepath.Join(l.dir, "inv", "group_vars", "all.yml"), filepath.Join(l.dir, "none.cfg")} {
+				if err := os.WriteFile(f, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			testGlobalLevel(t, l, base, level)
+		})
 	}
 }
 
@@ -238,53 +255,73 @@ func (l *lab) baseline(t *testing.T) map[string]string {
 }
 
 func testHostLevels(t *testing.T) {
-	n := len(hostileConnection) * len(hostLevels)
-	l := newLab(t, n)
+	// hosts 0..len-1: variable i alone in host_vars/; then one host per
+	// other level with every variable at once
+	nv := len(hostileConnection)
+	l := newLab(t, nv+len(hostLevels)-1)
 	base := l.baseline(t)
-	// host i: variable i%len, at level i/len
+	var all []string
+	for _, h := range hostileConnection {
+		all = append(all, h.key+": "+h.yaml)
+	}
+	levelOf := func(i int) string {
+		if i < nv {
+			return "host_vars"
+		}
+		return hostLevels[1+i-nv]
+	}
 	at := func(level string) func(i int) string {
 		return func(i int) string {
-			if hostLevels[i/len(hostileConnection)] != level {
+			if levelOf(i) != level {
 				return ""
 			}
-			h := hostileConnection[i%len(hostileConnection)]
-			return h.key + ": " + h.yaml
+			return strings.Join(all, ", ")
 		}
 	}
 	l.inventory(t, "", at("host"), at("group"))
 	for i := range l.hosts {
-		text := at("group_vars")(i) + at("host_vars")(i)
-		if text == "" {
-			continue
+		switch levelOf(i) {
+		case "host_vars":
+			h := hostileConnection[i]
+			l.write(t, "host_vars/"+l.hosts[i]+".yml", "# the user's settings\n"+h.key+": "+h.yaml+"\n")
+		case "group_vars":
+			l.write(t, fmt.Sprintf("group_vars/g%d.yml", i), strings.Join(all, "\n")+"\n")
 		}
-		sub := "host_vars/" + l.hosts[i]
-		if at("group_vars")(i) != "" {
-			sub = fmt.Sprintf("group_vars/g%d", i)
-		}
-		l.write(t, sub+".yml", "# the user's settings\n"+text+"\n")
 	}
 	refused, argv := l.refused(t), l.ping(t)
 	merged := l.merged(t, "pigsty.yml", "barn.yml")
 	for i, h := range l.hosts {
-		hv, level := hostileConnection[i%len(hostileConnection)], hostLevels[i/len(hostileConnection)]
-		want := level == "host_vars" && slices.Contains(AnsibleDecidingVars(), hv.key)
+		if level := levelOf(i); level != "host_vars" {
+			if len(refused[h]) > 0 {
+				t.Errorf("every variable at %s: Barn refuses %v, but the export wins there", level, refused[h])
+			}
+			for _, k := range AnsibleConnectionVars() {
+				if !sameOption(merged[h], l.export[h], k) {
+					t.Errorf("every variable at %s: Ansible's value for %s is %v, the export's %v", level, k, merged[h][k], l.export[h][k])
+				}
+			}
+			if argv[h] != base[h] {
+				t.Errorf("every variable at %s: Ansible ran ssh as\n%s\nwhere the export alone runs\n%s", level, argv[h], base[h])
+			}
+			continue
+		}
+		hv := hostileConnection[i]
+		want := slices.Contains(AnsibleDecidingVars(), hv.key)
 		if got := slices.Equal(refused[h], []string{hv.key}); got != want || !want && len(refused[h]) > 0 {
-			t.Errorf("%s at %s: Barn refuses %v, want refused=%v", hv.key, level, refused[h], want)
+			t.Errorf("%s in host_vars/: Barn refuses %v, want refused=%v", hv.key, refused[h], want)
 		}
 		if same := sameOption(merged[h], l.export[h], hv.key); same == want {
-			t.Errorf("%s at %s: Ansible's value for the option is %v (export %v), but Barn refused=%v", hv.key, level, merged[h][hv.key], l.export[h][hv.key], want)
+			t.Errorf("%s in host_vars/: Ansible's value for the option is %v (export %v), but Barn refused=%v", hv.key, merged[h][hv.key], l.export[h][hv.key], want)
 		}
 		if same := argv[h] == base[h]; hv.argv && same == want || !hv.argv && !same {
-			t.Errorf("%s at %s: Barn refused=%v, but Ansible ran ssh as\n%s\nwhere the export alone runs\n%s", hv.key, level, want, argv[h], base[h])
+			t.Errorf("%s in host_vars/: Barn refused=%v, but Ansible ran ssh as\n%s\nwhere the export alone runs\n%s", hv.key, want, argv[h], base[h])
 		}
 	}
 }
 
 // testGlobalLevel sets every hostile value at once at a level that
 // reaches every host: Barn refuses nothing and must win over all of them.
-func testGlobalLevel(t *testing.T, level string) {
-	l := newLab(t, 2)
-	base := l.baseline(t)
+func testGlobalLevel(t *testing.T, l *lab, base map[string]string, level string) {
 	var inline []string
 	var file strings.Builder
 	for _, h := range hostileConnection {
@@ -296,7 +333,6 @@ func testGlobalLevel(t *testing.T, level string) {
 	case "all":
 		l.inventory(t, strings.Join(inline, ", "), none, none)
 	case "group_vars/all":
-		l.inventory(t, "", none, none)
 		l.write(t, "group_vars/all.yml", file.String())
 	case "env":
 		l.env = append(l.env, "ANSIBLE_TRANSPORT=local", "ANSIBLE_REMOTE_USER=admin", "ANSIBLE_REMOTE_PORT=2200",

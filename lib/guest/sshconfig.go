@@ -677,3 +677,59 @@ func writeAtomic(path string, data []byte, mode os.FileMode) error {
 	}
 	return nil
 }
+
+// FragmentNames returns the names the Host lines of an installed fragment
+// answer for (what --install wrote, --exclude applied), nil when there is
+// no fragment.
+func FragmentNames(p SSHConfigPaths) ([]string, error) {
+	b, err := readSmall(p.Fragment)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, l := range splitLines(b) {
+		if rest, ok := strings.CutPrefix(l, "Host "); ok {
+			out = append(out, strings.Fields(rest)...)
+		}
+	}
+	return out, nil
+}
+
+// Refresh rewrites an installed fragment (sealed, exactly as Barn wrote
+// it) with fragment, keeping what it records Install created; it never
+// touches ~/.ssh/config. It returns "absent" (nothing installed: nothing
+// written), "unchanged" or "updated". A fragment Barn cannot prove its
+// own is refused as Install refuses it (ssh_config_unmarked,
+// ssh_config_edited, ssh_config_unsealed).
+func Refresh(p SSHConfigPaths, fragment []byte) (string, error) {
+	old, err := readSmall(p.Fragment)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "absent", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	switch fragmentProof(old) {
+	case unmarked:
+		return "", exitcode.New(exitcode.Conflict, "%s was not written by Barn", p.Fragment).WithReason("ssh_config_unmarked")
+	case edited:
+		return "", editedError(p)
+	case legacy:
+		return "", exitcode.New(exitcode.Conflict, "%s was written by an earlier Barn without a seal", p.Fragment).WithReason("ssh_config_unsealed")
+	}
+	fragment = seal(withCreated(fragment, recordedCreated(old)))
+	if bytes.Equal(old, fragment) {
+		return "unchanged", nil
+	}
+	// re-read just before: a write since the check is never lost
+	if now, err := readSmall(p.Fragment); err != nil || !bytes.Equal(now, old) {
+		return "", exitcode.New(exitcode.Conflict, "%s changed while Barn was refreshing it; leaving it", p.Fragment).WithReason("ssh_config_edited")
+	}
+	if err := writeAtomic(p.Fragment, fragment, 0o600); err != nil {
+		return "", err
+	}
+	return "updated", nil
+}

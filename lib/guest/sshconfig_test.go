@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -325,5 +326,49 @@ func TestFragmentCheckedByTheLocalSSH(t *testing.T) {
 	}
 	if err := CheckFragmentParses(context.Background(), filepath.Join(t.TempDir(), "absent-ssh"), frag); err != nil {
 		t.Fatalf("no ssh client: %v, want nil", err)
+	}
+}
+
+// TestRefreshRewritesOnlyASealedFragment: nothing installed is left alone;
+// a sealed fragment is rewritten keeping what Install recorded creating
+// (so Remove still leaves ~/.ssh as it was), and never the config; an
+// edited one is refused and kept byte for byte.
+func TestRefreshRewritesOnlyASealedFragment(t *testing.T) {
+	p := Paths(t.TempDir(), "")
+	old := fragment(t, entries(2222, "dba", sshkeys.Paths("/k")))
+	moved := fragment(t, entries(2300, "dba", sshkeys.Paths("/k")))
+	if got, err := Refresh(p, moved); err != nil || got != "absent" {
+		t.Fatalf("nothing installed: %q %v", got, err)
+	}
+	if _, err := os.Stat(p.Fragment); !os.IsNotExist(err) {
+		t.Fatalf("Refresh installed a fragment: %v", err)
+	}
+	if _, err := Install(p, old); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := os.ReadFile(p.Config)
+	if got, err := Refresh(p, moved); err != nil || got != "updated" {
+		t.Fatalf("sealed: %q %v", got, err)
+	}
+	b, _ := os.ReadFile(p.Fragment)
+	if !strings.Contains(string(b), "Port 2300") || fragmentProof(b) != sealed || !slices.Contains(recordedCreated(b), p.Config) {
+		t.Fatalf("refreshed fragment:\n%s", b)
+	}
+	if now, _ := os.ReadFile(p.Config); string(now) != string(cfg) {
+		t.Fatal("Refresh changed ~/.ssh/config")
+	}
+	if got, err := Refresh(p, moved); err != nil || got != "unchanged" {
+		t.Fatalf("again: %q %v", got, err)
+	}
+	edited := []byte(strings.Replace(string(b), "Port 2300", "Port 2301", 1))
+	_ = os.WriteFile(p.Fragment, edited, 0o600)
+	if _, err := Refresh(p, old); exitcode.As(err).Reason != "ssh_config_edited" {
+		t.Fatalf("edited: %v", err)
+	}
+	if now, _ := os.ReadFile(p.Fragment); string(now) != string(edited) {
+		t.Fatal("an edited fragment was rewritten")
+	}
+	if rr, err := Remove(p); err == nil {
+		t.Fatalf("Remove of an edited fragment: %+v", rr)
 	}
 }

@@ -111,8 +111,38 @@ func (p *Puller) Pull(ctx context.Context, src catalog.Source, id imageref.Ident
 }
 
 // pullFrom is one source's attempt of Pull.
+//
+// A download that resumed bytes an earlier pull left in the local cache
+// and then fails verification proves nothing about the repository: those
+// local bytes may be what is wrong. The staging file is discarded, the
+// fault is reported as local (on Progress), and the artifact is
+// downloaded once more from zero; only a failure of that whole download
+// blames the artifact.
 func (q Puller) pullFrom(ctx context.Context, src catalog.Source, id imageref.Identity, dest string) error {
 	staging := StagingPath(dest, id)
+	resumed := false
+	if fi, err := os.Lstat(staging); err == nil && fi.Size() > 0 && src.Kind != "dir" {
+		resumed = true
+	}
+	err := q.fetchVerified(ctx, src, id, staging)
+	if e := exitcode.As(err); err != nil && resumed && e.Class == exitcode.Integrity {
+		if _, serr := os.Lstat(staging); !errors.Is(serr, fs.ErrNotExist) {
+			return err // the rejected bytes could not be removed: a resume would reuse them
+		}
+		if q.Progress != nil {
+			fmt.Fprintf(q.Progress, "%s: the partial download an earlier pull left in the local cache did not verify (%s): a local fault, not the repository's; discarded, downloading it again from zero\n", staging, e.Message)
+		}
+		err = q.fetchVerified(ctx, src, id, staging)
+	}
+	if err != nil {
+		return err
+	}
+	return publish(staging, dest)
+}
+
+// fetchVerified downloads (or copies) id into staging and verifies it;
+// rejected bytes are discarded.
+func (q Puller) fetchVerified(ctx context.Context, src catalog.Source, id imageref.Identity, staging string) error {
 	from := src.Join(id.File)
 	label := fmt.Sprintf("%s@%s %s", id.Image, id.Version, id.Arch)
 	var err error
@@ -136,7 +166,7 @@ func (q Puller) pullFrom(ctx context.Context, src catalog.Source, id imageref.Id
 		}
 		return e.WithNext("barn-repo update   # refresh the catalog; the artifact at " + from + " is not the one it names")
 	}
-	return publish(staging, dest)
+	return nil
 }
 
 // discardStaging removes a download that failed verification. When it

@@ -250,6 +250,51 @@ func TestPullDiscardsStagingWhenServerChangesTheFile(t *testing.T) {
 	}
 }
 
+// Issue 20, case 6: bytes of a partial download damaged in the local
+// cache (not the repository's fault) fail verification after the resume.
+// The pull says the fault is local, discards them and downloads the
+// artifact again from zero, in the same pull: no integrity error blames
+// the repository and no hint sends the user to barn-repo update.
+func TestPullDamagedPartialIsALocalFault(t *testing.T) {
+	img := realQcow2(t, "64M", 9)
+	id := identity(img, "images/d12-1-amd64.qcow2")
+	repo := &fakeRepo{files: map[string][]byte{id.File: img}, dropAfter: 100000}
+	src := serve(t, repo)
+	root := testRoot(t)
+	c := newCache(root)
+	c.Puller.Attempts = 1
+	if _, err := c.Ensure(context.Background(), id, &src); classOf(err) != exitcode.Runtime {
+		t.Fatalf("interrupted pull: %v, want a runtime error", err)
+	}
+	dest := CachePath(root.ImagesDir(), id)
+	staging := StagingPath(dest, id)
+	part, err := os.ReadFile(staging)
+	if err != nil || len(part) != 100000 {
+		t.Fatalf("want a 100000-byte partial download: %v", err)
+	}
+	for i := 512; i < 1024; i++ {
+		part[i] ^= 0xff // the local disk damaged it
+	}
+	if err := os.WriteFile(staging, part, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var progress bytes.Buffer
+	c.Puller.Progress = &progress
+	p, err := c.Ensure(context.Background(), id, &src)
+	if err != nil {
+		t.Fatalf("the pull after a damaged partial download: %v", err)
+	}
+	if got, _ := os.ReadFile(p); !bytes.Equal(got, img) {
+		t.Fatal("cached bytes differ from the artifact")
+	}
+	if !strings.Contains(progress.String(), "a local fault, not the repository's; discarded, downloading it again from zero") {
+		t.Fatalf("the fault was not reported as local:\n%s", progress.String())
+	}
+	if r := ranges0(repo)(); len(r) != 3 || r[1] != "bytes=100000-" || r[2] != "" {
+		t.Fatalf("Range headers %q: want the resume, then one download from zero", r)
+	}
+}
+
 // Small input 1: an entry with a wrong digest while a second valid image
 // exists: pulling the first fails with integrity; nothing falls back.
 func TestWrongDigestNeverFallsBack(t *testing.T) {

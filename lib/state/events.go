@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"syscall"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/gofrs/flock"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/quote"
 	"barn.dev/lib/wire"
 )
 
@@ -343,6 +345,15 @@ func (r *Root) ReadEvents(filter EventFilter) ([]Event, error) {
 // reasonTornEvent is the reason of a log whose last record has no newline.
 const reasonTornEvent = "torn_event"
 
+// tornNext is the one manual step for a torn log at path: move it out of
+// the state root beside it (its records kept; -n never overwrites an
+// earlier one), after which Barn starts a new log. Barn never trims or
+// removes the evidence itself.
+func tornNext(path string) string {
+	aside := filepath.Join(filepath.Dir(filepath.Dir(path)), "barn-events.torn.jsonl")
+	return "mv -n " + quote.ShellIfNeeded(path) + " " + quote.ShellIfNeeded(aside) + "   # keeps its records outside the state root; Barn starts a new log"
+}
+
 // scanEvents reads the lines from offset and calls fn for each matching
 // event. It returns the offset after the last complete line, or -1 when
 // the file no longer exists. The caller holds the events lock (shared or
@@ -375,7 +386,7 @@ func (r *Root) scanEvents(offset int64, filter EventFilter, fn func(Event) error
 		if err == io.EOF {
 			if len(line) > 0 {
 				return offset, integrity(path, "record at byte %d is torn: its %d bytes end without a newline (the log was cut mid-record)", offset, len(line)).
-					WithReason(reasonTornEvent).WithNext("keep a copy of " + path + " if you need its records, then remove it (Barn starts a new log)")
+					WithReason(reasonTornEvent).WithNext(tornNext(path))
 			}
 			return offset, nil
 		}

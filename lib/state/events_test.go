@@ -3,6 +3,8 @@ package state
 import (
 	"context"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -225,6 +227,26 @@ func TestTornEventLogIsIntegrity(t *testing.T) {
 	}
 	if p := r.Verify(); len(p) != 1 || !strings.Contains(p[0].Message, "is torn") {
 		t.Fatalf("Verify = %+v; want the torn record", p)
+	}
+	// the one manual step, as Verify reports it too (issue 20, case 6):
+	// moving the log out of the root, after which the root verifies
+	next := exitcode.As(err).Next
+	if p := r.Verify(); p[0].Next != next || OneNext(p) != next || !strings.HasPrefix(next, "mv -n "+r.EventsFile()+" ") {
+		t.Fatalf("Verify next %q, error next %q; want the mv step", p[0].Next, next)
+	}
+	saved, _ := os.ReadFile(r.EventsFile())
+	if out, err := exec.Command("sh", "-c", next).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", next, err, out)
+	}
+	if p := r.Verify(); len(p) != 0 {
+		t.Fatalf("after %s: Verify = %+v", next, p)
+	}
+	aside := filepath.Join(filepath.Dir(r.Dir), "barn-events.torn.jsonl")
+	if kept, _ := os.ReadFile(aside); string(kept) != string(saved) {
+		t.Fatalf("the torn log's records were not kept at %s", aside)
+	}
+	if err := os.Rename(aside, r.EventsFile()); err != nil {
+		t.Fatal(err)
 	}
 
 	// torn inside its first record: not an empty log

@@ -31,6 +31,9 @@ func (r *Root) Verify() []Problem {
 		} else {
 			p = Problem{File: r.Dir, Class: e.Class, Message: e.Message}
 		}
+		if p.Next == "" && e.Next != verifyHint {
+			p.Next = e.Next
+		}
 		out = append(out, p)
 	}
 	if err := r.checkDir(r.Dir, true); err != nil {
