@@ -6,7 +6,7 @@ GO ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X barn.dev/lib/tool.Version=$(VERSION)
 
-.PHONY: help build test check fmt vet clean deps ci image e2e bench golden-check race
+.PHONY: help build test check fmt vet cross clean deps ci image e2e bench golden-check race
 
 help: ## List the targets
 	@grep -hE '^[a-z][a-z0-9-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -43,6 +43,10 @@ fmt: ## Check formatting (gofmt)
 vet: ## Run go vet on every module
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
+# macOS is a supported host: its code must build and vet (both Mac CPUs).
+cross: ## go vet every module for macOS (GOOS=darwin, amd64 and arm64)
+	@for a in amd64 arm64; do for m in $(MODULES); do (cd $$m && GOOS=darwin GOARCH=$$a $(GO) vet ./...) || exit 1; done; done
+
 golden-check: ## Regenerate every golden file (BARN_UPDATE=1) and fail if anything changed
 	@for m in $(MODULES); do (cd $$m && BARN_UPDATE=1 $(GO) test -short -count=1 ./... > /tmp/barn-golden-$$m.log 2>&1) \
 		|| { grep -E -B2 -A20 '^(--- FAIL|FAIL|panic)' /tmp/barn-golden-$$m.log | head -80; exit 1; }; done
@@ -62,7 +66,7 @@ image: build ## Build (or reuse) the local Debian 12 guest image repository; pri
 e2e: build ## Run the real-lab suite (root, QEMU under TCG, the local image, a private netns)
 	@repo=$$(scripts/build-image.sh) && cd testscripts && BARN_TEST_REPO=$$repo $(GO) test -count=1 -timeout 60m -run TestLab -v .
 
-ci: deps build image check race golden-check e2e ## The test command: install prerequisites, build the image, run every suite (concurrency suites also under -race)
+ci: deps build image check cross race golden-check e2e ## The test command: install prerequisites, build the image, run every suite (concurrency suites also under -race)
 
 # --- The demo lab and the workstation recipes --------------------------------
 .PHONY: demo demo-down up plan status down uninstall
