@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"barn.dev/lib/lazyre"
 )
 
 // Limits of the reader (reference behaviour §1.1).
@@ -41,7 +42,7 @@ func newReader(file string) *reader { return &reader{file: file, session: &sessi
 // sibling is a reader of another file in the same session.
 func (r *reader) sibling(file string) *reader { return &reader{file: file, session: r.session} }
 
-var reYAMLLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+var reYAMLLine = lazyre.New(`^yaml: line (\d+): (.*)$`)
 
 // parseDocument parses an inventory file into its root node (nil after a
 // problem). Like Ansible's DataLoader it first tries JSON (json.loads),

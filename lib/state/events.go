@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"regexp"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -16,6 +15,7 @@ import (
 	"github.com/gofrs/flock"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/lazyre"
 	"barn.dev/lib/wire"
 )
 
@@ -29,7 +29,7 @@ const (
 // DeploymentEventNode is the node value of a deployment-wide event.
 const DeploymentEventNode = "deployment"
 
-var eventNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+var eventNameRE = lazyre.New(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 
 var eventLevels = map[string]bool{"error": true, "warn": true, "info": true, "debug": true}
 
