@@ -257,7 +257,7 @@ func Install(p SSHConfigPaths, fragment []byte) (InstallResult, error) {
 		created = append(created, p.Dir)
 	}
 	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
-		return res, exitcode.Wrap(exitcode.Runtime, err, "create %s: %v", p.Dir, err)
+		return res, exitcode.Wrap(exitcode.Runtime, err, "create %s", p.Dir)
 	}
 	old, err := readSmall(p.Fragment)
 	if err == nil && fragmentProof(old) >= legacy {
@@ -412,7 +412,7 @@ func Remove(p SSHConfigPaths) (RemoveResult, error) {
 		removed, err := removeIfEmpty(path)
 		switch {
 		case err != nil:
-			return res, exitcode.Wrap(exitcode.Runtime, err, "remove %s: %v", path, err)
+			return res, exitcode.Wrap(exitcode.Runtime, err, "remove %s", path)
 		case removed:
 			res.CreatedRemoved = append(res.CreatedRemoved, path)
 		default:
@@ -439,7 +439,7 @@ func removeIfSame(path string, want []byte) error {
 		return exitcode.New(exitcode.Conflict, "%s changed while Barn was removing it; leaving it", path).WithReason("ssh_config_edited")
 	}
 	if err := os.Remove(path); err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "remove %s: %v", path, err)
+		return exitcode.Wrap(exitcode.Runtime, err, "remove %s", path)
 	}
 	return nil
 }
@@ -503,7 +503,7 @@ func readConfig(p SSHConfigPaths, include string) ([]byte, os.FileMode, error) {
 		return nil, 0o600, nil
 	}
 	if err != nil {
-		return nil, 0, exitcode.Wrap(exitcode.Runtime, err, "stat %s: %v", p.Config, err)
+		return nil, 0, exitcode.Wrap(exitcode.Runtime, err, "stat %s", p.Config)
 	}
 	linked := fi.Mode()&fs.ModeSymlink != 0
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
@@ -526,7 +526,7 @@ func readSmall(path string) ([]byte, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
-		return nil, exitcode.Wrap(exitcode.Runtime, err, "stat %s: %v", path, err)
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "stat %s", path)
 	}
 	if fi.Size() > maxConfigBytes {
 		return nil, exitcode.New(exitcode.Conflict, "%s is larger than 1 MiB; refusing to edit it", path).WithReason("ssh_config_too_large")
@@ -536,7 +536,7 @@ func readSmall(path string) ([]byte, error) {
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Runtime, err, "read %s: %v", path, err)
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "read %s", path)
 	}
 	return b, nil
 }
@@ -584,7 +584,7 @@ func joinLines(lines []string) []byte {
 // durable write.
 func writeAtomic(path string, data []byte, mode os.FileMode) error {
 	if err := safefile.Write(path, data, mode); err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "%v", err)
+		return &exitcode.Error{Class: exitcode.Runtime, Message: err.Error(), Err: err}
 	}
 	return nil
 }
