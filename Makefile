@@ -6,7 +6,7 @@ GO ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X barn.dev/lib/tool.Version=$(VERSION)
 
-.PHONY: help build test test-units test-ansible check fmt vet clean deps ci ci-tests image e2e bench golden-update race race-pass
+.PHONY: help build test test-units test-ansible check fmt vet clean cross deps ci ci-tests image e2e bench golden-update race race-pass
 
 help: ## List the targets
 	@grep -hE '^[a-z][a-z0-9-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -73,6 +73,10 @@ fmt: ## Check formatting (gofmt)
 vet: ## Run go vet on every module
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
+# macOS is a supported host: its code must build and vet (both Mac CPUs).
+cross: ## go vet every module for macOS (GOOS=darwin, amd64 and arm64)
+	@for a in amd64 arm64; do for m in $(MODULES); do (cd $$m && GOOS=darwin GOARCH=$$a $(GO) vet ./...) || exit 1; done; done
+
 golden-update: ## Rewrite every golden file from the current output (BARN_UPDATE=1); review with git diff
 	@BARN_UPDATE=1 $(GO) test -count=1 -skip '$(ANSIBLE_SUITES)' $(PKGS) >/dev/null || true
 	@git status --short
@@ -91,7 +95,7 @@ image: build ## Build (or reuse) the local Debian 12 guest image repository; pri
 e2e: build ## Run the real-lab suite (root, QEMU under TCG, the local image, a private netns)
 	@repo=$$(scripts/build-image.sh) && cd testscripts && BARN_TEST_REPO=$$repo $(GO) test -count=1 -timeout 60m -run TestLab -v .
 
-ci: deps build image fmt vet ci-tests e2e ## The test command: install prerequisites, build the image, run every suite (concurrency suites also under -race)
+ci: deps build image fmt vet cross ci-tests e2e ## The test command: install prerequisites, build the image, run every suite (concurrency suites also under -race)
 
 # --- The demo lab and the workstation recipes --------------------------------
 .PHONY: demo demo-down up plan status down uninstall

@@ -18,6 +18,8 @@
 #                                    info, target >= 10x
 #   readiness detection latency      BenchmarkReadinessDetection (lib/guest),
 #                                    target < 1 s
+#   start-up of every tool           scripts/bench-startup.sh: version and
+#                                    --help vs jq --version, same loop
 #   time to ready, 2-node lab        barn-node apply in a private network
 #                                    namespace (as testscripts/lab_test.go),
 #                                    vs the guests' own boot time read from
@@ -430,6 +432,8 @@ real lab).
   readiness detection. One measurement, not a median (a lab boot takes a
   minute or two under TCG). Afterwards the lab is
   $cleanup_note.
+
+$("$root/scripts/bench-startup.sh")
 
 ## Not measured here
 

@@ -64,3 +64,15 @@ func TestTestGuard(t *testing.T) {
 		t.Fatalf("guard of a command exiting 3: %v", err)
 	}
 }
+
+// TestMakeCIVetsForMacOS: macOS is a supported host, so `make ci` vets
+// every module for darwin on both Mac CPUs (`make cross`).
+func TestMakeCIVetsForMacOS(t *testing.T) {
+	out, err := exec.Command("make", "-n", "-C", "..", "ci").CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n ci: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "GOOS=darwin GOARCH=$a go vet ./...") {
+		t.Fatalf("make ci never vets for darwin:\n%s", out)
+	}
+}

@@ -81,7 +81,7 @@ func (c *logsCmd) Run(env *tool.Env) error {
 			return env.Emit(LogsDoc{Schema: "barn.logs/v1", Node: c.Node, Source: c.Source, Path: path, Lines: []string{}})
 		}
 	} else if err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "open %s: %v", path, err)
+		return exitcode.Wrap(exitcode.Runtime, err, "open %s", path)
 	}
 	if !c.Follow {
 		defer f.Close()
@@ -92,7 +92,7 @@ func (c *logsCmd) Run(env *tool.Env) error {
 			lines = append(lines, strings.TrimRight(sc.Text(), "\r"))
 		}
 		if err := sc.Err(); err != nil {
-			return exitcode.Wrap(exitcode.Runtime, err, "read %s: %v", path, err)
+			return exitcode.Wrap(exitcode.Runtime, err, "read %s", path)
 		}
 		return env.Emit(LogsDoc{Schema: "barn.logs/v1", Node: c.Node, Source: c.Source, Path: path, Lines: lines})
 	}

@@ -172,7 +172,7 @@ func readScript(path string) ([]byte, error) {
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Runtime, err, "read script %s: %v", path, err)
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "read script %s", path)
 	}
 	if len(b) == 0 || len(b) > maxScriptBytes {
 		return nil, exitcode.New(exitcode.Usage, "script %s changed while reading", path).WithReason("script_invalid")

@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/lazyre"
 	"barn.dev/lib/wire"
 )
 
@@ -91,7 +91,7 @@ func Encode(c *Catalog) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-var notFoundRE = regexp.MustCompile(`field (\S+) not found in type \S+`)
+var notFoundRE = lazyre.New(`field (\S+) not found in type \S+`)
 
 // yamlMessage turns yaml.v3 errors into "line N: unknown field X" style text.
 func yamlMessage(err error) string {

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -63,9 +64,15 @@ func officialSource(root string) Source {
 	return Source{Kind: "https", Root: root, Key: OfficialSlot, Official: true}
 }
 
-var official atomic.Pointer[Official]
+// official is the repository in use; nil until first asked for, when the
+// compiled one is built (parsing the keys at first use keeps them out of
+// every tool's start-up).
+var (
+	official     atomic.Pointer[Official]
+	officialOnce sync.Once
+)
 
-func init() {
+func compiledOfficial() {
 	var keys []minisign.PublicKey
 	for _, text := range [][]byte{activeKey, standbyKey} {
 		k, err := ParsePublicKey(text)
@@ -74,11 +81,15 @@ func init() {
 		}
 		keys = append(keys, k)
 	}
-	official.Store(&Official{Root: OfficialRoot, Mirror: MirrorRoot, Catalog: embeddedCatalog, Keys: keys})
+	official.CompareAndSwap(nil, &Official{Root: OfficialRoot, Mirror: MirrorRoot, Catalog: embeddedCatalog, Keys: keys})
 }
 
-// OfficialRepository returns the compiled default repository.
-func OfficialRepository() *Official { return official.Load() }
+// OfficialRepository returns the compiled default repository (or a test's
+// substitute).
+func OfficialRepository() *Official {
+	officialOnce.Do(compiledOfficial)
+	return official.Load()
+}
 
 // SubstituteOfficialForTest replaces the compiled default repository (its
 // roots, embedded catalog and keys) until restore is called, so tests can
@@ -90,6 +101,7 @@ func SubstituteOfficialForTest(o *Official) (restore func()) {
 	if !testing.Testing() {
 		panic("catalog: SubstituteOfficialForTest called outside a test binary")
 	}
+	officialOnce.Do(compiledOfficial)
 	prev := official.Swap(o)
 	return func() { official.Store(prev) }
 }

@@ -4,19 +4,20 @@ import (
 	"fmt"
 	"net/url"
 	"path"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
+
+	"barn.dev/lib/lazyre"
 )
 
 var (
-	nameRE     = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
-	releaseRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$`)
-	channelRE  = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
-	userRE     = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
-	basenameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,191}\.qcow2$`)
-	sha256RE   = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	nameRE     = lazyre.New(`^[a-z][a-z0-9-]{0,31}$`)
+	releaseRE  = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$`)
+	channelRE  = lazyre.New(`^[a-z][a-z0-9-]{0,31}$`)
+	userRE     = lazyre.New(`^[a-z_][a-z0-9_-]{0,31}$`)
+	basenameRE = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,191}\.qcow2$`)
+	sha256RE   = lazyre.New(`^[0-9a-f]{64}$`)
 )
 
 // Problem is one validation failure: Field is a dotted path such as

@@ -21,6 +21,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 )
 
 // Class is the closed set of failure classes. It is the value of the
@@ -99,6 +101,24 @@ func Wrap(c Class, err error, format string, args ...any) *Error {
 		msg += ": " + err.Error()
 	}
 	return &Error{Class: c, Message: msg, Err: err}
+}
+
+// RepeatedClause returns the first run of clauses the message says twice
+// in a row ("" when none). A message's clauses are its ": "-separated
+// parts; a cause printed twice — a Wrap whose format also formats the
+// cause — shows as a run immediately repeated: "read k: open k: no such
+// file: open k: no such file". The same words in two places that are not
+// adjacent (two nodes of a batch failing alike) are not a repetition.
+func (e *Error) RepeatedClause() string {
+	c := strings.Split(e.Message, ": ")
+	for k := 1; 2*k <= len(c); k++ {
+		for i := 0; i+2*k <= len(c); i++ {
+			if slices.Equal(c[i:i+k], c[i+k:i+2*k]) {
+				return strings.Join(c[i:i+k], ": ")
+			}
+		}
+	}
+	return ""
 }
 
 // WithReason returns a copy of e with Reason set.

@@ -88,3 +88,27 @@ func TestBatchClass(t *testing.T) {
 		}
 	}
 }
+
+// A cause printed twice is found; the same words in clauses that are not
+// adjacent (a path in two clauses, two nodes failing alike) are not.
+func TestRepeatedClause(t *testing.T) {
+	cause := errors.New("open /x/key: no such file or directory")
+	doubled := Wrap(Runtime, cause, "read /x/key: %v", cause)
+	if got := doubled.RepeatedClause(); got != "open /x/key: no such file or directory" {
+		t.Errorf("doubled cause: RepeatedClause() = %q", got)
+	}
+	for _, msg := range []string{
+		Wrap(Runtime, cause, "read /x/key").Error(),
+		"ssh: handshake failed: ssh: unable to authenticate",
+		"stat a: not found; stat b: not found",
+		"2 of 2 node(s) failed: n1 (start: t1@1 amd64: sha256 mismatch); n2 (start: t1@1 amd64: sha256 mismatch)",
+	} {
+		if got := (&Error{Message: msg}).RepeatedClause(); got != "" {
+			t.Errorf("%q: RepeatedClause() = %q, want none", msg, got)
+		}
+	}
+	short := errors.New("exec: \"ssh\": not found")
+	if got := Wrap(Runtime, short, "run ssh: %v", short).RepeatedClause(); got != short.Error() {
+		t.Errorf("doubled short cause: RepeatedClause() = %q", got)
+	}
+}

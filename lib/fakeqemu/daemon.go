@@ -185,10 +185,11 @@ func (v *vm) cleanup() {
 // a stale path is unlinked first and listen(2) gets a backlog of 1.
 func listenLikeQEMU(path string) (net.Listener, error) {
 	os.Remove(path)
-	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
 	if err != nil {
 		return nil, err
 	}
+	syscall.CloseOnExec(fd) // not atomic (macOS has no SOCK_CLOEXEC); the fake runs no exec concurrently
 	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
 	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: path}); err != nil {

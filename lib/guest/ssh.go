@@ -167,7 +167,7 @@ func Run(ctx context.Context, argv []string, s Streams) (int, error) {
 		return 0, exitcode.New(exitcode.Capability, "the OpenSSH client %q is not installed", argv[0]).
 			WithReason("ssh_missing").WithNext("apt-get install openssh-client")
 	default:
-		return 0, exitcode.Wrap(exitcode.Runtime, err, "run %s: %v", argv[0], err)
+		return 0, exitcode.Wrap(exitcode.Runtime, err, "run %s", argv[0])
 	}
 }
 

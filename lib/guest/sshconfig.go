@@ -276,7 +276,7 @@ func Install(p SSHConfigPaths, fragment []byte) (InstallResult, error) {
 		created = append(created, p.Dir)
 	}
 	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
-		return res, exitcode.Wrap(exitcode.Runtime, err, "create %s: %v", p.Dir, err)
+		return res, exitcode.Wrap(exitcode.Runtime, err, "create %s", p.Dir)
 	}
 	old, err := readSmall(p.Fragment)
 	if err == nil && fragmentProof(old) == sealed {
@@ -442,7 +442,7 @@ func Remove(p SSHConfigPaths) (RemoveResult, error) {
 		removed, err := removeIfEmpty(path)
 		switch {
 		case err != nil:
-			return res, exitcode.Wrap(exitcode.Runtime, err, "remove %s: %v", path, err)
+			return res, exitcode.Wrap(exitcode.Runtime, err, "remove %s", path)
 		case removed:
 			res.CreatedRemoved = append(res.CreatedRemoved, path)
 		default:
@@ -498,7 +498,7 @@ func removeIfSame(path string, want []byte) error {
 		return exitcode.New(exitcode.Conflict, "%s changed while Barn was removing it; leaving it", path).WithReason("ssh_config_edited")
 	}
 	if err := os.Remove(path); err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "remove %s: %v", path, err)
+		return exitcode.Wrap(exitcode.Runtime, err, "remove %s", path)
 	}
 	return nil
 }
@@ -562,7 +562,7 @@ func readConfig(p SSHConfigPaths, include string) ([]byte, os.FileMode, error) {
 		return nil, 0o600, nil
 	}
 	if err != nil {
-		return nil, 0, exitcode.Wrap(exitcode.Runtime, err, "stat %s: %v", p.Config, err)
+		return nil, 0, exitcode.Wrap(exitcode.Runtime, err, "stat %s", p.Config)
 	}
 	if target, linked := configLink(p.Config, fi); linked {
 		return nil, 0, exitcode.New(exitcode.Conflict, "%s is %s, so Barn does not edit it; add this line at the top of %s: %s", p.Config, describeLink(p.Config, target), target, include).
@@ -615,7 +615,7 @@ func readSmall(path string) ([]byte, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
-		return nil, exitcode.Wrap(exitcode.Runtime, err, "stat %s: %v", path, err)
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "stat %s", path)
 	}
 	if fi.Size() > maxConfigBytes {
 		return nil, exitcode.New(exitcode.Conflict, "%s is larger than 1 MiB; refusing to edit it", path).WithReason("ssh_config_too_large")
@@ -625,7 +625,7 @@ func readSmall(path string) ([]byte, error) {
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Runtime, err, "read %s: %v", path, err)
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "read %s", path)
 	}
 	return b, nil
 }
@@ -673,7 +673,7 @@ func joinLines(lines []string) []byte {
 // durable write.
 func writeAtomic(path string, data []byte, mode os.FileMode) error {
 	if err := safefile.Write(path, data, mode); err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "%v", err)
+		return &exitcode.Error{Class: exitcode.Runtime, Message: err.Error(), Err: err}
 	}
 	return nil
 }
@@ -717,8 +717,8 @@ func Refresh(p SSHConfigPaths, fragment []byte) (string, error) {
 		return "", exitcode.New(exitcode.Conflict, "%s was not written by Barn", p.Fragment).WithReason("ssh_config_unmarked")
 	case edited:
 		return "", editedError(p)
-	case legacy:
-		return "", exitcode.New(exitcode.Conflict, "%s was written by an earlier Barn without a seal", p.Fragment).WithReason("ssh_config_unsealed")
+	case unsealed:
+		return "", unsealedError(p)
 	}
 	fragment = seal(withCreated(fragment, recordedCreated(old)))
 	if bytes.Equal(old, fragment) {

@@ -10,7 +10,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 
 	"barn.dev/lib/exitcode"
@@ -84,11 +83,7 @@ func setupInside(t *testing.T) *liveEnv {
 		must(t, os.Mkdir(filepath.Join(dir, d), 0o755))
 	}
 	// Private /etc: overlay with a temp upper layer (this mount namespace only).
-	if err := syscall.Mount("overlay", "/etc", "overlay", 0,
-		"lowerdir=/etc,upperdir="+filepath.Join(dir, "upper")+",workdir="+filepath.Join(dir, "work")); err != nil {
-		t.Fatalf("overlay over /etc in the private mount namespace: %v", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount("/etc", syscall.MNT_DETACH) })
+	overlayEtc(t, dir)
 	must(t, os.RemoveAll("/etc/qemu")) // a whiteout in the upper layer only
 	helper := filepath.Join(dir, "bin", "qemu-bridge-helper")
 	src := HelperPaths[0]

@@ -3,11 +3,11 @@ package hostnet
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/lazyre"
 )
 
 // NMConn is one NetworkManager connection profile as nmcli lists it.
@@ -95,7 +95,7 @@ func splitTerse(line string) []string {
 	return append(out, cur.String())
 }
 
-var uuidRE = regexp.MustCompile(`[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`)
+var uuidRE = lazyre.New(`[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`)
 
 // addNMConnection runs the add and returns the new connection's UUID:
 // the one in nmcli's answer ("Connection 'barn0' (UUID) successfully

@@ -235,7 +235,7 @@ func accessibleBy(path string, uid int) error {
 		case groups[st.Gid]:
 			shift = 3
 		}
-		if st.Mode&(bit<<shift) == 0 {
+		if uint32(st.Mode)&(bit<<shift) == 0 { // Mode is uint16 on macOS
 			return &fs.PathError{Op: "open", Path: p, Err: fs.ErrPermission}
 		}
 		return nil

@@ -11,6 +11,7 @@ import (
 	"barn.dev/lib/catalog"
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/imageref"
+	"barn.dev/lib/lazyre"
 	"barn.dev/lib/safefile"
 	"barn.dev/lib/state"
 	"barn.dev/lib/wire"
@@ -20,7 +21,7 @@ import (
 // (catalog.ReadLocal reads it).
 const localRegistryName = "local-images.json"
 
-var importNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,191}$`)
+var importNameRE = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,191}$`)
 
 // ImportOptions are the flags of `barn-repo import`.
 type ImportOptions struct {

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 
 	"barn.dev/lib/catalog"
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/imageref"
+	"barn.dev/lib/lazyre"
 	"barn.dev/lib/safefile"
 	"barn.dev/lib/state"
 )
@@ -180,7 +180,7 @@ func (r *cacheRecord) add(imagesDir string, id imageref.Identity) {
 	r.digests[d][id.SHA256] = id.SizeBytes
 }
 
-var corruptSuffixRE = regexp.MustCompile(`^\.corrupt-[0-9]{8}T[0-9]{6}Z$`)
+var corruptSuffixRE = lazyre.New(`^\.corrupt-[0-9]{8}T[0-9]{6}Z$`)
 
 // prove returns "" when the file at p (fi from the directory listing, not
 // followed) is one Barn wrote by its records, else why not:

@@ -1,9 +1,9 @@
 package inventory
 
 import (
+	"barn.dev/lib/lazyre"
 	"fmt"
 	"math/big"
-	"regexp"
 	"strings"
 )
 
@@ -19,12 +19,12 @@ const asciiLetters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 // allowed) that make the port count. IPv6 addresses are not recognised:
 // Barn refuses every host that is not IPv4 anyway.
 var (
-	reBracketPort = regexp.MustCompile(`^\[(.+)\]:([0-9]+)$`)
-	reHostPort    = regexp.MustCompile(`^((?:[^:\[\]]|\[[^\]]*\])*):([0-9]+)$`)
+	reBracketPort = lazyre.New(`^\[(.+)\]:([0-9]+)$`)
+	reHostPort    = lazyre.New(`^((?:[^:\[\]]|\[[^\]]*\])*):([0-9]+)$`)
 	ipv4Part      = `(?:[01]?[0-9]{1,2}|2[0-4][0-9]|25[0-5]|\[[0-9]+:[0-9]+(?::[0-9]+)?\])`
-	reIPv4Pattern = regexp.MustCompile(`^(?:` + ipv4Part + `\.){3}` + ipv4Part + `$`)
+	reIPv4Pattern = lazyre.New(`^(?:` + ipv4Part + `\.){3}` + ipv4Part + `$`)
 	labelRange    = `\[(?:[a-z]:[a-z]|[0-9]+:[0-9]+)(?::[0-9]+)?\]`
-	reHostLabel   = regexp.MustCompile(`(?i)^(?:[\p{L}\p{N}_]|` + labelRange + `)(?:[\p{L}\p{N}_-]|` + labelRange + `)*$`)
+	reHostLabel   = lazyre.New(`(?i)^(?:[\p{L}\p{N}_]|` + labelRange + `)(?:[\p{L}\p{N}_-]|` + labelRange + `)*$`)
 )
 
 // expandHostPattern expands one host key exactly as Ansible's yaml

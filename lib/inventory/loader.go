@@ -1,8 +1,8 @@
 package inventory
 
 import (
+	"barn.dev/lib/lazyre"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -219,7 +219,7 @@ func pyConstruct(tag, v string) string {
 }
 
 // reTimestamp is PyYAML's SafeConstructor.timestamp_regexp.
-var reTimestamp = regexp.MustCompile(`^([0-9]{4})-([0-9][0-9]?)-([0-9][0-9]?)` +
+var reTimestamp = lazyre.New(`^([0-9]{4})-([0-9][0-9]?)-([0-9][0-9]?)` +
 	`(?:(?:[Tt]|[ \t]+)([0-9][0-9]?):([0-9][0-9]):([0-9][0-9])(?:\.[0-9]*)?` +
 	`(?:[ \t]*(Z|([-+])([0-9][0-9]?)(?::([0-9][0-9]))?))?)?$`)
 

@@ -6,9 +6,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
-	"regexp"
 	"strings"
 
+	"barn.dev/lib/lazyre"
 	"barn.dev/lib/spec"
 )
 
@@ -27,9 +27,9 @@ func ConsumedKeys() []string {
 }
 
 var (
-	reFamily  = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
-	reChannel = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
-	reVersion = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z._-]{0,31}$`)
+	reFamily  = lazyre.New(`^[a-z][a-z0-9-]{0,31}$`)
+	reChannel = lazyre.New(`^[a-z][a-z0-9-]{0,31}$`)
+	reVersion = lazyre.New(`^[0-9A-Za-z][0-9A-Za-z._-]{0,31}$`)
 )
 
 // The node name, path and disk name rules are the spec's (one rule, one

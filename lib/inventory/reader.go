@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"barn.dev/lib/lazyre"
 )
 
 // Limits of the reader (reference behaviour §1.1).
@@ -41,7 +42,7 @@ func newReader(file string) *reader { return &reader{file: file, session: &sessi
 // sibling is a reader of another file in the same session.
 func (r *reader) sibling(file string) *reader { return &reader{file: file, session: r.session} }
 
-var reYAMLLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+var reYAMLLine = lazyre.New(`^yaml: line (\d+): (.*)$`)
 
 // parseDocument parses an inventory file into its root node (nil after a
 // problem). Like Ansible's DataLoader it first tries JSON (json.loads),
@@ -99,7 +100,7 @@ func (r *reader) parseData(data []byte) (root *yaml.Node, ok bool) {
 }
 
 // reYAMLDirective is a %YAML 1.2 directive line.
-var reYAMLDirective = regexp.MustCompile(`^%YAML[ \t]+1\.2(?:[ \t]|$)`)
+var reYAMLDirective = lazyre.New(`^%YAML[ \t]+1\.2(?:[ \t]|$)`)
 
 // yaml12As11 rewrites a %YAML 1.2 directive among the lines before the
 // document starts to %YAML 1.1, in place (same length, so positions stay).
@@ -114,7 +115,7 @@ func yaml12As11(data []byte) []byte {
 		}
 		line := data[off : off+end]
 		switch t := bytes.TrimSpace(line); {
-		case reYAMLDirective.Match(line):
+		case reYAMLDirective.Compiled().Match(line):
 			if out == nil {
 				out = append([]byte{}, data...)
 			}

@@ -2,9 +2,10 @@ package inventory
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
+
+	"barn.dev/lib/lazyre"
 )
 
 var sizeUnits = map[string]int64{
@@ -13,8 +14,8 @@ var sizeUnits = map[string]int64{
 }
 
 var (
-	reSize      = regexp.MustCompile(`^([1-9][0-9]*)(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)$`)
-	reSizeLoose = regexp.MustCompile(`^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$`)
+	reSize      = lazyre.New(`^([1-9][0-9]*)(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)$`)
+	reSizeLoose = lazyre.New(`^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$`)
 )
 
 // ParseSize parses a size string: a positive integer and one

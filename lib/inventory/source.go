@@ -8,11 +8,11 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/lazyre"
 	"barn.dev/lib/quote"
 )
 
@@ -110,7 +110,7 @@ func Stdin(data []byte, workdir string) (*Input, error) {
 // directories (inventory/manager.py): hidden names, group_vars, host_vars,
 // vars_plugins, and the default INVENTORY_IGNORE_EXTS (REJECT_EXTS +
 // .orig, .ini, .cfg, .retry).
-var ignoredInInventoryDir = regexp.MustCompile(`^\.|^host_vars$|^group_vars$|^vars_plugins$|` +
+var ignoredInInventoryDir = lazyre.New(`^\.|^host_vars$|^group_vars$|^vars_plugins$|` +
 	`(?:\.pyc|\.pyo|\.swp|\.bak|~|\.rpm|\.md|\.txt|\.rst|\.orig|\.ini|\.cfg|\.retry)$`)
 
 // yamlExtensions are the yaml inventory plugin's and the vars loader's

@@ -8,6 +8,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"barn.dev/lib/inventory/yaml11"
+	"barn.dev/lib/lazyre"
 )
 
 // val reads one consumed setting of one host into Go values, recording a
@@ -351,7 +352,7 @@ func ansibleInt(r *reader, n *yaml.Node) (int64, bool) {
 	return 0, false
 }
 
-var reCanonicalPriority = regexpMust(`^-?(?:0|[1-9][0-9]{0,8})$`)
+var reCanonicalPriority = lazyre.New(`^-?(?:0|[1-9][0-9]{0,8})$`)
 
 func withArticle(s string) string {
 	if s != "" && strings.ContainsRune("aeiou", rune(s[0])) {

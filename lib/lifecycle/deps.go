@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"barn.dev/lib/disk"
 	"barn.dev/lib/hostshare"
 	"barn.dev/lib/imageref"
+	"barn.dev/lib/lazyre"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
 )
@@ -239,7 +239,7 @@ func (m *Manager) event(level, node, phase, message string) {
 }
 
 // eventName is the event log's rule for node and action names.
-var eventName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+var eventName = lazyre.New(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 
 func (m *Manager) logf(format string, args ...any) {
 	if m.Log != nil {

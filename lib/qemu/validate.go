@@ -4,16 +4,16 @@ import (
 	"cmp"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"strconv"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/lazyre"
 	"barn.dev/lib/spec"
 )
 
 var (
-	uuidRE   = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-	bridgeRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,15}$`)
+	uuidRE   = lazyre.New(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	bridgeRE = lazyre.New(`^[A-Za-z0-9_.-]{1,15}$`)
 )
 
 func invalid(field string, value any, why string) error {

@@ -2,14 +2,15 @@ package quote
 
 import (
 	"net/netip"
-	"regexp"
 	"strings"
+
+	"barn.dev/lib/lazyre"
 )
 
 // hostNameRE is a name hosts(5) and the resolver take: RFC 1123 labels of
 // letters, digits and inner hyphens, joined by dots. It keeps whitespace
 // (the field separator), '#' (a comment) and line breaks out.
-var hostNameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$`)
+var hostNameRE = lazyre.New(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$`)
 
 // HostName reports whether name can be a field of a hosts(5) line: an RFC
 // 1123 host name of at most 253 characters.

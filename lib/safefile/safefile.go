@@ -182,12 +182,12 @@ func Publish(staging, dest string, mode os.FileMode) error {
 var ErrExists = errors.New("destination exists")
 
 // Move renames src to dst (same filesystem) without ever replacing an
-// existing dst — renameat2(RENAME_NOREPLACE) decides atomically, so there
-// is no window between a check and the rename — and fsyncs both
+// existing dst — renameat2(RENAME_NOREPLACE) on Linux, renamex_np
+// (RENAME_EXCL) on macOS, decides atomically, so there is no window between a check and the rename — and fsyncs both
 // directories. A dst that exists wraps ErrExists; a src that does not
 // wraps fs.ErrNotExist.
 func Move(src, dst string) error {
-	if err := unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE); err != nil {
+	if err := renameNoReplace(src, dst); err != nil {
 		if errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("moving %s to %s: %w", src, dst, ErrExists)
 		}

@@ -24,9 +24,11 @@ type MainFunc func(ctx context.Context, args []string, stdio tool.Stdio, getenv 
 
 // Command adapts a tool's cli.Main into a testscript command: as main.go
 // does, SIGINT and SIGTERM cancel the context (so a script can interrupt a
-// command and see exit 130).
+// command and see exit 130). Every error the tool reports is checked (see
+// watchErrors): a message that repeats its cause fails the script.
 func Command(main MainFunc) func() {
 	return func() {
+		tool.ErrorHook = checkError
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		code := main(ctx, os.Args[1:], tool.OSStdio(), os.Getenv)
 		stop()
@@ -71,6 +73,7 @@ func Params(dir string) testscript.Params {
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("BARN_HOME", env.WorkDir+"/.barn")
 			env.Setenv(tool.EnvTerminalPrompt, "0")
+			watchErrors(env)
 			return nil
 		},
 	}
@@ -102,6 +105,7 @@ func Configure(p testscript.Params) testscript.Params {
 	p.Setup = func(env *testscript.Env) error {
 		// Never ask the terminal of whoever runs the tests.
 		env.Setenv(tool.EnvTerminalPrompt, "0")
+		watchErrors(env)
 		if setup != nil {
 			return setup(env)
 		}

@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"net/netip"
 	"path"
-	"regexp"
 	"slices"
 	"strings"
+
+	"barn.dev/lib/lazyre"
 )
 
 // The field rules of barn.spec/v1. Each rule is written once, here:
@@ -44,14 +45,14 @@ func violation(problem, hint string) *Violation { return &Violation{Problem: pro
 
 var (
 	dnsLabelRE  = `[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?`
-	nodeNameRE  = regexp.MustCompile(`^` + dnsLabelRE + `$`)
-	aliasRE     = regexp.MustCompile(`^` + dnsLabelRE + `(?:\.` + dnsLabelRE + `)*$`)
-	userNameRE  = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
-	diskNameRE  = regexp.MustCompile(`^[a-z](?:[a-z0-9-]{0,30}[a-z0-9])?$`)
-	guestPathRE = regexp.MustCompile(`^/[A-Za-z0-9._/-]+$`)
-	macRE       = regexp.MustCompile(`^[0-9a-f]{2}(:[0-9a-f]{2}){5}$`)
-	serialRE    = regexp.MustCompile(`^[a-z2-7]{20}$`)
-	shareTagRE  = regexp.MustCompile(`^barn-[0-9a-f]{20}$`)
+	nodeNameRE  = lazyre.New(`^` + dnsLabelRE + `$`)
+	aliasRE     = lazyre.New(`^` + dnsLabelRE + `(?:\.` + dnsLabelRE + `)*$`)
+	userNameRE  = lazyre.New(`^[a-z_][a-z0-9_-]{0,31}$`)
+	diskNameRE  = lazyre.New(`^[a-z](?:[a-z0-9-]{0,30}[a-z0-9])?$`)
+	guestPathRE = lazyre.New(`^/[A-Za-z0-9._/-]+$`)
+	macRE       = lazyre.New(`^[0-9a-f]{2}(:[0-9a-f]{2}){5}$`)
+	serialRE    = lazyre.New(`^[a-z2-7]{20}$`)
+	shareTagRE  = lazyre.New(`^barn-[0-9a-f]{20}$`)
 )
 
 // SystemPaths are guest directories no data disk or share may mount on or

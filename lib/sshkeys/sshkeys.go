@@ -85,7 +85,7 @@ func Paths(keysDir string) KeyPair {
 func Ensure(keysDir string, haveVMs bool) (KeyPair, error) {
 	kp := Paths(keysDir)
 	if err := os.MkdirAll(keysDir, 0o700); err != nil {
-		return kp, exitcode.Wrap(exitcode.Runtime, err, "create keys directory %s: %v", keysDir, err)
+		return kp, exitcode.Wrap(exitcode.Runtime, err, "create keys directory %s", keysDir)
 	}
 	if fi, err := os.Lstat(keysDir); err != nil || !fi.IsDir() {
 		return kp, exitcode.New(exitcode.Integrity, "keys directory %s is not a directory", keysDir).WithReason("keys_dir_invalid")
@@ -116,7 +116,7 @@ func Ensure(keysDir string, haveVMs bool) (KeyPair, error) {
 	}
 	sshPub, err := ssh.NewPublicKey(priv.Public())
 	if err != nil {
-		return kp, exitcode.Wrap(exitcode.Runtime, err, "derive public key: %v", err)
+		return kp, exitcode.Wrap(exitcode.Runtime, err, "derive public key")
 	}
 	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshPub))) + " " + Comment
 	kp.Public = line
@@ -124,13 +124,13 @@ func Ensure(keysDir string, haveVMs bool) (KeyPair, error) {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if err := safefile.Write(kp.PublicPath, []byte(line+"\n"), 0o644); err != nil {
-			return kp, exitcode.Wrap(exitcode.Runtime, err, "write %s: %v", kp.PublicPath, err)
+			return kp, exitcode.Wrap(exitcode.Runtime, err, "write %s", kp.PublicPath)
 		}
 		if err := note(keysDir, PublicName, true); err != nil {
 			return kp, err
 		}
 	case err != nil:
-		return kp, exitcode.Wrap(exitcode.Runtime, err, "read %s: %v", kp.PublicPath, err)
+		return kp, exitcode.Wrap(exitcode.Runtime, err, "read %s", kp.PublicPath)
 	default:
 		got, _, _, _, perr := ssh.ParseAuthorizedKey(have)
 		if perr != nil || !bytes.Equal(got.Marshal(), sshPub.Marshal()) {
@@ -141,7 +141,7 @@ func Ensure(keysDir string, haveVMs bool) (KeyPair, error) {
 	}
 	if _, err := os.Lstat(kp.KnownHosts); errors.Is(err, fs.ErrNotExist) {
 		if err := safefile.Write(kp.KnownHosts, nil, 0o600); err != nil {
-			return kp, exitcode.Wrap(exitcode.Runtime, err, "create %s: %v", kp.KnownHosts, err)
+			return kp, exitcode.Wrap(exitcode.Runtime, err, "create %s", kp.KnownHosts)
 		}
 		if err := note(keysDir, KnownHostsName, false); err != nil {
 			return kp, err
@@ -179,7 +179,7 @@ func (kp KeyPair) PrivateKeyPEM() ([]byte, error) {
 	}
 	b, err := os.ReadFile(kp.PrivatePath)
 	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Runtime, err, "read %s: %v", kp.PrivatePath, err)
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "read %s", kp.PrivatePath)
 	}
 	return b, nil
 }
@@ -190,7 +190,7 @@ func readPrivate(path string) (ed25519.PrivateKey, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
-		return nil, exitcode.Wrap(exitcode.Runtime, err, "stat %s: %v", path, err)
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "stat %s", path)
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, exitcode.New(exitcode.Integrity, "deployment private key %s is not a regular file", path).WithReason("deployment_key_invalid")
@@ -201,7 +201,7 @@ func readPrivate(path string) (ed25519.PrivateKey, error) {
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Runtime, err, "read %s: %v", path, err)
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "read %s", path)
 	}
 	raw, err := ssh.ParseRawPrivateKey(data)
 	if err != nil {
@@ -220,14 +220,14 @@ func readPrivate(path string) (ed25519.PrivateKey, error) {
 func generate(path string) (ed25519.PrivateKey, error) {
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Runtime, err, "generate Ed25519 key: %v", err)
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "generate Ed25519 key")
 	}
 	block, err := ssh.MarshalPrivateKey(priv, Comment)
 	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Runtime, err, "encode private key: %v", err)
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "encode private key")
 	}
 	if err := safefile.Write(path, pem.EncodeToMemory(block), 0o600); err != nil {
-		return nil, exitcode.Wrap(exitcode.Runtime, err, "write %s: %v", path, err)
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "write %s", path)
 	}
 	return priv, nil
 }

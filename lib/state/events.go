@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -17,6 +16,7 @@ import (
 	"github.com/gofrs/flock"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/lazyre"
 	"barn.dev/lib/quote"
 	"barn.dev/lib/wire"
 )
@@ -31,7 +31,7 @@ const (
 // DeploymentEventNode is the node value of a deployment-wide event.
 const DeploymentEventNode = "deployment"
 
-var eventNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+var eventNameRE = lazyre.New(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 
 var eventLevels = map[string]bool{"error": true, "warn": true, "info": true, "debug": true}
 

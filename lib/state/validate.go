@@ -4,16 +4,16 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/google/uuid"
 
+	"barn.dev/lib/lazyre"
 	"barn.dev/lib/spec"
 )
 
-var hex64RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+var hex64RE = lazyre.New(`^[0-9a-f]{64}$`)
 
 // phases is the closed set of node phases.
 var phases = map[Phase]bool{

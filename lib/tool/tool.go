@@ -299,6 +299,9 @@ func report(env *Env, err error) int {
 	if e.Class == exitcode.OK {
 		return 0
 	}
+	if ErrorHook != nil {
+		ErrorHook(e)
+	}
 	fmt.Fprintf(env.Err, "%s: error: %s\n", env.Tool, e.Message)
 	if e.Next != "" {
 		fmt.Fprintf(env.Err, "next: %s\n", e.Next)
@@ -318,6 +321,11 @@ func report(env *Env, err error) int {
 	}
 	return e.Class.Code()
 }
+
+// ErrorHook, when set, sees every error Main reports, before it is
+// printed. Only test binaries set it (the script harness checks each
+// message and reason); it must not change e.
+var ErrorHook func(e *exitcode.Error)
 
 // SilentExit is returned by a command that has already written its result
 // document (for example `validate` reporting an invalid inventory) and only

@@ -292,7 +292,7 @@ func signalLadder(ctx context.Context, proc vmrecord.Process, o StopOptions) err
 // sends sig only when it is still Ours. sent is false when the process
 // turned out Dead or Foreign (stopped; nothing sent).
 func verifiedSignal(proc vmrecord.Process, sig unix.Signal) (sent bool, err error) {
-	fd, ferr := unix.PidfdOpen(proc.PID, 0)
+	fd, ferr := pidfdOpen(proc.PID)
 	if ferr == nil {
 		defer unix.Close(fd)
 	} else if errors.Is(ferr, unix.ESRCH) {
@@ -306,9 +306,9 @@ func verifiedSignal(proc vmrecord.Process, sig unix.Signal) (sent bool, err erro
 			WithReason("process_unverified")
 	}
 	if ferr == nil {
-		err = unix.PidfdSendSignal(fd, sig, nil, 0)
+		err = pidfdSignal(fd, sig)
 	} else {
-		err = unix.Kill(proc.PID, sig) // no pidfd (kernel < 5.3): checked just above
+		err = unix.Kill(proc.PID, sig) // no pidfd (kernel < 5.3, macOS): checked just above
 	}
 	if errors.Is(err, unix.ESRCH) {
 		return false, nil

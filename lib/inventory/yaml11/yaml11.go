@@ -10,11 +10,12 @@ import (
 	"errors"
 	"math"
 	"math/big"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"barn.dev/lib/lazyre"
 )
 
 // Kind is the YAML 1.1 type a scalar resolves to.
@@ -92,22 +93,22 @@ func PythonFloat(f float64) string {
 }
 
 var (
-	reBool  = regexp.MustCompile(`^(?:yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$`)
-	reFloat = regexp.MustCompile(`^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?` +
+	reBool  = lazyre.New(`^(?:yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$`)
+	reFloat = lazyre.New(`^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?` +
 		`|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?` +
 		`|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*` +
 		`|[-+]?\.(?:inf|Inf|INF)` +
 		`|\.(?:nan|NaN|NAN))$`)
-	reInt = regexp.MustCompile(`^(?:[-+]?0b[0-1_]+` +
+	reInt = lazyre.New(`^(?:[-+]?0b[0-1_]+` +
 		`|[-+]?0[0-7_]+` +
 		`|[-+]?(?:0|[1-9][0-9_]*)` +
 		`|[-+]?0x[0-9a-fA-F_]+` +
 		`|[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+)$`)
-	reNull      = regexp.MustCompile(`^(?:~|null|Null|NULL|)$`)
-	reTimestamp = regexp.MustCompile(`^(?:[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]` +
+	reNull      = lazyre.New(`^(?:~|null|Null|NULL|)$`)
+	reTimestamp = lazyre.New(`^(?:[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]` +
 		`|[0-9][0-9][0-9][0-9]-[0-9][0-9]?-[0-9][0-9]?(?:[Tt]|[ \t]+)[0-9][0-9]?:[0-9][0-9]:[0-9][0-9](?:\.[0-9]*)?(?:[ \t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?)$`)
-	reCanonicalInt = regexp.MustCompile(`^-?(?:0|[1-9][0-9]*)$`)
-	reDecimalish   = regexp.MustCompile(`^[-+]?[0-9][0-9_]*$`)
+	reCanonicalInt = lazyre.New(`^-?(?:0|[1-9][0-9]*)$`)
+	reDecimalish   = lazyre.New(`^[-+]?[0-9][0-9_]*$`)
 )
 
 // ImplicitKind returns the kind PyYAML gives an untagged plain scalar.
@@ -267,7 +268,7 @@ func pyInt(s string, base int) (*big.Int, bool) {
 // pyWhitespace is what Python's int() and float() strip (ASCII).
 const pyWhitespace = " \t\n\r\v\f"
 
-var rePyFloat = regexp.MustCompile(`^[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]+)?|inf|infinity|nan)$`)
+var rePyFloat = lazyre.New(`^[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]+)?|inf|infinity|nan)$`)
 
 // ParseFloat constructs a float exactly as PyYAML's construct_yaml_float:
 // underscores dropped, lower case, one sign, .inf, .nan, a:b base 60 or
