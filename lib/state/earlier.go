@@ -19,7 +19,7 @@ import (
 // identity in files, or whose runtime has no Barn QMP monitor of its own.
 func (r *Root) earlierNode(path string, n *Node) error {
 	if n.Runtime.Directory != "" && n.Runtime.BarnQMP == "" {
-		return r.earlier(path, n.Node, "its runtime records no Barn QMP monitor (barn_qmp)")
+		return r.earlier(path, n.Node, "its runtime records no Barn QMP monitor (runtime.barn_qmp)")
 	}
 	recorded := []string{n.RootDisk, n.Seed, n.NVRAM, n.SerialLog}
 	for _, d := range n.DataDisks {

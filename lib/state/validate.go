@@ -201,7 +201,9 @@ func checkRuntime(p *problems, rt Runtime) {
 	if rt.QMP != filepath.Join(rt.Directory, QMPSocketName) {
 		p.addf("runtime.qmp %q is not %s inside runtime.directory", rt.QMP, QMPSocketName)
 	}
-	if rt.BarnQMP != filepath.Join(rt.Directory, BarnQMPSocketName) {
+	// A runtime without barn_qmp is an earlier development build's
+	// (earlierNode refuses it as such on read, exit 7).
+	if rt.BarnQMP != "" && rt.BarnQMP != filepath.Join(rt.Directory, BarnQMPSocketName) {
 		p.addf("runtime.barn_qmp %q is not %s inside runtime.directory", rt.BarnQMP, BarnQMPSocketName)
 	}
 	for _, s := range rt.Sockets() {
