@@ -16,7 +16,8 @@ import (
 const envErrorLog = "BARN_TEST_ERROR_LOG"
 
 // checkError is the tool.ErrorHook of every tool a script runs: an error
-// whose message repeats a clause (its cause printed twice) is recorded in
+// whose message repeats a clause (its cause printed twice), or whose reason
+// the reason table (exitcode.Reasons) does not list, is recorded in
 // $BARN_TEST_ERROR_LOG.
 func checkError(e *exitcode.Error) {
 	path := os.Getenv(envErrorLog)
@@ -25,6 +26,9 @@ func checkError(e *exitcode.Error) {
 	}
 	if c := e.RepeatedClause(); c != "" {
 		appendLine(path, fmt.Sprintf("message repeats %q: %s", c, e.Message))
+	}
+	if _, ok := exitcode.LookupReason(e.Reason); e.Reason != "" && !ok {
+		appendLine(path, fmt.Sprintf("reason %q is not in the reason table (lib/exitcode/reasons.go): %s", e.Reason, e.Message))
 	}
 }
 

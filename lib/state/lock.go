@@ -38,6 +38,20 @@ const (
 // NodeLockName is the lock name of node's lock ("node/<node>").
 func NodeLockName(node string) string { return lockNodePrefix + node }
 
+// lockBusyReason is the reason of the conflict a held lock name causes:
+// one reason per kind of lock, never one per node.
+func lockBusyReason(name string) string {
+	switch {
+	case name == LockDeploymentName:
+		return "deployment_busy"
+	case name == LockImagesName:
+		return "images_busy"
+	case name == lockEventsName:
+		return "events_busy"
+	}
+	return "node_busy"
+}
+
 // LockPollInterval is how often a waiting lock is retried.
 const LockPollInterval = 25 * time.Millisecond
 

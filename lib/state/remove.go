@@ -136,7 +136,7 @@ func (r *Root) removeBookkeeping(ctx context.Context, command string, locks []st
 		if name == lockEventsName {
 			continue // a leaf lock without a holder record: taken last, below
 		}
-		l, err := r.acquire(ctx, name, command, false, nil, 0, strings.ReplaceAll(name, "/", "_")+"_busy", "the "+name+" lock")
+		l, err := r.acquire(ctx, name, command, false, nil, 0, lockBusyReason(name), "the "+name+" lock")
 		if err != nil {
 			return err
 		}
