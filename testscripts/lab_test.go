@@ -70,6 +70,7 @@ func TestLab(t *testing.T) {
 	p.Cmds["inns"] = cmdInNamespace
 	p.Cmds["killqemu"] = cmdKillQEMU
 	p.Cmds["noqemu"] = cmdNoQEMU
+	p.Cmds["robind"] = cmdROBind
 	testscript.Run(t, p)
 }
 
@@ -139,6 +140,23 @@ func cmdKillQEMU(ts *testscript.TestScript, neg bool, args []string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	ts.Fatalf("pid %d survived SIGKILL", st.Process.PID)
+}
+
+// cmdROBind runs `robind SRC DIR`: bind-mounts SRC over DIR read-only, a
+// host directory no process (root and QEMU included) can write; the mount
+// is undone when the script ends.
+func cmdROBind(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: robind SRC DIR")
+	}
+	src, dir := ts.MkAbs(args[0]), ts.MkAbs(args[1])
+	if out, err := exec.Command("mount", "--bind", src, dir).CombinedOutput(); err != nil {
+		ts.Fatalf("mount --bind %s %s: %v: %s", src, dir, err, out)
+	}
+	ts.Defer(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	if out, err := exec.Command("mount", "-o", "remount,bind,ro", dir).CombinedOutput(); err != nil {
+		ts.Fatalf("remount %s read-only: %v: %s", dir, err, out)
+	}
 }
 
 // cmdNoQEMU runs `noqemu [MARK...]`: fails when any QEMU command line mentions
