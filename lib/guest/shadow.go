@@ -10,11 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/lazyre"
 )
 
 // Shadow is a block of the user's ssh configuration that already answers
@@ -105,10 +105,10 @@ func writeUserCopy(p SSHConfigPaths, dst string) error {
 }
 
 var (
-	applyingRE = regexp.MustCompile(`^debug\d: (.+) line (\d+): Applying options for (.+)$`)
-	checkRE    = regexp.MustCompile(`^debug\d: checking match for '(.*)' host .* originally .*$`)
-	matchedRE  = regexp.MustCompile(`^debug\d: (.+) line (\d+): matched `)
-	everyRE    = regexp.MustCompile(`^(?:all|(?:(?:host|originalhost) "?\*"?\s*)+)$`)
+	applyingRE = lazyre.New(`^debug\d: (.+) line (\d+): Applying options for (.+)$`)
+	checkRE    = lazyre.New(`^debug\d: checking match for '(.*)' host .* originally .*$`)
+	matchedRE  = lazyre.New(`^debug\d: (.+) line (\d+): matched `)
+	everyRE    = lazyre.New(`^(?:all|(?:(?:host|originalhost) "?\*"?\s*)+)$`)
 )
 
 // shadowsOf reads ssh's own account of the blocks it applies for name.

@@ -46,8 +46,11 @@ func (m *Manager) Destroy(ctx context.Context, selectors []string, o DestroyOpti
 		return nil, err
 	}
 	names, done, err := m.destroySelection(d, selectors, o, res)
-	if err != nil || done {
-		return res, err
+	if err != nil {
+		return nil, err
+	}
+	if done {
+		return res, nil
 	}
 	all, err := m.Root.WithNodeLocks(ctx, lock, m.Command, true, names)
 	if err != nil {
