@@ -298,7 +298,7 @@ func TestRealHost(t *testing.T) {
 	if !r.Usable || r.Accelerator != "tcg" {
 		t.Fatalf("usable=%v accelerator=%q", r.Usable, r.Accelerator)
 	}
-	if c := find(t, r, "tcg-real-smoke"); !strings.Contains(c.Evidence, "stayed up paused") {
+	if c := find(t, r, "tcg-real-smoke"); !strings.Contains(c.Evidence, "answered QMP query-status") {
 		t.Fatalf("tcg-real-smoke %+v", c)
 	}
 }

@@ -29,7 +29,7 @@ type Probe struct {
 	// Exec runs a program, bounded by ctx, and returns its stdout and
 	// stderr.
 	Exec func(ctx context.Context, name string, args ...string) (stdout, stderr []byte, err error)
-	// Smoke starts bin paused with accel (qemu.SmokeStart, qemu.SmokeWait).
+	// Smoke starts bin paused with accel (qemu.SmokeStart).
 	Smoke func(ctx context.Context, bin, accel string) qemu.Smoke
 	// OpenKVM opens /dev/kvm read-write (qemu.OpenKVM).
 	OpenKVM func() error
@@ -64,7 +64,7 @@ func (p *Probe) defaults() {
 	}
 	if p.Smoke == nil {
 		p.Smoke = func(ctx context.Context, bin, accel string) qemu.Smoke {
-			return qemu.SmokeStart(ctx, bin, accel, qemu.SmokeWait)
+			return qemu.SmokeStart(ctx, bin, accel)
 		}
 	}
 	if p.OpenKVM == nil {

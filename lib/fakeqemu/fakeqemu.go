@@ -27,7 +27,7 @@
 //	                   the bridge netdev or q35 out
 //
 // It also answers the capability queries `-accel|-machine|-cpu|-device|
-// -netdev help` and smoke starts (-S without -qmp or -daemonize): see
+// -netdev help` and smoke starts (-S without -daemonize or -pidfile): see
 // help.go.
 //
 // Use from Go tests: in TestMain, `if fakeqemu.Invoked() { os.Exit(fakeqemu.Main(os.Args[1:])) }`,
@@ -83,7 +83,7 @@ type config struct {
 	serial     string // the serial console file
 	daemonize  bool
 	paused     bool // -S
-	smoke      bool // -S without a monitor or -daemonize: a capability smoke start
+	smoke      bool // -S without -daemonize or -pidfile: a capability smoke start
 	memMiB     int
 	files      []string // disk images that must exist
 	shareFDs   []int
@@ -262,11 +262,11 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 			}
 		}
 	}
+	if cfg.paused && !cfg.daemonize && cfg.pidfile == "" && len(cfg.monitors) <= 1 {
+		cfg.smoke = true // no VM of Barn's runs without -daemonize and -pidfile
+		return cfg, nil
+	}
 	if len(cfg.monitors) == 0 {
-		if cfg.paused && !cfg.daemonize {
-			cfg.smoke = true
-			return cfg, nil
-		}
 		return nil, errors.New("fake: a QMP monitor is required (-qmp unix:<path>,server=on,wait=off, or -chardev socket + -mon mode=control), or -S alone: a smoke start")
 	}
 	return cfg, nil

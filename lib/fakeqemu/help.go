@@ -1,8 +1,10 @@
 package fakeqemu
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -14,8 +16,8 @@ import (
 // `-accel help`, `-machine help`, `-cpu help`, `-device help` and
 // `-netdev help` print what QEMU 7.2 prints for the entries Barn uses
 // (modes no-9p, no-bridge-netdev and no-q35 leave one out). A start
-// without -qmp and -daemonize but with -S is a smoke start: it stays up
-// paused until a signal ends it, except that in kvm-broken mode a KVM
+// with -S but without -daemonize and -pidfile is a smoke start: it stays
+// up paused, answering its one -qmp monitor if given, until a signal ends it, except that in kvm-broken mode a KVM
 // start aborts at once the way QEMU does on a host whose /dev/kvm cannot
 // set up a vCPU.
 const (
@@ -74,6 +76,45 @@ func smoke(cfg *config) int {
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	if len(cfg.monitors) == 1 {
+		l, err := net.Listen("unix", cfg.monitors[0])
+		if err != nil {
+			return fail(err)
+		}
+		defer l.Close()
+		go serveSmokeQMP(l)
+	}
 	<-sigs
 	return 0
+}
+
+// serveSmokeQMP answers a paused, just-created machine's QMP: the
+// greeting, then {"return":{}} to every command but query-status, which
+// reports the prelaunch state -S leaves a machine in.
+func serveSmokeQMP(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			enc, dec := json.NewEncoder(c), json.NewDecoder(c)
+			_ = enc.Encode(map[string]any{"QMP": map[string]any{"version": map[string]any{}, "capabilities": []string{}}})
+			for {
+				var req struct {
+					Execute string `json:"execute"`
+					ID      any    `json:"id"`
+				}
+				if dec.Decode(&req) != nil {
+					return
+				}
+				ret := map[string]any{}
+				if req.Execute == "query-status" {
+					ret = map[string]any{"status": "prelaunch", "running": false}
+				}
+				_ = enc.Encode(map[string]any{"return": ret, "id": req.ID})
+			}
+		}()
+	}
 }

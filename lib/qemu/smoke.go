@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
+
+	"barn.dev/lib/qmp"
 )
 
 // Smoke is the outcome of a real smoke start of QEMU: whether the
@@ -21,23 +24,34 @@ type Smoke struct {
 	Evidence string
 }
 
-// SmokeWait is how long a smoke start must stay up to count as usable: a
-// broken accelerator makes QEMU exit within milliseconds.
-const SmokeWait = 400 * time.Millisecond
+// SmokePoll is how often SmokeStart looks for the smoke start's QMP
+// socket while QEMU sets the machine up.
+const SmokePoll = 20 * time.Millisecond
 
 // SmokeStart starts bin paused (-S) on q35 with accel ("kvm" or "tcg") and
 // the CPU model Barn uses with it (host for KVM, max for TCG), no devices,
-// no display. A QEMU still running after wait set the accelerator up (it is
-// then killed); one that exits first could not, and its stderr (at most
-// 512 bytes) is the evidence. ctx bounds the whole start.
-func SmokeStart(ctx context.Context, bin, accel string, wait time.Duration) Smoke {
+// no display, and one QMP monitor on a socket in a private temporary
+// directory. QEMU serves QMP commands only from its main loop, after the
+// accelerator and the vCPUs are set up: a query-status answer is the
+// proof that accel works (QEMU is then killed). A QEMU that exits first
+// could not set it up, and its stderr (at most 512 bytes) is the
+// evidence. ctx bounds the whole start; no verdict depends on how fast
+// the host is.
+func SmokeStart(ctx context.Context, bin, accel string) Smoke {
 	cpu := "max"
 	if accel == AccelKVM {
 		cpu = "host"
 	}
-	args := []string{"-accel", accel, "-machine", "q35", "-cpu", cpu,
-		"-display", "none", "-nodefaults", "-no-user-config", "-S"}
 	what := fmt.Sprintf("%s -accel %s -cpu %s -S", bin, accel, cpu)
+	dir, err := os.MkdirTemp("", "barn-smoke-")
+	if err != nil {
+		return Smoke{Evidence: fmt.Sprintf("%s: %v", what, err)}
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "qmp.sock")
+	args := []string{"-accel", accel, "-machine", "q35", "-cpu", cpu,
+		"-display", "none", "-nodefaults", "-no-user-config", "-S",
+		"-qmp", "unix:" + sock + ",server=on,wait=off"}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &limitedWriter{w: &stderr, n: 512}
@@ -47,6 +61,14 @@ func SmokeStart(ctx context.Context, bin, accel string, wait time.Duration) Smok
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	qctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	answered := make(chan struct{})
+	go func() {
+		if smokeAnswers(qctx, sock) {
+			close(answered)
+		}
+	}()
 	select {
 	case err := <-done:
 		msg := strings.TrimSpace(stderr.String())
@@ -58,10 +80,35 @@ func SmokeStart(ctx context.Context, bin, accel string, wait time.Duration) Smok
 			status = err.Error()
 		}
 		return Smoke{Evidence: fmt.Sprintf("%s exited after %s (%s): %s", what, time.Since(began).Round(time.Millisecond), status, firstLine(msg))}
-	case <-time.After(wait):
+	case <-answered:
 		_ = cmd.Process.Kill()
 		<-done
-		return Smoke{OK: true, Evidence: fmt.Sprintf("%s stayed up paused for %s (then stopped)", what, wait)}
+		return Smoke{OK: true, Evidence: fmt.Sprintf("%s set the machine up and answered QMP query-status after %s (then stopped)", what, time.Since(began).Round(time.Millisecond))}
+	}
+}
+
+// smokeAnswers reports whether the QMP monitor at sock answers
+// query-status before ctx ends, retrying every SmokePoll while the socket
+// is not there yet.
+func smokeAnswers(ctx context.Context, sock string) bool {
+	t := time.NewTicker(SmokePoll)
+	defer t.Stop()
+	for {
+		if s, err := (qmp.Monitor{Socket: sock}).Open(ctx); err == nil {
+			var st struct {
+				Status string `json:"status"`
+			}
+			err = s.Execute("query-status", nil, &st)
+			s.Close()
+			if err == nil && st.Status != "" {
+				return true
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
 	}
 }
 
@@ -91,7 +138,7 @@ func probeKVM() Smoke {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return SmokeStart(ctx, bin, AccelKVM, SmokeWait)
+	return SmokeStart(ctx, bin, AccelKVM)
 }
 
 // kvmUsable is probeKVM computed once per process. A variable so tests can
