@@ -219,14 +219,20 @@ func (m Monitor) Open(ctx context.Context) (*Session, error) {
 
 // dial connects to the unix socket path. A full listen backlog (EAGAIN:
 // QEMU has not yet accepted the clients queued before us) is retried every
-// 20 ms until ctx ends; the last EAGAIN is returned then.
+// 20 ms until ctx ends; the last EAGAIN is returned then, also when ctx
+// ends during a retry (the full backlog, not the clock, is the cause).
 func dial(ctx context.Context, path string) (net.Conn, error) {
 	var d net.Dialer
+	var again error
 	for {
 		conn, err := d.DialContext(ctx, "unix", path)
+		if err != nil && again != nil && ctx.Err() != nil {
+			return nil, again
+		}
 		if !errors.Is(err, syscall.EAGAIN) {
 			return conn, err
 		}
+		again = err
 		t := time.NewTimer(20 * time.Millisecond)
 		select {
 		case <-ctx.Done():
