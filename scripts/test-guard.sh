@@ -8,9 +8,14 @@
 # As root, CMD runs in a private mount namespace whose /tmp is a fresh
 # empty directory: every file any test writes under /tmp (TMPDIR or a
 # hard-coded /tmp) lands there and nothing another process writes does.
-# Otherwise the entries of /tmp are compared before and after.
+# A checkout that itself lives under /tmp is bind-mounted at the same
+# path inside the fresh /tmp. Otherwise (not root) the entries of /tmp are
+# compared before and after.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+top=$(pwd -P)
+rel=""
+case "$top" in /tmp/*) rel=${top#/tmp/} ;; esac
 
 tree() { { git status --porcelain=v1 --untracked-files=all; git diff HEAD 2>/dev/null | sha256sum; } 2>/dev/null; }
 tree_before=$(tree)
@@ -19,8 +24,9 @@ if [ "$(id -u)" = 0 ] && unshare --mount true 2>/dev/null; then
 	priv=$(mktemp -d /var/tmp/barn-test-tmp.XXXXXX)
 	chmod 1777 "$priv"
 	unshare --mount --propagation private \
-		sh -c 'mount --bind "$0" /tmp && exec "$@"' "$priv" "$@" || rc=$?
-	left=$(cd "$priv" && find . -mindepth 1 -maxdepth 1 -printf '%P\n' | sort)
+		sh -c 'if [ -n "$1" ]; then mkdir -p "$0/$1" && mount --bind "$2" "$0/$1"; fi && mount --rbind "$0" /tmp && shift 2 && exec "$@"' \
+		"$priv" "$rel" "$top" "$@" || rc=$?
+	left=$(cd "$priv" && find . -mindepth 1 -maxdepth 1 ! -name "${rel%%/*}" -printf '%P\n' | sort)
 	if [ -n "$left" ]; then
 		echo "test-guard: the tests left these in /tmp:" >&2
 		(cd "$priv" && du -sh -- $left) >&2 || true
