@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"path/filepath"
 	"time"
 
 	"barn.dev/lib/safefile"
@@ -166,22 +167,67 @@ func isHex64(s string) bool {
 
 // Remove deletes path only when it is the file id records: "" and nil
 // when it was removed (or was already gone), the reason it was kept when
-// it is another file. The check and the unlink are two steps on a path:
-// a process of the same user that swaps the file in between is not
-// detected (Barn's directories are 0700, so no one else can).
+// it is another file.
+//
+// A check followed by an unlink of the path would delete whatever was
+// swapped in between. Remove instead moves the file it checked to
+// RemovingName(path) (never replacing anything: renameat2
+// RENAME_NOREPLACE), checks the identity of what it moved, and only then
+// unlinks it; a file that turns out to be another one is moved back. A
+// crash after the move leaves the file under RemovingName, where the next
+// Remove with the same id finishes the delete; a file there that is not
+// id's is never touched (its name is returned as kept).
 func (id ID) Remove(path string) (kept string, err error) {
+	moved := RemovingName(path)
+	if why, err := id.finish(moved, path); err != nil || why != "" {
+		return why, err
+	}
 	why, err := id.Differs(path)
 	if Missing(err) {
 		return "", nil
 	}
-	if err != nil {
+	if err != nil || why != "" {
+		return why, err
+	}
+	if afterCheck != nil {
+		afterCheck(path)
+	}
+	if err := safefile.Move(path, moved); err != nil {
+		if Missing(err) {
+			return "", nil
+		}
 		return "", err
 	}
-	if why != "" {
-		return why, nil
-	}
-	if err := safefile.Remove(path); err != nil {
-		return "", err
-	}
-	return "", nil
+	return id.finish(moved, path)
 }
+
+// afterCheck is a test hook run between Remove's first identity check and
+// its move: a test swaps the file there.
+var afterCheck func(path string)
+
+// finish deletes moved when it is id's file, moves it back to path when it
+// is another file (kept names why), and does nothing when it is absent.
+func (id ID) finish(moved, path string) (kept string, err error) {
+	why, err := id.Differs(moved)
+	switch {
+	case Missing(err):
+		return "", nil
+	case err != nil:
+		return "", err
+	case why == "":
+		return "", safefile.Remove(moved)
+	}
+	if err := safefile.Move(moved, path); err != nil {
+		return fmt.Sprintf("%s holds %s, which Barn did not create", moved, why), nil
+	}
+	return why, nil
+}
+
+// RemovingName is the name Remove moves path to before deleting it:
+// ".<name>.barn-removing" in path's directory.
+func RemovingName(path string) string {
+	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+RemovingSuffix)
+}
+
+// RemovingSuffix ends every RemovingName.
+const RemovingSuffix = ".barn-removing"

@@ -183,3 +183,64 @@ func TestValid(t *testing.T) {
 		}
 	}
 }
+
+// The file Remove checked is swapped for another between the check and
+// the delete: the other file survives, at its name, and is reported.
+func TestRemoveKeepsAFileSwappedInAfterTheCheck(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "root.qcow2")
+	write(t, p, "barn's")
+	id, err := Of(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	afterCheck = func(path string) {
+		if err := os.Rename(path, filepath.Join(dir, "aside")); err != nil {
+			t.Fatal(err)
+		}
+		write(t, path, "an operator's")
+	}
+	defer func() { afterCheck = nil }()
+	kept, err := id.Remove(p)
+	if err != nil || kept == "" {
+		t.Fatalf("Remove with a swap after the check = %q, %v; want it kept with a reason", kept, err)
+	}
+	if data, err := os.ReadFile(p); err != nil || string(data) != "an operator's" {
+		t.Fatalf("swapped-in file now %q, %v; want it back at its name, unchanged", data, err)
+	}
+	if _, err := os.Lstat(RemovingName(p)); !os.IsNotExist(err) {
+		t.Fatalf("%s left behind: %v", RemovingName(p), err)
+	}
+}
+
+// A crash between Remove's move and its unlink leaves the file under
+// RemovingName: the next Remove deletes it there. Another file there is
+// never deleted.
+func TestRemoveFinishesAnInterruptedRemove(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "seed.iso")
+	write(t, p, "barn's")
+	id, err := OfContent(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(p, RemovingName(p)); err != nil {
+		t.Fatal(err)
+	}
+	if kept, err := id.Remove(p); err != nil || kept != "" {
+		t.Fatalf("Remove after a crash = %q, %v", kept, err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("left %v", entries)
+	}
+	write(t, RemovingName(p), "an operator's")
+	write(t, p, "barn's too?")
+	if kept, err := id.Remove(p); err != nil || kept == "" {
+		t.Fatalf("Remove with a foreign %s = %q, %v; want it kept", RemovingName(p), kept, err)
+	}
+	for f, want := range map[string]string{p: "barn's too?", RemovingName(p): "an operator's"} {
+		if data, _ := os.ReadFile(f); string(data) != want {
+			t.Errorf("%s now %q, want %q", f, data, want)
+		}
+	}
+}

@@ -133,12 +133,13 @@ func Purge(keysDir string) (removed, kept []string, err error) {
 	}
 	for _, name := range []string{PrivateName, PublicName, KnownHostsName} {
 		p := filepath.Join(keysDir, name)
-		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
+		_, err := os.Lstat(p)
+		present := !errors.Is(err, fs.ErrNotExist)
 		id, ok := rec.Files[name]
 		if !ok {
-			kept = append(kept, p)
+			if present {
+				kept = append(kept, p)
+			}
 			continue
 		}
 		why, err := id.Remove(p)
@@ -149,7 +150,9 @@ func Purge(keysDir string) (removed, kept []string, err error) {
 			kept = append(kept, p)
 			continue
 		}
-		removed = append(removed, p)
+		if present {
+			removed = append(removed, p)
+		}
 	}
 	if err := safefile.Remove(filepath.Join(keysDir, RecordName)); err != nil {
 		return removed, kept, exitcode.Wrap(exitcode.Runtime, err, "removing %s", filepath.Join(keysDir, RecordName))

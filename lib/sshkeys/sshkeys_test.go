@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/fileid"
 )
 
 func TestEnsureCreatesEd25519Pair(t *testing.T) {
@@ -188,6 +189,28 @@ func TestPurgeDeletesOnlyRecordedFiles(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(kp.KnownHosts); string(b) != "host.example ssh-ed25519 AAAA\n" {
 		t.Fatal("a replaced known_hosts was deleted")
+	}
+}
+
+// A purge killed after moving the private key aside to delete it
+// (fileid.Remove) is finished by the next purge: the key under its
+// removing name is deleted by its identity, and the directory goes.
+func TestPurgeFinishesAnInterruptedPurge(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "keys")
+	kp, err := Ensure(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(kp.PrivatePath, fileid.RemovingName(kp.PrivatePath)); err != nil {
+		t.Fatal(err)
+	}
+	removed, kept, err := Purge(dir)
+	if err != nil || len(removed) != 2 || len(kept) != 0 {
+		t.Fatalf("Purge = %v, %v, %v", removed, kept, err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		entries, _ := os.ReadDir(dir)
+		t.Fatalf("keys dir kept after finishing a purge: %v", entries)
 	}
 }
 
