@@ -132,8 +132,9 @@ type Readiness interface {
 // "launched" (QEMU runs, its tuple not yet recorded), "running",
 // "destroying", "stopped", "preserved", "artifacts-removed") and at the
 // gaps of a write-ahead create: "create-<kind>" once an artifact's intent
-// is journaled and before it exists, "created-<kind>" once it exists and
-// before the journal records it, "reattach-data-disk" and
+// is journaled and before it exists, "staged-<kind>" once its staging
+// file's identity is journaled and before it is linked, "created-<kind>"
+// once it is linked and before the journal records it as completed, "reattach-data-disk" and
 // "reattached-data-disk" likewise around a retained disk's move, and
 // "released" between releasing reattached disks' markers and removing the
 // journal. The file steps are lib/nodedir's (nodedir.Hook), handed on

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 
 	"barn.dev/lib/disk"
 	"barn.dev/lib/exitcode"
@@ -50,13 +51,17 @@ func (c *Create) Path(name string) string { return c.s.Root.NodeFile(c.J.Node, n
 // node directory), write-ahead:
 //
 //	journal intent → create(stage), stage being state.StagingName (a
-//	name only this operation uses) → link stage to path (never
-//	replacing: a file already there is a conflict, reason
-//	unexpected_files) → record its identity as completed → remove stage.
+//	name only this operation uses) → journal the stage's identity in
+//	the intent → link stage to path (never replacing: a file already
+//	there is a conflict, reason unexpected_files) → check path is that
+//	file → move the intent to completed → remove stage.
 //
-// While the intent stands, path is provably Barn's only when it is the
-// same file as the staging name (see Rollback). The seed's identity
-// includes the SHA-256 of its bytes (nothing changes them afterwards).
+// The identity is taken from the stage before the link and journaled
+// before path exists, so a file at path is provably Barn's only while it
+// is that identity (see Rollback): one swapped in at path after the link
+// is refused (conflict, unexpected_files), never recorded. The seed's
+// identity includes the SHA-256 of its bytes (nothing changes them
+// afterwards).
 func (c *Create) Artifact(kind state.ArtifactKind, path string, create func(stage string) error) error {
 	a := state.Artifact{Kind: kind, Path: path}
 	c.J.Intent = &a
@@ -68,6 +73,15 @@ func (c *Create) Artifact(kind state.ArtifactKind, path string, create func(stag
 	if err := create(stage); err != nil {
 		return err
 	}
+	id, err := identify(kind, stage)
+	if err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "recording %s", stage)
+	}
+	a.ID = &id
+	if err := c.write(); err != nil {
+		return err
+	}
+	c.s.gap("staged-"+string(kind), c.J.Node)
 	if err := safefile.LinkNew(stage, path, state.FileMode); err != nil {
 		if errors.Is(err, safefile.ErrExists) {
 			return exitcode.New(exitcode.Conflict, "%s already exists; not replacing it", path).WithReason("unexpected_files")
@@ -75,19 +89,27 @@ func (c *Create) Artifact(kind state.ArtifactKind, path string, create func(stag
 		return exitcode.Wrap(exitcode.Runtime, err, "publishing %s", path)
 	}
 	c.s.gap("created-"+string(kind), c.J.Node)
-	id, err := identify(kind, path)
-	if err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "recording %s", path)
+	if why, err := id.Differs(path); err != nil || why != "" {
+		return c.notPublished(path, why, err)
 	}
-	a.ID = &id
 	if err := c.complete(a); err != nil {
 		return err
 	}
-	if err := safefile.Remove(stage); err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "removing %s", stage)
+	if why, err := id.Remove(stage); err != nil || why != "" {
+		return c.notPublished(stage, why, err)
 	}
 	c.s.step(string(kind), c.J.Node)
 	return nil
+}
+
+// notPublished is the error for a file at path that is not (why) the
+// file Artifact linked there, or err when it could not be checked.
+func (c *Create) notPublished(path, why string, err error) error {
+	if err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "checking %s", path)
+	}
+	return exitcode.New(exitcode.Conflict, "%s is not the file Barn just published there (%s); not recording it", path, why).
+		WithReason("unexpected_files").WithNext("move " + path + " out of " + filepath.Dir(path) + ", then " + c.s.again())
 }
 
 // identify is the identity recorded for a new artifact: fileid.Of, plus

@@ -170,8 +170,8 @@ func TestCreateCrashAtEveryStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "journal create-root-overlay created-root-overlay root-overlay reattach-data-disk reattached-data-disk data-disk " +
-		"create-data-disk created-data-disk data-disk create-seed created-seed seed create-nvram created-nvram nvram " +
+	want := "journal create-root-overlay staged-root-overlay created-root-overlay root-overlay reattach-data-disk reattached-data-disk data-disk " +
+		"create-data-disk staged-data-disk created-data-disk data-disk create-seed staged-seed created-seed seed create-nvram staged-nvram created-nvram nvram " +
 		"prepared committed journal-committed released"
 	if got := strings.Join(steps, " "); got != want {
 		t.Fatalf("steps = %s\nwant    %s", got, want)
@@ -313,8 +313,9 @@ func testJournal(node string) *state.Journal {
 
 // TestRollbackProvesTheIntendedFileIsBarns: while the journal's intent
 // names an artifact, a file at its path is removed only when it is the
-// file the create published (a second link of its staging file); one that
-// appeared there otherwise blocks the rollback and nothing is removed.
+// identity the intent records (its staging file's, journaled before the
+// link); one that appeared there otherwise blocks the rollback and
+// nothing is removed.
 func TestRollbackProvesTheIntendedFileIsBarns(t *testing.T) {
 	writeFile := func(t *testing.T, p, b string) {
 		if err := os.WriteFile(p, []byte(b), 0o600); err != nil {
@@ -323,23 +324,36 @@ func TestRollbackProvesTheIntendedFileIsBarns(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name   string
-		plant  func(t *testing.T, path, stage string)
+		plant  func(t *testing.T, path, stage string) *fileid.ID
 		reason string
 	}{
-		{"foreign file, no staging file", func(t *testing.T, path, stage string) { writeFile(t, path, "operator's") }, "unexpected_files"},
-		{"foreign file beside a staging file", func(t *testing.T, path, stage string) {
+		{"foreign file, no staging file", func(t *testing.T, path, stage string) *fileid.ID {
+			writeFile(t, path, "operator's")
+			return nil
+		}, "unexpected_files"},
+		{"foreign file beside a staging file", func(t *testing.T, path, stage string) *fileid.ID {
 			writeFile(t, stage, "ours")
 			writeFile(t, path, "operator's")
+			return nil
 		}, "unexpected_files"},
-		{"published: same file", func(t *testing.T, path, stage string) {
+		{"foreign file beside a journaled staging file", func(t *testing.T, path, stage string) *fileid.ID {
 			writeFile(t, stage, "ours")
+			id := identity(t, stage)
+			writeFile(t, path, "operator's")
+			return id
+		}, "unexpected_files"},
+		{"published: the journaled file", func(t *testing.T, path, stage string) *fileid.ID {
+			writeFile(t, stage, "ours")
+			id := identity(t, stage)
 			if err := safefile.LinkNew(stage, path, 0o600); err != nil {
 				t.Fatal(err)
 			}
+			return id
 		}, ""},
-		{"crashed while creating: staging only", func(t *testing.T, path, stage string) {
+		{"crashed while creating: staging only", func(t *testing.T, path, stage string) *fileid.ID {
 			writeFile(t, stage, "partial")
 			writeFile(t, filepath.Join(filepath.Dir(stage), "."+filepath.Base(stage)+".tmp-1-2"), "")
+			return nil
 		}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -351,10 +365,10 @@ func TestRollbackProvesTheIntendedFileIsBarns(t *testing.T) {
 			j := testJournal("n1")
 			seed := s.Root.NodeFile("n1", state.SeedName)
 			j.Intent = &state.Artifact{Kind: state.Seed, Path: seed}
+			j.Intent.ID = c.plant(t, seed, state.StagingName(seed, j.OperationID))
 			if err := s.Root.WriteJournal(j); err != nil {
 				t.Fatal(err)
 			}
-			c.plant(t, seed, state.StagingName(seed, j.OperationID))
 			before := listDir(t, dir)
 			_, err = s.Settle("n1")
 			if c.reason == "" {
@@ -459,5 +473,89 @@ func TestRollbackOfAReattachNeverLosesTheDisk(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(lent); string(b) != "precious" {
 		t.Fatalf("node copy changed: %q", b)
+	}
+}
+
+func identity(t *testing.T, p string) *fileid.ID {
+	t.Helper()
+	id, err := fileid.OfContent(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &id
+}
+
+// swapAt runs a create of n1 whose hook replaces the file at name with an
+// operator's file ("operator's") at step, then returns the create's error.
+func swapAt(t *testing.T, s *Store, step, name string) error {
+	t.Helper()
+	s.Hook = func(st, node string, durable bool) {
+		if st != step {
+			return
+		}
+		p := s.Root.NodeFile(node, name)
+		if err := os.Rename(p, filepath.Join(t.TempDir(), "aside")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("operator's"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() { s.Hook = nil }()
+	return createN1(s)
+}
+
+// A file swapped in at an artifact's path right after Barn linked it
+// there is never recorded as Barn's: the create stops (conflict), the
+// journal's completed list does not name it, and the rollback keeps it.
+func TestCreateNeverRecordsAFileSwappedInAfterTheLink(t *testing.T) {
+	s := testStore(t)
+	err := swapAt(t, s, "created-seed", state.SeedName)
+	if exitcode.As(err).Reason != "unexpected_files" {
+		t.Fatalf("create with a swapped seed: %v", err)
+	}
+	j, err := s.Root.ReadJournal("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range j.Completed {
+		if a.Kind == state.Seed {
+			t.Fatalf("the swapped-in seed was recorded as completed: %+v", a)
+		}
+	}
+	if _, err := s.Settle("n1"); exitcode.As(err).Reason != "unexpected_files" {
+		t.Fatalf("settle: %v", err)
+	}
+	if b, _ := os.ReadFile(s.Root.NodeFile("n1", state.SeedName)); string(b) != "operator's" {
+		t.Fatalf("swapped-in seed now %q", b)
+	}
+}
+
+// A file swapped in at the intent's path after the rollback proved it
+// and before it removes it is kept: the removal checks the identity again.
+func TestRollbackKeepsAFileSwappedInAfterTheProof(t *testing.T) {
+	s := testStore(t)
+	if _, err, hit := create(t, s, "created-nvram"); !hit {
+		t.Fatal(err)
+	}
+	nvram := s.Root.NodeFile("n1", state.NVRAMName)
+	s.Hook = func(st, node string, durable bool) {
+		if st != "rollback-proven" {
+			return
+		}
+		if err := os.Rename(nvram, filepath.Join(t.TempDir(), "aside")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(nvram, []byte("operator's"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := s.Settle("n1")
+	s.Hook = nil
+	if exitcode.As(err).Reason != "unexpected_files" {
+		t.Fatalf("settle with a swap after the proof: %v", err)
+	}
+	if b, _ := os.ReadFile(nvram); string(b) != "operator's" {
+		t.Fatalf("swapped-in nvram now %q", b)
 	}
 }

@@ -66,14 +66,16 @@ func (s *Store) Settle(node string) (*Recovery, error) {
 // touched:
 //   - a completed artifact while it is the file Barn published (the
 //     identity its entry records);
-//   - the intent's file only when it is the same file as its staging name
-//     (created under a name carrying this operation's id, then linked);
-//     absent, it was never created and nothing is done;
+//   - the intent's file only while it is the identity the intent records
+//     (its staging file's, journaled before the file was linked at its
+//     path); an intent without one was never linked, and a file at its
+//     path is not Barn's;
 //   - files whose names carry the operation id (staging and the
 //     temporary files written beside them);
 //   - a document temporary left by an interrupted atomic write only when
 //     it decodes as this operation's journal or this VM's state.
 //
+// Every removal checks the identity again as it removes (fileid.Remove).
 // It refuses, removing nothing, when state is committed (integrity,
 // journal_committed), when a runtime QMP socket or pidfile exists
 // (conflict, runtime_present), when the directory holds anything else
@@ -99,6 +101,7 @@ func (s *Store) Rollback(node string, j *state.Journal) (*Recovery, error) {
 			}
 		}
 	}
+	s.gap("rollback-proven", node)
 	rec := &Recovery{RolledBack: []string{}}
 	for _, a := range undo {
 		if err := s.undo(node, a, rec); err != nil {
@@ -177,6 +180,7 @@ func (s *Store) provenLeftovers(node string, j *state.Journal, undo []state.Arti
 			return nil, exitcode.New(exitcode.Integrity, "%s: journaled artifact %s is outside %s", node, a.Path, dir).WithReason("journal_path_outside")
 		}
 		named[filepath.Base(a.Path)] = true
+		named[filepath.Base(fileid.RemovingName(a.Path))] = true // a removal cut short: fileid.Remove finishes it
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -192,12 +196,16 @@ func (s *Store) provenLeftovers(node string, j *state.Journal, undo []state.Arti
 			unexpected = append(unexpected, e.Name())
 		}
 	}
-	if in := j.Intent; in != nil && in.Retained == "" {
-		if _, err := os.Lstat(in.Path); err == nil && !safefile.SameFile(state.StagingName(in.Path, j.OperationID), in.Path) {
-			unexpected = append(unexpected, filepath.Base(in.Path)+" (not the file this create published)")
+	for _, a := range undo {
+		if a.Retained != "" {
+			continue
 		}
-	}
-	for _, a := range j.Completed {
+		if a.ID == nil { // an intent not yet linked: nothing may be at its path
+			if _, err := os.Lstat(a.Path); err == nil {
+				unexpected = append(unexpected, filepath.Base(a.Path)+" (not the file this create published)")
+			}
+			continue
+		}
 		why, err := differs(a.ID, a.Path)
 		if err != nil {
 			return nil, err
@@ -214,41 +222,50 @@ func (s *Store) provenLeftovers(node string, j *state.Journal, undo []state.Arti
 	return leftovers, nil
 }
 
-// undo removes one journaled artifact, or moves a reattached disk back to
-// its store; nothing is done for one that is not there.
+// undo removes one journaled artifact by the identity its entry records
+// (for the intent, its staging file's, journaled before the file was
+// linked at its path), or moves a reattached disk back to its store;
+// nothing is done for one that is not there. An intent without an
+// identity was never linked at its path.
 func (s *Store) undo(node string, a state.Artifact, rec *Recovery) error {
+	if a.Retained != "" {
+		return s.undoReattach(node, a, rec)
+	}
+	if a.ID == nil {
+		return nil
+	}
+	_, lerr := os.Lstat(a.Path)
+	why, err := a.ID.Remove(a.Path)
+	if err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "removing %s", a.Path)
+	}
+	if why != "" {
+		return exitcode.New(exitcode.Conflict, "%s is not the file this create published (%s); it was kept", a.Path, why).
+			WithReason("unexpected_files").WithNext("move it out of " + filepath.Dir(a.Path) + ", then " + s.again())
+	}
+	if lerr == nil {
+		rec.RolledBack = append(rec.RolledBack, a.Path)
+	}
+	return nil
+}
+
+// undoReattach moves the reattached disk a back to its store directory;
+// nothing is done when it is not in the node directory.
+func (s *Store) undoReattach(node string, a state.Artifact, rec *Recovery) error {
 	fi, err := os.Lstat(a.Path)
 	if os.IsNotExist(err) {
-		return nil // never created, never moved, or already undone
+		return nil // never moved, or already returned
 	} else if err != nil {
 		return exitcode.Wrap(exitcode.Runtime, err, "checking %s", a.Path)
 	}
 	if !fi.Mode().IsRegular() {
-		return exitcode.New(exitcode.Integrity, "%s is not a regular file (%s); not removing it", a.Path, fi.Mode()).WithReason("unexpected_files")
+		return exitcode.New(exitcode.Integrity, "%s is not a regular file (%s); not moving it", a.Path, fi.Mode()).WithReason("unexpected_files")
 	}
-	if a.Retained != "" {
-		if err := disk.Return(a.Path, a.Retained); err != nil {
-			return err
-		}
-		rec.Returned = append(rec.Returned, node+"/"+filepath.Base(a.Retained))
-		s.logf("%s: returned reattached disk %s to %s", node, a.Path, a.Retained)
-		return nil
+	if err := disk.Return(a.Path, a.Retained); err != nil {
+		return err
 	}
-	// The intent (no identity yet) is proven by its staging link (checked
-	// in provenLeftovers); a completed artifact by its identity, checked
-	// again as it is removed.
-	if a.ID == nil {
-		err = safefile.Remove(a.Path)
-	} else if why, rerr := a.ID.Remove(a.Path); rerr != nil {
-		err = rerr
-	} else if why != "" {
-		return exitcode.New(exitcode.Conflict, "%s is not the file this create published (%s); it was kept", a.Path, why).
-			WithReason("unexpected_files").WithNext("move it out of " + filepath.Dir(a.Path) + ", then " + s.again())
-	}
-	if err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "removing %s", a.Path)
-	}
-	rec.RolledBack = append(rec.RolledBack, a.Path)
+	rec.Returned = append(rec.Returned, node+"/"+filepath.Base(a.Retained))
+	s.logf("%s: returned reattached disk %s to %s", node, a.Path, a.Retained)
 	return nil
 }
 

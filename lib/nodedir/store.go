@@ -36,8 +36,11 @@ import (
 // "prepared", "committed", "journal-committed", "stopped", "preserved",
 // "artifacts-removed", "state-removed") are records already on disk; the
 // others are crash windows between two of them ("create-<kind>" once an
-// artifact's intent is journaled and before it exists, "created-<kind>"
-// once it exists and before the journal records it, "reattach-data-disk"
+// artifact's intent is journaled and before it exists, "staged-<kind>"
+// once its staging file's identity is journaled and before it is linked,
+// "created-<kind>" once it is linked and before the journal records it
+// as completed, "rollback-proven" once a rollback has proven every file
+// and before it removes any, "reattach-data-disk"
 // and "reattached-data-disk" around a retained disk's move, "released"
 // between releasing reattached disks' markers and removing the journal).
 // Tests panic in it to crash at a step; lifecycle logs the durable ones

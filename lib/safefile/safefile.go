@@ -220,10 +220,8 @@ func PublishNew(staging, dest string, mode os.FileMode) error {
 // LinkNew gives the fully written file src (in dest's directory) a second
 // name, dest, without ever replacing an existing dest (a dest that exists
 // wraps ErrExists), after applying mode and fsyncing src; then it fsyncs
-// the directory. src keeps its name: as long as both names exist they are
-// provably the same file, which is how a write-ahead journal tells a file
-// it published from one that appeared at dest by other means. The caller
-// removes src (Remove) once the publication is recorded.
+// the directory. src keeps its name; the caller removes it once the
+// publication is recorded.
 func LinkNew(src, dest string, mode os.FileMode) error {
 	if err := syncWithMode(src, mode); err != nil {
 		return fmt.Errorf("publishing %s: %w", dest, err)
@@ -235,17 +233,6 @@ func LinkNew(src, dest string, mode os.FileMode) error {
 		return fmt.Errorf("publishing %s: %w", dest, err)
 	}
 	return SyncDir(filepath.Dir(dest))
-}
-
-// SameFile reports whether a and b (neither followed if a symlink) are one
-// file: both exist and share device and inode.
-func SameFile(a, b string) bool {
-	fa, err := os.Lstat(a)
-	if err != nil {
-		return false
-	}
-	fb, err := os.Lstat(b)
-	return err == nil && os.SameFile(fa, fb)
 }
 
 func syncWithMode(path string, mode os.FileMode) error {

@@ -105,8 +105,9 @@ type (
 //
 // A file a create publishes is first written under its staging name,
 // StagingName(path, OperationID) — a name only this operation uses — and
-// then given its real name as a second link: while Intent names it, the
-// artifact is provably Barn's only when both names are the same file.
+// then given its real name as a second link. The staging file's identity
+// is journaled in Intent before the link: while Intent names it, the
+// artifact is provably Barn's only while it is that identity.
 type Journal struct {
 	Schema      string     `json:"schema"`
 	OperationID string     `json:"operation_id"` // UUID
@@ -146,10 +147,10 @@ type Artifact struct {
 	// keeps the ownership marker until the node's state is committed, so
 	// a rollback can move the disk back and nothing is ever unowned.
 	Retained string `json:"retained,omitempty"`
-	// ID is the identity of the file at Path, recorded with the entry
-	// in completed (the file exists then); rollback removes or returns it
-	// only while it is still that file. Absent in an intent (the file
-	// does not exist yet); required in completed.
+	// ID is the identity of the file at Path; rollback removes or returns
+	// it only while it is still that file. In an intent it is the staging
+	// file's identity, journaled before the file is linked at Path (absent
+	// until then: nothing at Path is Barn's); required in completed.
 	ID *fileid.ID `json:"id,omitempty"`
 }
 
