@@ -10,9 +10,9 @@ import (
 
 	"barn.dev/lib/catalog"
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/fileid"
 	"barn.dev/lib/imageref"
 	"barn.dev/lib/lazyre"
-	"barn.dev/lib/safefile"
 	"barn.dev/lib/state"
 )
 
@@ -89,7 +89,7 @@ func Prune(ctx context.Context, root *state.Root, dryRun bool) (*PruneResult, er
 	if err != nil {
 		return nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", dir)
 	}
-	var remove []string
+	var remove []proven
 	for _, e := range entries {
 		name := e.Name()
 		switch {
@@ -120,13 +120,14 @@ func Prune(ctx context.Context, root *state.Root, dryRun bool) (*PruneResult, er
 			}
 			// A published image is deleted only with the catalog's bytes:
 			// name and size alone do not prove whose file it is.
-			if why := owned.proveBytes(p); why != "" {
+			id, why := owned.proveBytes(p)
+			if why != "" {
 				return nil, exitcode.New(exitcode.Integrity, "%s: %s; prune deletes only files Barn's records prove it wrote, and nothing was removed", p, why).
 					WithReason("unsafe_cache_entry").WithNext("move " + p + " out of the image cache")
 			}
 			res.Bytes += fi.Size()
 			res.Candidates = append(res.Candidates, rel)
-			remove = append(remove, p)
+			remove = append(remove, proven{p, id})
 		}
 	}
 	if local, err := os.ReadDir(filepath.Join(dir, LocalDir)); err == nil {
@@ -139,10 +140,8 @@ func Prune(ctx context.Context, root *state.Root, dryRun bool) (*PruneResult, er
 	if dryRun {
 		return res, nil
 	}
-	for _, p := range remove {
-		if err := os.Remove(p); err != nil {
-			return nil, exitcode.Wrap(exitcode.Runtime, err, "removing %s", p)
-		}
+	if err := removeProven(remove); err != nil {
+		return nil, err
 	}
 	return res, nil
 }
@@ -222,24 +221,50 @@ func (r *cacheRecord) prove(p string, fi os.FileInfo) string {
 	return "no catalog Barn accepted names this file"
 }
 
-// proveBytes returns "" unless p is a recorded published image whose
-// SHA-256 differs from the catalog's (read without following a symlink).
-func (r *cacheRecord) proveBytes(p string) string {
-	id, ok := r.artifacts[p]
-	if !ok {
-		return "" // staging and set-aside files: proven by prove
+// proveBytes returns the identity of the file at p (lib/fileid, read
+// through one descriptor without following a symlink) — what it is then
+// deleted by — and "" unless p is a recorded published image whose
+// SHA-256, hashed from that descriptor, differs from the catalog's.
+// Staging and set-aside files (proven by prove) are not hashed.
+func (r *cacheRecord) proveBytes(p string) (fileid.ID, string) {
+	a, ok := r.artifacts[p]
+	var id fileid.ID
+	var err error
+	if ok {
+		id, err = fileid.OfContent(p)
+	} else {
+		id, err = fileid.Of(p)
 	}
-	f, _, err := safefile.Open(p)
-	if err != nil {
-		return fmt.Sprintf("unreadable: %v", err)
-	}
-	defer f.Close()
-	sum, _, err := Digest(f)
 	switch {
 	case err != nil:
-		return fmt.Sprintf("unreadable: %v", err)
-	case sum != id.SHA256:
-		return fmt.Sprintf("its SHA-256 %s is not the catalog's %s", sum, id.SHA256)
+		return id, fmt.Sprintf("unreadable: %v", err)
+	case ok && id.SHA256 != a.SHA256:
+		return id, fmt.Sprintf("its SHA-256 %s is not the catalog's %s", id.SHA256, a.SHA256)
 	}
-	return ""
+	return id, ""
+}
+
+// proven is a cache file the records proved Barn's, and the identity it
+// had then.
+type proven struct {
+	path string
+	id   fileid.ID
+}
+
+// removeProven removes each file while it is still the file proven
+// (fileid.Remove: moved aside, checked again, then unlinked). One that
+// changed since is kept, and stops the removal (integrity,
+// unsafe_cache_entry).
+func removeProven(files []proven) error {
+	for _, f := range files {
+		why, err := f.id.Remove(f.path)
+		if err != nil {
+			return exitcode.Wrap(exitcode.Runtime, err, "removing %s", f.path)
+		}
+		if why != "" {
+			return exitcode.New(exitcode.Integrity, "%s changed after Barn proved it its own (%s); it was kept", f.path, why).
+				WithReason("unsafe_cache_entry").WithNext("move " + f.path + " out of the image cache after checking it")
+		}
+	}
+	return nil
 }

@@ -571,7 +571,7 @@ func TestPruneProvesAnImageByItsBytes(t *testing.T) {
 	if why := r.prove(p, fi); why != "" {
 		t.Fatalf("name, size and mode match: %s", why)
 	}
-	if why := r.proveBytes(p); !strings.Contains(why, "is not the catalog's") {
+	if _, why := r.proveBytes(p); !strings.Contains(why, "is not the catalog's") {
 		t.Fatalf("other bytes: %q", why)
 	}
 	if err := os.Chmod(p, 0o644); err != nil {
@@ -580,7 +580,49 @@ func TestPruneProvesAnImageByItsBytes(t *testing.T) {
 	if err := os.WriteFile(p, img, 0o444); err != nil {
 		t.Fatal(err)
 	}
-	if why := r.proveBytes(p); why != "" {
+	if _, why := r.proveBytes(p); why != "" {
 		t.Fatalf("the artifact's bytes: %q", why)
+	}
+}
+
+// TestPruneDeletesOnlyTheFileItProved: a cached image replaced after prune
+// proved it (by its bytes) and before the delete — another file at the
+// path, even with the same bytes — is kept (integrity, unsafe_cache_entry):
+// the delete goes by the identity the proof read, never by the path.
+func TestPruneDeletesOnlyTheFileItProved(t *testing.T) {
+	img := realQcow2(t, "16M", 3)
+	id := identity(img, "images/d12-1-amd64.qcow2")
+	dir := t.TempDir()
+	p := CachePath(dir, id)
+	r := &cacheRecord{artifacts: map[string]imageref.Identity{p: id}}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, img, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	fid, why := r.proveBytes(p)
+	if why != "" {
+		t.Fatalf("the artifact's bytes: %q", why)
+	}
+	swapped := p + ".operator"
+	if err := os.WriteFile(swapped, img, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(swapped, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeProven([]proven{{p, fid}}); exitcode.As(err).Reason != "unsafe_cache_entry" {
+		t.Fatalf("removing a file replaced after the proof: %v, want unsafe_cache_entry", err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("the replacing file was deleted: %v", err)
+	}
+	fid, _ = r.proveBytes(p)
+	if err := removeProven([]proven{{p, fid}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); !os.IsNotExist(err) {
+		t.Fatalf("the proven file is still there: %v", err)
 	}
 }

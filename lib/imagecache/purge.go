@@ -11,6 +11,7 @@ import (
 
 	"barn.dev/lib/catalog"
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/fileid"
 	"barn.dev/lib/state"
 )
 
@@ -84,7 +85,8 @@ func Purge(ctx context.Context, root *state.Root, dryRun bool) (*PurgeResult, er
 	if err != nil {
 		return nil, err
 	}
-	var files, dirs []string
+	var files []proven
+	var dirs []string
 	var foreign []ForeignEntry
 	err = filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
@@ -102,13 +104,14 @@ func Purge(ctx context.Context, root *state.Root, dryRun bool) (*PurgeResult, er
 		if err != nil {
 			return err
 		}
-		if why := proof.file(p, fi); why != "" {
+		id, why := proof.file(p, fi)
+		if why != "" {
 			foreign = append(foreign, ForeignEntry{Path: p, Why: why})
 			return nil
 		}
 		rel, _ := filepath.Rel(dir, p)
 		res.Bytes += fi.Size()
-		files = append(files, p)
+		files = append(files, proven{p, id})
 		res.Removed = append(res.Removed, rel)
 		return nil
 	})
@@ -126,10 +129,8 @@ func Purge(ctx context.Context, root *state.Root, dryRun bool) (*PurgeResult, er
 	if dryRun {
 		return res, nil
 	}
-	for _, p := range files {
-		if err := os.Remove(p); err != nil {
-			return nil, exitcode.Wrap(exitcode.Runtime, err, "removing %s", p)
-		}
+	if err := removeProven(files); err != nil {
+		return nil, err
 	}
 	for i := len(dirs) - 1; i >= 0; i-- { // deepest first; WalkDir lists parents first
 		if err := syscall.Rmdir(dirs[i]); err != nil {
@@ -192,21 +193,20 @@ func purgeProof(dir string) (*cacheProof, error) {
 	return &cacheProof{dir: dir, images: images, store: store, dirs: dirs}, nil
 }
 
-// file returns "" when Barn's records prove the file at p (fi not
-// followed) is one it wrote, else why not.
-func (c *cacheProof) file(p string, fi os.FileInfo) string {
+// file returns the identity of the file at p (fi not followed) and ""
+// when Barn's records prove it is one it wrote, else why not.
+func (c *cacheProof) file(p string, fi os.FileInfo) (fileid.ID, string) {
 	if !fi.Mode().IsRegular() {
-		return "not a regular file"
+		return fileid.ID{}, "not a regular file"
 	}
-	if c.store[p] {
-		return ""
-	}
-	switch filepath.Dir(p) {
-	case c.dir, filepath.Join(c.dir, catalog.TrustDirName), filepath.Join(c.dir, catalog.ManifestsDirName), filepath.Join(c.dir, catalog.ManifestsDirName, "versions"):
-		return "no record of Barn's proves it wrote this file"
-	}
-	if why := c.images.prove(p, fi); why != "" {
-		return why
+	if !c.store[p] {
+		switch filepath.Dir(p) {
+		case c.dir, filepath.Join(c.dir, catalog.TrustDirName), filepath.Join(c.dir, catalog.ManifestsDirName), filepath.Join(c.dir, catalog.ManifestsDirName, "versions"):
+			return fileid.ID{}, "no record of Barn's proves it wrote this file"
+		}
+		if why := c.images.prove(p, fi); why != "" {
+			return fileid.ID{}, why
+		}
 	}
 	return c.images.proveBytes(p)
 }
