@@ -3,9 +3,11 @@ package disk
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,6 +28,12 @@ const maxMarkerBytes = 64 << 10
 const (
 	RetainedDiskFile = "disk.qcow2"
 	OwnershipFile    = "ownership.json"
+	// DeletingFile is the marker's name once the deletion of its disk has
+	// begun: DeleteRetained renames ownership.json to it first, so a crash
+	// at any later step leaves a directory whose marker still proves the
+	// disk and says the delete is to be finished (DeleteAll does), never a
+	// disk without its marker nor a marker that looks lent.
+	DeletingFile = "deleting.json"
 )
 
 // Ownership is the marker written beside a retained persistent disk. A
@@ -146,74 +154,191 @@ func Preserve(src, dir string, m Ownership) error {
 // create (Reattach, before Release or Return) is a conflict (4), reason
 // "retained_disk_lent".
 func ReadRetained(dir string) (*Ownership, error) {
-	m, lent, err := readMarker(dir)
+	m, err := readMarker(dir)
 	if err != nil || m == nil {
 		return nil, err
 	}
-	if lent {
-		return nil, exitcode.New(exitcode.Conflict, "retained disk %s/%s is reattached by an unfinished create; its marker %s is kept until that node's state is committed", m.Node, m.Name, filepath.Join(dir, OwnershipFile)).
+	if err := m.usable(); err != nil {
+		return nil, err
+	}
+	return &m.Ownership, nil
+}
+
+// marker is a validated retained-disk directory.
+type marker struct {
+	Ownership
+	file      string      // the marker: ownership.json, or deleting.json once a delete began
+	hasDisk   bool        // disk.qcow2 is there (false: lent, or deleted)
+	deleting  bool        // the marker is deleting.json
+	id        fileid.ID   // the marker file's identity, read from the descriptor it was decoded from
+	temps     []fileid.ID // marker temporaries an interrupted write left (by path in tempPaths)
+	tempPaths []string
+}
+
+// usable is ReadRetained's refusal of a disk that is lent out or being
+// deleted (nil when it is in the store).
+func (m *marker) usable() error {
+	switch {
+	case m.deleting:
+		return exitcode.New(exitcode.Conflict, "retained disk %s/%s is being deleted (%s: a delete of the retained disks was interrupted)", m.Node, m.Name, m.file).
+			WithReason("retained_disk_deleting").WithNext("barn-node destroy --delete-persistent")
+	case !m.hasDisk:
+		return exitcode.New(exitcode.Conflict, "retained disk %s/%s is reattached by an unfinished create; its marker %s is kept until that node's state is committed", m.Node, m.Name, m.file).
 			WithReason("retained_disk_lent").WithNext("barn-node status " + m.Node)
+	}
+	return nil
+}
+
+// readMarker validates dir like ReadRetained but also accepts a missing
+// disk.qcow2 (the state between Reattach and Release, or a delete cut
+// short), a marker renamed to deleting.json (with the disk under
+// fileid.RemovingName while it is being removed), and temporary files of
+// an interrupted marker write (".ownership.json<digits>") that decode as
+// this directory's marker. Anything else is integrity, naming the entry.
+func readMarker(dir string) (*marker, error) {
+	if _, err := os.Lstat(dir); os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err := checkDir(dir); err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", dir)
+	}
+	m := &marker{}
+	var markers, temps []string
+	removing := false
+	for _, e := range entries {
+		switch name := e.Name(); {
+		case name == RetainedDiskFile:
+			m.hasDisk = true
+		case name == OwnershipFile || name == DeletingFile:
+			markers = append(markers, name)
+		case name == filepath.Base(fileid.RemovingName(RetainedDiskFile)):
+			removing = true
+		case isMarkerTemp(name):
+			temps = append(temps, filepath.Join(dir, name))
+		default:
+			return nil, unexpectedEntry(dir, name)
+		}
+	}
+	if len(markers) != 1 {
+		return nil, exitcode.New(exitcode.Integrity, "retained disk store %s holds %d markers (%v), expected one", dir, len(markers), markers).
+			WithReason("retained_store_unexpected")
+	}
+	m.file, m.deleting = filepath.Join(dir, markers[0]), markers[0] == DeletingFile
+	if removing && !m.deleting {
+		return nil, unexpectedEntry(dir, filepath.Base(fileid.RemovingName(RetainedDiskFile)))
+	}
+	if m.hasDisk {
+		if err := checkFile(filepath.Join(dir, RetainedDiskFile)); err != nil {
+			return nil, err
+		}
+	}
+	o, id, err := readOwnership(dir, m.file)
+	if err != nil {
+		return nil, err
+	}
+	m.Ownership, m.id = *o, id
+	for _, t := range temps {
+		_, id, err := readOwnership(dir, t)
+		if err != nil {
+			return nil, exitcode.Wrap(exitcode.Integrity, err, "retained disk store %s holds %s, which is not a marker of this disk", dir, filepath.Base(t)).
+				WithReason("retained_store_unexpected").WithNext("check " + t + " and move it out of " + dir)
+		}
+		m.temps, m.tempPaths = append(m.temps, id), append(m.tempPaths, t)
 	}
 	return m, nil
 }
 
-// readMarker validates dir like ReadRetained but accepts a missing
-// disk.qcow2 (lent is then true): the state between Reattach and Release.
-func readMarker(dir string) (m *Ownership, lent bool, err error) {
-	if _, err := os.Lstat(dir); os.IsNotExist(err) {
-		return nil, false, nil
+func unexpectedEntry(dir, name string) error {
+	return exitcode.New(exitcode.Integrity, "retained disk store %s holds an unexpected entry %q", dir, name).
+		WithReason("retained_store_unexpected")
+}
+
+// isMarkerTemp reports whether name is the temporary file of an atomic
+// write of the marker (safefile: ".ownership.json<digits>").
+func isMarkerTemp(name string) bool {
+	rest, ok := strings.CutPrefix(name, "."+OwnershipFile)
+	return ok && rest != "" && strings.Trim(rest, "0123456789") == ""
+}
+
+// readOwnership reads and validates the marker at path (in dir), checked
+// on the descriptor it is read from — a marker swapped for a symlink or
+// another file after a check is never trusted — and returns it with the
+// identity of the file it was read from.
+func readOwnership(dir, path string) (*Ownership, fileid.ID, error) {
+	f, fi, err := safefile.Open(path)
+	if err == nil {
+		defer f.Close()
+		err = checkFileInfo(path, fi)
 	}
-	if err := checkDir(dir); err != nil {
-		return nil, false, err
+	var id fileid.ID
+	if err == nil {
+		id, err = fileid.OfFile(f)
 	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, false, exitcode.Wrap(exitcode.Runtime, err, "reading %s", dir)
+	var data []byte
+	if err == nil {
+		data, err = io.ReadAll(io.LimitReader(f, maxMarkerBytes+1))
 	}
-	hasDisk := false
-	for _, e := range entries {
-		switch e.Name() {
-		case RetainedDiskFile:
-			hasDisk = true
-		case OwnershipFile:
-		default:
-			return nil, false, exitcode.New(exitcode.Integrity, "retained disk store %s holds an unexpected entry %q", dir, e.Name()).
-				WithReason("retained_store_unexpected")
-		}
+	if err == nil && len(data) > maxMarkerBytes {
+		err = fmt.Errorf("%s: larger than %d bytes", path, maxMarkerBytes)
 	}
-	if hasDisk {
-		if err := checkFile(filepath.Join(dir, RetainedDiskFile)); err != nil {
-			return nil, false, err
-		}
-	}
-	// The marker is checked on the descriptor it is read from: a marker
-	// swapped for a symlink or another file after a check is never trusted.
-	marker := filepath.Join(dir, OwnershipFile)
-	data, _, err := safefile.ReadFile(marker, maxMarkerBytes, func(fi os.FileInfo) error { return checkFileInfo(marker, fi) })
 	if err != nil {
 		if exitcode.ClassOf(err) == exitcode.Integrity {
-			return nil, false, err
+			return nil, id, err
 		}
-		return nil, false, exitcode.Wrap(exitcode.Integrity, err, "reading marker %s", marker).WithReason("retained_store_unexpected")
+		return nil, id, exitcode.Wrap(exitcode.Integrity, err, "reading marker %s", path).WithReason("retained_store_unexpected")
 	}
+	o, err := decodeOwnership(dir, path, data)
+	return o, id, err
+}
+
+func decodeOwnership(dir, marker string, data []byte) (*Ownership, error) {
 	var o Ownership
 	if err := wire.DecodeStrict(data, &o); err != nil {
-		return nil, false, exitcode.Wrap(exitcode.Integrity, err, "%s", marker)
+		return nil, exitcode.Wrap(exitcode.Integrity, err, "%s", marker)
 	}
 	switch {
 	case o.Schema != OwnershipSchema:
-		return nil, false, exitcode.New(exitcode.Integrity, "%s: schema %q, expected %s", marker, o.Schema, OwnershipSchema)
+		return nil, exitcode.New(exitcode.Integrity, "%s: schema %q, expected %s", marker, o.Schema, OwnershipSchema)
 	case o.Path != filepath.Join(dir, RetainedDiskFile) || o.Name != filepath.Base(dir) || o.Node != filepath.Base(filepath.Dir(dir)):
-		return nil, false, exitcode.New(exitcode.Integrity, "%s names %s/%s at %s, not this directory", marker, o.Node, o.Name, o.Path)
+		return nil, exitcode.New(exitcode.Integrity, "%s names %s/%s at %s, not this directory", marker, o.Node, o.Name, o.Path)
 	case o.OwnerUID != os.Geteuid():
-		return nil, false, exitcode.New(exitcode.Integrity, "%s: owner uid %d is not ours (%d)", marker, o.OwnerUID, os.Geteuid())
+		return nil, exitcode.New(exitcode.Integrity, "%s: owner uid %d is not ours (%d)", marker, o.OwnerUID, os.Geteuid())
 	case o.Disk == nil:
-		return nil, false, exitcode.New(exitcode.Integrity, "%s was written by an earlier development build of Barn (it records no identity of its disk); this Barn does not read it", marker).
+		return nil, exitcode.New(exitcode.Integrity, "%s was written by an earlier development build of Barn (it records no identity of its disk); this Barn does not read it", marker).
 			WithReason("dev_build_format").WithNext("move " + dir + " (your retained disk) out of " + filepath.Dir(filepath.Dir(dir)) + ", then plan and apply again")
 	case o.Disk.Valid() != "":
-		return nil, false, exitcode.New(exitcode.Integrity, "%s: disk identity: %s", marker, o.Disk.Valid()).WithReason("retained_store_unexpected")
+		return nil, exitcode.New(exitcode.Integrity, "%s: disk identity: %s", marker, o.Disk.Valid()).WithReason("retained_store_unexpected")
 	}
-	return &o, !hasDisk, nil
+	return &o, nil
+}
+
+// removeTemps removes the marker temporaries readMarker proved, each by
+// the identity it was read from.
+func (m *marker) removeTemps() error {
+	for i, t := range m.tempPaths {
+		if err := removeByID(m.temps[i], t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeByID removes path only while it is the file id records
+// (fileid.Remove); another file there is integrity, and it stays.
+func removeByID(id fileid.ID, path string) error {
+	why, err := id.Remove(path)
+	if err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "removing %s", path)
+	}
+	if why != "" {
+		return exitcode.New(exitcode.Integrity, "%s is not the file Barn read there (%s); it was kept", path, why).
+			WithReason("retained_store_unexpected").WithNext("check " + path + " and move it out of " + filepath.Dir(path))
+	}
+	return nil
 }
 
 // Reattach lends a validated retained disk from dir back to dst (a node's
@@ -246,8 +371,8 @@ func Reattach(dir, dst string) error {
 // Lent reports whether dir holds a valid marker whose disk is lent out
 // (Reattach happened, neither Release nor Return yet).
 func Lent(dir string) (bool, error) {
-	m, lent, err := readMarker(dir)
-	return m != nil && lent, err
+	m, err := readMarker(dir)
+	return m != nil && !m.hasDisk && !m.deleting, err
 }
 
 // Return moves a lent disk at src back into dir, beside the marker that
@@ -256,11 +381,11 @@ func Lent(dir string) (bool, error) {
 // when the marker records the disk's identity, that very file (conflict,
 // "not_barns_disk": another file is never moved into the store).
 func Return(src, dir string) error {
-	m, lent, err := readMarker(dir)
+	m, err := readMarker(dir)
 	if err != nil {
 		return err
 	}
-	if m == nil || !lent {
+	if m == nil || m.hasDisk || m.deleting {
 		return exitcode.New(exitcode.Conflict, "%s holds no marker of a lent disk; not moving %s there", dir, src).WithReason("retained_disk_exists")
 	}
 	if err := checkFile(src); err != nil {
@@ -285,16 +410,19 @@ func Return(src, dir string) error {
 // an error. A dir that still holds its disk is refused (conflict): that
 // disk was never lent.
 func Release(dir string) error {
-	m, lent, err := readMarker(dir)
+	m, err := readMarker(dir)
 	if err != nil || m == nil {
 		return err
 	}
-	if !lent {
+	if m.hasDisk || m.deleting {
 		return exitcode.New(exitcode.Conflict, "retained disk %s is still in the store; its marker is not released", filepath.Join(dir, RetainedDiskFile)).
 			WithReason("retained_disk_exists")
 	}
-	if err := safefile.Remove(filepath.Join(dir, OwnershipFile)); err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "removing marker in %s", dir)
+	if err := m.removeTemps(); err != nil {
+		return err
+	}
+	if err := removeByID(m.id, m.file); err != nil {
+		return err
 	}
 	if err := removeEmpty(dir); err != nil {
 		return err
@@ -305,38 +433,67 @@ func Release(dir string) error {
 
 // DeleteRetained deletes one validated retained disk directory, only when
 // its disk.qcow2 is the file the marker's identity records; otherwise
-// both files stay and kept says why.
+// both files stay and kept says why. Its steps, each resumable: rename
+// the marker to deleting.json (from then on the directory is a delete to
+// finish, never a disk to reattach), remove the disk by its identity
+// (fileid.Remove), remove the marker's temporaries an interrupted write
+// left, the marker, and the emptied directory. A directory already
+// renamed to deleting.json is finished the same way.
 func DeleteRetained(dir string) (kept string, err error) {
-	m, err := ReadRetained(dir)
+	m, err := readMarker(dir)
 	if err != nil || m == nil {
 		return "", err
 	}
-	if why, err := m.NotBarns(filepath.Join(dir, RetainedDiskFile)); err != nil || why != "" {
-		return why, err
+	disk := filepath.Join(dir, RetainedDiskFile)
+	if !m.deleting {
+		if err := m.usable(); err != nil {
+			return "", err
+		}
+		if why, err := m.NotBarns(disk); err != nil || why != "" {
+			return why, err
+		}
+		deleting := filepath.Join(dir, DeletingFile)
+		if err := safefile.Move(m.file, deleting); err != nil {
+			return "", exitcode.Wrap(exitcode.Runtime, err, "marking %s for deletion", dir)
+		}
+		m.file = deleting
+		deleteHook("marked")
 	}
-	return "", deleteRetained(dir)
+	why, err := m.Disk.Remove(disk)
+	if err != nil {
+		return "", exitcode.Wrap(exitcode.Runtime, err, "deleting %s", disk)
+	}
+	if why != "" {
+		return "not the disk Barn preserved: " + why, nil
+	}
+	deleteHook("disk-removed")
+	if err := m.removeTemps(); err != nil {
+		return "", err
+	}
+	if err := removeByID(m.id, m.file); err != nil {
+		return "", err
+	}
+	return "", removeEmpty(dir)
 }
 
-func deleteRetained(dir string) error {
-	for _, name := range []string{RetainedDiskFile, OwnershipFile} {
-		if err := os.Remove(filepath.Join(dir, name)); err != nil && !os.IsNotExist(err) {
-			return exitcode.Wrap(exitcode.Runtime, err, "deleting %s", filepath.Join(dir, name))
-		}
-	}
-	return removeEmpty(dir)
-}
+// deleteHook is called between DeleteRetained's steps; tests panic in it
+// to crash there.
+var deleteHook = func(step string) {}
 
 // Retained is one entry of the store.
 type Retained struct {
 	Dir       string    `json:"dir"`
 	Ownership Ownership `json:"ownership"`
+	Deleting  bool      `json:"deleting,omitempty"` // a delete began (deleting.json); DeleteAll finishes it
 }
 
 // List walks the store root (<BARN_HOME>/disks) fail-closed: the root,
 // every <node> directory (a real directory owned by the euid, mode 0700:
 // anyone else who could write it could swap a disk or its marker in) and
 // every <node>/<disk> directory must validate, or the walk fails naming
-// the bad entry. A missing root is an empty store. Sorted by node, then
+// the bad entry. A missing root is an empty store. A directory whose
+// delete began (deleting.json) is listed with Deleting set; a lent disk
+// fails the walk (conflict, retained_disk_lent). Sorted by node, then
 // disk.
 func List(root string) ([]Retained, error) {
 	out := []Retained{}
@@ -362,13 +519,17 @@ func List(root string) ([]Retained, error) {
 			return nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", nd)
 		}
 		for _, d := range disks {
-			m, err := ReadRetained(filepath.Join(nd, d.Name()))
+			m, err := readMarker(filepath.Join(nd, d.Name()))
 			if err != nil {
 				return nil, err
 			}
-			if m != nil {
-				out = append(out, Retained{Dir: filepath.Join(nd, d.Name()), Ownership: *m})
+			if m == nil {
+				continue
 			}
+			if err := m.usable(); err != nil && !m.deleting {
+				return nil, err
+			}
+			out = append(out, Retained{Dir: filepath.Join(nd, d.Name()), Ownership: m.Ownership, Deleting: m.deleting})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Dir < out[j].Dir })
