@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -64,25 +65,35 @@ func Of(path string) (ID, error) { return of(path, false) }
 // descriptor whose identity is returned.
 func OfContent(path string) (ID, error) { return of(path, true) }
 
+// OfFile is Of for a regular file already open as f (any access mode): the
+// identity of what f refers to, whatever its name names now.
+func OfFile(f *os.File) (ID, error) { return ofFile(f.Name(), f) }
+
 func of(path string, digest bool) (ID, error) {
 	f, _, err := safefile.Open(path)
 	if err != nil {
 		return ID{}, err
 	}
 	defer f.Close()
+	id, err := ofFile(path, f)
+	if err != nil || !digest {
+		return id, err
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return ID{}, fmt.Errorf("reading %s: %w", path, err)
+	}
+	id.SHA256 = hex.EncodeToString(h.Sum(nil))
+	return id, nil
+}
+
+func ofFile(path string, f *os.File) (ID, error) {
 	id, err := stat(path, f)
 	if err != nil {
 		return ID{}, err
 	}
 	if g, ok := generation(f); ok {
 		id.Generation = &g
-	}
-	if digest {
-		h := sha256.New()
-		if _, err := io.Copy(h, f); err != nil {
-			return ID{}, fmt.Errorf("reading %s: %w", path, err)
-		}
-		id.SHA256 = hex.EncodeToString(h.Sum(nil))
 	}
 	return id, nil
 }
