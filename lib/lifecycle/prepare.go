@@ -141,9 +141,14 @@ func (m *Manager) createDisks(ctx context.Context, c *nodedir.Create, job create
 	return warnings, nil
 }
 
-// createBootFiles writes the seed ISO and, for a uefi image, the copy of
-// the firmware's vars template, recording them in n.
+// createBootFiles writes the empty serial log QEMU will write, the seed
+// ISO and, for a uefi image, the copy of the firmware's vars template,
+// recording them in n.
 func (m *Manager) createBootFiles(ctx context.Context, c *nodedir.Create, job createJob, n *state.Node) error {
+	n.SerialLog = c.Path(state.SerialLogName)
+	if err := c.Artifact(state.SerialLogArt, n.SerialLog, nodedir.EmptyFile); err != nil {
+		return err
+	}
 	n.Seed = c.Path(state.SeedName)
 	if err := c.Artifact(state.Seed, n.Seed, func(stage string) error {
 		return m.Seeds.WriteSeed(ctx, stage, SeedInput{Deployment: job.Deployment, Node: job.Node, Peers: job.Peers,

@@ -138,6 +138,10 @@ func createN1(s *Store) error {
 		}
 		n.DataDisks = append(n.DataDisks, dd)
 	}
+	n.SerialLog = c.Path(state.SerialLogName)
+	if err := c.Artifact(state.SerialLogArt, n.SerialLog, EmptyFile); err != nil {
+		return err
+	}
 	if err := c.Artifact(state.Seed, n.Seed, write("instance-id: "+vmUUID)); err != nil {
 		return err
 	}
@@ -171,7 +175,7 @@ func TestCreateCrashAtEveryStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "journal create-root-overlay staged-root-overlay created-root-overlay root-overlay reattach-data-disk reattached-data-disk data-disk " +
-		"create-data-disk staged-data-disk created-data-disk data-disk create-seed staged-seed created-seed seed create-nvram staged-nvram created-nvram nvram " +
+		"create-data-disk staged-data-disk created-data-disk data-disk create-serial-log staged-serial-log created-serial-log serial-log create-seed staged-seed created-seed seed create-nvram staged-nvram created-nvram nvram " +
 		"prepared committed journal-committed released"
 	if got := strings.Join(steps, " "); got != want {
 		t.Fatalf("steps = %s\nwant    %s", got, want)
@@ -205,11 +209,11 @@ func crashAndSettle(t *testing.T, step string) {
 		if b, err := os.ReadFile(s.Root.NodeFile("n1", "data.qcow2")); err != nil || string(b) != "precious" {
 			t.Fatalf("committed node's data disk: %q, %v", b, err)
 		}
-		want := "data.qcow2 nvram.fd root.qcow2 scratch.qcow2 seed.iso state.json"
+		want := "data.qcow2 nvram.fd root.qcow2 scratch.qcow2 seed.iso serial.log state.json"
 		if got := strings.Join(listDir(t, nodeDir), " "); got != want {
 			t.Fatalf("node dir after settling = %v, want %v", got, want)
 		}
-		if len(rec.Committed.Files) != 5 {
+		if len(rec.Committed.Files) != 6 {
 			t.Fatalf("committed files = %v", rec.Committed.Files)
 		}
 		return

@@ -8,11 +8,12 @@ import (
 	"barn.dev/lib/state"
 )
 
-// TestRecordSerialLog: Barn creates serial.log before QEMU opens (and
-// truncates) it and records its identity; the recorded file is found
-// again; an empty 0600 file of Barn's (a start killed before recording
-// it) is taken; any other file at that name is a conflict and is left as
-// it was.
+// TestRecordSerialLog: the create publishes serial.log (empty) and
+// records it, so the start before QEMU opens (and truncates) it finds
+// the recorded file; a deleted log is created anew and recorded; any
+// other file at that name — an operator's log with content, or an empty
+// 0600 file of the same user's, which an earlier Barn adopted — is a
+// conflict and is left as it was.
 func TestRecordSerialLog(t *testing.T) {
 	s := testStore(t)
 	if err := createN1(s); err != nil {
@@ -23,36 +24,42 @@ func TestRecordSerialLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := s.Root.NodeFile("n1", state.SerialLogName)
-	if err := s.RecordSerialLog(n); err != nil || n.SerialLog != p {
-		t.Fatalf("first record: %v, serial_log %q", err, n.SerialLog)
-	}
-	first := n.Files[state.SerialLogName]
-	if why, err := first.Differs(p); err != nil || why != "" {
-		t.Fatalf("recorded identity: %q, %v", why, err)
+	created, ok := n.Files[state.SerialLogName]
+	if !ok || n.SerialLog != p {
+		t.Fatalf("the create did not record serial.log: files %v, serial_log %q", n.Files, n.SerialLog)
 	}
 	if err := os.WriteFile(p, []byte("boot log\n"), 0o600); err != nil { // QEMU writes to it in place
 		t.Fatal(err)
 	}
-	if err := s.RecordSerialLog(n); err != nil || n.Files[state.SerialLogName] != first {
+	if err := s.RecordSerialLog(n); err != nil || n.Files[state.SerialLogName] != created {
 		t.Fatalf("recorded file found again: %v", err)
 	}
-	// a start killed between creating and recording it
-	delete(n.Files, state.SerialLogName)
-	if err := os.Truncate(p, 0); err != nil {
+	// deleted by someone: created anew, recorded
+	if err := os.Remove(p); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.RecordSerialLog(n); err != nil {
-		t.Fatalf("empty file of Barn's: %v", err)
+		t.Fatalf("deleted log: %v", err)
 	}
-	// an operator's file at the name
-	delete(n.Files, state.SerialLogName)
-	if err := os.WriteFile(p, []byte("operator's notes\n"), 0o600); err != nil {
-		t.Fatal(err)
+	if why, err := n.Files[state.SerialLogName].Differs(p); err != nil || why != "" {
+		t.Fatalf("re-created log's record: %q, %v", why, err)
 	}
-	if err := s.RecordSerialLog(n); exitcode.As(err).Reason != "unexpected_files" {
-		t.Fatalf("operator's file: %v, want unexpected_files", err)
-	}
-	if b, _ := os.ReadFile(p); string(b) != "operator's notes\n" {
-		t.Fatalf("operator's file changed: %q", b)
+	for _, theirs := range []string{"operator's notes\n", ""} {
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(theirs), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RecordSerialLog(n); exitcode.As(err).Reason != "unexpected_files" {
+			t.Fatalf("operator's file %q: %v, want unexpected_files", theirs, err)
+		}
+		delete(n.Files, state.SerialLogName) // not recorded at all: still never adopted
+		if err := s.RecordSerialLog(n); exitcode.As(err).Reason != "unexpected_files" {
+			t.Fatalf("unrecorded operator's file %q: %v, want unexpected_files", theirs, err)
+		}
+		if b, _ := os.ReadFile(p); string(b) != theirs {
+			t.Fatalf("operator's file changed: %q", b)
+		}
 	}
 }

@@ -69,10 +69,10 @@ type Node struct {
 	Runtime    Runtime           `json:"runtime"`
 	Invocation Invocation        `json:"invocation"`
 	Process    *Process          `json:"process,omitempty"` // required when running; allowed only when starting, running or stopping
-	// SerialLog is the serial console file QEMU creates (-serial file:),
-	// recorded before QEMU is first launched: the record destroy deletes
-	// it by. Empty for a node never started (a serial.log there is not
-	// Barn's).
+	// SerialLog is the serial console file QEMU writes (-serial file:,
+	// which opens it with O_TRUNC and keeps the inode), created empty by
+	// the node's create as a journaled artifact: files records it, and
+	// destroy deletes it by that record.
 	SerialLog string `json:"serial_log,omitempty"`
 	// Files is the identity (lib/fileid: device, inode, birth time, inode generation; and
 	// the SHA-256 of seed.iso) of every file Barn created or moved into
@@ -132,10 +132,11 @@ type ArtifactKind string
 // The allowlisted artifact kinds and the file each must be, directly inside
 // the node directory.
 const (
-	RootOverlay ArtifactKind = "root-overlay" // root.qcow2
-	Seed        ArtifactKind = "seed"         // seed.iso
-	NVRAM       ArtifactKind = "nvram"        // nvram.fd
-	DataDiskArt ArtifactKind = "data-disk"    // <name>.qcow2, name a DNS label other than "root"
+	RootOverlay  ArtifactKind = "root-overlay" // root.qcow2
+	Seed         ArtifactKind = "seed"         // seed.iso
+	NVRAM        ArtifactKind = "nvram"        // nvram.fd
+	DataDiskArt  ArtifactKind = "data-disk"    // <name>.qcow2, name a DNS label other than "root"
+	SerialLogArt ArtifactKind = "serial-log"   // serial.log, created empty for QEMU's -serial file:
 )
 
 // Artifact is one journal entry.

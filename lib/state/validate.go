@@ -218,7 +218,7 @@ func checkRuntime(p *problems, rt Runtime) {
 
 // artifactFile is the journal allowlist: the file each singleton kind must
 // be, directly inside the node directory.
-var artifactFile = map[ArtifactKind]string{RootOverlay: RootDiskName, Seed: SeedName, NVRAM: NVRAMName}
+var artifactFile = map[ArtifactKind]string{RootOverlay: RootDiskName, Seed: SeedName, NVRAM: NVRAMName, SerialLogArt: SerialLogName}
 
 // ArtifactPath returns the path an artifact of kind must have in node's
 // directory; disk names the data disk for DataDiskArt. It returns "" for a
@@ -315,7 +315,7 @@ func (r *Root) validateArtifact(p *problems, node, field string, a Artifact, see
 	default:
 		want, ok := artifactFile[a.Kind]
 		if !ok {
-			p.addf("%s.kind %q is not in the allowlist (root-overlay, seed, nvram, data-disk)", field, a.Kind)
+			p.addf("%s.kind %q is not in the allowlist (root-overlay, seed, nvram, serial-log, data-disk)", field, a.Kind)
 		} else if base != want {
 			p.addf("%s: a %s artifact must be %s, got %q", field, a.Kind, want, base)
 		}
