@@ -172,9 +172,7 @@ func interrupted(n *state.Node) error {
 }
 
 func (m *Manager) setPhase(n *state.Node, p state.Phase) error {
-	n.Phase = p
-	n.UpdatedAt = m.now()
-	return m.Root.WriteNode(n)
+	return m.nodeDirs().SetPhase(n, p)
 }
 
 // cleanRuntime removes the runtime QMP socket and pidfile of a VM proven

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 
-	"barn.dev/lib/disk"
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/plan"
 	"barn.dev/lib/spec"
@@ -202,12 +201,8 @@ func (m *Manager) checkPersistent(name string, want *spec.Node) error {
 		}
 	}
 	for _, d := range want.Disks {
-		own, err := disk.ReadRetained(m.Root.RetainedDiskDir(name, d.Name))
-		if err != nil {
+		if err := m.nodeDirs().CheckRetained(name, d); err != nil {
 			return err
-		}
-		if own != nil && (!d.Persistent || !own.Matches(name, d.Name, d.Serial, d.Mount, d.SizeBytes)) {
-			return exitcode.New(exitcode.Conflict, "%s: retained disk %q does not match the desired disk", name, d.Name).WithReason("retained_disk_mismatch")
 		}
 	}
 	return nil

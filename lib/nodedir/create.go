@@ -174,6 +174,18 @@ func Reattachable(node string, d spec.Disk, dir string, own *disk.Ownership) err
 	return nil
 }
 
+// CheckRetained refuses, as Reattachable does, a retained persistent disk
+// of node that could not be lent to the desired disk d; none retained is
+// nil. Nothing is moved.
+func (s *Store) CheckRetained(node string, d spec.Disk) error {
+	dir := s.Root.RetainedDiskDir(node, d.Name)
+	own, err := disk.ReadRetained(dir)
+	if err != nil || own == nil {
+		return err
+	}
+	return Reattachable(node, d, dir, own)
+}
+
 // Prepared records the node's invocation in the journal with
 // prepared=true (step "prepared").
 func (c *Create) Prepared(inv state.Invocation) error {

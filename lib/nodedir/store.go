@@ -94,3 +94,10 @@ func (s *Store) again() string {
 	}
 	return "barn-node apply"
 }
+
+// SetPhase records n in phase p (updated now) as the node's state.
+func (s *Store) SetPhase(n *state.Node, p state.Phase) error {
+	n.Phase = p
+	n.UpdatedAt = s.now()
+	return s.Root.WriteNode(n)
+}
