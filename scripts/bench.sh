@@ -9,6 +9,8 @@
 #   plan, 20 nodes vs 20 applied     BenchmarkPlan20 (lib/plan), target < 10 ms
 #   apply overhead per node          BenchmarkApplyPerNode (barn-node/cli), fake
 #                                    QEMU (target < 150 ms) and real QEMU (TCG)
+#   no-op apply, running 3-node lab  BenchmarkNoopApply3 (barn-node/cli), fake
+#                                    QEMU (target < 50 ms)
 #   launch to QMP identity           BenchmarkLaunchFake (lib/vm)
 #   start per node, base re-verified BenchmarkStartPerNode (barn-node/cli),
 #                                    fake QEMU, tiny vs 1 GiB base
@@ -161,6 +163,8 @@ log "readiness detection latency (count $count)"
 	-count "$count" ./guest) >"$work/ready.txt"
 log "apply overhead per node, fake QEMU (count $count)"
 (cd "$root/barn-node" && $GO test -run '^$' -bench '^BenchmarkApplyPerNode$' -count "$count" ./cli) >"$work/apply-fake.txt"
+log "no-op apply of a running 3-node lab, fake QEMU (count $count)"
+(cd "$root/barn-node" && $GO test -run '^$' -bench '^BenchmarkNoopApply3$' -benchtime 20x -count "$count" ./cli) >"$work/noop.txt"
 log "start per node with the base re-verified, fake QEMU, $hash_label base (count $count)"
 (cd "$root/barn-node" && TMPDIR=$work BARN_BENCH_BYTES=$hash_bytes $GO test -run '^$' -bench '^BenchmarkStartPerNode$' -benchtime 3x \
 	-count "$count" ./cli) >"$work/start.txt"
@@ -188,6 +192,7 @@ ready_ms=$(calc "$(bench_median "$work/ready.txt" BenchmarkReadinessDetection ms
 declare -A fake real
 for n in 1 4 8; do fake[$n]=$(calc "$(bench_median "$work/apply-fake.txt" "BenchmarkApplyPerNode/nodes=$n" ms/node)" %.0f); done
 for n in 1 4; do real[$n]=$(calc "$(bench_median "$work/apply-real.txt" "BenchmarkApplyPerNode/nodes=$n" ms/node)" %.0f); done
+noop_ms=$(calc "$(bench_median "$work/noop.txt" BenchmarkNoopApply3 ms/apply)" %.1f)
 start_tiny=$(calc "$(bench_median "$work/start.txt" "BenchmarkStartPerNode/base=tiny/nodes=1" ms/start)" %.0f)
 start_large=$(calc "$(bench_median "$work/start.txt" "BenchmarkStartPerNode/base=large/nodes=1" ms/start)" %.0f)
 start_large4=$(calc "$(bench_median "$work/start.txt" "BenchmarkStartPerNode/base=large/nodes=4" ms/start)" %.0f)
@@ -360,6 +365,7 @@ real lab).
 | inventory resolve, 20 nodes, in process | $resolve_ms ms/op (BenchmarkResolve20) | $ans_inv_ms ms (\`ansible-inventory --list\`) | ${inv_lib_x}× faster | — | report |
 | plan, 20 desired nodes vs a 20-node applied state, decoding included | $plan_ms ms/op wall, $plan_cpu_ms ms/op CPU | — | — | < 10 ms | $(verdict "$plan_ms" "<" 10) |
 | apply host-side overhead per node, fake QEMU | ${fake[1]} / ${fake[4]} / ${fake[8]} ms/node (1 / 4 / 8 nodes) | — | — | < 150 ms/node | $(verdict "$fake_worst" "<" 150) |
+| no-op apply of a running 3-node lab, fake QEMU | $noop_ms ms (median apply) | — | — | < 50 ms | $(verdict "$noop_ms" "<" 50) |
 | apply host-side overhead per node, real QEMU (TCG) | ${real[1]} / ${real[4]} ms/node (1 / 4 nodes; median of $real_count) | — | — | reported | report (TCG) |
 | launch to QMP identity, fake QEMU | $launch_ms ms/op (BenchmarkLaunchFake) | — | — | — | report |
 | start per node, base re-verified, fake QEMU | $start_large ms/start with a $hash_label base ($start_large4 ms/start for 4 nodes sharing it) | $start_tiny ms/start with a 16 MiB sparse base | +$start_cost ms per start for re-verification | reported | report |
@@ -389,6 +395,10 @@ real lab).
   the real-QEMU row uses \`qemu-system-x86_64\` under TCG ($real_count
   repetitions of 2 iterations, 1 and 4 nodes only, to stay within the time
   budget).
+- **No-op converge.** \`BenchmarkNoopApply3\` (\`barn-node/cli\`): \`barn-node
+  apply --no-wait\` in process of a plan that changes nothing, against a
+  running 3-node lab on the fake QEMU (locks, state reads, each running
+  VM's identity proven over QMP); the median of 20 applies per repetition.
 - **Launch.** \`BenchmarkLaunchFake\` (\`lib/vm\`): run the fake QEMU
   daemonized, wait for QMP identity, read the pidfile, capture and check the
   process tuple.
