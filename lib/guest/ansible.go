@@ -21,12 +21,21 @@ type AnsibleHost struct {
 	HostKeyAlias string
 }
 
-// ansibleSSHArgs is ansible-core's default ssh_args (its ssh connection
-// plugin, option ssh_args): the export restates it so that an
-// ansible_ssh_args of the user's (or ssh_args in ansible.cfg) cannot put
-// options ahead of Barn's on the ssh command line, where ssh would keep
-// them.
-const ansibleSSHArgs = "-C -o ControlMaster=auto -o ControlPersist=60s"
+// ansibleSSHArgs is the export's ssh_args (the ssh connection plugin's
+// option ssh_args, first on every ssh, sftp and scp command line it runs,
+// where ssh keeps the first value of each option): an ansible_ssh_args of
+// the user's (or ssh_args in ansible.cfg) cannot put options ahead of
+// Barn's, and lab traffic never shares a connection. ansible-core's
+// default is "-C -o ControlMaster=auto -o ControlPersist=60s", with a
+// ControlPath it adds from control_path/control_path_dir, which
+// ansible.cfg, ANSIBLE_SSH_CONTROL_PATH(_DIR) or a variable can point at
+// the socket of a master the user keeps open to a production host of the
+// same address, port and user: ssh would then send the lab's session
+// through that master, whatever else the command line says. With
+// ControlPath=none on the line the plugin adds no ControlPath of its own
+// (ssh.py _persistence_controls) and ssh neither uses nor makes a master.
+// The cost: every task opens its own ssh connection.
+const ansibleSSHArgs = "-C -o ControlMaster=no -o ControlPath=none"
 
 // AnsibleConnectionVars lists, in the order the export writes them, every
 // inventory variable through which ansible-core's ssh connection plugin
@@ -43,6 +52,13 @@ const ansibleSSHArgs = "-C -o ControlMaster=auto -o ControlPersist=60s"
 //     entries beat every group and all.vars level, group_vars/ included,
 //     and the Pigsty inventory's own host entries when the export is named
 //     after it (ansible -i pigsty.yml -i barn-hosts.yml);
+//   - ansible_connection is the ssh plugin by its full name
+//     (ansible.builtin.ssh; "ssh" names the same plugin), so no
+//     paramiko, local or other plugin of the user's reads these values;
+//   - ansible_control_path "none" and ansible_control_path_dir
+//     "~/.ansible/cp" (Ansible's default) are Barn's too, although the
+//     plugin never reads them while ssh_args holds ControlPath=none (see
+//     ansibleSSHArgs): a user's value is refused where it would win;
 //   - only host_vars/ files (and play vars, -e, set_fact, which no
 //     inventory can see) outrank it: inventory.ConnectionOverrides finds
 //     the host_vars/ definitions of AnsibleDecidingVars, and the export
@@ -75,6 +91,7 @@ var ansibleOptions = [][]string{
 	{"ansible_private_key_file", "ansible_ssh_private_key_file"},
 	{"ansible_host_key_checking", "ansible_ssh_host_key_checking"},
 	{"ansible_ssh_pkcs11_provider"},
+	{"ansible_control_path"}, {"ansible_control_path_dir"},
 }
 
 // AnsibleDecidingVars are the connection variables a host_vars/ file can
@@ -103,7 +120,8 @@ func AnsibleDecidingVars() []string {
 // /24) or the management port forward on 127.0.0.1. The programs are ssh,
 // sftp and scp from PATH, ssh_args is Ansible's default, the extra
 // arguments, private key file and PKCS#11 provider are empty (the key is
-// in the common arguments) and host key checking is on.
+// in the common arguments), host key checking is on and no ssh
+// connection is shared (ansibleSSHArgs).
 //
 // The ssh arguments are sshArgs, written for Ansible's reader of them
 // (Python's shlex.split, so quote.ShellIfNeeded words) around ssh's reader
@@ -159,13 +177,14 @@ func ansibleVars(h AnsibleHost) (*yaml.Node, error) {
 	portNode := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(port)}
 	yes := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"}
 	values := map[string]*yaml.Node{
-		"ansible_connection": unsafe("ssh"),
+		"ansible_connection": unsafe("ansible.builtin.ssh"),
 		"ansible_host":       unsafe(host), "ansible_ssh_host": unsafe(host),
 		"ansible_port": portNode, "ansible_ssh_port": portNode,
 		"ansible_user": unsafe(h.User), "ansible_ssh_user": unsafe(h.User),
 		"ansible_ssh_executable": unsafe("ssh"), "ansible_sftp_executable": unsafe("sftp"), "ansible_scp_executable": unsafe("scp"),
 		"ansible_ssh_args": unsafe(ansibleSSHArgs), "ansible_ssh_common_args": unsafe(args),
 		"ansible_host_key_checking": yes, "ansible_ssh_host_key_checking": yes,
+		"ansible_control_path": unsafe("none"), "ansible_control_path_dir": unsafe("~/.ansible/cp"),
 	}
 	vars := &yaml.Node{Kind: yaml.MappingNode}
 	for _, k := range AnsibleConnectionVars() {
@@ -191,10 +210,9 @@ func unsafe(s string) *yaml.Node {
 // sshArgs is ansible_ssh_common_args for h: no ssh_config is read (-F
 // /dev/null, as for barn-node ssh), and every option Barn relies on is
 // given. Ansible's own -o User/Port (from ansible_user/ansible_port) and
-// its connection sharing (ControlMaster=auto, ControlPersist, a ControlPath
-// under ~/.ansible/cp, keyed by host, port and user) come first on its ssh
-// command line and stay: with no ssh_config read, nothing of the user's
-// can change them.
+// the export's ssh_args (ControlPath=none) come first on its ssh command
+// line and stay: with no ssh_config read, nothing of the user's can change
+// them.
 func sshArgs(h AnsibleHost, host string) (string, error) {
 	key, err := quote.SSHPath(h.IdentityFile)
 	if err != nil {
