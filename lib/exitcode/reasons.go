@@ -173,6 +173,7 @@ var reasons = []Reason{
 	{"persistent_disk_missing", Varies, "a persistent disk is missing and nothing is retained"},
 	{"pidfile_invalid", Runtime, "QMP answered but the pidfile is unusable"},
 	{"plan_hash_mismatch", Usage, "the plan's spec_hash does not match its spec (edited after planning)"},
+	{"playbook_dir_missing", Usage, "--playbook-dir names no directory"},
 	{"process_mismatch", Varies, "the recorded process does not match the VM QMP proves"},
 	{"process_unreadable", Runtime, "the identity of a process cannot be read"},
 	{"process_unverified", Conflict, "Barn cannot prove whether the node's VM runs"},

@@ -7,6 +7,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"barn.dev/lib/exitcode"
 	"barn.dev/lib/quote"
 )
 
@@ -107,21 +108,38 @@ func AnsibleDecidingVars() []string {
 	return out
 }
 
-// RenderAnsibleInventory returns a YAML inventory that sets, for each
-// host keyed by its inventory address, every variable of
-// AnsibleConnectionVars and nothing else, so that
+// AnsibleGroup is the export's one group: every host it sets, and only
+// those, so that a run limited to it (ansible ... barn_lab, or
+// ansible-playbook -l barn_lab) reaches no host the export does not cover.
+const AnsibleGroup = "barn_lab"
+
+// AnsibleUnparsedFatal is the setting the export's commands run with:
+// Ansible only warns about an inventory source it cannot parse and goes on
+// without it (the Pigsty inventory alone: production's connection
+// settings), unless this makes that fatal (INVENTORY_ANY_UNPARSED_IS_FAILED).
+const AnsibleUnparsedFatal = "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED=1"
+
+// RenderAnsibleInventory returns a YAML inventory that puts each host,
+// keyed by its inventory address, into the group AnsibleGroup with every
+// variable of AnsibleConnectionVars and nothing else, so that
 //
-//	ansible -i pigsty.yml -i barn-hosts.yml all -m ping
+//	ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED=1 ansible -i pigsty.yml -i barn-hosts.yml barn_lab -m ping
 //
 // merges them into the Pigsty inventory's hosts and reaches every node with
 // the deployment key, the login user and Barn's known_hosts under the
 // instance's HostKeyAlias — on Host:Port, which is either the fixed private
 // address (port 22, from a host or namespace that routes to the private
 // /24) or the management port forward on 127.0.0.1. The programs are ssh,
-// sftp and scp from PATH, ssh_args is Ansible's default, the extra
-// arguments, private key file and PKCS#11 provider are empty (the key is
-// in the common arguments), host key checking is on and no ssh
-// connection is shared (ansibleSSHArgs).
+// sftp and scp from PATH, the extra arguments, private key file and
+// PKCS#11 provider are empty (the key is in the common arguments), host
+// key checking is on and no ssh connection is shared (ansibleSSHArgs).
+//
+// The file fails closed: the group's hosts are one flow mapping, a host
+// with its variables a line, closed by the last line's "}", so a file cut
+// after "hosts: {" does not parse (fatal with AnsibleUnparsedFatal, which
+// the header's commands set), and one cut before it — empty included,
+// which Ansible's ini plugin reads as no hosts — has no host in
+// AnsibleGroup, so a run limited to it reaches nothing.
 //
 // The ssh arguments are sshArgs, written for Ansible's reader of them
 // (Python's shlex.split, so quote.ShellIfNeeded words) around ssh's reader
@@ -132,33 +150,46 @@ func AnsibleDecidingVars() []string {
 // a '{' so that Ansible never evaluates a "{{", "{%" or "{#" in a path as
 // Jinja2. A value the syntaxes cannot carry is a usage error naming it.
 func RenderAnsibleInventory(hosts []AnsibleHost) ([]byte, error) {
-	entries := &yaml.Node{Kind: yaml.MappingNode}
-	for _, h := range hosts {
+	var b bytes.Buffer
+	b.WriteString("# Connection variables for the Barn lab. Name this file after the Pigsty inventory,\n" +
+		"# limit every run to the group " + AnsibleGroup + " and make an unparsed inventory fatal:\n" +
+		"#   " + AnsibleUnparsedFatal + " ansible -i pigsty.yml -i THIS_FILE " + AnsibleGroup + " -m ping\n" +
+		"#   " + AnsibleUnparsedFatal + " ansible-playbook -i pigsty.yml -i THIS_FILE -l " + AnsibleGroup + " PLAYBOOK\n" +
+		"all:\n  children:\n    " + AnsibleGroup + ":\n      hosts: {")
+	for i, h := range hosts {
 		vars, err := ansibleVars(h)
 		if err != nil {
 			return nil, err
 		}
-		entries.Content = append(entries.Content, quote.YAMLNode(h.Address, ""), vars)
+		vars.Style = yaml.FlowStyle
+		line, err := flowLine(quote.YAMLNode(h.Address, ""), vars)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("\n        " + line)
 	}
-	if len(hosts) == 0 {
-		entries.Style = yaml.FlowStyle
-	}
-	doc := &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{
-		scalar("all"), {Kind: yaml.MappingNode, Content: []*yaml.Node{scalar("hosts"), entries}},
-	}}
 	if len(hosts) > 0 {
-		doc.HeadComment = "Connection variables for the Barn lab; name this file after the Pigsty inventory:\n  ansible -i pigsty.yml -i THIS_FILE all -m ping"
+		b.WriteString("\n        ")
 	}
-	var b bytes.Buffer
-	enc := yaml.NewEncoder(&b)
-	enc.SetIndent(2)
-	if err := enc.Encode(doc); err != nil {
-		return nil, err
-	}
-	if err := enc.Close(); err != nil {
-		return nil, err
-	}
+	b.WriteString("}\n")
 	return b.Bytes(), nil
+}
+
+// flowLine is `KEY: {VALUE}` on one line, as yaml.v3 writes a one-entry
+// flow mapping (it does not fold long flow lines).
+func flowLine(key, value *yaml.Node) (string, error) {
+	out, err := yaml.Marshal(&yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle, Content: []*yaml.Node{key, value}})
+	if err != nil {
+		return "", err
+	}
+	line := strings.TrimSuffix(string(out), "\n")
+	if !strings.HasPrefix(line, "{") || !strings.HasSuffix(line, "}") || strings.Contains(line, "\n") {
+		return "", exitcode.New(exitcode.Runtime, "yaml.v3 wrote a flow mapping over several lines: %q", line)
+	}
+	return line[1 : len(line)-1], nil
 }
 
 // ansibleVars is h's mapping of AnsibleConnectionVars, in that order.
