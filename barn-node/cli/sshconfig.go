@@ -116,7 +116,7 @@ func (c *sshConfigCmd) Run(env *tool.Env) error {
 		hosts = append(hosts, h)
 	}
 	if c.Ansible {
-		if err := c.checkAnsibleOverrides(a, hosts); err != nil {
+		if err := c.checkAnsibleOverrides(env, a, hosts); err != nil {
 			return err
 		}
 		inv, err := guest.RenderAnsibleInventory(hosts)
@@ -165,7 +165,18 @@ func (c *sshConfigCmd) Run(env *tool.Env) error {
 // directory, a connection variable the export cannot win over
 // (inventory.ConnectionOverrides): Ansible would connect with the user's
 // value — another address, port, user, route or key — instead of Barn's.
-func (c *sshConfigCmd) checkAnsibleOverrides(a *access, hosts []guest.AnsibleHost) error {
+//
+// Settings that change which variables Ansible reads (other vars files
+// or plugins: guest.CheckAnsibleVarsSettings, in this environment and
+// the ansible.cfg Ansible would read here) are refused first.
+func (c *sshConfigCmd) checkAnsibleOverrides(env *tool.Env, a *access, hosts []guest.AnsibleHost) error {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "working directory")
+	}
+	if err := guest.CheckAnsibleVarsSettings(env.Getenv, env.Getenv("HOME"), cwd); err != nil {
+		return err
+	}
 	path := c.Inventory
 	if path == "" {
 		path = a.dep.Spec.Source.Inventory()

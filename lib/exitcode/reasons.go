@@ -28,6 +28,7 @@ const Varies Class = ""
 var reasons = []Reason{
 	{"accelerator_unavailable", Capability, "no usable hardware accelerator, and Barn never falls back to TCG silently"},
 	{"ansible_inventory_unknown", Usage, "the Ansible inventory to write an ssh-config for is not known; name it with --inventory"},
+	{"ansible_settings_unsupported", Conflict, "an Ansible setting changes which variables Ansible reads, so Barn cannot check the export against them"},
 	{"ansible_var_outranks_export", Conflict, "a host_vars/ value outranks the exported host entry, so Ansible would not connect as Barn says"},
 	{"argv_mismatch", Integrity, "the recorded pid runs another command line than the node's QEMU invocation"},
 	{"artifact_too_large", Usage, "a repository artifact exceeds the artifact size limit"},
