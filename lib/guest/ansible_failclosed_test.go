@@ -47,7 +47,7 @@ func TestAnsibleExportFailsClosed(t *testing.T) {
 		}
 		cmd := exec.Command("ansible", append(args, "--list-hosts")...)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), append([]string{"ANSIBLE_LOCAL_TEMP=" + filepath.Join(dir, "tmp"), "ANSIBLE_NOCOLOR=1", "ANSIBLE_CONFIG=" + filepath.Join(dir, "none.cfg")}, env...)...)
+		cmd.Env = append(os.Environ(), append([]string{"HOME=" + dir, "ANSIBLE_LOCAL_TEMP=" + filepath.Join(dir, "tmp"), "ANSIBLE_NOCOLOR=1", "ANSIBLE_CONFIG=" + filepath.Join(dir, "none.cfg")}, env...)...)
 		out, err := cmd.CombinedOutput()
 		code := 0
 		if ee, ok := err.(*exec.ExitError); ok {
