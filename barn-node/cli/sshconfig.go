@@ -21,7 +21,7 @@ type sshConfigCmd struct {
 	Install   bool     `short:"i" help:"Write ~/.ssh/<name>_config and insert a marked Include into ~/.ssh/config."`
 	Remove    bool     `help:"Remove the marked Include and the fragment (needs no deployment)."`
 	Name      string   `default:"barn" help:"Fragment name: ~/.ssh/<name>_config."`
-	Ansible   bool     `help:"Print an Ansible inventory of connection variables keyed by each node's inventory address (use with -i pigsty.yml)."`
+	Ansible   bool     `help:"Print an Ansible inventory of connection variables keyed by each node's inventory address, in the group barn_lab (use after -i pigsty.yml; its header gives the commands)."`
 	Via       string   `default:"private" enum:"private,management" help:"With --ansible: connect to each node's private address on port 22 (private) or to its management port forward on 127.0.0.1 (management)."`
 	Exclude   []string `name:"exclude" placeholder:"NAME" help:"Leave NAME (a node name, FQDN or alias) out of the fragment, for a name your own ssh configuration keeps; repeatable."`
 	Inventory string   `name:"inventory" short:"f" placeholder:"PATH" help:"With --ansible: the Pigsty inventory the export goes with, whose host_vars/ are checked for connection variables that would outrank it (default: the inventory the deployment was resolved from)."`
