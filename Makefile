@@ -17,7 +17,8 @@ build: ## Build every tool into bin/
 
 # The Ansible suites (lib/inventory: the cross-check of every real inventory
 # and the differential suite of generated ones, against ansible-core run in
-# process) are required here: a missing Ansible fails instead of skipping.
+# process; lib/guest: the connection export read and run by real ansible,
+# ansible-inventory and ansible-playbook) are required here: a missing Ansible fails instead of skipping.
 # They run verbosely on their own so their agreement and refusal counts
 # show in the output.
 export BARN_REQUIRE_ANSIBLE ?= 1
@@ -46,7 +47,7 @@ test-units:
 	@pkgs='$(PKGS)'; if [ -n "$(SKIP_RACED)" ]; then pkgs=$$($(GO) list $(PKGS) | grep -vxE '$(RACED)'); fi; \
 		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '$(ANSIBLE_SUITES)' $$pkgs
 test-ansible:
-	@set -o pipefail; cd lib && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -v -run '$(ANSIBLE_SUITES)' ./inventory \
+	@set -o pipefail; cd lib && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -v -run '$(ANSIBLE_SUITES)' ./inventory ./guest \
 		| grep -vE '^=== (RUN|PAUSE|CONT|NAME)'
 
 # The concurrency suites under the race detector: locks and the event log,

@@ -28,14 +28,15 @@ func TestMakeCIRunsRaceDetector(t *testing.T) {
 }
 
 // TestMakeCIRunsAnsibleSuites: `make ci` runs the Ansible cross-check and
-// differential suites verbosely (their counts show) and requires Ansible
+// differential suites and the export's suites against real Ansible
+// (lib/guest; test-units skips them) verbosely (their counts show) and requires Ansible
 // for them (BARN_REQUIRE_ANSIBLE=1: a missing Ansible fails).
 func TestMakeCIRunsAnsibleSuites(t *testing.T) {
 	out, err := exec.Command("make", "-n", "-C", "..", "ci").CombinedOutput()
 	if err != nil {
 		t.Fatalf("make -n ci: %v\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "-v -run '^(TestAnsible|FuzzAnsible)' ./inventory") {
+	if !strings.Contains(string(out), "-v -run '^(TestAnsible|FuzzAnsible)' ./inventory ./guest ") {
 		t.Fatalf("make ci does not run the Ansible suites:\n%s", out)
 	}
 	env, err := exec.Command("make", "-s", "-C", "..", "--eval", "print-require: ; @echo $$BARN_REQUIRE_ANSIBLE", "print-require").Output() // stderr: a parent make's jobserver warning

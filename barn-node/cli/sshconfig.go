@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"slices"
 	"strings"
 
@@ -20,10 +21,11 @@ type sshConfigCmd struct {
 	Install   bool     `short:"i" help:"Write ~/.ssh/<name>_config and insert a marked Include into ~/.ssh/config."`
 	Remove    bool     `help:"Remove the marked Include and the fragment (needs no deployment)."`
 	Name      string   `default:"barn" help:"Fragment name: ~/.ssh/<name>_config."`
-	Ansible   bool     `help:"Print an Ansible inventory of connection variables keyed by each node's inventory address (use with -i pigsty.yml)."`
+	Ansible   bool     `help:"Print an Ansible inventory of connection variables keyed by each node's inventory address, in the group barn_lab (use after -i pigsty.yml; its header gives the commands)."`
 	Via       string   `default:"private" enum:"private,management" help:"With --ansible: connect to each node's private address on port 22 (private) or to its management port forward on 127.0.0.1 (management)."`
 	Exclude   []string `name:"exclude" placeholder:"NAME" help:"Leave NAME (a node name, FQDN or alias) out of the fragment, for a name your own ssh configuration keeps; repeatable."`
 	Inventory string   `name:"inventory" short:"f" placeholder:"PATH" help:"With --ansible: the Pigsty inventory the export goes with, whose host_vars/ are checked for connection variables that would outrank it (default: the inventory the deployment was resolved from)."`
+	Playbooks []string `name:"playbook-dir" placeholder:"DIR" help:"With --ansible: a directory of playbooks you run with the export; its host_vars/ are checked too (the working directory always is: ad-hoc ansible reads host_vars/ there); repeatable."`
 }
 
 // SSHConfigDoc is barn.ssh-config/v1.
@@ -73,8 +75,8 @@ func (c *sshConfigCmd) Run(env *tool.Env) error {
 	if len(c.Exclude) > 0 && (c.Ansible || c.Remove) {
 		return exitcode.New(exitcode.Usage, "--exclude shapes the ssh-config fragment; it does not combine with --ansible or --remove")
 	}
-	if c.Inventory != "" && !c.Ansible {
-		return exitcode.New(exitcode.Usage, "--inventory goes with --ansible")
+	if (c.Inventory != "" || len(c.Playbooks) > 0) && !c.Ansible {
+		return exitcode.New(exitcode.Usage, "--inventory and --playbook-dir go with --ansible")
 	}
 	if c.Ansible && (c.Install || c.Remove) {
 		return exitcode.New(exitcode.Usage, "--ansible prints an inventory; it does not combine with --install or --remove")
@@ -114,7 +116,7 @@ func (c *sshConfigCmd) Run(env *tool.Env) error {
 		hosts = append(hosts, h)
 	}
 	if c.Ansible {
-		if err := c.checkAnsibleOverrides(a, hosts); err != nil {
+		if err := c.checkAnsibleOverrides(env, a, hosts); err != nil {
 			return err
 		}
 		inv, err := guest.RenderAnsibleInventory(hosts)
@@ -159,10 +161,22 @@ func (c *sshConfigCmd) Run(env *tool.Env) error {
 }
 
 // checkAnsibleOverrides refuses the export when the inventory it goes with
-// sets, in host_vars/, a connection variable the export cannot win over
+// sets, in host_vars/ beside it, beside a --playbook-dir or in the working
+// directory, a connection variable the export cannot win over
 // (inventory.ConnectionOverrides): Ansible would connect with the user's
 // value — another address, port, user, route or key — instead of Barn's.
-func (c *sshConfigCmd) checkAnsibleOverrides(a *access, hosts []guest.AnsibleHost) error {
+//
+// Settings that change which variables Ansible reads (other vars files
+// or plugins: guest.CheckAnsibleVarsSettings, in this environment and
+// the ansible.cfg Ansible would read here) are refused first.
+func (c *sshConfigCmd) checkAnsibleOverrides(env *tool.Env, a *access, hosts []guest.AnsibleHost) error {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "working directory")
+	}
+	if err := guest.CheckAnsibleVarsSettings(env.Getenv, env.Getenv("HOME"), cwd); err != nil {
+		return err
+	}
 	path := c.Inventory
 	if path == "" {
 		path = a.dep.Spec.Source.Inventory()
@@ -182,9 +196,22 @@ func (c *sshConfigCmd) checkAnsibleOverrides(a *access, hosts []guest.AnsibleHos
 	for i, h := range hosts {
 		addrs[i] = h.Address
 	}
-	over, err := inventory.ConnectionOverrides(in, addrs, guest.AnsibleDecidingVars())
-	if err != nil || len(over) == 0 {
-		return err
+	for _, d := range c.Playbooks {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			return exitcode.New(exitcode.Usage, "--playbook-dir %s is not a directory", d).WithReason("playbook_dir_missing").
+				WithNext("barn-node ssh-config --ansible --playbook-dir DIR   # the directory holding your playbooks")
+		}
+	}
+	var over []inventory.Problem
+	for _, at := range inventory.BesideDirs(in, append(slices.Clone(c.Playbooks), ".")) {
+		found, err := inventory.ConnectionOverrides(at, addrs, guest.AnsibleDecidingVars())
+		if err != nil {
+			return err
+		}
+		over = append(over, found...)
+	}
+	if len(over) == 0 {
+		return nil
 	}
 	var each []string
 	for _, o := range over {

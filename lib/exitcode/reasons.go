@@ -28,6 +28,7 @@ const Varies Class = ""
 var reasons = []Reason{
 	{"accelerator_unavailable", Capability, "no usable hardware accelerator, and Barn never falls back to TCG silently"},
 	{"ansible_inventory_unknown", Usage, "the Ansible inventory to write an ssh-config for is not known; name it with --inventory"},
+	{"ansible_settings_unsupported", Conflict, "an Ansible setting changes which variables Ansible reads, so Barn cannot check the export against them"},
 	{"ansible_var_outranks_export", Conflict, "a host_vars/ value outranks the exported host entry, so Ansible would not connect as Barn says"},
 	{"argv_mismatch", Integrity, "the recorded pid runs another command line than the node's QEMU invocation"},
 	{"artifact_too_large", Usage, "a repository artifact exceeds the artifact size limit"},
@@ -173,6 +174,7 @@ var reasons = []Reason{
 	{"persistent_disk_missing", Varies, "a persistent disk is missing and nothing is retained"},
 	{"pidfile_invalid", Runtime, "QMP answered but the pidfile is unusable"},
 	{"plan_hash_mismatch", Usage, "the plan's spec_hash does not match its spec (edited after planning)"},
+	{"playbook_dir_missing", Usage, "--playbook-dir names no directory"},
 	{"process_mismatch", Varies, "the recorded process does not match the VM QMP proves"},
 	{"process_unreadable", Runtime, "the identity of a process cannot be read"},
 	{"process_unverified", Conflict, "Barn cannot prove whether the node's VM runs"},

@@ -43,6 +43,10 @@ var hostileConnection = []struct {
 	{"ansible_host_key_checking", "false", true},
 	{"ansible_ssh_host_key_checking", "false", true},
 	{"ansible_ssh_pkcs11_provider", "/usr/lib/evil-pkcs11.so", true},
+	// a master the user keeps open to production: the plugin would name
+	// its socket on the command line, were ControlPath=none not there
+	{"ansible_control_path", `"%(directory)s/prod-%%h-%%p-%%r"`, false},
+	{"ansible_control_path_dir", `"~/prod-cp"`, false},
 }
 
 // The levels of a Pigsty inventory at which one host's variable can be
@@ -63,14 +67,7 @@ func TestAnsibleExportPrecedence(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a dozen real ansible runs: not in -short runs (make test runs it)")
 	}
-	for _, bin := range []string{"ansible", "ansible-inventory"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			if os.Getenv("BARN_REQUIRE_ANSIBLE") == "1" {
-				t.Fatalf("%s is required (BARN_REQUIRE_ANSIBLE=1): %v", bin, err)
-			}
-			t.Skipf("%s is not installed", bin)
-		}
-	}
+	requireAnsible(t, "ansible", "ansible-inventory")
 	var keys []string
 	for _, h := range hostileConnection {
 		keys = append(keys, h.key)
@@ -95,6 +92,20 @@ func TestAnsibleExportPrecedence(t *testing.T) {
 			}
 			testGlobalLevel(t, l, base, level)
 		})
+	}
+}
+
+// requireAnsible skips t when one of bins is not installed, and fails it
+// when make requires Ansible (BARN_REQUIRE_ANSIBLE=1).
+func requireAnsible(t *testing.T, bins ...string) {
+	t.Helper()
+	for _, bin := range bins {
+		if _, err := exec.LookPath(bin); err != nil {
+			if os.Getenv("BARN_REQUIRE_ANSIBLE") == "1" {
+				t.Fatalf("%s is required (BARN_REQUIRE_ANSIBLE=1): %v", bin, err)
+			}
+			t.Skipf("%s is not installed", bin)
+		}
 	}
 }
 
@@ -250,6 +261,13 @@ func (l *lab) baseline(t *testing.T) map[string]string {
 		if !strings.Contains(argv, "HostName="+h+"\n") || !strings.Contains(argv, "-F\n/dev/null\n") {
 			t.Fatalf("%s: the baseline does not run Barn's ssh arguments:\n%s", h, argv)
 		}
+		// no connection sharing: ControlPath=none is the only ControlPath
+		if strings.Count(strings.ToLower(argv), "controlpath") != 1 || !strings.Contains(argv, "-o\nControlPath=none\n") {
+			t.Fatalf("%s: the baseline may share a connection:\n%s", h, argv)
+		}
+		if c := l.export[h]["ansible_connection"]; c != "ansible.builtin.ssh" {
+			t.Fatalf("%s: Ansible merges ansible_connection %v, want ansible.builtin.ssh", h, c)
+		}
 	}
 	return base
 }
@@ -335,18 +353,18 @@ func testGlobalLevel(t *testing.T, l *lab, base map[string]string, level string)
 	case "group_vars/all":
 		l.write(t, "group_vars/all.yml", file.String())
 	case "env":
-		l.env = append(l.env, "ANSIBLE_TRANSPORT=local", "ANSIBLE_REMOTE_USER=admin", "ANSIBLE_REMOTE_PORT=2200",
+		l.env = append(l.env, "ANSIBLE_TRANSPORT=local", "ANSIBLE_SSH_CONTROL_PATH=~/prod-%%h", "ANSIBLE_SSH_CONTROL_PATH_DIR=~/prod-cp", "ANSIBLE_REMOTE_USER=admin", "ANSIBLE_REMOTE_PORT=2200",
 			"ANSIBLE_SSH_EXECUTABLE=/nonexistent/ssh", "ANSIBLE_SSH_ARGS="+bastion, "ANSIBLE_SSH_COMMON_ARGS="+bastion,
 			"ANSIBLE_SSH_EXTRA_ARGS="+bastion, "ANSIBLE_PRIVATE_KEY_FILE=/home/u/.ssh/prod", "ANSIBLE_HOST_KEY_CHECKING=False",
 			"ANSIBLE_PKCS11_PROVIDER=/usr/lib/evil-pkcs11.so")
 	case "ansible.cfg":
 		cfg := "[defaults]\ntransport = local\nremote_user = admin\nremote_port = 2200\nprivate_key_file = /home/u/.ssh/prod\nhost_key_checking = False\n" +
-			"[ssh_connection]\nssh_executable = /nonexistent/ssh\nssh_args = " + bastion + "\nssh_common_args = " + bastion + "\nssh_extra_args = " + bastion + "\n"
+			"[ssh_connection]\ncontrol_path = %%(directory)s/prod-%%%%h\ncontrol_path_dir = ~/prod-cp\nssh_executable = /nonexistent/ssh\nssh_args = " + bastion + "\nssh_common_args = " + bastion + "\nssh_extra_args = " + bastion + "\n"
 		if err := os.WriteFile(filepath.Join(l.dir, "none.cfg"), []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	case "cli":
-		l.args = []string{"-c", "local", "-u", "admin", "--private-key", "/home/u/.ssh/prod", "--ssh-common-args=" + bastion, "--ssh-extra-args=" + bastion}
+		l.args = []string{"-c", "paramiko", "-u", "admin", "--private-key", "/home/u/.ssh/prod", "--ssh-common-args=" + bastion, "--ssh-extra-args=" + bastion}
 	}
 	if r := l.refused(t); len(r) > 0 {
 		t.Errorf("Barn refuses %v, but nothing outranks the export at %s", r, level)

@@ -196,9 +196,7 @@ func TestInstalledConfigReachesSSHDDespiteHostileConfig(t *testing.T) {
 // included) back to the exact values, and the ssh arguments, split as
 // Ansible splits them (shlex), make ssh -G use exactly Barn's settings.
 func TestAnsibleExportIsReadByAnsible(t *testing.T) {
-	if _, err := exec.LookPath("ansible-inventory"); err != nil {
-		t.Skip("ansible-inventory is not installed")
-	}
+	requireAnsible(t, "ansible-inventory")
 	keys := sshkeys.Paths(filepath.Join(t.TempDir(), oddDir, "keys"))
 	inv, err := RenderAnsibleInventory([]AnsibleHost{
 		{Address: "10.10.10.10", User: "dba", IdentityFile: keys.PrivatePath, KnownHosts: keys.KnownHosts, HostKeyAlias: "barn-x"},

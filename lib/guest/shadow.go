@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -38,8 +39,13 @@ const systemSSHConfig = "/etc/ssh/ssh_config"
 // with Barn's marked Include blanked line for line, then the system
 // configuration (`Match all` + `Include /etc/ssh/ssh_config`), which is
 // what ssh reads without -F. A Host line whose matching pattern is not
-// "*", or a Match whose criteria are not "all" (or host/originalhost
-// "*"), answers for the name; blocks that answer for every name do not
+// "*" answers for the name; so does — conservatively — a Match whose
+// host/originalhost terms all match the name, one of them not "*",
+// whatever its user, localuser, exec or other criteria say, applied now or
+// not (matchBlock.answers): those change with the login user, the local
+// account or what an exec looks at, and the user's block would then take
+// the name back. A Match without host terms answers when ssh applies it
+// and it is not `Match all`. Blocks that answer for every name do not
 // single anything out. A Match exec command runs, as it would for any
 // ssh to that name. Shadows name the file and line ssh reports (COPY
 // mapped back to p.Config), in names order then file order.
@@ -107,11 +113,50 @@ func writeUserCopy(p SSHConfigPaths, dst string) error {
 var (
 	applyingRE = lazyre.New(`^debug\d: (.+) line (\d+): Applying options for (.+)$`)
 	checkRE    = lazyre.New(`^debug\d: checking match for '(.*)' host .* originally .*$`)
-	matchedRE  = lazyre.New(`^debug\d: (.+) line (\d+): matched `)
-	everyRE    = lazyre.New(`^(?:all|(?:(?:host|originalhost) "?\*"?\s*)+)$`)
+	termRE     = lazyre.New(`^debug\d: (.+) line (\d+): (not )?matched '(!?)([A-Za-z]+)`)
+	everyRE    = lazyre.New(`(?i)^(?:all|(?:(?:host|originalhost) "?\*"?\s*)+)$`)
 )
 
-// shadowsOf reads ssh's own account of the blocks it applies for name.
+// matchBlock is what ssh -vvv reported of one Match line for a name.
+type matchBlock struct {
+	criteria, file string
+	line           int
+	hostTerms      int  // host/originalhost terms ssh evaluated
+	hostFailed     bool // one of them did not match
+}
+
+// answers reports whether the Match answers for the name. When its
+// host/originalhost terms all match, they decide: it answers when one of
+// them picks names out (singlesOut), whatever its user, localuser, exec,
+// canonical, final or other criteria say now — those may change with the
+// login user, the local account or the state an exec looks at. A Match
+// without host terms answers when ssh applies it (found) and it is not
+// `Match all`.
+func (m matchBlock) answers(found bool) bool {
+	if m.hostTerms > 0 {
+		return !m.hostFailed && singlesOut(m.criteria)
+	}
+	return found && !everyRE.MatchString(m.criteria)
+}
+
+// singlesOut reports whether criteria (a Match line's) hold a host or
+// originalhost term, not negated, whose pattern list has no plain "*"
+// (which every name matches).
+func singlesOut(criteria string) bool {
+	words := strings.Fields(strings.ReplaceAll(criteria, `"`, " "))
+	for i := 0; i+1 < len(words); i++ {
+		if a := strings.ToLower(words[i]); a == "host" || a == "originalhost" {
+			if !slices.Contains(strings.Split(words[i+1], ","), "*") {
+				return true
+			}
+			i++
+		}
+	}
+	return false
+}
+
+// shadowsOf reads ssh's own account of the blocks it applies for name,
+// and of the host terms of every Match it checks.
 func shadowsOf(ctx context.Context, ssh, config, name string) ([]Shadow, error) {
 	ctx, cancel := context.WithTimeout(ctx, sshCheckTimeout)
 	defer cancel()
@@ -123,26 +168,32 @@ func shadowsOf(ctx context.Context, ssh, config, name string) ([]Shadow, error) 
 			WithReason("ssh_config_unreadable").WithNext("ssh -G " + name + "   # shows ssh's own error")
 	}
 	var out []Shadow
-	var criteria, file string
-	line := 0
+	var m matchBlock
 	sc := bufio.NewScanner(&stderr)
 	for sc.Scan() {
 		t := strings.TrimRight(sc.Text(), "\r ")
 		switch {
 		case applyingRE.MatchString(t):
-			m := applyingRE.FindStringSubmatch(t)
-			if m[3] != "*" {
-				n, _ := strconv.Atoi(m[2])
-				out = append(out, Shadow{Name: name, File: m[1], Line: n, Block: "Host " + m[3]})
+			a := applyingRE.FindStringSubmatch(t)
+			if a[3] != "*" {
+				n, _ := strconv.Atoi(a[2])
+				out = append(out, Shadow{Name: name, File: a[1], Line: n, Block: "Host " + a[3]})
 			}
 		case checkRE.MatchString(t):
-			criteria, file, line = checkRE.FindStringSubmatch(t)[1], "", 0
-		case matchedRE.MatchString(t):
-			m := matchedRE.FindStringSubmatch(t)
-			file, line = m[1], 0
-			line, _ = strconv.Atoi(m[2])
-		case t == "debug2: match found" && !everyRE.MatchString(criteria):
-			out = append(out, Shadow{Name: name, File: file, Line: line, Block: "Match " + criteria})
+			m = matchBlock{criteria: checkRE.FindStringSubmatch(t)[1]}
+		case termRE.MatchString(t):
+			a := termRE.FindStringSubmatch(t)
+			m.file = a[1]
+			m.line, _ = strconv.Atoi(a[2])
+			if attr := strings.ToLower(a[5]); attr == "host" || attr == "originalhost" {
+				m.hostTerms++
+				m.hostFailed = m.hostFailed || a[3] != ""
+			}
+		case t == "debug2: match found" || t == "debug2: match not found":
+			if m.answers(t == "debug2: match found") {
+				out = append(out, Shadow{Name: name, File: m.file, Line: m.line, Block: "Match " + m.criteria})
+			}
+			m = matchBlock{}
 		}
 	}
 	return out, nil

@@ -2,8 +2,47 @@ package inventory
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 )
+
+// BesideDirs returns in once for each directory whose host_vars/ Ansible
+// also reads for a run: in itself (the inventory's directory), then in
+// with its vars read from each of dirs instead — a playbook's directory
+// (ansible-playbook reads host_vars/ and group_vars/ beside the playbook)
+// or the working directory (ad-hoc ansible reads them there) — skipping
+// directories that are the inventory's or repeat. Each is for
+// ConnectionOverrides; problems name the files under that directory.
+func BesideDirs(in *Input, dirs []string) []*Input {
+	out := []*Input{in}
+	seen := map[string]bool{}
+	if in.Vars != nil {
+		seen[absDir(in.VarsPath)] = true
+	}
+	for _, d := range dirs {
+		a := absDir(d)
+		if seen[a] {
+			continue
+		}
+		seen[a] = true
+		c := *in
+		c.Vars, c.VarsPath = os.DirFS(d), d
+		out = append(out, &c)
+	}
+	return out
+}
+
+// absDir is d made absolute and clean ("" is the working directory).
+func absDir(d string) string {
+	if d == "" {
+		d = "."
+	}
+	if a, err := filepath.Abs(d); err == nil {
+		return a
+	}
+	return filepath.Clean(d)
+}
 
 // ConnectionOverrides returns, for each of hosts (inventory host keys),
 // every definition of one of keys that Ansible would rank above a host
