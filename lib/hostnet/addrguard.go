@@ -71,8 +71,9 @@ type AddressCheck struct {
 // of privilege.
 var errNoRaw = errors.New("the ARP probe needs CAP_NET_RAW")
 
-// CheckAddress looks for a holder of addr or mac on bridge: first the
-// bridge's MAC table, then the ARP probe. Errors are runtime failures of
+// CheckAddress looks for a holder of addr or mac on bridge: first the ARP
+// probe (the answer names the MAC that holds the address), then the
+// bridge's MAC table (a quiet guest, or no CAP_NET_RAW). Errors are runtime failures of
 // the check itself (bridge missing, socket errors), never a verdict.
 func CheckAddress(ctx context.Context, bridge, addr, mac string, p Probe) (AddressCheck, error) {
 	ip, err := netip.ParseAddr(addr)
@@ -83,21 +84,24 @@ func CheckAddress(ctx context.Context, bridge, addr, mac string, p Probe) (Addre
 	if err != nil {
 		return AddressCheck{}, fmt.Errorf("MAC %q: %w", mac, err)
 	}
+	var c AddressCheck
+	h, err := probeARP(ctx, bridge, ip, p.norm())
+	switch {
+	case errors.Is(err, errNoRaw):
+		c.ProbeSkipped = err
+	case err != nil:
+		return AddressCheck{}, err
+	case h != nil:
+		return AddressCheck{Holder: h}, nil
+	}
 	port, found, err := bridgeLearned(bridge, hw)
 	if err != nil {
 		return AddressCheck{}, err
 	}
 	if found {
-		return AddressCheck{Holder: &Holder{Address: addr, MAC: hw.String(), How: "fdb", Port: port}}, nil
+		c.Holder = &Holder{Address: addr, MAC: hw.String(), How: "fdb", Port: port}
 	}
-	h, err := probeARP(ctx, bridge, ip, p.norm())
-	if errors.Is(err, errNoRaw) {
-		return AddressCheck{ProbeSkipped: err}, nil
-	}
-	if err != nil {
-		return AddressCheck{}, err
-	}
-	return AddressCheck{Holder: h}, nil
+	return c, nil
 }
 
 // AddressInUse is the refusal for node whose address or MAC h holds on
