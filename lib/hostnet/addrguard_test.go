@@ -5,11 +5,13 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"barn.dev/lib/exitcode"
+	"golang.org/x/sys/unix"
 )
 
 // TestLiveAddressGuard runs the guard against real kernels in a
@@ -56,6 +58,19 @@ func TestLiveAddressGuard(t *testing.T) {
 		if err != nil || got.Holder == nil || got.Holder.How != "fdb" || got.Holder.Port != "va" {
 			t.Fatalf("learned MAC: %+v, %v; want fdb holder on port va", got, err)
 		}
+
+		// Without CAP_NET_RAW (dropped on this thread only) the probe does
+		// not run and says so; the MAC table alone still finds vb's MAC.
+		withoutNetRaw(t, func() {
+			got, err := CheckAddress(ctx, "br0", "10.10.10.11", "0a:ba:02:0a:0a:0b", p)
+			if err != nil || got.ProbeSkipped == nil || got.Holder == nil || got.Holder.How != "fdb" {
+				t.Errorf("without CAP_NET_RAW: %+v, %v; want a skipped probe and the fdb holder", got, err)
+			}
+			got, err = CheckAddress(ctx, "br0", "10.10.10.12", "0a:ba:02:0a:0a:0c", p)
+			if err != nil || got.ProbeSkipped == nil || got.Holder != nil {
+				t.Errorf("without CAP_NET_RAW, free: %+v, %v; want a skipped probe, no holder", got, err)
+			}
+		})
 
 		// The refusal names the address, the MAC and a way out.
 		xe := AddressInUse("pg-test-1", "br0", "0a:ba:02:0a:0a:0b", &Holder{Address: "10.10.10.11", MAC: "0a:ba:02:0a:0a:0b", How: "arp"})
@@ -109,5 +124,31 @@ func TestARPHolder(t *testing.T) {
 		if h != nil && (h.MAC != other.String() || h.Address != ip.String() || h.How != "arp") {
 			t.Errorf("%s: holder %+v", c.name, h)
 		}
+	}
+}
+
+// withoutNetRaw runs f on a thread whose effective capabilities lack
+// CAP_NET_RAW. The thread is never unlocked, so it exits with the
+// goroutine and no other goroutine runs without the capability.
+func withoutNetRaw(t *testing.T, f func()) {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var data [2]unix.CapUserData
+		if err := unix.Capget(&hdr, &data[0]); err != nil {
+			done <- err
+			return
+		}
+		data[unix.CAP_NET_RAW/32].Effective &^= 1 << (unix.CAP_NET_RAW % 32)
+		if err := unix.Capset(&hdr, &data[0]); err != nil {
+			done <- err
+			return
+		}
+		f()
+		done <- nil
+	}()
+	if err := <-done; err != nil {
+		t.Fatalf("dropping CAP_NET_RAW: %v", err)
 	}
 }
