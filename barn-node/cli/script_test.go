@@ -246,10 +246,10 @@ func testPlan(getenv func(string) string, names []string, o planOptions) (*plan.
 		sn.Aliases = append(sn.Aliases, o.aliases[n]...)
 		sn.FQDN = o.fqdns[n]
 		for _, d := range o.pdisks {
-			sn.Disks = append(sn.Disks, spec.Disk{Name: d, Mount: "/" + d, SizeBytes: 64 << 20, FS: "auto", Persistent: true, Serial: serial(n, d)})
+			sn.Disks = append(sn.Disks, spec.Disk{Name: d, Mount: "/" + d, SizeBytes: 64 << 20, FS: "ext4", Persistent: true, Serial: serial(n, d)})
 		}
 		for _, d := range o.disks {
-			sn.Disks = append(sn.Disks, spec.Disk{Name: d, Mount: "/" + d, SizeBytes: 64 << 20, FS: "auto", Serial: serial(n, d)})
+			sn.Disks = append(sn.Disks, spec.Disk{Name: d, Mount: "/" + d, SizeBytes: 64 << 20, FS: "ext4", Serial: serial(n, d)})
 		}
 		sn.Shares = append(sn.Shares, o.shares[n]...)
 		s.Nodes = append(s.Nodes, sn)

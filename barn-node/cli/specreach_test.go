@@ -92,7 +92,7 @@ var reachTable = []reachCase{
 	{fields: []string{"nodes[].disks[].name", "nodes[].disks[].mount"}, targets: []string{toSeed, toArgv, toState, toDisk},
 		mutate: func(s *spec.Spec) { s.Nodes[0].Disks[0].Name, s.Nodes[0].Disks[0].Mount = "srv", "/srv" }},
 	{fields: []string{"nodes[].disks[].size_bytes"}, targets: []string{toState, toDisk},
-		mutate: func(s *spec.Spec) { s.Nodes[0].Disks[0].SizeBytes = 48 << 20 }},
+		mutate: func(s *spec.Spec) { s.Nodes[0].Disks[0].SizeBytes = 352 << 20 }},
 	{fields: []string{"nodes[].disks[].fs"}, targets: []string{toSeed, toState},
 		mutate: func(s *spec.Spec) { s.Nodes[0].Disks[0].FS = "ext4" }},
 	{fields: []string{"nodes[].disks[].persistent"}, targets: []string{toState},
@@ -154,7 +154,7 @@ func reachBase(work string) *spec.Spec {
 		s.Nodes = append(s.Nodes, n)
 	}
 	s.Nodes[1].Image = "" // the deployment's default image
-	s.Nodes[0].Disks = []spec.Disk{{Name: "data", Mount: "/data", SizeBytes: 64 << 20, FS: "auto", Serial: inventory.DiskSerial("r1", "data")}}
+	s.Nodes[0].Disks = []spec.Disk{{Name: "data", Mount: "/data", SizeBytes: 320 << 20, FS: "auto", Serial: inventory.DiskSerial("r1", "data")}}
 	host := filepath.Join(work, "src1")
 	s.Nodes[0].Shares = []spec.Share{{Host: host, Guest: "/src", Readonly: true, Tag: inventory.ShareTag(host, "/src", true)}}
 	s.Seal()

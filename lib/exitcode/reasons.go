@@ -27,6 +27,8 @@ const Varies Class = ""
 // section is generated from it.
 var reasons = []Reason{
 	{"accelerator_unavailable", Capability, "no usable hardware accelerator, and Barn never falls back to TCG silently"},
+	{"address_check_failed", Runtime, "the host could not check whether a node's private address is free on the bridge (bridge missing, socket error)"},
+	{"address_in_use", Resource, "another host or lab on the bridge holds the node's private address or MAC (an ARP probe answered, or the bridge learned the MAC); the node is not started"},
 	{"ansible_inventory_unknown", Usage, "the Ansible inventory to write an ssh-config for is not known; name it with --inventory"},
 	{"ansible_settings_unsupported", Conflict, "an Ansible setting changes which variables Ansible reads, so Barn cannot check the export against them"},
 	{"ansible_var_outranks_export", Conflict, "a host_vars/ value outranks the exported host entry, so Ansible would not connect as Barn says"},

@@ -528,6 +528,10 @@ func (a *analysis) disks(hr *hostResult) []spec.Disk {
 				}
 			}
 		}
+		if viol := spec.CheckDataDiskFits(d.SizeBytes, d.FS); viol != nil && spec.CheckDiskSize(d.SizeBytes) == nil {
+			at := cmp.Or(f["size"], f["fs"], it)
+			v.fail(at, "vm_disks.size", viol.Problem, viol.Hint)
+		}
 		if pn := f["persistent"]; pn != nil {
 			d.Persistent, _ = v.boolean(pn, "vm_disks.persistent")
 		}

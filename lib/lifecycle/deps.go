@@ -120,6 +120,11 @@ type Seeder interface {
 // Network proves the private network is usable now.
 type Network interface {
 	Preflight(ctx context.Context, cidr string) error
+	// CheckAddress proves nobody on the bridge holds n's private address
+	// or MAC before its QEMU joins it: a holder is the resource refusal
+	// address_in_use (hostnet.AddressInUse). note says what was not
+	// checked (the ARP probe without CAP_NET_RAW); "" when all was.
+	CheckAddress(ctx context.Context, n spec.Node) (note string, err error)
 }
 
 // Readiness waits for a launched guest to finish its setup.

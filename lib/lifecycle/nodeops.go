@@ -210,6 +210,9 @@ func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocato
 		return repairs, exitcode.New(exitcode.Integrity, "%s: the recorded invocation inherits %d descriptors but the node has %d shares",
 			n.Node, len(n.Invocation.InheritedFiles), len(files)).WithReason("invocation_shares_mismatch").WithNext(recreateAgain(m.appliedSource(), []string{n.Node}))
 	}
+	if err := m.checkAddress(ctx, n); err != nil {
+		return repairs, err
+	}
 	n.Process = nil
 	// The serial console file QEMU opens: created by Barn and recorded
 	// first, so destroy deletes it by this record, never by its name.
@@ -233,6 +236,20 @@ func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocato
 	}
 	m.hook("running", n.Node)
 	return repairs, nil
+}
+
+// checkAddress refuses to attach n to the bridge while anyone else holds
+// its private address or MAC there (another lab from the same inventory,
+// a host): see hostnet.CheckAddress. Skipped without a private NIC.
+func (m *Manager) checkAddress(ctx context.Context, n *state.Node) error {
+	if m.Net == nil || m.Emu.PrivateNet() == "none" {
+		return nil
+	}
+	note, err := m.Net.CheckAddress(ctx, n.Spec)
+	if note != "" {
+		m.logf("note: %s", note)
+	}
+	return err
 }
 
 // rebuildInvocation re-verifies what n boots from and builds its QEMU

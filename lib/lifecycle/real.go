@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -214,6 +215,25 @@ type realNet struct {
 func (n *realNet) Preflight(ctx context.Context, cidr string) error {
 	_, err := hostnet.PreflightEnv(ctx, n.getenv, cidr, n.bridge)
 	return err
+}
+
+func (n *realNet) CheckAddress(ctx context.Context, node spec.Node) (string, error) {
+	bridge := n.bridge
+	if bridge == "" {
+		bridge = hostnet.FromEnv(n.getenv).Bridge
+	}
+	c, err := hostnet.CheckAddress(ctx, bridge, node.Address, node.MAC.Private, hostnet.Probe{})
+	if err != nil {
+		return "", exitcode.Wrap(exitcode.Runtime, err, "%s: checking that %s is free on %s", node.Name, node.Address, bridge).
+			WithReason("address_check_failed").WithNext("barn-net status")
+	}
+	if c.Holder != nil {
+		return "", hostnet.AddressInUse(node.Name, bridge, node.MAC.Private, c.Holder)
+	}
+	if c.ProbeSkipped != nil {
+		return fmt.Sprintf("%s: %s's MAC is not on %s; its address was not ARP-probed (%v)", node.Name, node.Name, bridge, c.ProbeSkipped), nil
+	}
+	return "", nil
 }
 
 // Unlaunchable returns a Manager that can stop, audit and destroy but not

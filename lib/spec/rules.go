@@ -32,6 +32,40 @@ const (
 	MaxUserUID     = 59999     // Debian's last one (LAST_UID)
 )
 
+// Limits of the programs in the guest that consume what Barn hands them
+// (issue 20: Barn never starts a node whose setup can never pass). Each is
+// the consumer's own limit, with its source; the rules below check them at
+// resolve (barn-inventory, with file:line) and in Validate.
+const (
+	// The kernel's hostname: __NEW_UTS_LEN 64 (include/uapi/linux/utsname.h),
+	// glibc HOST_NAME_MAX 64; sethostname(2) fails with EINVAL beyond it,
+	// and the guest's hostname is the node's FQDN when it has one.
+	MaxHostnameBytes = 64
+	// RFC 1035 §2.3.4: a label is at most 63 octets, a name at most 255 on
+	// the wire, 253 written out; Pigsty, cloud-init and the guest resolver
+	// all take host names as DNS names.
+	MaxLabelBytes = 63
+	MaxNameBytes  = 253
+	// shadow-utils useradd (Debian 12: 4.13): a user name is at most 32
+	// bytes (USER_NAME_MAX_LENGTH, utmp's ut_user[32]); glibc's
+	// LOGIN_NAME_MAX is 256 but useradd refuses before that.
+	MaxUserNameBytes = 32
+	// xfsprogs 5.19 and later (Debian 12: 6.1.0) refuse to make a data
+	// filesystem under 300 MiB: "Filesystem must be larger than 300MB."
+	// fs auto is xfs in Barn's image (barn-init-disks prefers mkfs.xfs).
+	MinXFSBytes = 300 << 20
+	// e2fsprogs mke2fs (Debian 12: 1.47.0) fails below about 128 KiB (no room
+	// for the superblock, group descriptors and inode table); 1 MiB is the
+	// smallest size Barn accepts for ext4.
+	MinExt4Bytes = 1 << 20
+	// systemd: a unit name is at most 255 bytes (UNIT_NAME_MAX 256 with the
+	// NUL, src/basic/unit-name.h). systemd-fstab-generator names a data
+	// disk's mount unit `systemd-escape --path MOUNT`.mount and skips an
+	// fstab line whose name is longer, so the disk would not come back
+	// after a reboot.
+	MaxUnitNameBytes = 255
+)
+
 // Violation is why one value breaks its field's rule: Problem says what is
 // wrong ("must be at least 512 MiB"), Hint how to fix it in the inventory.
 type Violation struct {
@@ -69,6 +103,20 @@ var SystemAccounts = []string{
 	"systemd-network", "systemd-resolve", "systemd-timesync", "systemd-coredump",
 }
 
+// SystemGroups are the group names a Debian guest already has: base-passwd's
+// static group.master, systemd's sysusers groups and those the Barn image's
+// packages create. useradd, as cloud-init runs it for a login user without
+// a primary group, creates the user's own group and fails on one that
+// exists ("group NAME exists - if you want to add this user to that group,
+// use -g"), so none can be a custom login user's name.
+var SystemGroups = []string{
+	"root", "daemon", "bin", "sys", "adm", "tty", "disk", "lp", "mail", "news", "uucp", "man", "proxy", "kmem",
+	"dialout", "fax", "voice", "cdrom", "floppy", "tape", "sudo", "audio", "dip", "www-data", "backup", "operator",
+	"list", "irc", "src", "gnats", "shadow", "utmp", "video", "sasl", "plugdev", "staff", "games", "users", "nogroup",
+	"systemd-journal", "systemd-network", "systemd-resolve", "systemd-timesync", "systemd-coredump", "input", "kvm",
+	"render", "sgx", "netdev", "messagebus", "_ssh", "crontab", "polkitd",
+}
+
 // ValidNodeName reports whether s is a node name: 1–63 of a-z 0-9 and -,
 // not starting or ending with - (one DNS label, also a safe directory
 // name).
@@ -84,7 +132,7 @@ func CheckNodeName(s string) *Violation {
 
 // CheckAlias: an alias is a lower-case DNS name of at most 253 bytes.
 func CheckAlias(s string) *Violation {
-	if len(s) <= 253 && aliasRE.MatchString(s) {
+	if len(s) <= MaxNameBytes && aliasRE.MatchString(s) {
 		return nil
 	}
 	return violation("must be a lower-case DNS name", "use a-z 0-9 - and dots, e.g. pg.lab")
@@ -99,8 +147,11 @@ func CheckFQDN(name, fqdn string) *Violation {
 	}
 	first, _, dotted := strings.Cut(fqdn, ".")
 	switch {
-	case !dotted || len(fqdn) > 253 || !aliasRE.MatchString(fqdn):
+	case !dotted || len(fqdn) > MaxNameBytes || !aliasRE.MatchString(fqdn):
 		return violation("invalid node name: not a lower-case DNS name", "use labels of a-z 0-9 and - separated by dots, e.g. pg-meta-1.lab")
+	case len(fqdn) > MaxHostnameBytes:
+		return violation(fmt.Sprintf("the guest's hostname would be this FQDN, %d bytes: Linux allows %d (sethostname(2), HOST_NAME_MAX)", len(fqdn), MaxHostnameBytes),
+			"shorten nodename's domain so the whole name fits in 64 bytes")
 	case isIP(fqdn):
 		return violation("invalid node name: an IP address, not a host name", "set nodename to a host name")
 	case first != name:
@@ -122,6 +173,10 @@ func CheckUserName(s string) *Violation {
 	}
 	if slices.Contains(SystemAccounts, s) {
 		return violation(fmt.Sprintf("%s is a system account of the guest and cannot be the login user", s),
+			"use another name, such as the default dba")
+	}
+	if s != DbaUser && slices.Contains(SystemGroups, s) {
+		return violation(fmt.Sprintf("%s is a system group of the guest: useradd, as cloud-init runs it, cannot create the login user's own group %s", s, s),
 			"use another name, such as the default dba")
 	}
 	return nil
@@ -208,7 +263,55 @@ func CheckGuestPath(p string) *Violation {
 			return violation("overlaps the system path "+s, "use another directory, e.g. /data")
 		}
 	}
+	if u := MountUnit(p); len(u) > MaxUnitNameBytes {
+		return violation(fmt.Sprintf("its systemd mount unit name would be %d bytes: systemd allows %d (UNIT_NAME_MAX), so the mount would not return after a reboot", len(u), MaxUnitNameBytes),
+			"use a shorter path (each - counts 4 bytes, escaped as \\x2d)")
+	}
 	return nil
+}
+
+// MountUnit is the name systemd gives the mount unit of clean absolute path
+// p: `systemd-escape --path p` + ".mount" (unit_name_path_escape: slashes
+// trimmed and turned into -, a leading . and every byte outside
+// [A-Za-z0-9:_.] written \xNN).
+func MountUnit(p string) string {
+	t := strings.Trim(p, "/")
+	if t == "" {
+		return "-.mount"
+	}
+	var b strings.Builder
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		switch {
+		case c == '/':
+			b.WriteByte('-')
+		case c == '.' && i == 0,
+			!(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == ':' || c == '_' || c == '.'):
+			fmt.Fprintf(&b, `\x%02x`, c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String() + ".mount"
+}
+
+// CheckDataDiskFits: a data disk is large enough for the filesystem the
+// guest makes on it: xfs (and auto, which is xfs in Barn's image) needs
+// MinXFSBytes, ext4 MinExt4Bytes.
+func CheckDataDiskFits(b int64, fs string) *Violation {
+	least, name := int64(MinXFSBytes), "mkfs.xfs (xfsprogs 5.19+)"
+	if fs == "ext4" {
+		least, name = MinExt4Bytes, "mkfs.ext4"
+	}
+	if b >= least {
+		return nil
+	}
+	what := fs
+	if fs == "auto" {
+		what = "auto (xfs in the guest)"
+	}
+	return violation(fmt.Sprintf("%s is too small for fs %s: %s needs at least %s", sizeText(b), what, name, sizeText(least)),
+		fmt.Sprintf("give the disk at least %s, or fs: ext4", sizeText(least)))
 }
 
 // CheckHostPath: a share source is a clean absolute host path other than /.

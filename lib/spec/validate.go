@@ -190,6 +190,9 @@ func ValidateNode(d Deployment, n Node) *FieldError {
 		if err := field(df+".fs", dk.FS, CheckFS(dk.FS)); err != nil {
 			return err
 		}
+		if err := field(df+".size_bytes", dk.SizeBytes, CheckDataDiskFits(dk.SizeBytes, dk.FS)); err != nil {
+			return err
+		}
 		if err := field(df+".serial", dk.Serial, CheckDiskSerial(dk.Serial)); err != nil {
 			return err
 		}
