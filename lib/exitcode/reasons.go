@@ -187,6 +187,7 @@ var reasons = []Reason{
 	{"readiness_timeout", Runtime, "a guest did not become ready before the deadline"},
 	{"recreate_required", Conflict, "a node's definition changed; only recreate applies it"},
 	{"redirect_refused", Runtime, "a catalog fetch was redirected, which Barn refuses"},
+	{"resize_required", Conflict, "a node's vCPUs, memory or root disk size changed; only resize applies it"},
 	{"retained_disk_exists", Conflict, "a retained disk already exists at the destination"},
 	{"retained_disk_lent", Conflict, "a retained disk is reattached by an unfinished create"},
 	{"retained_disk_mismatch", Conflict, "a retained disk does not match the desired disk"},

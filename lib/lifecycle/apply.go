@@ -36,6 +36,11 @@ func (m *Manager) appliedSource() string {
 // applyAgain is applyAgain for the applied deployment's inventory.
 func (m *Manager) applyAgain() string { return applyAgain(m.appliedSource()) }
 
+// resizeAgain plans the spec's inventory afresh and resizes names.
+func resizeAgain(source string, names []string) string {
+	return spec.Pipeline(source, "barn-node resize "+strings.Join(names, " ")+" --force")
+}
+
 // recreateAgain plans the spec's inventory afresh and recreates names.
 func recreateAgain(source string, names []string) string {
 	return spec.Pipeline(source, "barn-node recreate "+strings.Join(names, " ")+" --force")
@@ -198,7 +203,8 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 }
 
 // refuseApply refuses a plan with missing nodes (apply never destroys by
-// omission), recreate outcomes (apply never recreates) or root disks below
+// omission), recreate outcomes (apply never recreates), resize outcomes
+// (apply never stops a running node to change it) or root disks below
 // their image (before anything is pulled or written).
 func refuseApply(p *plan.Plan) error {
 	if mi := namesOf(p, plan.Missing); len(mi) > 0 {
@@ -208,6 +214,10 @@ func refuseApply(p *plan.Plan) error {
 	if rc := namesOf(p, plan.Recreate); len(rc) > 0 {
 		return exitcode.New(exitcode.Conflict, "node definition changed for %s; apply never recreates a node", strings.Join(rc, ", ")).
 			WithReason("recreate_required").WithNext(recreateAgain(p.Spec.Source.Inventory(), rc)).WithDetail(rc)
+	}
+	if rs := namesOf(p, plan.Resize); len(rs) > 0 {
+		return exitcode.New(exitcode.Conflict, "vCPUs, memory or root disk size changed for %s; apply never resizes a node", strings.Join(rs, ", ")).
+			WithReason("resize_required").WithNext(resizeAgain(p.Spec.Source.Inventory(), rs)).WithDetail(rs)
 	}
 	return refuseSmallRootDisks(p, namesOf(p, plan.Create))
 }
