@@ -33,7 +33,7 @@ func (g *guestReadiness) WaitReady(ctx context.Context, n *state.Node) ([]lifecy
 		return nil, nil, exitcode.New(exitcode.Conflict, "no deployment is applied; cannot check readiness of %s", n.Node)
 	}
 	t := guest.Target{Node: n.Node, Port: n.SSHPort, User: d.Spec.Deployment.User.Name,
-		Keys: sshkeys.Paths(g.root.KeysDir()), VMUUID: n.VMUUID, Generation: n.Generation, SpecHash: n.SpecHash}
+		Keys: sshkeys.Paths(g.root.KeysDir()), VMUUID: n.VMUUID, Generation: n.Generation, SpecHash: n.ReadyHash()}
 	r, err := guest.WaitReady(ctx, t, readinessTimeout)
 	warnings := make([]lifecycle.Warning, 0, len(r.Warnings))
 	for _, w := range r.Warnings {

@@ -164,6 +164,7 @@ var reasons = []Reason{
 	{"nodes_removed", Conflict, "the plan removes nodes; apply needs --force to destroy them"},
 	{"not_barns_disk", Conflict, "a disk is not the one Barn recorded"},
 	{"not_committed", Usage, "the journal's create was not committed"},
+	{"not_resizable", Conflict, "the node's outcome is not resize: its definition changed beyond vCPUs, memory and a larger root disk"},
 	{"official_key", Usage, "the key is the official key, compiled into Barn; there is nothing to add"},
 	{"official_key_id", Conflict, "a key claims the official key's ID"},
 	{"owned_block_modified", Integrity, "a Barn block in a host file was edited since install"},

@@ -36,11 +36,6 @@ func (m *Manager) appliedSource() string {
 // applyAgain is applyAgain for the applied deployment's inventory.
 func (m *Manager) applyAgain() string { return applyAgain(m.appliedSource()) }
 
-// resizeAgain plans the spec's inventory afresh and resizes names.
-func resizeAgain(source string, names []string) string {
-	return spec.Pipeline(source, "barn-node resize "+strings.Join(names, " ")+" --force")
-}
-
 // recreateAgain plans the spec's inventory afresh and recreates names.
 func recreateAgain(source string, names []string) string {
 	return spec.Pipeline(source, "barn-node recreate "+strings.Join(names, " ")+" --force")
@@ -143,7 +138,7 @@ func (m *Manager) lockForPlan(ctx context.Context, p *plan.Plan, again string) (
 }
 
 // Apply applies a barn.plan/v1 under the deployment lock: it refuses a
-// stale plan, any recreate outcome and any missing node, settles
+// stale plan, any resize or recreate outcome and any missing node, settles
 // interrupted creates, creates `create` nodes (prepared in parallel,
 // bounded), starts `start` nodes without touching running peers, and
 // records the plan's spec as the new applied spec (generation+1 when it
