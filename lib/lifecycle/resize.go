@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -151,6 +152,11 @@ func (m *Manager) resizeChecks(ctx context.Context, p *plan.Plan, names []string
 		if err := m.checkRootGrowth(ctx, c, want.RootDiskBytes, src); err != nil {
 			return nil, err
 		}
+		if want.RootDiskBytes != c.Spec.RootDiskBytes {
+			if err := m.checkRootLayout(ctx, c); err != nil {
+				return nil, err
+			}
+		}
 		if err := m.checkShares(want); err != nil {
 			return nil, err
 		}
@@ -199,7 +205,7 @@ func (m *Manager) resizeOne(ctx context.Context, c *state.Node, want spec.Node, 
 		res.fail(name, "status", obs.Err)
 		return false
 	}
-	ran := c.Phase == state.Running
+	ran, oldRoot := c.Phase == state.Running, c.Spec.RootDiskBytes
 	if err := m.stop(ctx, c); err != nil {
 		res.addNode(nodeResult(c, "none"))
 		res.fail(name, "stop", err)
@@ -219,19 +225,33 @@ func (m *Manager) resizeOne(ctx context.Context, c *state.Node, want spec.Node, 
 	if c.SeedSpecHash == c.SpecHash {
 		c.SeedSpecHash = ""
 	}
-	if err := m.setPhase(c, c.Phase); err != nil {
+	// The recorded invocation becomes the new definition's (the old one
+	// is expected to differ: no repair), so that the next launch finds it
+	// Barn's.
+	c.Invocation.Args = nil
+	repairs, err := m.rebuildInvocation(ctx, c, alloc)
+	if err == nil {
+		err = m.setPhase(c, c.Phase)
+	}
+	if err != nil {
 		res.addNode(nodeResult(c, "none"))
 		res.fail(name, "resize", err)
 		return false
 	}
 	m.hook("resized", name)
 	if !ran {
-		res.addNode(nodeResult(c, "resized"))
+		nr := nodeResult(c, "resized")
+		nr.Repairs = append(nr.Repairs, repairs...)
+		res.addNode(nr)
 		return true
 	}
 	nr, stage, err := m.startOne(ctx, name, alloc, wait)
+	if err == nil && want.RootDiskBytes != oldRoot {
+		stage, err = "verify", m.verifyRootGrowth(ctx, name, oldRoot, wait, nr)
+	}
 	if nr != nil {
 		nr.Action = "resized"
+		nr.Repairs = append(repairs, nr.Repairs...)
 		res.addNode(*nr)
 	}
 	if err != nil {
@@ -257,6 +277,70 @@ func resizedSpec(p *plan.Plan, applied *state.Deployment, names []string) spec.S
 	}
 	out.Seal()
 	return out
+}
+
+// RootFS is a running guest's root filesystem as the guest reports it.
+type RootFS struct {
+	Source    string // the mounted device, e.g. /dev/vda1
+	FSType    string // e.g. ext4, xfs
+	SizeBytes int64  // the filesystem's size
+}
+
+// RootProbe reads a running guest's root filesystem over the management
+// connection.
+type RootProbe interface {
+	RootFS(ctx context.Context, n *state.Node) (RootFS, error)
+}
+
+// growableFS are the root filesystems the guest's resize_rootfs grows
+// online at boot.
+var growableFS = map[string]bool{"ext4": true, "xfs": true}
+
+// checkRootLayout refuses, before anything stops, to grow the root disk
+// of running node c whose root filesystem the guest cannot grow at boot
+// (conflict, root_layout_unsupported). Without a probe (no readiness) or
+// for a node not running, nothing can be read and nothing is refused.
+func (m *Manager) checkRootLayout(ctx context.Context, c *state.Node) error {
+	if m.Probe == nil || c.Phase != state.Running {
+		return nil
+	}
+	fs, err := m.Probe.RootFS(ctx, c)
+	if err != nil {
+		return err
+	}
+	if !growableFS[fs.FSType] {
+		return exitcode.New(exitcode.Conflict, "%s: the root filesystem is %s on %s; Barn grows only ext4 and XFS roots", c.Node, fs.FSType, fs.Source).
+			WithReason("root_layout_unsupported").WithNext("keep vm_disk at " + strconv.FormatInt(c.Spec.RootDiskBytes, 10) + " bytes, or recreate " + c.Node)
+	}
+	return nil
+}
+
+// verifyRootGrowth proves, after node name started again and became
+// ready, that its root filesystem grew beyond the old disk size (runtime,
+// root_not_grown). Without a probe or readiness it only says, as a
+// warning, that nothing was verified.
+func (m *Manager) verifyRootGrowth(ctx context.Context, name string, oldBytes int64, ready bool, nr *NodeResult) error {
+	if m.Probe == nil || !ready {
+		nr.Warnings = append(nr.Warnings, Warning{Stage: "resize", Detail: "the root filesystem's growth was not verified (no readiness wait)"})
+		return nil
+	}
+	n, err := m.readCommitted(name)
+	if err != nil {
+		return err
+	}
+	if n == nil {
+		return exitcode.New(exitcode.Conflict, "%s has no committed state any more", name).WithReason("stale_plan")
+	}
+	fs, err := m.Probe.RootFS(ctx, n)
+	if err != nil {
+		return err
+	}
+	if fs.SizeBytes <= oldBytes {
+		return exitcode.New(exitcode.Runtime, "%s: the root filesystem (%s on %s) is %d bytes after the root disk grew from %d to %d bytes; the guest did not grow it", n.Node, fs.FSType, fs.Source, fs.SizeBytes, oldBytes, n.Spec.RootDiskBytes).
+			WithReason("root_not_grown").WithNext("barn-node logs " + n.Node)
+	}
+	m.logf("%s: root filesystem %s is %d bytes", n.Node, fs.FSType, fs.SizeBytes)
+	return nil
 }
 
 // resizeAgain plans the spec's inventory afresh and resizes names.
