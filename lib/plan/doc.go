@@ -15,7 +15,7 @@
 // That resolution belongs here, not in barn-inventory, because of the
 // design's drift rule: spec hashes cover the request, so neither a channel
 // move nor a new catalog default makes a node drift by itself. Nodes kept
-// (start, unchanged) keep their committed artifact; only a node created or
+// (start, unchanged, resize) keep their committed artifact; only a node created or
 // recreated takes what the catalog says at plan time. A lab whose
 // repository's defaults.image is d12 (the demo's local repository) gets
 // d12 without naming it; the official repository's default is u24.
