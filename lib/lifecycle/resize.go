@@ -242,6 +242,9 @@ func (m *Manager) resizeOne(ctx context.Context, c *state.Node, want spec.Node, 
 	if !ran {
 		nr := nodeResult(c, "resized")
 		nr.Repairs = append(nr.Repairs, repairs...)
+		if want.RootDiskBytes != oldRoot {
+			nr.Warnings = append(nr.Warnings, Warning{Stage: "resize", Detail: "the node was not running: its root filesystem grows, unverified, at its next start"})
+		}
 		res.addNode(nr)
 		return true
 	}
