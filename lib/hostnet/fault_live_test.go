@@ -395,5 +395,16 @@ func TestLiveFaultsCrashAtEveryStep(t *testing.T) {
 		if strings.Contains(nftRuleset(t), FaultTable) {
 			t.Fatal("table left after heal --all")
 		}
+		// Uninstall heals what the record holds before the bridge goes.
+		_, err = h.AddFault(ctx, FaultRequest{Kind: FaultIsolate, A: member(a)}, time.Now())
+		must(t, err)
+		sh(t, "ip", "link", "del", a.port) // the nodes go first, as make uninstall does
+		sh(t, "ip", "link", "del", b.port)
+		if _, err := h.Uninstall(ctx, func(s string) { t.Log(s) }); err != nil {
+			t.Fatalf("uninstall with a fault: %v", err)
+		}
+		if _, err := os.Stat(h.FaultsPath()); !errors.Is(err, os.ErrNotExist) || strings.Contains(nftRuleset(t), FaultTable) {
+			t.Fatalf("uninstall left the fault: %v\n%s", err, nftRuleset(t))
+		}
 	})
 }

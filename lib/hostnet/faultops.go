@@ -110,6 +110,9 @@ func (h *Host) HealFaults(ctx context.Context, ids []string, all bool) ([]Fault,
 	if err != nil {
 		return nil, err
 	}
+	if len(r.Faults) == 0 && len(ids) == 0 {
+		return []Fault{}, nil // nothing recorded: nothing of Barn's to touch
+	}
 	known := []string{}
 	for _, f := range r.Faults {
 		known = append(known, f.ID)
