@@ -13,7 +13,7 @@ import (
 )
 
 // lifecycleCommands are apply, start, stop, restart, status, recreate,
-// destroy and purge.
+// destroy, pause, resume, kill and purge.
 type lifecycleCommands struct {
 	Apply    applyCmd    `cmd:"" help:"Apply a barn.plan/v1 read from stdin: create and start nodes."`
 	Start    startCmd    `cmd:"" help:"Start stopped nodes from applied state."`
@@ -22,6 +22,9 @@ type lifecycleCommands struct {
 	Status   statusCmd   `cmd:"" aliases:"st" help:"Show applied nodes with a live identity audit; converge interrupted transitions."`
 	Recreate recreateCmd `cmd:"" aliases:"rc" help:"Destroy and recreate drifted nodes from a barn.plan/v1 on stdin."`
 	Destroy  destroyCmd  `cmd:"" aliases:"de" help:"Destroy nodes (all when none are named); persistent disks are retained."`
+	Pause    pauseCmd    `cmd:"" help:"Freeze running nodes (QMP stop: a hung machine; its QEMU and network stay)."`
+	Resume   resumeCmd   `cmd:"" help:"Continue paused nodes (QMP cont): the same boot, uptime continues."`
+	Kill     killCmd     `cmd:"" help:"End nodes' QEMU as a host crash would (SIGKILL through Barn's proven process identity)."`
 	Purge    purgeCmd    `cmd:"" help:"Destroy everything including retained disks and keys (images and network are kept); the state root itself goes once only Barn's lock files are left."`
 }
 

@@ -63,6 +63,7 @@ var reasons = []Reason{
 	{"catalog_rollback", Integrity, "the catalog revision is below the accepted high-water mark"},
 	{"catalog_stale", Integrity, "catalog.json was not rebuilt after repo.yaml or images/ changed"},
 	{"catalog_too_large", Integrity, "a catalog exceeds its size limit"},
+	{"check_failed", Runtime, "barn-node check found a pair that does not reach, a name that does not resolve, an SSH peer or clock out of bounds"},
 	{"confirmation_required", Usage, "a destructive command needs a terminal to confirm, or --force"},
 	{"damaged_registry", Integrity, "a registry document does not match its recorded digest"},
 	{"damaged_state", Integrity, "a state document is empty, truncated or does not decode"},
