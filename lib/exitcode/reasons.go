@@ -90,6 +90,7 @@ var reasons = []Reason{
 	{"fault_target_ambiguous", Conflict, "more than one QEMU holds a tap for the node's private MAC"},
 	{"fault_target_down", Conflict, "the node to degrade has no running QEMU, so no link to degrade"},
 	{"fault_unknown", Usage, "no recorded fault has that ID"},
+	{"faults_busy", Conflict, "another barn-net fault command holds the fault lock"},
 	{"faults_unsupported", Capability, "this host cannot enforce network faults (no nft, no tc, no netem, or not Linux)"},
 	{"fetch_failed", Runtime, "fetching a catalog or signature failed"},
 	{"firmware_missing", Capability, "the UEFI firmware (OVMF) the images need is not installed"},

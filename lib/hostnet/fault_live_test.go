@@ -408,3 +408,36 @@ func TestLiveFaultsCrashAtEveryStep(t *testing.T) {
 		}
 	})
 }
+
+// Concurrent fault commands serialize on the fault lock: every one is
+// recorded, each with its own ID, and the table holds all of them.
+func TestLiveFaultsConcurrentInstalls(t *testing.T) {
+	live(t, func(t *testing.T, e *liveEnv) {
+		h, ctx := faultHost(t, e)
+		h.RunDir = e.dir
+		errs := make(chan error, 8)
+		for i := range 8 {
+			go func() {
+				_, err := h.AddFault(ctx, FaultRequest{Kind: FaultIsolate, A: []Member{{"n", fmt.Sprintf("10.10.10.%d", 100+i)}}}, time.Now())
+				errs <- err
+			}()
+		}
+		for range 8 {
+			must(t, <-errs)
+		}
+		v, err := h.FaultViews(ctx, time.Now())
+		must(t, err)
+		ids := map[string]bool{}
+		for _, f := range v {
+			if !f.Enforced {
+				t.Errorf("%s not enforced: %s", f.ID, f.Problem)
+			}
+			ids[f.ID] = true
+		}
+		if len(v) != 8 || len(ids) != 8 {
+			t.Fatalf("%d faults recorded, %d IDs: %+v", len(v), len(ids), v)
+		}
+		_, err = h.HealFaults(ctx, nil, true)
+		must(t, err)
+	})
+}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"barn.dev/lib/exitcode"
+	"github.com/gofrs/flock"
 )
 
 // FaultRequest is a fault to inject (see Fault for the fields).
@@ -37,6 +39,25 @@ func (h *Host) faultHook(step string) {
 	}
 }
 
+// FaultLockPath is <RunDir>/barn-net-faults.lock: one fault command at a
+// time changes the record and the kernel (flock(2); /run is cleared at
+// boot, and the state directory must stay removable).
+func (h *Host) FaultLockPath() string {
+	return filepath.Join(or(h.RunDir, "/run"), "barn-net-faults.lock")
+}
+
+// lockFaults waits (until ctx ends) for the fault lock and returns its
+// release.
+func (h *Host) lockFaults(ctx context.Context) (func(), error) {
+	l := flock.New(h.FaultLockPath())
+	ok, err := l.TryLockContext(ctx, 50*time.Millisecond)
+	if err != nil || !ok {
+		return nil, exitcode.Wrap(exitcode.Conflict, fmt.Errorf("%v (ctx: %v)", err, ctx.Err()), "waiting for the fault lock %s", h.FaultLockPath()).
+			WithReason("faults_busy").WithNext("barn-net fault list")
+	}
+	return func() { _ = l.Unlock() }, nil
+}
+
 // faultManifest returns the installed network, or a conflict when none is.
 func (h *Host) faultManifest() (*Manifest, error) {
 	m, err := h.ReadManifest()
@@ -58,6 +79,11 @@ func (h *Host) faultManifest() (*Manifest, error) {
 // (enforced, record not yet updated) → the record says active. A failed
 // enforcement heals the fault again before the error is returned.
 func (h *Host) AddFault(ctx context.Context, req FaultRequest, now time.Time) (Fault, error) {
+	unlock, err := h.lockFaults(ctx)
+	if err != nil {
+		return Fault{}, err
+	}
+	defer unlock()
 	m, err := h.faultManifest()
 	if err != nil {
 		return Fault{}, err
@@ -91,7 +117,7 @@ func (h *Host) AddFault(ctx context.Context, req FaultRequest, now time.Time) (F
 	}
 	h.faultHook("fault_recorded")
 	if _, err := h.convergeFaults(ctx); err != nil {
-		if _, herr := h.HealFaults(ctx, []string{f.ID}, false); herr != nil {
+		if _, herr := h.healFaults(ctx, []string{f.ID}, false); herr != nil {
 			return Fault{}, exitcode.Wrap(exitcode.ClassOf(err), err, "%s not injected, and healing it failed too (%v)", f.ID, herr).
 				WithReason("fault_apply_failed").WithNext("barn-net fault heal " + f.ID)
 		}
@@ -106,6 +132,15 @@ func (h *Host) AddFault(ctx context.Context, req FaultRequest, now time.Time) (F
 // heal_recorded (state healing) → fault_converged (effects gone) → the
 // record drops them.
 func (h *Host) HealFaults(ctx context.Context, ids []string, all bool) ([]Fault, error) {
+	unlock, err := h.lockFaults(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return h.healFaults(ctx, ids, all)
+}
+
+func (h *Host) healFaults(ctx context.Context, ids []string, all bool) ([]Fault, error) {
 	r, err := h.ReadFaults()
 	if err != nil {
 		return nil, err
