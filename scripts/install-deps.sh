@@ -7,7 +7,7 @@ set -euo pipefail
 # mtools: the UEFI layout of the lab image (scripts/build-image.sh).
 PKGS=(qemu-system-x86 qemu-utils ovmf debootstrap ansible iproute2 fdisk extlinux
       syslinux-common grub-efi-amd64-bin e2fsprogs xfsprogs openssh-client openssh-server sudo
-      dosfstools mtools procps iputils-ping
+      dosfstools mtools procps iputils-ping nftables
       bash zsh fish)  # the shells whose real completion the script tests drive
 missing=()
 for p in "${PKGS[@]}"; do

@@ -18,6 +18,7 @@ type grammar struct {
 	Install   installCmd   `cmd:"" aliases:"i" help:"Install the network as a transaction (asks on a terminal; without one and without --yes only prints the plan)."`
 	Uninstall uninstallCmd `cmd:"" aliases:"u" help:"Remove what the manifest records and restore the prestate exactly."`
 	Hosts     hostsCmd     `cmd:"" help:"Publish or remove the lab's node names in the host's /etc/hosts (a marked, recorded, reversible block)."`
+	Fault     faultCmd     `cmd:"" help:"Inject, list and heal network faults on the private network (isolate, partition, degrade, heal, list)."`
 	Preflight preflightCmd `cmd:"" help:"Is the private network usable by this user now (exit 3 with next: barn-net install when not)."`
 	tool.Globals
 }

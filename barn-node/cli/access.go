@@ -19,6 +19,7 @@ type accessCommands struct {
 	SSHConfig sshConfigCmd `cmd:"" name:"ssh-config" aliases:"sc" help:"Print, install or remove the ~/.ssh integration (or an Ansible connection inventory)."`
 	Hosts     hostsCmd     `cmd:"" help:"Print the applied nodes' hosts-file entries (barn.hosts/v1) for: barn-node hosts | sudo barn-net hosts install."`
 	Logs      logsCmd      `cmd:"" aliases:"l" help:"Show a node's serial console, QEMU diagnostics or the deployment event log."`
+	Check     checkCmd     `cmd:"" help:"Check the lab from inside: private reachability of every pair, names on every node, the control node's SSH to peers, clock skew (matrix on a terminal, JSON on a pipe; exit 1 on any failure)."`
 	Provision provisionCmd `cmd:"" help:"Stream a script to running nodes and report per-node exit codes and output."`
 }
 

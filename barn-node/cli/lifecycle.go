@@ -13,7 +13,7 @@ import (
 )
 
 // lifecycleCommands are apply, start, stop, restart, status, recreate,
-// resize, destroy and purge.
+// resize, destroy, pause, resume, kill and purge.
 type lifecycleCommands struct {
 	Apply    applyCmd    `cmd:"" help:"Apply a barn.plan/v1 read from stdin: create and start nodes."`
 	Start    startCmd    `cmd:"" help:"Start stopped nodes from applied state."`
@@ -23,6 +23,9 @@ type lifecycleCommands struct {
 	Recreate recreateCmd `cmd:"" aliases:"rc" help:"Destroy and recreate drifted nodes from a barn.plan/v1 on stdin."`
 	Resize   resizeCmd   `cmd:"" aliases:"rs" help:"Apply changed vCPUs, memory and larger root disks in place from a barn.plan/v1 on stdin (stop/start; identity and disks kept)."`
 	Destroy  destroyCmd  `cmd:"" aliases:"de" help:"Destroy nodes (all when none are named); persistent disks are retained."`
+	Pause    pauseCmd    `cmd:"" help:"Freeze running nodes (QMP stop: a hung machine; its QEMU and network stay)."`
+	Resume   resumeCmd   `cmd:"" help:"Continue paused nodes (QMP cont): the same boot, uptime continues."`
+	Kill     killCmd     `cmd:"" help:"End nodes' QEMU as a host crash would (SIGKILL through Barn's proven process identity)."`
 	Purge    purgeCmd    `cmd:"" help:"Destroy everything including retained disks and keys (images and network are kept); the state root itself goes once only Barn's lock files are left."`
 }
 

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -92,6 +93,7 @@ type vm struct {
 	lns     []net.Listener // one per monitor
 	once    sync.Once
 	exiting chan int
+	stopped atomic.Bool // QMP stop; cont clears it
 }
 
 func runVM(cfg *config) int {

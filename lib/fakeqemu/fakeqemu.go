@@ -6,7 +6,8 @@
 // -mon mode=control names. Like QEMU it serves one client per monitor at a
 // time and leaves the others queued in a listen backlog of 1 (a third
 // client gets EAGAIN). QMP commands: greeting, qmp_capabilities,
-// query-name, query-uuid, query-status, system_powerdown (exits) and quit
+// query-name, query-uuid, query-status, stop and cont (query-status then
+// says paused / running), system_powerdown (exits) and quit
 // (exits). On a clean exit it removes its sockets and pidfile, as QEMU
 // does.
 //

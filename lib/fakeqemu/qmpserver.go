@@ -95,7 +95,18 @@ func (v *vm) handle(c net.Conn) {
 			if v.cfg.paused {
 				status, running = "prelaunch", false
 			}
+			if v.stopped.Load() {
+				status, running = "paused", false
+			}
 			reply(map[string]any{"status": status, "running": running, "singlestep": false}, nil)
+		case "stop":
+			v.stopped.Store(true)
+			reply(map[string]any{}, nil)
+			event("STOP")
+		case "cont":
+			v.stopped.Store(false)
+			reply(map[string]any{}, nil)
+			event("RESUME")
 		case "system_powerdown":
 			reply(map[string]any{}, nil)
 			event("POWERDOWN")

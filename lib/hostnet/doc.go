@@ -14,7 +14,8 @@
 //	BARN_NET_ETC     replaces /etc          (bridge.conf at $BARN_NET_ETC/qemu/bridge.conf,
 //	                                         networkd units at $BARN_NET_ETC/systemd/network)
 //	BARN_NET_STATE   replaces /var/lib/barn (manifest at $BARN_NET_STATE/network.json, 0600;
-//	                 the hosts manifest hosts.json beside it; when Barn created the
+//	                 the hosts manifest hosts.json and the fault record faults.json
+//	                 (fault.go) beside it; when Barn created the
 //	                 directory, created.json records it and it goes with the last manifest)
 //	BARN_NET_HELPER  the qemu-bridge-helper path (default: the first existing of
 //	                 /usr/lib/qemu/qemu-bridge-helper, /usr/libexec/qemu-bridge-helper)

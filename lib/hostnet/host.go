@@ -42,6 +42,10 @@ type Host struct {
 	// FailAfter injects a failure right after the step with this ID was
 	// applied (tests only; never set from the environment).
 	FailAfter string
+	// FaultHook is called after every durable step of a fault install or
+	// heal (faultops.go; tests inject crashes; never set from the
+	// environment by the shipped tools).
+	FaultHook func(step string)
 	// Link is the netlink implementation (tests use the real one inside a
 	// namespace).
 	Link LinkOps

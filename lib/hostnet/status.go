@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 )
 
 // StatusSchema is the schema of a status document.
@@ -27,6 +28,8 @@ type Status struct {
 	Usable      bool      `json:"usable"`
 	Findings    []Finding `json:"findings"`
 	Proposed    string    `json:"proposed_cidr,omitempty"` // first free candidate /24 when cidr is in use
+	// Faults are the recorded network faults (barn-net fault), with age.
+	Faults []FaultView `json:"faults"`
 }
 
 // Status inspects without changing anything. cidr "" means the installed
@@ -56,6 +59,10 @@ func (h *Host) Status(ctx context.Context, cidr string) (Status, error) {
 	s.CIDR, s.HostAddress, s.Usable, s.Findings = r.CIDR, r.HostAddress, r.Usable, r.Findings
 	if o.Manifest != nil {
 		s.Findings = append(s.Findings, modifiedOwnedFiles(o.Manifest)...)
+	}
+	s.Faults, err = h.FaultViews(ctx, time.Now())
+	if err != nil {
+		return s, err
 	}
 	if s.Manifest != "" && o.Manifest == nil {
 		if err := checkSubnetFree(o, mustSubnet(s.CIDR), s.Bridge); err != nil {
@@ -107,6 +114,13 @@ func (s Status) RenderText(w io.Writer) error {
 	fmt.Fprintf(&b, "attached:    %s\nusable:      %v\n", strings.Join(s.Attached, ", "), s.Usable)
 	for _, f := range s.Findings {
 		fmt.Fprintf(&b, "%s %s: %s\n  fix: %s\n", f.Severity, f.Code, f.Message, f.Fix)
+	}
+	for _, f := range s.Faults {
+		state := "enforced"
+		if !f.Enforced {
+			state = "NOT enforced (" + f.Problem + "); next: " + f.Next
+		}
+		fmt.Fprintf(&b, "fault %s: %s, age %s, %s\n", f.ID, f.Describe(), time.Duration(f.AgeSeconds)*time.Second, state)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -150,6 +150,14 @@ func (h *Host) Uninstall(ctx context.Context, progress Progress) (Plan, error) {
 	if err != nil || p.Noop {
 		return p, err
 	}
+	// Faults act on the bridge about to go: heal them first, by their record.
+	healed, err := h.HealFaults(ctx, nil, true)
+	if err != nil {
+		return p, exitcode.Wrap(exitcode.Runtime, err, "healing the recorded network faults before uninstall").WithReason("uninstall_failed").WithNext("barn-net fault list")
+	}
+	for _, f := range healed {
+		progress("healed fault " + f.ID + ": " + f.Describe())
+	}
 	for i, s := range p.Steps {
 		progress(fmt.Sprintf("[%d/%d] %s", i+1, len(p.Steps), s.Summary))
 	}

@@ -67,6 +67,9 @@ type Liveness struct {
 	// runtime paths. Only then may a node be converged to stopped or its
 	// runtime files and disks removed.
 	Inactive bool
+	// VMStatus is QMP query-status's status when QMP proved the VM
+	// ("running", "paused", …).
+	VMStatus string
 	// Busy: something holds Barn's QMP monitor without answering.
 	Busy bool
 	// Found is the process the process table shows running the node's
@@ -90,6 +93,12 @@ type Machine interface {
 	// Adopt proves an interrupted start: QMP identity, then the pidfile's
 	// process tuple whose argv hash must match inv.
 	Adopt(ctx context.Context, node, vmUUID string, rt state.Runtime, inv state.Invocation) (state.Process, error)
+	// Control sends QMP "stop" or "cont" on a session that proves the
+	// node's identity (lib/vm Control).
+	Control(ctx context.Context, n *state.Node, command string) error
+	// Kill SIGKILLs the node's proven QEMU and waits for it to be gone
+	// (lib/vm Kill).
+	Kill(ctx context.Context, n *state.Node) error
 }
 
 // Images turns an exact identity into a verified local file.

@@ -22,6 +22,7 @@ const (
 // observation is what a live audit of one node proved.
 type observation struct {
 	Runtime   string
+	VMStatus  string // QMP query-status's status when QMP proved the VM ("paused": barn-node pause)
 	Converged string // what was changed in state, "" when nothing
 	Err       error  // ambiguous or contradictory evidence: act on nothing
 }
@@ -53,6 +54,7 @@ func (m *Manager) observe(ctx context.Context, n *state.Node, act bool) observat
 	switch {
 	case l.QMPOK && (l.Verdict == "ours" || l.Verdict == "none" && n.Phase != state.Running):
 		if obs, ok := m.provenRunning(ctx, n, l, act); ok {
+			obs.VMStatus = l.VMStatus
 			return obs
 		}
 	case l.QMPOK:

@@ -126,10 +126,22 @@ func (r *realMachine) Adopt(ctx context.Context, node, vmUUID string, rt state.R
 	return vm.Adopt(ctx, inv, node, vmUUID, rt, vm.LaunchOptions{})
 }
 
+func (r *realMachine) Control(ctx context.Context, n *state.Node, command string) error {
+	return vm.Control(ctx, target(n), command, r.stop)
+}
+
+func (r *realMachine) Kill(ctx context.Context, n *state.Node) error {
+	return vm.Kill(ctx, target(n), r.stop)
+}
+
+func target(n *state.Node) vm.Target {
+	return vm.Target{Node: n.Node, UUID: n.VMUUID, Runtime: n.Runtime, Invocation: n.Invocation, Process: n.Process}
+}
+
 func (r *realMachine) Audit(ctx context.Context, n *state.Node) Liveness {
 	l := vm.Audit(ctx, vm.Target{Node: n.Node, UUID: n.VMUUID, Runtime: n.Runtime, Invocation: n.Invocation, Process: n.Process})
 	out := Liveness{Running: l.Running, QMPOK: l.QMP == nil, QMPErr: l.QMP, Detail: l.Detail,
-		Inactive: l.Runtime == vm.RuntimeInactive, Busy: errors.Is(l.QMP, qmp.ErrBusy), Found: l.Found, Unproven: l.Unproven}
+		VMStatus: l.Status, Inactive: l.Runtime == vm.RuntimeInactive, Busy: errors.Is(l.QMP, qmp.ErrBusy), Found: l.Found, Unproven: l.Unproven}
 	switch {
 	case n.Process == nil:
 		out.Verdict = "none"

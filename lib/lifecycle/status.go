@@ -31,10 +31,13 @@ type Status struct {
 
 // NodeStatus is one node's recorded state plus the live audit.
 type NodeStatus struct {
-	Name       string `json:"name"`
-	Address    string `json:"address"`
-	Phase      string `json:"phase"`   // recorded phase (after convergence); "unknown" when a document is damaged
-	Runtime    string `json:"runtime"` // running, inactive, unknown, absent
+	Name    string `json:"name"`
+	Address string `json:"address"`
+	Phase   string `json:"phase"`   // recorded phase (after convergence); "unknown" when a document is damaged
+	Runtime string `json:"runtime"` // running, inactive, unknown, absent
+	// VMStatus is QEMU's own run state when QMP proved the VM: "running",
+	// or "paused" after barn-node pause (vCPUs halted; resume continues).
+	VMStatus   string `json:"vm_status,omitempty"`
 	Image      string `json:"image"`
 	Ports      Ports  `json:"ports"`
 	Accel      string `json:"accel"`
@@ -203,6 +206,7 @@ func (m *Manager) statusOne(ctx context.Context, d *state.Deployment, name strin
 	if obs.Converged == "" {
 		obs.Converged = conv
 	}
+	ns.VMStatus = obs.VMStatus
 	ns.Phase, ns.Runtime, ns.Image, ns.Ports.SSH, ns.Accel, ns.Generation = string(n.Phase), obs.Runtime, ImageLabel(n.Image), n.SSHPort, n.Accel, n.Generation
 	if m.Emu != nil && m.Emu.PrivateNet() == "none" {
 		ns.PrivateNet = "none"
@@ -302,6 +306,9 @@ func (s *Status) renderTable(w io.Writer) error {
 		extra := ""
 		if n.PrivateNet == "none" {
 			extra = "private-net=none(test-only)"
+		}
+		if n.VMStatus == "paused" {
+			extra = strings.TrimSpace("PAUSED " + extra)
 		}
 		if n.Reason != "" {
 			extra = strings.TrimSpace(extra + " (" + n.Reason + ")")

@@ -293,3 +293,47 @@ func TestRealQEMUCrashIsInactive(t *testing.T) {
 	}
 	assertNoRuntimeFiles(t, f.rt)
 }
+
+// Pause and resume are QMP stop and cont on the same process (query-status
+// says paused, then running); kill is one verified SIGKILL after which the
+// audit proves the VM inactive.
+func TestRealQEMUPauseResumeKill(t *testing.T) {
+	f := realQEMU(t)
+	proc := launchReal(t, f)
+	ctx := context.Background()
+	status := func() string {
+		t.Helper()
+		l := vm.Audit(ctx, f.target(&proc))
+		if !l.Running {
+			t.Fatalf("audit: %+v", l)
+		}
+		return l.Status
+	}
+	if s := status(); s != "running" && s != "prelaunch" {
+		t.Fatalf("before pause: %q", s)
+	}
+	if err := vm.Control(ctx, f.target(&proc), "stop", quick()); err != nil {
+		t.Fatal(err)
+	}
+	if s := status(); s != "paused" {
+		t.Fatalf("after stop: %q", s)
+	}
+	if err := vm.Control(ctx, f.target(&proc), "cont", quick()); err != nil {
+		t.Fatal(err)
+	}
+	if s := status(); s != "running" {
+		t.Fatalf("after cont: %q", s)
+	}
+	if err := vm.Kill(ctx, f.target(&proc), quick()); err != nil {
+		t.Fatal(err)
+	}
+	if v := procid.Observe(proc); v != procid.Dead {
+		t.Fatalf("after kill the process is %s", v)
+	}
+	if l := vm.Audit(ctx, f.target(&proc)); l.Running || l.Runtime != vm.RuntimeInactive {
+		t.Fatalf("audit after kill %+v", l)
+	}
+	if err := vm.Kill(ctx, f.target(&proc), quick()); exitcode.As(err).Reason != "node_not_running" {
+		t.Fatalf("second kill: %v", err)
+	}
+}

@@ -1,0 +1,101 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The probe is real sh, ping, getent, bash and date, run here in a network
+// namespace of its own (unshare --net: only lo, so 192.0.2.1 is
+// unreachable at once and nothing leaves this machine). Its output is
+// what parseProbe reads.
+func TestCheckProbeScriptRunsOnRealTools(t *testing.T) {
+	for _, tool := range []string{"unshare", "ping", "getent", "bash", "ip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("the probe test needs %s: %v", tool, err)
+		}
+	}
+	script := probeScript([]string{"127.0.0.1", "192.0.2.1"}, []string{"localhost", "barn-no-such-name.invalid"}, true)
+	if os.Geteuid() != 0 {
+		t.Skip("the probe test needs root for its own network namespace (unshare --net)")
+	}
+	before := time.Now()
+	out, err := exec.Command("unshare", "--net", "sh", "-c", "ip link set lo up && "+script).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	after := time.Now()
+	r, err := parseProbe("n1", out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !r.reach["127.0.0.1"] || r.reach["192.0.2.1"] {
+		t.Fatalf("reach %v\n%s", r.reach, out)
+	}
+	if _, ok := r.ssh["192.0.2.1"]; !ok || r.ssh["192.0.2.1"] {
+		t.Fatalf("ssh %v", r.ssh)
+	}
+	if r.resolve["localhost"] == "" || r.resolve["barn-no-such-name.invalid"] != "" {
+		t.Fatalf("resolve %v", r.resolve)
+	}
+	if c := time.Unix(0, int64(r.clock*1e9)); c.Before(before.Add(-time.Second)) || c.After(after.Add(time.Second)) {
+		t.Fatalf("clock %v not within [%v, %v]", c, before, after)
+	}
+	if _, err := parseProbe("n1", []byte("reach 10.0.0.1 ok\n")); err == nil {
+		t.Fatal("output without a clock was accepted")
+	}
+	if _, err := parseProbe("n1", []byte("surprise\nclock 1.0\n")); err == nil {
+		t.Fatal("an unknown line was accepted")
+	}
+}
+
+// A partition a | b,c shows in the matrix as exactly that cut, both ways,
+// and fails the check; names and clocks stay green.
+func TestCheckMatrixShowsExactlyTheCut(t *testing.T) {
+	peers := []checkPeer{{"a", "10.0.0.1"}, {"b", "10.0.0.2"}, {"c", "10.0.0.3"}}
+	want := map[string]string{"a": "10.0.0.1", "b": "10.0.0.2", "c": "10.0.0.3"}
+	now := time.Now()
+	doc := CheckDoc{Nodes: []string{"a", "b", "c"}}
+	cut := map[string]bool{"a 10.0.0.2": true, "a 10.0.0.3": true, "b 10.0.0.1": true, "c 10.0.0.1": true}
+	for _, self := range peers {
+		var lines []string
+		for _, p := range peers {
+			if p != self {
+				v := "ok"
+				if cut[self.name+" "+p.addr] {
+					v = "fail"
+				}
+				lines = append(lines, "reach "+p.addr+" "+v)
+			}
+		}
+		for n, addr := range want {
+			lines = append(lines, "resolve "+n+" "+addr)
+		}
+		lines = append(lines, "clock 0")
+		r, err := parseProbe(self.name, []byte(strings.Join(lines, "\n")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.clock = float64(now.UnixNano()) / 1e9
+		r.peers, r.want, r.maxSkew, r.mid, r.rttHalf = peers, want, time.Second, now, time.Millisecond
+		r.mergeInto(&doc)
+	}
+	doc.sort()
+	doc.OK = doc.ok()
+	var b bytes.Buffer
+	if err := doc.RenderText(&b); err != nil {
+		t.Fatal(err)
+	}
+	want1 := "from\\to a       b       c       \n" +
+		"a       .       --      --      \n" +
+		"b       --      .       ok      \n" +
+		"c       --      ok      .       \n" +
+		"CHECK FAILED\n"
+	if b.String() != want1 {
+		t.Fatalf("matrix:\n%s\nwant:\n%s", b.String(), want1)
+	}
+}
