@@ -98,7 +98,7 @@ func (p *Probe) query(ctx context.Context, bin, flag string) ([]string, error) {
 }
 
 func (p *Probe) host(r *Report) {
-	if p.GOOS == "linux" && p.GOARCH == qemu.GuestArch {
+	if p.GOOS == "linux" && p.GOARCH == "amd64" {
 		r.add("host", OK, ClassCapability, "linux/amd64", "")
 		return
 	}
