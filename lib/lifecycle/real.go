@@ -94,7 +94,7 @@ func (m *Manager) Profile() (qemu.Profile, bool) {
 type realEmulator struct {
 	prof      qemu.Profile
 	nativeErr error           // why native guests cannot launch (no accelerator), or nil
-	firmware  []qemu.Firmware // nil: the target's distro locations
+	firmware  []qemu.Firmware // nil: the target's distro locations (set only by test binaries)
 	lookPath  func(string) (string, error)
 
 	mu      sync.Mutex
@@ -143,7 +143,7 @@ func (e *realEmulator) Accel(arch string) string {
 func (e *realEmulator) PrivateNet() string { return e.prof.PrivateNet }
 
 // Firmware is the UEFI pair of id's architecture (the test hook's pairs
-// for amd64 when set).
+// when set).
 func (e *realEmulator) Firmware(id imageref.Identity) (string, string, error) {
 	if id.Boot != "uefi" {
 		return "", "", nil
@@ -152,11 +152,7 @@ func (e *realEmulator) Firmware(id imageref.Identity) (string, string, error) {
 	if err != nil {
 		return "", "", err
 	}
-	var pairs []qemu.Firmware
-	if t.Arch == "amd64" {
-		pairs = e.firmware
-	}
-	fw, err := qemu.FindFirmwareOf(t, pairs)
+	fw, err := qemu.FindFirmwareOf(t, e.firmware)
 	return fw.Code, fw.Vars, err
 }
 
