@@ -6,7 +6,7 @@ GO ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X barn.dev/lib/tool.Version=$(VERSION)
 
-.PHONY: help build test test-units test-ansible check fmt vet clean cross deps ci ci-tests image e2e bench golden-update race race-pass
+.PHONY: help build test test-units test-ansible check fmt vet clean cross deps ci ci-tests image e2e e2e-arm64 bench golden-update race race-pass
 
 help: ## List the targets
 	@grep -hE '^[a-z][a-z0-9-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -95,6 +95,9 @@ image: build ## Build (or reuse) the local Debian 12 guest image repository; pri
 
 e2e: build ## Run the real-lab suite (root, QEMU under TCG, the local image, a private netns)
 	@repo=$$(scripts/build-image.sh) && cd testscripts && BARN_TEST_REPO=$$repo $(GO) test -count=1 -timeout 60m -run TestLab -v .
+
+e2e-arm64: build ## Run the 2-node arm64 lab (qemu-system-aarch64 under TCG; builds the arm64 d12 variant first, ~20-40 min once)
+	@repo=$$(scripts/build-image.sh --arm64) && cd testscripts && BARN_TEST_REPO=$$repo BARN_TEST_ARM64=1 $(GO) test -count=1 -timeout 60m -run TestArm64Lab -v .
 
 ci: deps build image fmt vet cross ci-tests e2e ## The test command: install prerequisites, build the image, run every suite (concurrency suites also under -race)
 

@@ -28,7 +28,13 @@
 # (the lines between the "recipe:" markers below), in $BARN_IMAGE_CACHE (default /var/cache/barn/images
 # as root, else ~/.cache/barn/images); later runs only print the path.
 # Needs root (debootstrap, loop devices, mount) and the Debian mirror that
-# apt is configured with. Usage: build-image.sh [--force | --remove-cache]
+# apt is configured with. Usage: build-image.sh [--force | --remove-cache | --arm64]
+#
+# --arm64 also publishes the arm64 variant of d12 (images/d12-<version>-arm64.qcow2,
+# hard-linked from scripts/build-image-arm64.sh's cached build, which it runs
+# when needed: about 20-40 minutes on a 2-core amd64 host), so the selector
+# d12 resolves per architecture. Without --arm64 a repository that already
+# holds the arm64 variant keeps it.
 #
 # The cache is this script's, not Barn's state: Barn never reads it except
 # through the repository path printed here. Publishing writes a manifest,
@@ -59,12 +65,13 @@ top=$(cd "$here/.." && pwd)
 log() { printf 'build-image: %s\n' "$*" >&2; }
 die() { printf 'build-image: error: %s\n' "$*" >&2; exit 1; }
 
-force=0 remove=0
+force=0 remove=0 arm64=0
 case "${1:-}" in
   --force) force=1 ;;
   --remove-cache) remove=1 ;;
+  --arm64) arm64=1 ;;
   "") ;;
-  *) die "unknown argument ${1}; usage: build-image.sh [--force | --remove-cache]" ;;
+  *) die "unknown argument ${1}; usage: build-image.sh [--force | --remove-cache | --arm64]" ;;
 esac
 
 if [ "$(id -u)" -eq 0 ]; then default_cache=/var/cache/barn/images
@@ -75,6 +82,7 @@ out=$cache/$key
 repo=$out/repo
 uefi_image=$repo/images/d12-$VERSION-amd64.qcow2
 bios_image=$repo/images/d12-bios-$VERSION-amd64.qcow2
+arm64_image=$repo/images/d12-$VERSION-arm64.qcow2
 
 manifest_name=.manifest
 manifest_head="# build-image.sh manifest v1: what this script wrote in this recipe directory"
@@ -87,7 +95,7 @@ write_manifest() {
     echo "$manifest_head (recipe $key)"
     echo "dir keys"; echo "dir repo"; echo "dir repo/images"
     for f in .published keys/catalog.key keys/catalog.pub repo/repo.yaml repo/catalog.json \
-      repo/catalog.json.minisig repo/catalog.pub "${uefi_image#"$out"/}" "${bios_image#"$out"/}"; do
+      repo/catalog.json.minisig repo/catalog.pub "${uefi_image#"$out"/}" "${bios_image#"$out"/}" "${arm64_image#"$out"/}"; do
       [ -f "$out/$f" ] && [ ! -L "$out/$f" ] || continue
       echo "file $(sha256sum < "$out/$f" | cut -c1-64) $f"
     done
@@ -159,7 +167,7 @@ remove_cache() {
   shopt -s dotglob nullglob
   for e in "$cache"/*; do
     case $(basename "$e") in
-      .lock) ;;
+      .lock|.lock-arm64) ;;
       .work.*)
         if [ -L "$e" ] || [ ! -d "$e" ] || [ -L "$e/.build-image-work" ] || [ ! -f "$e/.build-image-work" ]; then
           keep "$e" "no marker of build-image.sh in it"
@@ -182,7 +190,7 @@ remove_cache() {
     log "removed ${#removed[@]} path(s), kept ${#kept[@]}; kept the build cache $cache"
     return 0
   fi
-  rm -f -- "$cache/.lock"
+  rm -f -- "$cache/.lock" "$cache/.lock-arm64"
   rmdir -- "$cache" && log "removed the build cache $cache"
   local parent
   parent=$(dirname "$cache")
@@ -209,6 +217,11 @@ barn_repo() {
 
 publish() {
   # repo.yaml is intent: no sizes or digests (barn-repo build derives them).
+  local arm64_variant="" arm64_note=""
+  if [ -f "$arm64_image" ]; then
+    arm64_variant=", arm64: {source_user: debian}"
+    arm64_note="; the arm64 variant by scripts/build-image-arm64.sh (ESP with GRUB at EFI/BOOT/BOOTAA64.EFI, console ttyAMA0)"
+  fi
   cat > "$repo/repo.yaml" <<EOF
 schema: 1
 revision: $(date +%s)
@@ -221,9 +234,8 @@ images:
     versions:
       "$VERSION":
         status: supported
-        provenance: "built locally by scripts/build-image.sh (recipe $key) from Debian $SUITE packages; GPT, ESP with GRUB at EFI/BOOT/BOOTX64.EFI"
-        variants:
-          amd64: {source_user: debian}
+        provenance: "built locally by scripts/build-image.sh (recipe $key) from Debian $SUITE packages; GPT, ESP with GRUB at EFI/BOOT/BOOTX64.EFI$arm64_note"
+        variants: {amd64: {source_user: debian}$arm64_variant}
   d12-bios:
     aliases: [debian12-bios, bookworm-bios]
     boot: bios
@@ -249,7 +261,18 @@ EOF
   write_manifest
 }
 
+# add_arm64 hard-links the arm64 build (build-image-arm64.sh, its own
+# recipe and cache entry) into the repository and marks it for publishing.
+add_arm64() {
+  local built
+  built=$("$here/build-image-arm64.sh") || die "building the arm64 image failed (see above)"
+  ln -f -- "$built" "$arm64_image" 2>/dev/null || cp -f -- "$built" "$arm64_image" || die "copying $built into $repo/images failed"
+  rm -f "$out/.published"
+  log "added the arm64 variant of d12: $arm64_image"
+}
+
 if [ $force -eq 0 ] && [ -f "$uefi_image" ] && [ -f "$bios_image" ]; then
+  if [ $arm64 -eq 1 ] && [ ! -f "$arm64_image" ]; then add_arm64; fi
   [ -f "$out/.published" ] || publish || die "publishing the repository at $repo failed"
   # A repository published before manifests existed: record it now, but
   # only when its repo.yaml's provenance names this script and this recipe.
@@ -419,5 +442,6 @@ mv "$work/bios.qcow2" "$bios_image"
 log "images built in $(( $(date +%s) - start )) s: $uefi_image ($(stat -c %s "$uefi_image") bytes), $bios_image ($(stat -c %s "$bios_image") bytes)"
 
 rm -f "$out/.published"
+if [ $arm64 -eq 1 ]; then add_arm64; fi
 publish || die "publishing the repository at $repo failed"
 echo "$repo"

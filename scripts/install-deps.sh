@@ -5,7 +5,11 @@ set -euo pipefail
 # ovmf: UEFI firmware (qemu-system-x86 only recommends it) for every uefi
 # image, the official ones included; grub-efi-amd64-bin, dosfstools and
 # mtools: the UEFI layout of the lab image (scripts/build-image.sh).
+# qemu-system-arm and qemu-efi-aarch64 (AAVMF): arm64 guests under TCG;
+# qemu-user-static and binfmt-support: the arm64 image's foreign debootstrap
+# (scripts/build-image-arm64.sh).
 PKGS=(qemu-system-x86 qemu-utils ovmf debootstrap ansible iproute2 fdisk extlinux
+      qemu-system-arm qemu-efi-aarch64 qemu-user-static binfmt-support
       syslinux-common grub-efi-amd64-bin e2fsprogs xfsprogs openssh-client openssh-server sudo
       dosfstools mtools procps iputils-ping nftables
       bash zsh fish)  # the shells whose real completion the script tests drive

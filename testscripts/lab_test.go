@@ -27,7 +27,30 @@ func TestLab(t *testing.T) {
 	if reason := labUnavailable(); reason != "" {
 		t.Skipf("real-lab suite not run: %s", reason)
 	}
-	p := params("testdata/lab")
+	runLab(t, "testdata/lab")
+}
+
+// TestArm64Lab runs testdata/lab-arm64: a 2-node arm64 lab under
+// qemu-system-aarch64 (TCG by policy) from the arm64 variant of the local
+// d12. It runs only when BARN_TEST_ARM64=1 (`make e2e-arm64`, which
+// publishes that variant): an arm64 boot under TCG costs minutes `make ci`
+// does not have.
+func TestArm64Lab(t *testing.T) {
+	if os.Getenv("BARN_TEST_ARM64") != "1" {
+		t.Skip("arm64 lab not requested: run `make e2e-arm64` (BARN_TEST_ARM64=1)")
+	}
+	if reason := labUnavailable(); reason != "" {
+		t.Fatalf("arm64 lab requested but cannot run: %s", reason)
+	}
+	if _, err := exec.LookPath("qemu-system-aarch64"); err != nil {
+		t.Fatalf("arm64 lab requested but qemu-system-aarch64 is not installed (sudo scripts/install-deps.sh): %v", err)
+	}
+	runLab(t, "testdata/lab-arm64")
+}
+
+// runLab runs the real-lab scripts in dir, each in its own namespace.
+func runLab(t *testing.T, dir string) {
+	p := params(dir)
 	setup := p.Setup
 	p.Setup = func(env *testscript.Env) error {
 		if err := setup(env); err != nil {

@@ -37,6 +37,8 @@ func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"barn-node":         scripttest.Command(node.Main),
 		fakeqemu.BinaryName: func() { os.Exit(fakeqemu.Main(os.Args[1:])) },
+		// The arm64 emulator, faked the same way (arm64 deployments).
+		"qemu-system-aarch64": func() { os.Exit(fakeqemu.Main(os.Args[1:])) },
 	})
 }
 
@@ -337,7 +339,7 @@ func testPlan(getenv func(string) string, names []string, o planOptions) (*plan.
 //	-stale              use based_on generation 99 (a stale plan)
 //	-uefi               the image boots UEFI (firmware: BARN_TEST_FIRMWARE)
 //	-uefi=NODE          only NODE's image boots UEFI (a forged plan: barn-plan refuses it)
-//	-arch=ARCH          the image's architecture (a forged plan: barn-plan refuses arm64)
+//	-arch=ARCH          the image's architecture
 //	-alias=NODE:ALIAS   an inventory alias of NODE (repeatable)
 //	-share=NODE:HOST:GUEST[:rw]
 //	                    a vm_shares entry of NODE (HOST relative to $WORK;

@@ -12,7 +12,7 @@ import (
 type pullCmd struct {
 	sourceFlags
 	Selector string `arg:"" predictor:"image" help:"Image selector."`
-	Arch     string `name:"arch" default:"native" enum:"native,amd64,arm64" help:"Architecture (native, amd64, arm64)."`
+	Arch     string `name:"arch" default:"native" enum:"native,amd64,arm64,x86_64,x64,aarch64,a64" help:"Architecture (native, amd64, arm64; x86_64/x64 and aarch64/a64 are aliases)."`
 }
 
 type pullDoc struct {

@@ -14,7 +14,7 @@ import (
 type resolveCmd struct {
 	sourceFlags
 	Selector string `arg:"" optional:"" predictor:"image" help:"One selector to resolve; without it a barn.spec/v1 is read on stdin."`
-	Arch     string `name:"arch" default:"native" enum:"native,amd64,arm64" help:"Architecture for a single selector."`
+	Arch     string `name:"arch" default:"native" enum:"native,amd64,arm64,x86_64,x64,aarch64,a64" help:"Architecture for a single selector (native, amd64, arm64; x86_64/x64 and aarch64/a64 are aliases)."`
 }
 
 type resolvedNode struct {

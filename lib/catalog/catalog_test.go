@@ -261,3 +261,22 @@ func TestDecodeCatalogRefusesDuplicateAndCaseVariantNames(t *testing.T) {
 		}
 	}
 }
+
+// TestVariantAliasKeyNamesBarnsName: a variant keyed by an alias (aarch64)
+// is refused, naming the key to write; catalog keys name files and are
+// signed, so they are Barn's names only.
+func TestVariantAliasKeyNamesBarnsName(t *testing.T) {
+	c := elCatalog()
+	v := c.Images["el"].Versions["9.3"]
+	v.Variants["aarch64"] = v.Variants["amd64"]
+	c.Images["el"].Versions["9.3"] = v
+	var msg string
+	for _, p := range c.Validate() {
+		if p.Field == "images.el.versions.9.3.variants.aarch64" {
+			msg = p.Message
+		}
+	}
+	if !strings.Contains(msg, "write arm64") {
+		t.Fatalf("problem %q; want one naming arm64", msg)
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/imageref"
+	"barn.dev/lib/spec"
 )
 
 var _ imageref.Resolver = (*Catalog)(nil)
@@ -17,10 +18,11 @@ var _ imageref.Resolver = (*Catalog)(nil)
 func NativeArch() string { return runtime.GOARCH }
 
 // NormalizeArch reads an architecture as Barn 0.9 reads vm_arch: lower-cased
-// and trimmed, with "" and "native" meaning NativeArch. Anything else is
+// and trimmed, its aliases mapped (spec.CanonicalArch), with "" and "native"
+// meaning NativeArch. Anything else is
 // returned as read (and matches no variant unless it is amd64 or arm64).
 func NormalizeArch(arch string) string {
-	arch = strings.ToLower(strings.TrimSpace(arch))
+	arch = spec.CanonicalArch(arch) // x86_64, x64 → amd64; aarch64, a64 → arm64
 	if arch == "" || arch == "native" {
 		return NativeArch()
 	}

@@ -72,7 +72,6 @@ func TestSelectorFormsAgainstEmbeddedCatalog(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct{ sel, arch string }{
-		{"u24", "x86_64"},               // Barn's names only (barn-inventory suggests amd64)
 		{"u24:testing", "amd64"},        // no such channel
 		{"el9@9.9", "amd64"},            // no version under 9.9
 		{"el9@9.", "amd64"},             // not a release
@@ -104,6 +103,8 @@ func TestArchNormalisation(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"amd64", "amd64"}, {"AMD64", "amd64"}, {" arm64 ", "arm64"}, {"Arm64\t", "arm64"},
 		{"native", native}, {" NATIVE ", native}, {"", native}, {"  ", native},
+		// the aliases Barn reads wherever it reads an architecture
+		{"x86_64", "amd64"}, {"X64", "amd64"}, {"aarch64", "arm64"}, {" a64", "arm64"},
 	} {
 		if got := NormalizeArch(tc.in); got != tc.want {
 			t.Errorf("NormalizeArch(%q) = %q, want %q", tc.in, got, tc.want)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"barn.dev/lib/lazyre"
+	"barn.dev/lib/spec"
 )
 
 var (
@@ -221,7 +222,12 @@ func checkStatus(ps *problems, field, s string) {
 
 func checkCommonVariant(ps *problems, field, arch, upstream, user, boot string) {
 	if !slices.Contains(Arches, arch) {
-		ps.add(field, arch, "variant must be amd64 or arm64")
+		if c := spec.CanonicalArch(arch); slices.Contains(Arches, c) {
+			// Keys name image files and are signed: Barn's names only.
+			ps.add(field, arch, "variant must be amd64 or arm64: write %s (%s is read as %s elsewhere, but a catalog's variant keys name its files)", c, arch, c)
+		} else {
+			ps.add(field, arch, "variant must be amd64 or arm64")
+		}
 	}
 	if upstream != "" {
 		if err := CheckUpstream(upstream); err != nil {

@@ -60,8 +60,12 @@ type Report struct {
 	// "" when none is usable.
 	Accelerator string `json:"accelerator"`
 	// Usable: no capability check is an error.
-	Usable bool    `json:"usable"`
-	Checks []Check `json:"checks"`
+	Usable bool `json:"usable"`
+	// ForeignArchs are the guest architectures other than the host's that
+	// this host can run under TCG, each proven by a paused smoke start
+	// (check foreign-archs).
+	ForeignArchs []string `json:"foreign_archs"`
+	Checks       []Check  `json:"checks"`
 }
 
 // Err is nil for a usable report, else a capability error (exit 3, reason
@@ -128,7 +132,7 @@ func (r *Report) add(name, status, class, evidence, fix string) {
 // be checked is a check).
 func (p *Probe) Run(ctx context.Context) *Report {
 	p.defaults()
-	r := &Report{Schema: Schema, OS: p.GOOS, Arch: p.GOARCH, Checks: []Check{}}
+	r := &Report{Schema: Schema, OS: p.GOOS, Arch: p.GOARCH, Checks: []Check{}, ForeignArchs: []string{}}
 	p.host(r)
 	if bin := p.qemu(ctx, r); bin != "" {
 		p.version(ctx, r, bin)
@@ -141,6 +145,7 @@ func (p *Probe) Run(ctx context.Context) *Report {
 	p.bridgeHelper(r)
 	p.qemuImg(ctx, r)
 	p.firmware(r)
+	p.foreign(ctx, r)
 	p.ssh(ctx, r)
 	p.sshKeygen(r)
 	p.network(ctx, r)

@@ -27,6 +27,8 @@ type fakeHost struct {
 	net      hostnet.Report
 	netErr   error
 	firmware []qemu.Firmware
+	// foreignSmoke, when set, is every foreign smoke start's outcome.
+	foreignSmoke *qemu.Smoke
 }
 
 func healthy(t *testing.T) *fakeHost {
@@ -42,14 +44,15 @@ func healthy(t *testing.T) *fakeHost {
 		env:     map[string]string{"BARN_HOME": filepath.Join(dir, ".barn"), "BARN_BRIDGE_HELPER": "/usr/lib/qemu/qemu-bridge-helper"},
 		missing: map[string]bool{},
 		out: map[string]string{
-			q + " --version":              "QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)\n",
-			q + " -accel help":            "Accelerators supported in QEMU binary:\ntcg\nkvm\n",
-			q + " -machine help":          "Supported machines are:\nq35                  Standard PC (Q35 + ICH9, 2009) (alias of pc-q35-7.2)\n",
-			q + " -cpu help":              "Available CPUs:\nx86 host                  processor with all supported host features \nx86 max                   Enables all features\n",
-			q + " -device help":           `name "scsi-cd", bus SCSI` + "\n" + `name "virtio-blk-pci", bus PCI` + "\n" + `name "virtio-scsi-pci", bus PCI` + "\n" + `name "virtio-net-pci", bus PCI` + "\n" + `name "virtio-9p-pci", bus PCI` + "\n",
-			q + " -netdev help":           "Available netdev backend types:\nsocket\nuser\nbridge\n",
-			"/usr/bin/qemu-img --version": "qemu-img version 7.2.22\n",
-			"/usr/bin/ssh -V":             "",
+			q + " --version":                         "QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)\n",
+			q + " -accel help":                       "Accelerators supported in QEMU binary:\ntcg\nkvm\n",
+			q + " -machine help":                     "Supported machines are:\nq35                  Standard PC (Q35 + ICH9, 2009) (alias of pc-q35-7.2)\n",
+			q + " -cpu help":                         "Available CPUs:\nx86 host                  processor with all supported host features \nx86 max                   Enables all features\n",
+			q + " -device help":                      `name "scsi-cd", bus SCSI` + "\n" + `name "virtio-blk-pci", bus PCI` + "\n" + `name "virtio-scsi-pci", bus PCI` + "\n" + `name "virtio-net-pci", bus PCI` + "\n" + `name "virtio-9p-pci", bus PCI` + "\n",
+			q + " -netdev help":                      "Available netdev backend types:\nsocket\nuser\nbridge\n",
+			"/usr/bin/qemu-img --version":            "qemu-img version 7.2.22\n",
+			"/usr/bin/qemu-system-aarch64 --version": "QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)\n",
+			"/usr/bin/ssh -V":                        "",
 		},
 		kvmSmoke: qemu.Smoke{OK: true, Evidence: "stayed up"},
 		net:      hostnet.Report{Usable: true, CIDR: "10.10.10.0/24", Bridge: "barn0", HostAddress: "10.10.10.1", Helper: "/usr/lib/qemu/qemu-bridge-helper"},
@@ -83,10 +86,17 @@ func (h *fakeHost) probe() *Probe {
 			}
 			return qemu.Smoke{OK: true, Evidence: bin + " -accel tcg stayed up"}
 		},
-		OpenKVM:  func() error { return h.kvmErr },
-		Network:  func(context.Context) (hostnet.Report, error) { return h.net, h.netErr },
-		Firmware: h.firmware,
-		GOOS:     "linux", GOARCH: "amd64",
+		ForeignSmoke: func(_ context.Context, bin string, t qemu.Target) qemu.Smoke {
+			if h.foreignSmoke != nil {
+				return *h.foreignSmoke
+			}
+			return qemu.Smoke{OK: true, Evidence: bin + " -machine " + t.Machine + " answered QMP query-status"}
+		},
+		ForeignFirmware: map[string][]qemu.Firmware{"arm64": h.firmware},
+		OpenKVM:         func() error { return h.kvmErr },
+		Network:         func(context.Context) (hostnet.Report, error) { return h.net, h.netErr },
+		Firmware:        h.firmware,
+		GOOS:            "linux", GOARCH: "amd64",
 	}
 }
 
@@ -101,7 +111,7 @@ func statuses(r *Report) string {
 func TestHealthyHostWithKVM(t *testing.T) {
 	r := healthy(t).probe().Run(context.Background())
 	want := "host=ok qemu=ok qemu-version=ok accelerator=ok kvm=ok kvm-real-smoke=ok machine=ok cpu=ok devices=ok netdev=ok " +
-		"bridge-helper=ok qemu-img=ok firmware=ok ssh=ok ssh-keygen=ok network=ok state=ok"
+		"bridge-helper=ok qemu-img=ok firmware=ok foreign-archs=ok ssh=ok ssh-keygen=ok network=ok state=ok"
 	if got := statuses(r); got != want {
 		t.Fatalf("checks\n got %s\nwant %s", got, want)
 	}
@@ -301,4 +311,42 @@ func TestRealHost(t *testing.T) {
 	if c := find(t, r, "tcg-real-smoke"); !strings.Contains(c.Evidence, "answered QMP query-status") {
 		t.Fatalf("tcg-real-smoke %+v", c)
 	}
+}
+
+// TestForeignArchs: the foreign architectures are listed when a paused
+// smoke start of their emulator answers; a missing emulator or a failed
+// smoke start is a warning naming the package, never a capability error.
+func TestForeignArchs(t *testing.T) {
+	h := healthy(t)
+	r := h.probe().Run(context.Background())
+	if len(r.ForeignArchs) != 1 || r.ForeignArchs[0] != "arm64" {
+		t.Fatalf("foreign archs %v", r.ForeignArchs)
+	}
+	c := check(t, r, "foreign-archs")
+	if c.Status != OK || !strings.Contains(c.Evidence, "qemu-system-aarch64 7.2.22, machine virt, cpu max, TCG thread=multi") {
+		t.Fatalf("%+v", c)
+	}
+	h.missing["qemu-system-aarch64"] = true
+	r = h.probe().Run(context.Background())
+	c = check(t, r, "foreign-archs")
+	if c.Status != Warn || !strings.Contains(c.Fix, "qemu-system-arm") || len(r.ForeignArchs) != 0 || !r.Usable {
+		t.Fatalf("missing emulator: %+v archs %v usable %v", c, r.ForeignArchs, r.Usable)
+	}
+	delete(h.missing, "qemu-system-aarch64")
+	h.foreignSmoke = &qemu.Smoke{Evidence: "qemu-system-aarch64 exited after 3ms (exit status 1): unsupported machine type"}
+	r = h.probe().Run(context.Background())
+	if c = check(t, r, "foreign-archs"); c.Status != Warn || !strings.Contains(c.Evidence, "unsupported machine type") {
+		t.Fatalf("failed smoke: %+v", c)
+	}
+}
+
+func check(t *testing.T, r *Report, name string) Check {
+	t.Helper()
+	for _, c := range r.Checks {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no check %s in %s", name, statuses(r))
+	return Check{}
 }

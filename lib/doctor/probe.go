@@ -35,6 +35,12 @@ type Probe struct {
 	OpenKVM func() error
 	// Firmware are the UEFI firmware pairs probed (qemu.FirmwarePairs).
 	Firmware []qemu.Firmware
+	// ForeignSmoke starts a foreign guest's emulator paused as Barn runs
+	// it (qemu.SmokeForeign).
+	ForeignSmoke func(ctx context.Context, bin string, t qemu.Target) qemu.Smoke
+	// ForeignFirmware are the firmware pairs probed per foreign
+	// architecture; a missing entry means the target's distro locations.
+	ForeignFirmware map[string][]qemu.Firmware
 	// Network is the private network preflight (lib/hostnet, as `barn-net
 	// preflight` runs it, for the applied deployment's subnet, else the
 	// installed network's, else the default).
@@ -73,6 +79,9 @@ func (p *Probe) defaults() {
 	if p.Firmware == nil {
 		p.Firmware = qemu.FirmwarePairs
 	}
+	if p.ForeignSmoke == nil {
+		p.ForeignSmoke = qemu.SmokeForeign
+	}
 	if p.Network == nil {
 		p.Network = p.hostNetwork
 	}
@@ -98,7 +107,7 @@ func (p *Probe) query(ctx context.Context, bin, flag string) ([]string, error) {
 }
 
 func (p *Probe) host(r *Report) {
-	if p.GOOS == "linux" && p.GOARCH == qemu.GuestArch {
+	if p.GOOS == "linux" && p.GOARCH == "amd64" {
 		r.add("host", OK, ClassCapability, "linux/amd64", "")
 		return
 	}
@@ -513,4 +522,63 @@ func describeProblems(dir string, problems []state.Problem) string {
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
 	return l
+}
+
+// foreign lists the foreign guest architectures this host can run, each
+// proven by a paused smoke start of its emulator as Barn runs it (TCG by
+// policy, the target's machine, CPU max) plus its UEFI firmware. None is
+// a warning, not an error: native guests need no foreign emulator.
+func (p *Probe) foreign(ctx context.Context, r *Report) {
+	var ok, not, fixes []string
+	for _, arch := range qemu.TargetArchs() {
+		if arch == p.GOARCH {
+			continue
+		}
+		why, err := p.foreignArch(ctx, arch)
+		if err != nil {
+			t := qemu.Targets[arch]
+			not = append(not, arch+": "+err.Error())
+			fixes = append(fixes, t.Package, t.FirmwarePackage)
+			continue
+		}
+		ok = append(ok, arch+" ("+why+")")
+		r.ForeignArchs = append(r.ForeignArchs, arch)
+	}
+	switch {
+	case len(not) == 0 && len(ok) > 0:
+		r.add("foreign-archs", OK, ClassCapability, "runs "+strings.Join(ok, "; "), "")
+	case len(not) > 0:
+		ev := "cannot run " + strings.Join(not, "; ")
+		if len(ok) > 0 {
+			ev = "runs " + strings.Join(ok, "; ") + "; " + ev
+		}
+		r.add("foreign-archs", Warn, ClassCapability, ev, "sudo apt-get install "+strings.Join(fixes, " "))
+	}
+}
+
+// foreignArch proves one foreign architecture: emulator found, its
+// version, a paused smoke start and the firmware.
+func (p *Probe) foreignArch(ctx context.Context, arch string) (string, error) {
+	t := qemu.Targets[arch]
+	bin, err := p.LookPath(t.Binary)
+	if err != nil {
+		return "", fmt.Errorf("%s not found (package %s)", t.Binary, t.Package)
+	}
+	out, _, err := p.run(ctx, bin, "--version")
+	v, verr := qemu.ParseVersion(out)
+	if err != nil || verr != nil {
+		return "", fmt.Errorf("%s --version: %v", bin, errors.Join(err, verr))
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	s := p.ForeignSmoke(sctx, bin, t)
+	cancel()
+	if !s.OK {
+		return "", errors.New(s.Evidence)
+	}
+	fw, err := qemu.FindFirmwareOf(t, p.ForeignFirmware[arch])
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s %s, machine %s, cpu %s, TCG thread=%s by policy, firmware %s; %s", bin, v, t.Machine, qemu.ForeignCPU,
+		qemu.TCGThreads(arch, p.GOARCH), fw.Code, s.Evidence), nil
 }

@@ -372,7 +372,7 @@ var values = map[string]spellings{
 	"node_admin_uid":      {[]string{"88"}, []string{"1000", "0088"}},
 	"vm_image":            {[]string{"d12", `"d12@12"`, "u24:stable"}, []string{"D12"}},
 	"vm_version":          {[]string{"12", `"12.1"`}, []string{"12.10", "12.1"}},
-	"vm_arch":             {[]string{"native", "amd64"}, []string{"x86_64"}},
+	"vm_arch":             {[]string{"native", "amd64", "x86_64"}, []string{"X64", "aarch64"}},
 	"vm_alias":            {[]string{"[a.lab]", "[b.lab, c.lab]", "[]"}, []string{"a.lab"}},
 	"vm_disks":            {[]string{"[]", "[{path: /data}]", "[{path: /data, size: 8GiB}]", "[{path: /pg, persistent: yes}]"}, []string{"[{path: /data, size: 8G}]"}},
 }

@@ -296,18 +296,12 @@ func (a *analysis) resolveHost(h *host) *hostResult {
 	if s := hr.settings["vm_arch"]; s != nil {
 		v := r.val(h.Name, s)
 		if str, ok := v.str(s.Value, ""); ok {
-			str = strings.ToLower(strings.TrimSpace(str))
-			switch str {
-			case "native", "amd64", "arm64":
+			// x86_64/x64 and aarch64/a64 are read as amd64 and arm64.
+			str = spec.CanonicalArch(str)
+			if viol := spec.CheckArch(str); viol != nil {
+				v.fail(s.Value, "", viol.Problem, viol.Hint+" (or an alias: x86_64, x64, aarch64, a64)")
+			} else {
 				hr.arch = str
-			default:
-				hint := "write native, amd64 or arm64"
-				if str == "x86_64" {
-					hint = "write amd64"
-				} else if str == "aarch64" {
-					hint = "write arm64"
-				}
-				v.fail(s.Value, "", "unknown architecture", hint)
 			}
 		}
 	}

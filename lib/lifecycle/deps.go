@@ -37,14 +37,15 @@ type LaunchInput struct {
 // Emulator is the host's QEMU profile: accelerator policy, firmware and the
 // pure invocation builder.
 type Emulator interface {
-	// Accel is "kvm" or "tcg" (recorded in node state, shown by status).
-	Accel() string
+	// Accel is "kvm" or "tcg" for guests of arch (recorded in node
+	// state, shown by status); "" when they cannot launch.
+	Accel(arch string) string
 	// PrivateNet is "bridge" or "none" (test-only: no private NIC).
 	PrivateNet() string
-	// Firmware returns the UEFI code image and the vars template for boot
-	// mode "uefi"; ("", "", nil) for "bios"; a capability error when the
-	// firmware is missing.
-	Firmware(boot string) (code, varsTemplate string, err error)
+	// Firmware returns the UEFI code image and the vars template of
+	// id's architecture for boot mode "uefi"; ("", "", nil) for "bios";
+	// a capability error when the firmware is missing.
+	Firmware(id imageref.Identity) (code, varsTemplate string, err error)
 	// Supports proves this host can launch id before anything is
 	// downloaded or created: its architecture (capability error, reason
 	// guest_arch_unsupported) and, for a uefi image, its firmware

@@ -76,7 +76,7 @@ func (m *Manager) prepare(ctx context.Context, job createJob) (*prepared, error)
 		return nil, err
 	}
 	n := &state.Node{Schema: state.NodeSchema, Node: name, VMUUID: vmUUID, Phase: state.Prepared, Generation: job.Generation,
-		SpecHash: job.Node.SpecHash, Spec: job.Node, Image: job.Image, SSHPort: job.SSHPort, Accel: m.Emu.Accel()}
+		SpecHash: job.Node.SpecHash, Spec: job.Node, Image: job.Image, SSHPort: job.SSHPort, Accel: m.Emu.Accel(job.Image.Arch)}
 	warnings, err := m.createDisks(ctx, c, job, basePath, n)
 	if err != nil {
 		return nil, err
@@ -159,7 +159,7 @@ func (m *Manager) createBootFiles(ctx context.Context, c *nodedir.Create, job cr
 	if job.Image.Boot != "uefi" {
 		return nil
 	}
-	_, vars, err := m.Emu.Firmware("uefi")
+	_, vars, err := m.Emu.Firmware(job.Image)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"time"
 
 	"barn.dev/lib/cidata"
 	"barn.dev/lib/exitcode"
@@ -37,14 +39,26 @@ type RealOptions struct {
 // lib/vm for launch/stop/audit, the image cache, cidata+sshkeys for the
 // seed and hostnet for the network preflight. Readiness is left nil: the
 // caller binds it (guest.WaitReady) unless --no-wait.
+//
+// Guests of a foreign architecture (arm64 on this amd64 host) get their
+// own profile (qemu.ForeignProfile: TCG by policy), so a host without a
+// usable hardware accelerator still runs them: that refusal is kept and
+// returned only for native guests.
 func Real(root *state.Root, o RealOptions) (*Manager, error) {
 	prof, err := qemu.DetectProfile(o.Getenv, exec.LookPath)
+	var nativeErr error
+	if exitcode.As(err) != nil && exitcode.As(err).Reason == "accelerator_unavailable" {
+		nativeErr = err
+		if prof, err = qemu.DetectProfile(accelTCG(o.Getenv), exec.LookPath); err != nil {
+			return nil, nativeErr
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
 	m := &Manager{
 		Root:   root,
-		Emu:    &realEmulator{prof: prof, firmware: o.Firmware},
+		Emu:    &realEmulator{prof: prof, nativeErr: nativeErr, firmware: o.Firmware, lookPath: exec.LookPath},
 		VM:     &realMachine{stop: o.Stop},
 		Images: &realImages{root: root, progress: o.Progress},
 		Seeds:  &realSeeder{root: root},
@@ -53,7 +67,20 @@ func Real(root *state.Root, o RealOptions) (*Manager, error) {
 	return m, nil
 }
 
-// Profile exposes the detected QEMU profile of a Manager built by Real.
+// accelTCG reads the environment with BARN_ACCEL=tcg: the host-wide parts
+// of the profile (bridge, helper, private network) for foreign guests when
+// native guests have no accelerator.
+func accelTCG(getenv func(string) string) func(string) string {
+	return func(k string) string {
+		if k == "BARN_ACCEL" {
+			return qemu.AccelTCG
+		}
+		return getenv(k)
+	}
+}
+
+// Profile exposes the detected (native) QEMU profile of a Manager built
+// by Real.
 func (m *Manager) Profile() (qemu.Profile, bool) {
 	e, ok := m.Emu.(*realEmulator)
 	if !ok {
@@ -62,42 +89,105 @@ func (m *Manager) Profile() (qemu.Profile, bool) {
 	return e.prof, true
 }
 
+// realEmulator launches native guests with prof and foreign ones with the
+// profile qemu.ForeignProfile derives from it, resolved once per
+// architecture (emulator binary and its version).
 type realEmulator struct {
-	prof     qemu.Profile
-	firmware []qemu.Firmware // nil: qemu.FirmwarePairs
+	prof      qemu.Profile
+	nativeErr error           // why native guests cannot launch (no accelerator), or nil
+	firmware  []qemu.Firmware // nil: the target's distro locations (set only by test binaries)
+	lookPath  func(string) (string, error)
+
+	mu      sync.Mutex
+	foreign map[string]qemu.Profile
 }
 
-func (e *realEmulator) Accel() string      { return e.prof.Accel }
+// profile is the launch profile of guests of arch: the native one, or
+// the foreign one with its emulator's version probed. Errors are
+// capability errors naming what to install.
+func (e *realEmulator) profile(arch string) (qemu.Profile, error) {
+	host := qemu.HostArch()
+	if arch == "" || arch == host {
+		return e.prof, e.nativeErr
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p, ok := e.foreign[arch]; ok {
+		return p, nil
+	}
+	p, err := qemu.ForeignProfile(e.prof, arch, host, e.lookPath)
+	if err != nil {
+		return qemu.Profile{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if p.Version, err = qemu.ProbeVersion(ctx, p.Binary); err != nil {
+		t, _ := qemu.TargetFor(arch)
+		return qemu.Profile{}, exitcode.Wrap(exitcode.Capability, err, "the %s emulator %s does not run", arch, p.Binary).
+			WithReason("qemu_missing").WithNext("sudo apt-get install --reinstall " + t.Package)
+	}
+	if e.foreign == nil {
+		e.foreign = map[string]qemu.Profile{}
+	}
+	e.foreign[arch] = p
+	return p, nil
+}
+
+func (e *realEmulator) Accel(arch string) string {
+	p, err := e.profile(arch)
+	if err != nil {
+		return ""
+	}
+	return p.Accel
+}
+
 func (e *realEmulator) PrivateNet() string { return e.prof.PrivateNet }
 
-func (e *realEmulator) Firmware(boot string) (string, string, error) {
-	if boot != "uefi" {
+// Firmware is the UEFI pair of id's architecture (the test hook's pairs
+// when set).
+func (e *realEmulator) Firmware(id imageref.Identity) (string, string, error) {
+	if id.Boot != "uefi" {
 		return "", "", nil
 	}
-	pairs := e.firmware
-	if pairs == nil {
-		pairs = qemu.FirmwarePairs
+	t, err := qemu.TargetFor(cmp.Or(id.Arch, qemu.HostArch()))
+	if err != nil {
+		return "", "", err
 	}
-	fw, err := qemu.FindFirmware(pairs)
+	fw, err := qemu.FindFirmwareOf(t, e.firmware)
 	return fw.Code, fw.Vars, err
 }
 
+// Supports resolves, before anything is downloaded or deleted, all a
+// launch of id needs: the architecture, its emulator binary and version
+// (installed, for a foreign guest), the machine and CPU model (policy),
+// and the firmware of a uefi image.
 func (e *realEmulator) Supports(id imageref.Identity) error {
 	if err := qemu.CheckGuestArch(id.Arch); err != nil {
 		return err
 	}
-	_, _, err := e.Firmware(id.Boot)
+	if id.Arch == "arm64" && id.Boot != "uefi" {
+		return exitcode.New(exitcode.Capability, "guest architecture arm64 cannot run here with a %s image (%s): arm64 guests (virt machine) boot UEFI only", id.Boot, ImageLabel(id)).
+			WithReason("guest_arch_unsupported").WithNext("use a uefi image for arm64 nodes (barn-repo list shows each image's boot mode)")
+	}
+	if _, err := e.profile(id.Arch); err != nil {
+		return err
+	}
+	_, _, err := e.Firmware(id)
 	return err
 }
 
 func (e *realEmulator) Invocation(in LaunchInput) (state.Invocation, error) {
-	code, _, err := e.Firmware(in.Image.Boot)
+	p, err := e.profile(in.Image.Arch)
+	if err != nil {
+		return state.Invocation{}, err
+	}
+	code, _, err := e.Firmware(in.Image)
 	if err != nil {
 		return state.Invocation{}, err
 	}
 	return qemu.Invocation(qemu.Input{Node: in.Node, VMUUID: in.VMUUID, Image: in.Image, RootDisk: in.RootDisk, Base: in.Base,
 		DataDisks: in.DataDisks, Seed: in.Seed, NVRAM: in.NVRAM, Firmware: code, SSHPort: in.SSHPort,
-		Runtime: in.Runtime, SerialLog: in.SerialLog, Shares: ShareFDs(in.Node.Shares)}, e.prof)
+		Runtime: in.Runtime, SerialLog: in.SerialLog, Shares: ShareFDs(in.Node.Shares)}, p)
 }
 
 // ShareFDs numbers a node's shares as QEMU inherits them: the i-th share
@@ -257,10 +347,10 @@ func Unlaunchable(root *state.Root, err error, stop vm.StopOptions) *Manager {
 
 type brokenEmulator struct{ err error }
 
-func (b brokenEmulator) Accel() string                           { return "" }
-func (b brokenEmulator) PrivateNet() string                      { return "" }
-func (b brokenEmulator) Firmware(string) (string, string, error) { return "", "", b.err }
-func (b brokenEmulator) Supports(imageref.Identity) error        { return b.err }
+func (b brokenEmulator) Accel(string) string                                { return "" }
+func (b brokenEmulator) PrivateNet() string                                 { return "" }
+func (b brokenEmulator) Firmware(imageref.Identity) (string, string, error) { return "", "", b.err }
+func (b brokenEmulator) Supports(imageref.Identity) error                   { return b.err }
 func (b brokenEmulator) Invocation(LaunchInput) (state.Invocation, error) {
 	return state.Invocation{}, b.err
 }

@@ -312,9 +312,15 @@ func runtimeDrift(c *state.Node, in Input) ([]Change, []string) {
 	}
 	var ch []Change
 	var lines []string
-	if c.Accel != "" && in.Runtime.Accel != "" && c.Accel != in.Runtime.Accel {
-		ch = append(ch, Change{Field: "runtime.accel", From: c.Accel, To: in.Runtime.Accel})
-		lines = append(lines, fmt.Sprintf("%s accelerator: %s -> %s", c.Node, c.Accel, in.Runtime.Accel))
+	accel := in.Runtime.Accel
+	if c.Image.Arch != "" && in.Runtime.Arch != "" && c.Image.Arch != in.Runtime.Arch {
+		// A foreign guest runs under TCG by policy, whatever the
+		// host's own accelerator is (lib/qemu ForeignProfile).
+		accel = "tcg"
+	}
+	if c.Accel != "" && accel != "" && c.Accel != accel {
+		ch = append(ch, Change{Field: "runtime.accel", From: c.Accel, To: accel})
+		lines = append(lines, fmt.Sprintf("%s accelerator: %s -> %s", c.Node, c.Accel, accel))
 	}
 	if arch := guestArch(in); c.Image.Arch != "" && arch != "" && c.Image.Arch != arch {
 		ch = append(ch, Change{Field: "runtime.arch", From: c.Image.Arch, To: arch})

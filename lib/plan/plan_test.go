@@ -438,6 +438,24 @@ func TestRuntimeDrift(t *testing.T) {
 	}
 }
 
+// TestForeignGuestNoAccelDrift: an arm64 deployment on an amd64 host with
+// KVM runs TCG by policy: its recorded tcg is not drift.
+func TestForeignGuestNoAccelDrift(t *testing.T) {
+	s := testSpec(1)
+	s.Deployment.Arch = "arm64"
+	s.Seal()
+	dep, nodes := applied(s, state.Running)
+	arm := d12
+	arm.Arch, arm.File, arm.Boot = "arm64", "images/d12-12.13-arm64.qcow2", "uefi"
+	nodes["node-10"].Accel = "tcg"
+	nodes["node-10"].Image = arm
+	p := mustCompute(t, Input{Desired: s, Applied: dep, Nodes: nodes, Resolver: fakeResolver{"d12:stable/arm64": arm},
+		Runtime: &RuntimeProfile{Accel: "kvm", Arch: "amd64"}})
+	if outcomes(p) != "node-10=unchanged" {
+		t.Fatalf("outcomes = %s changes %+v", outcomes(p), p.Nodes[0].Changes)
+	}
+}
+
 func TestSelectors(t *testing.T) {
 	s := testSpec(3)
 	dep, nodes := applied(s, state.Stopped)

@@ -1,9 +1,7 @@
 package qemu
 
 import (
-	"fmt"
 	"os"
-	"runtime"
 	"strings"
 
 	"barn.dev/lib/exitcode"
@@ -26,10 +24,19 @@ var FirmwarePairs = []Firmware{
 	{"/usr/share/edk2-ovmf/x64/OVMF_CODE.fd", "/usr/share/edk2-ovmf/x64/OVMF_VARS.fd"},
 }
 
-// FindFirmware returns the first pair whose two files are regular files.
-// None is a capability error (exit 3) with reason "firmware_missing" and
-// next "sudo apt-get install ovmf".
+// FindFirmware returns the first pair whose two files are regular files,
+// for amd64 guests (OVMF): FindFirmwareOf(Targets["amd64"], pairs).
 func FindFirmware(pairs []Firmware) (Firmware, error) {
+	return FindFirmwareOf(Targets["amd64"], pairs)
+}
+
+// FindFirmwareOf returns the first of pairs (nil: t.Firmware) whose two
+// files are regular files. None is a capability error (exit 3) with reason
+// "firmware_missing" and a next step installing t.FirmwarePackage.
+func FindFirmwareOf(t Target, pairs []Firmware) (Firmware, error) {
+	if pairs == nil {
+		pairs = t.Firmware
+	}
 	looked := make([]string, 0, len(pairs))
 	for _, p := range pairs {
 		if regular(p.Code) && regular(p.Vars) {
@@ -37,8 +44,15 @@ func FindFirmware(pairs []Firmware) (Firmware, error) {
 		}
 		looked = append(looked, p.Code)
 	}
-	return Firmware{}, exitcode.New(exitcode.Capability, "no UEFI firmware for a uefi image: no OVMF code and vars pair found (looked for %s)", strings.Join(looked, ", ")).
-		WithReason("firmware_missing").WithNext("sudo apt-get install ovmf")
+	return Firmware{}, exitcode.New(exitcode.Capability, "no UEFI firmware for a uefi image: no %s code and vars pair found for %s guests (looked for %s)", firmwareName(t), t.Arch, strings.Join(looked, ", ")).
+		WithReason("firmware_missing").WithNext("sudo apt-get install " + t.FirmwarePackage)
+}
+
+func firmwareName(t Target) string {
+	if t.Arch == "arm64" {
+		return "AAVMF"
+	}
+	return "OVMF"
 }
 
 func regular(p string) bool {
@@ -46,24 +60,17 @@ func regular(p string) bool {
 	return err == nil && fi.Mode().IsRegular()
 }
 
-// GuestArch is the only guest architecture this Barn launches: it builds
-// qemu-system-x86_64 q35 command lines, on amd64 hosts (DetectProfile).
-const GuestArch = "amd64"
-
-// CheckGuestArch refuses a guest architecture this host cannot run:
-// anything but amd64 (an arm64 guest would need qemu-system-aarch64, the
-// virt machine and AAVMF firmware, none of which this Barn drives), or any
-// guest on a host other than amd64. The refusal is a capability error
-// (exit 3) with reason "guest_arch_unsupported".
+// CheckGuestArch refuses a guest architecture this host cannot run: one
+// Barn has no Target for (amd64 and arm64 it has), or any guest on a host
+// whose own architecture has no Target. A foreign guest is accepted here
+// (it runs under TCG by policy); whether its emulator is installed is
+// proven before launch (ForeignProfile). The refusal is a capability
+// error (exit 3) with reason "guest_arch_unsupported".
 func CheckGuestArch(arch string) error {
-	if arch == GuestArch && runtime.GOARCH == GuestArch {
-		return nil
+	if _, ok := Targets[HostArch()]; !ok {
+		return exitcode.New(exitcode.Capability, "guest architecture %s cannot run here: Barn runs guests on amd64 and arm64 hosts; the host is %s", arch, HostArch()).
+			WithReason("guest_arch_unsupported")
 	}
-	why := fmt.Sprintf("this Barn launches amd64 guests (qemu-system-x86_64, q35) on amd64 hosts only; the host is %s", runtime.GOARCH)
-	if arch == "arm64" {
-		why += "; an arm64 guest needs qemu-system-aarch64, the virt machine and AAVMF (arm64 UEFI) firmware"
-	}
-	return exitcode.New(exitcode.Capability, "guest architecture %s cannot run here: %s", arch, why).
-		WithReason("guest_arch_unsupported").
-		WithNext("set vm_arch: amd64 (or remove vm_arch) in the inventory's all.vars")
+	_, err := TargetFor(arch)
+	return err
 }

@@ -47,16 +47,23 @@ func TestFindFirmwareOnThisHost(t *testing.T) {
 }
 
 func TestCheckGuestArch(t *testing.T) {
-	if err := CheckGuestArch("amd64"); err != nil {
-		t.Fatalf("amd64: %v", err)
+	for _, arch := range []string{"amd64", "arm64"} {
+		if err := CheckGuestArch(arch); err != nil {
+			t.Fatalf("%s: %v", arch, err)
+		}
 	}
-	for _, arch := range []string{"arm64", "riscv64", ""} {
+	for _, arch := range []string{"riscv64", ""} {
 		e := exitcode.As(CheckGuestArch(arch))
 		if e == nil || e.Class != exitcode.Capability || e.Reason != "guest_arch_unsupported" || e.Next == "" {
 			t.Fatalf("%q: %#v", arch, e)
 		}
 	}
-	if e := exitcode.As(CheckGuestArch("arm64")); !strings.Contains(e.Message, "qemu-system-aarch64") || !strings.Contains(e.Message, "AAVMF") {
-		t.Fatalf("arm64 message %q", e.Message)
+}
+
+func TestFindFirmwareOfNamesTargetPackage(t *testing.T) {
+	_, err := FindFirmwareOf(Targets["arm64"], []Firmware{{Code: "/nonexistent/AAVMF_CODE.fd", Vars: "/nonexistent/AAVMF_VARS.fd"}})
+	e := exitcode.As(err)
+	if e == nil || e.Reason != "firmware_missing" || !strings.Contains(e.Next, "qemu-efi-aarch64") || !strings.Contains(e.Message, "arm64") {
+		t.Fatalf("%#v", e)
 	}
 }

@@ -1,6 +1,7 @@
 package qemu
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -74,7 +75,7 @@ func Invocation(in Input, p Profile) (vmrecord.Invocation, error) {
 	n := in.Node
 	accel := p.Accel
 	if accel == AccelTCG {
-		accel = "tcg,thread=multi"
+		accel = "tcg,thread=" + cmp.Or(p.TCGThread, TCGMulti)
 	}
 	a := &argv{}
 	a.add("-name", quote.QEMUOpt(n.Name))

@@ -81,6 +81,51 @@ var goldenCases = []struct {
 		}, tcgProfile()},
 }
 
+// foreignLookPath finds every emulator under /usr/bin (argv golden tests
+// need no installed QEMU).
+func foreignLookPath(name string) (string, error) { return "/usr/bin/" + name, nil }
+
+// foreignProfile is the profile of guest on host as ForeignProfile derives
+// it from a bridged base profile.
+func foreignProfile(guest, host string) Profile {
+	base := kvmProfile()
+	p, err := ForeignProfile(base, guest, host, foreignLookPath)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+func init() {
+	goldenCases = append(goldenCases,
+		struct {
+			name, comment string
+			in            func() Input
+			p             Profile
+		}{"arm64-on-amd64", "An arm64 guest on an amd64 host: qemu-system-aarch64, the virt machine, multi-threaded TCG and CPU max by policy, AAVMF code read-only and the node's own vars; the same NICs, disks, seed and shares as amd64.",
+			func() Input {
+				in := baseInput()
+				in.Image = imageref.Identity{Image: "d12", Version: "12.4", Arch: "arm64", Boot: "uefi"}
+				in.Base = "/home/u/.barn/images/d12/d12-12.4-arm64.qcow2"
+				in.Firmware, in.NVRAM = "/usr/share/AAVMF/AAVMF_CODE.fd", "/home/u/.barn/nodes/pg-meta-1/nvram.fd"
+				in.DataDisks = []vmrecord.DataDisk{{Name: "data", Path: "/home/u/.barn/nodes/pg-meta-1/data.qcow2", Serial: "x4bq2mzk7dfa3wq5nrt2"}}
+				in.Shares = []ShareFD{{Tag: "barn-0123456789abcdef0123", FD: 3}}
+				return in
+			}, foreignProfile("arm64", "amd64")},
+		struct {
+			name, comment string
+			in            func() Input
+			p             Profile
+		}{"amd64-on-arm64", "An amd64 guest on an arm64 host: qemu-system-x86_64, q35, CPU max and single-threaded TCG by policy (x86's memory order is stronger than arm64's), OVMF.",
+			func() Input {
+				in := baseInput()
+				in.Image.Boot = "uefi"
+				in.Firmware, in.NVRAM = "/usr/share/OVMF/OVMF_CODE_4M.fd", "/home/u/.barn/nodes/pg-meta-1/nvram.fd"
+				return in
+			}, foreignProfile("amd64", "arm64")},
+	)
+}
+
 func render(inv vmrecord.Invocation) string {
 	var b strings.Builder
 	for _, l := range Lines(inv) {

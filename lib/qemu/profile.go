@@ -43,9 +43,11 @@ const (
 // this host. It is part of the node's runtime identity: a changed Accel is
 // runtime drift.
 type Profile struct {
+	Arch         string // guest architecture: "amd64" (q35) or "arm64" (virt); "" reads as amd64
 	Binary       string // absolute path of qemu-system-<arch>
 	Accel        string // "kvm" or "tcg"
-	Machine      string // "q35"
+	TCGThread    string // under TCG: "multi" (default when "") or "single" (TCGThreads)
+	Machine      string // "q35" (amd64) or "virt" (arm64)
 	CPU          string // "host" (kvm) or "max" (tcg)
 	Bridge       string // host bridge for the private NIC, default "barn0"
 	BridgeHelper string // absolute path of qemu-bridge-helper
@@ -79,7 +81,7 @@ var bridgeHelperPaths = []string{
 //
 // It runs nothing; see ProbeVersion for the version.
 func DetectProfile(getenv func(string) string, lookPath func(string) (string, error)) (Profile, error) {
-	p := Profile{Machine: "q35", Bridge: DefaultBridge, PrivateNet: PrivateNetBridge}
+	p := Profile{Arch: "amd64", Machine: "q35", TCGThread: TCGMulti, Bridge: DefaultBridge, PrivateNet: PrivateNetBridge}
 	if runtime.GOARCH != "amd64" {
 		// The command line is built and proven for x86_64 q35 guests only.
 		return Profile{}, exitcode.New(exitcode.Capability,

@@ -41,7 +41,7 @@ func TestDetectProfileExplicitTCG(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Profile{Binary: "/usr/bin/qemu-system-x86_64", Accel: "tcg", Machine: "q35", CPU: "max",
+	want := Profile{Arch: "amd64", Binary: "/usr/bin/qemu-system-x86_64", Accel: "tcg", TCGThread: "multi", Machine: "q35", CPU: "max",
 		Bridge: "barn0", BridgeHelper: "/h", PrivateNet: "bridge"}
 	if p != want {
 		t.Fatalf("got %+v\nwant %+v", p, want)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"barn.dev/lib/imageref"
 	"barn.dev/lib/qmp"
 	"barn.dev/lib/vmrecord"
 )
@@ -193,6 +194,13 @@ func startPaused(t *testing.T, bin string, in Input) (qmp.Monitor, int) {
 	t.Helper()
 	p := tcgProfile()
 	p.Binary = bin
+	return startPausedWith(t, in, p)
+}
+
+// startPausedWith starts in under p paused (-S) and returns its operators'
+// monitor and PID (killed at cleanup).
+func startPausedWith(t *testing.T, in Input, p Profile) (qmp.Monitor, int) {
+	t.Helper()
 	inv, err := Invocation(in, p)
 	if err != nil {
 		t.Fatal(err)
@@ -207,4 +215,93 @@ func startPaused(t *testing.T, bin string, in Input) (qmp.Monitor, int) {
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(pidText)))
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) }) // the daemon this test started
 	return qmp.Monitor{Socket: in.Runtime.QMP}, pid
+}
+
+// TestArm64InvocationStartsRealQEMU: the arm64 argv (qemu-system-aarch64,
+// virt, CPU max, multi-threaded TCG, AAVMF code read-only and the node's
+// own vars, the NICs at their pinned pcie.0 slots, a data disk, the seed
+// and a 9p share) is accepted by the real emulator: paused with -S it
+// answers QMP with the node's name and UUID and has opened exactly the
+// intended files.
+func TestArm64InvocationStartsRealQEMU(t *testing.T) {
+	if HostArch() != "amd64" {
+		t.Skip("the arm64-on-amd64 profile is this host's only foreign one when the host is amd64")
+	}
+	p, err := ForeignProfile(tcgProfile(), "arm64", "amd64", exec.LookPath)
+	if err != nil {
+		t.Skip("qemu-system-aarch64 is not installed (scripts/install-deps.sh installs qemu-system-arm): ", err)
+	}
+	fw, err := FindFirmwareOf(Targets["arm64"], nil)
+	if err != nil {
+		t.Skip("AAVMF is not installed (qemu-efi-aarch64): ", err)
+	}
+	dir, rt := t.TempDir(), t.TempDir()
+	in := baseInput()
+	in.Image = imageref.Identity{Image: "d12", Version: "12.4", Arch: "arm64", Boot: "uefi"}
+	in.RootDisk, in.Seed, in.SerialLog, in.Base = dir+"/root.qcow2", dir+"/seed.iso", dir+"/serial.log", dir+"/base.qcow2"
+	in.Runtime = vmrecord.Runtime{Directory: rt, QMP: rt + "/qmp.sock", BarnQMP: rt + "/barn-qmp.sock", Pidfile: rt + "/qemu.pid"}
+	in.Firmware, in.NVRAM = fw.Code, dir+"/nvram.fd"
+	in.DataDisks = []vmrecord.DataDisk{{Name: "data", Path: dir + "/data.qcow2", Serial: "x4bq2mzk7dfa3wq5nrt2"}}
+	in.Node.MemoryBytes = 512 << 20
+	qemuImg(t, "create", "-q", "-f", "qcow2", in.Base, "16M")
+	qemuImg(t, "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", in.Base, in.RootDisk, "16M")
+	qemuImg(t, "create", "-q", "-f", "qcow2", in.DataDisks[0].Path, "16M")
+	if err := os.WriteFile(in.Seed, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nv, err := os.ReadFile(fw.Vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(in.NVRAM, nv, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	share, err := os.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer share.Close()
+	in.Shares = []ShareFD{{Tag: "barn-0123456789abcdef0123", FD: 3}}
+	inv, err := Invocation(in, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(inv.Binary, append(inv.Args, "-S")...)
+	cmd.ExtraFiles = []*os.File{share}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("qemu-system-aarch64 refused the argv: %v\n%s\n%s", err, out, strings.Join(Lines(inv), "\n"))
+	}
+	pidText, err := os.ReadFile(in.Runtime.Pidfile)
+	if err != nil {
+		t.Fatalf("pidfile: %v", err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(pidText)))
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	mon := qmp.Monitor{Socket: in.Runtime.QMP}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := mon.Verify(ctx, in.Node.Name, in.VMUUID); err != nil {
+		t.Fatalf("QMP identity: %v", err)
+	}
+	var blocks []struct {
+		Inserted *struct {
+			File string `json:"file"`
+		} `json:"inserted"`
+	}
+	if err := mon.Execute(ctx, "query-block", nil, &blocks); err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, b := range blocks {
+		if b.Inserted != nil {
+			files = append(files, b.Inserted.File)
+		}
+	}
+	want := []string{in.RootDisk, in.DataDisks[0].Path, in.Seed, in.Firmware, in.NVRAM}
+	sort.Strings(files)
+	sort.Strings(want)
+	if strings.Join(files, "\n") != strings.Join(want, "\n") {
+		t.Errorf("QEMU opened\n%s\nwant\n%s", strings.Join(files, "\n"), strings.Join(want, "\n"))
+	}
+	_ = mon.Execute(ctx, "quit", nil, nil)
 }

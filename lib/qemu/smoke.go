@@ -42,14 +42,29 @@ func SmokeStart(ctx context.Context, bin, accel string) Smoke {
 	if accel == AccelKVM {
 		cpu = "host"
 	}
+	return smokeStart(ctx, bin, accel, "q35", cpu)
+}
+
+// SmokeForeign is SmokeStart of a foreign guest's emulator as Barn runs
+// it: TCG (multi- or single-threaded by TCGThreads), t's machine and CPU
+// ForeignCPU, paused. An answer to query-status proves the emulator can
+// set that machine up on this host.
+func SmokeForeign(ctx context.Context, bin string, t Target) Smoke {
+	return smokeStart(ctx, bin, "tcg,thread="+TCGThreads(t.Arch, HostArch()), t.Machine, ForeignCPU)
+}
+
+func smokeStart(ctx context.Context, bin, accel, machine, cpu string) Smoke {
 	what := fmt.Sprintf("%s -accel %s -cpu %s -S", bin, accel, cpu)
+	if machine != "q35" {
+		what = fmt.Sprintf("%s -machine %s -accel %s -cpu %s -S", bin, machine, accel, cpu)
+	}
 	dir, err := os.MkdirTemp("", "barn-smoke-")
 	if err != nil {
 		return Smoke{Evidence: fmt.Sprintf("%s: %v", what, err)}
 	}
 	defer os.RemoveAll(dir)
 	sock := filepath.Join(dir, "qmp.sock")
-	args := []string{"-accel", accel, "-machine", "q35", "-cpu", cpu,
+	args := []string{"-accel", accel, "-machine", machine, "-cpu", cpu,
 		"-display", "none", "-nodefaults", "-no-user-config", "-S",
 		"-qmp", "unix:" + sock + ",server=on,wait=off"}
 	cmd := exec.CommandContext(ctx, bin, args...)

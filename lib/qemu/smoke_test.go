@@ -63,3 +63,30 @@ func TestSmokeStartRealQEMU(t *testing.T) {
 		t.Fatalf("/dev/kvm does not open but the probe says usable: %s", probe.Evidence)
 	}
 }
+
+// TestSmokeForeignRealQEMU smoke-starts the installed foreign emulators as
+// Barn runs them (arm64: qemu-system-aarch64 -machine virt -cpu max under
+// multi-threaded TCG). A missing emulator is a skip that names the
+// package; install-deps.sh installs qemu-system-arm for the suites.
+func TestSmokeForeignRealQEMU(t *testing.T) {
+	for _, arch := range TargetArchs() {
+		if arch == HostArch() {
+			continue
+		}
+		tg := Targets[arch]
+		bin, err := exec.LookPath(tg.Binary)
+		if err != nil {
+			t.Skipf("%s not installed (package %s): %v", tg.Binary, tg.Package, err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		s := SmokeForeign(ctx, bin, tg)
+		cancel()
+		if !s.OK || !strings.Contains(s.Evidence, "-machine "+tg.Machine) || !strings.Contains(s.Evidence, "answered QMP query-status") {
+			t.Fatalf("%s: %s", arch, s.Evidence)
+		}
+		bogus := SmokeForeign(context.Background(), bin, Target{Arch: arch, Machine: "no-such-machine"})
+		if bogus.OK || !strings.Contains(bogus.Evidence, "exited") {
+			t.Fatalf("a machine %s lacks smoke-starts: %s", tg.Binary, bogus.Evidence)
+		}
+	}
+}

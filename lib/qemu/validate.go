@@ -36,12 +36,23 @@ func validate(in Input, p Profile) error {
 		return invalid("profile.binary", p.Binary, "must be an absolute path")
 	case p.Accel != AccelKVM && p.Accel != AccelTCG:
 		return invalid("profile.accel", p.Accel, `want "kvm" or "tcg"`)
-	case p.Machine != "q35":
-		return invalid("profile.machine", p.Machine, `want "q35"`)
+	case p.Arch != "" && p.Arch != "amd64" && p.Arch != "arm64":
+		return invalid("profile.arch", p.Arch, `want "amd64" or "arm64"`)
+	case p.Machine != Targets[cmp.Or(p.Arch, "amd64")].Machine:
+		return invalid("profile.machine", p.Machine, fmt.Sprintf("want %q for %s guests", Targets[cmp.Or(p.Arch, "amd64")].Machine, cmp.Or(p.Arch, "amd64")))
+	case p.TCGThread != "" && p.TCGThread != TCGMulti && p.TCGThread != TCGSingle:
+		return invalid("profile.tcg_thread", p.TCGThread, `want "multi" or "single"`)
 	case p.CPU != "host" && p.CPU != "max":
 		return invalid("profile.cpu", p.CPU, `want "host" or "max"`)
 	case p.Accel == AccelTCG && p.CPU == "host":
 		return invalid("profile.cpu", p.CPU, `"host" needs KVM`)
+	}
+	guest := cmp.Or(p.Arch, "amd64")
+	if in.Image.Arch != "" && in.Image.Arch != guest {
+		return invalid("image.arch", in.Image.Arch, fmt.Sprintf("the profile launches %s guests", guest))
+	}
+	if guest == "arm64" && in.Image.Boot != "uefi" {
+		return invalid("image.boot", in.Image.Boot, `arm64 guests (virt machine) boot UEFI only`)
 	}
 	switch p.PrivateNet {
 	case PrivateNetBridge:
