@@ -42,6 +42,11 @@ type Host struct {
 	// FailAfter injects a failure right after the step with this ID was
 	// applied (tests only; never set from the environment).
 	FailAfter string
+	// CrashAfter, when set, is called right after a step's effect ("install")
+	// or undo ("uninstall") and before the manifest records it: the test
+	// seam where barn-net kills itself (BARN_NET_TEST_CRASH_AFTER) to prove
+	// that every crash converges (settleInFlight).
+	CrashAfter func(phase, stepID string)
 	// Link is the netlink implementation (tests use the real one inside a
 	// namespace).
 	Link LinkOps
