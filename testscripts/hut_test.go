@@ -124,7 +124,10 @@ func (b *hutBoot) file(name string) string {
 }
 
 // rc is the exit status of step name.
-func (b *hutBoot) rc(name string) string { b.t.Helper(); return strings.TrimSpace(b.file(name + ".rc")) }
+func (b *hutBoot) rc(name string) string {
+	b.t.Helper()
+	return strings.TrimSpace(b.file(name + ".rc"))
+}
 
 // ok asserts that step name exited 0 and returns its stdout.
 func (b *hutBoot) ok(name string) string {
