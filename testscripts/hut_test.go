@@ -232,6 +232,8 @@ func (b *hutBoot) plan(name string) hostnet.Plan {
 func (b *hutBoot) transaction(backend string) hostnet.Manifest {
 	t := b.t
 	t.Helper()
+	b.refused("preflight", "3", "network_unusable") // nothing installed yet
+	contains(t, "preflight's hint", b.file("preflight.err"), "next: barn-net install")
 	p := b.plan("plan")
 	if p.Backend != backend {
 		t.Fatalf("plan chose backend %s, want %s (the service in charge)", p.Backend, backend)
@@ -263,7 +265,12 @@ func (b *hutBoot) transaction(backend string) hostnet.Manifest {
 	if m.Status != hostnet.StatusInstalled || m.Backend != backend || m.Applied != len(p.Steps) {
 		t.Errorf("manifest after install: status %s backend %s applied %d of %d", m.Status, m.Backend, m.Applied, len(p.Steps))
 	}
-	contains(t, "status", b.ok("status"), `"backend": "`+backend+`"`, `"installed"`)
+	var st hostnet.Status
+	must(t, json.Unmarshal([]byte(b.ok("status")), &st))
+	if st.Backend != backend || !st.Installed || st.State != hostnet.StatusInstalled || !st.Usable {
+		t.Errorf("status after install: %+v", st)
+	}
+	b.ok("preflight-installed")
 	installed := b.file("installed.snap")
 	contains(t, "the installed host", installed, "barn0", "10.10.10.1/24", "4755 root:root", "allow barn0")
 	b.ok("hosts-install")
@@ -308,7 +315,6 @@ func (b *hutBoot) crashes() {
 func checkNM(t *testing.T, b *hutBoot) {
 	contains(t, "service versions", b.file("versions"), "1.42.", "1.3.", "systemd 252")
 	contains(t, "firewalld", b.file("firewalld.state"), "running")
-	b.ok("preflight")
 	m := b.transaction(hostnet.BackendNetworkManager)
 	rec := m.Created.NMConnection
 	if rec == nil {
@@ -354,7 +360,6 @@ func checkNetworkd(t *testing.T, b *hutBoot) {
 	contains(t, "networkd after a safe activation", b.file("safe-installed.snap"), "systemd-networkd.service active")
 	b.ok("safe-uninstall")
 	b.sameSnap("safe-after", "safe-before")
-	b.ok("preflight")
 	b.transaction(hostnet.BackendNetworkd)
 	contains(t, "networkctl status barn0", b.file("barn0.networkctl"), "80-barn0.network", "10.10.10.1")
 	b.refused("foreign-unit-plan", "4", "unit_foreign")

@@ -35,6 +35,7 @@ snap() {
     echo "## helper mode"; stat -c '%a %U:%G %n' "$HELPER"
     echo "## /etc/qemu"; ls -la /etc/qemu 2>&1 | sed 1d | awk '{print $1, $3, $4, $NF}'
     echo "## bridge.conf"; cat /etc/qemu/bridge.conf 2>&1
+    echo "## /etc/hosts"; cat /etc/hosts
     echo "## barn state"; ls -la /var/lib/barn 2>&1 | sed 1d | awk '{print $1, $NF}'
     snap_service
   } > "$OUT/$1.snap" 2>&1

@@ -49,6 +49,7 @@ step preflight barn-net preflight
 step plan barn-net plan
 step install barn-net install --yes
 step status barn-net status
+step preflight-installed barn-net preflight
 snap installed
 cp /var/lib/barn/network.json "$OUT/manifest.installed"
 networkctl status barn0 --no-pager > "$OUT/barn0.networkctl" 2>&1

@@ -3,9 +3,8 @@
 . /hut/lib.sh
 snap_service() {
   echo "## nmcli connection show"; nmcli -t -f NAME,UUID,TYPE,DEVICE connection show | sort
-  echo "## firewall-cmd --list-all per zone"
-  for z in $(firewall-cmd --get-zones); do firewall-cmd --zone="$z" --list-all; done
-  echo "## firewall-cmd --get-active-zones"; firewall-cmd --get-active-zones
+  echo "## firewall-cmd --list-all-zones (--list-all for every zone)"; firewall-cmd --list-all-zones
+  echo "## firewall-cmd --permanent --list-all-zones"; firewall-cmd --permanent --list-all-zones
 }
 nm-online -s -q -t 120
 firewall-cmd --state > "$OUT/firewalld.state" 2>&1
@@ -16,6 +15,7 @@ step preflight barn-net preflight
 step plan barn-net plan
 step install barn-net install --yes
 step status barn-net status
+step preflight-installed barn-net preflight
 snap installed
 cp /var/lib/barn/network.json "$OUT/manifest.installed"
 nmcli -t -f connection.uuid,connection.zone,bridge.stp,ipv4.addresses connection show barn0 > "$OUT/barn0.conn" 2>&1
