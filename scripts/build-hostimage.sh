@@ -99,6 +99,9 @@ mount_api() { mount -t proc proc "$rootfs/proc"; mount -t sysfs sys "$rootfs/sys
 umount_api() { umount "$rootfs/dev" "$rootfs/proc" "$rootfs/sys"; }
 mount_api
 printf '#!/bin/sh\nexit 101\n' > "$rootfs/usr/sbin/policy-rc.d"; chmod 755 "$rootfs/usr/sbin/policy-rc.d"
+mkdir -p "$rootfs/etc/initramfs-tools/conf.d"
+printf 'MODULES=list\n' > "$rootfs/etc/initramfs-tools/conf.d/hut.conf"
+printf '%s\n' virtio_pci virtio_blk virtio_net ext4 crc32c_generic >> "$rootfs/etc/initramfs-tools/modules"
 log "installing ${#COMMON[@]} common packages"
 install_pkgs "${COMMON[@]}"
 
@@ -106,9 +109,6 @@ log "configuring the guest"
 echo hut > "$rootfs/etc/hostname"
 printf '127.0.1.1 hut\n' >> "$rootfs/etc/hosts"
 printf '/dev/vda / ext4 defaults 0 1\n' > "$rootfs/etc/fstab"
-printf 'MODULES=list\n' > "$rootfs/etc/initramfs-tools/conf.d/hut.conf"
-printf '%s\n' virtio_pci virtio_blk virtio_net ext4 crc32c_generic >> "$rootfs/etc/initramfs-tools/modules"
-in_root update-initramfs -u -k all >/dev/null 2>&1
 passwd -R "$rootfs" -d root >/dev/null
 # The test's entry point: mount the 9p share, run its script, power off.
 cat > "$rootfs/etc/systemd/system/hut.service" <<'UNIT'
@@ -133,11 +133,11 @@ in_root systemctl enable hut.service >/dev/null 2>&1
 in_root systemctl mask getty@tty1.service serial-getty@ttyS0.service >/dev/null 2>&1
 : > "$rootfs/etc/machine-id"; rm -f "$rootfs/var/lib/dbus/machine-id"
 
-# make_image NAME: the current root as a bare ext4 in compressed qcow2.
+# make_image NAME: the current root as a bare ext4 in compressed qcow2,
+# without apt's package lists and cache (they stay in $rootfs for the next
+# install), checked by e2fsck after the unmount.
 make_image() {
   local img=$work/$1.ext4
-  in_root apt-get clean
-  rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/tmp/*
   umount_api
   truncate -s "${ROOT_MIB}M" "$img"
   mkfs.ext4 -q -L rootfs "$img"
@@ -145,7 +145,10 @@ make_image() {
   mkdir -p "$mnt"; mount "$loopdev" "$mnt"
   cp -a -x "$rootfs/." "$mnt/"
   rm -f "$mnt/usr/sbin/policy-rc.d"
+  rm -rf "$mnt"/var/lib/apt/lists/* "$mnt"/var/cache/apt/archives/*.deb "$mnt"/tmp/*
+  sync -f "$mnt"
   umount "$mnt"; losetup -d "$loopdev"; loopdev=""
+  e2fsck -fy "$img" >/dev/null 2>&1 || [ $? -eq 1 ] || die "e2fsck of the $1 root failed"
   qemu-img convert -c -O qcow2 "$img" "$work/$1.qcow2"
   rm -f "$img"
   mount_api
