@@ -791,3 +791,21 @@ func TestManifestVersions(t *testing.T) {
 		t.Fatalf("development build's manifest: %#v, want integrity dev_build_format naming the file and the undo", e)
 	}
 }
+
+// TestBothActiveChoosesNetworkManager documents the decision for a host
+// where NetworkManager and systemd-networkd are both active: auto picks
+// NetworkManager, the service such a host is configured with (networkd
+// then typically has no units of its own and manages nothing); networkd
+// stays available with --backend networkd.
+func TestBothActiveChoosesNetworkManager(t *testing.T) {
+	f := newFakeHost(t, true, "active")
+	o, err := f.Inspect(context.Background())
+	must(t, err)
+	if o.Detected != BackendNetworkManager {
+		t.Fatalf("both active: detected %s, want %s", o.Detected, BackendNetworkManager)
+	}
+	p, err := f.PlanInstall(o, Options{Backend: BackendNetworkd})
+	if err != nil || p.Backend != BackendNetworkd {
+		t.Fatalf("--backend networkd on a host where both are active: %v %v", p.Backend, err)
+	}
+}
