@@ -3,7 +3,9 @@ package cli
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
+	"syscall"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/hostnet"
@@ -18,7 +20,22 @@ type backendFlag struct {
 	Backend string `name:"backend" default:"auto" enum:"auto,netlink,networkmanager,networkd,vmnet" help:"auto (what owns the host network), netlink, networkmanager, networkd or vmnet."`
 }
 
-func host(env *tool.Env) *hostnet.Host { return hostnet.FromEnv(env.Getenv) }
+// host is this machine's Host. The test seam BARN_NET_TEST_CRASH_AFTER=
+// <install|uninstall>:<step id> makes barn-net kill itself (SIGKILL) right
+// after that step's effect or undo, before the manifest records it: the
+// live suite proves with it that every crash converges.
+func host(env *tool.Env) *hostnet.Host {
+	h := hostnet.FromEnv(env.Getenv)
+	if at := env.Getenv("BARN_NET_TEST_CRASH_AFTER"); at != "" {
+		h.CrashAfter = func(phase, step string) {
+			if phase+":"+step == at {
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {} // the signal is delivered before anything else runs
+			}
+		}
+	}
+	return h
+}
 
 type statusCmd struct{ cidrFlag }
 

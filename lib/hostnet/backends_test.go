@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/lazyre"
 	"barn.dev/lib/safefile/safefiletest"
 	"barn.dev/lib/wire"
 	"barn.dev/lib/wire/wiretest"
@@ -24,13 +25,14 @@ func realPaths() *Host {
 }
 
 // UUIDs of NetworkManager connections in the tests: the wired one every
-// host has, the one the fake nmcli assigns to Barn's add, and a foreign
-// bridge connection of Barn's name.
+// host has and a foreign bridge connection of Barn's name (Barn's own is
+// the random one Apply records).
 const (
 	wiredUUID   = "5f0c3a4e-1111-4a4a-9b9b-0123456789ab"
-	barnUUID    = "9d8c7b6a-2222-4c4c-8d8d-ba9876543210"
 	foreignUUID = "0a1b2c3d-3333-4e4e-8f8f-001122334455"
 )
+
+var uuidRE = lazyre.New(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 
 func baseObserved() Observed {
 	return Observed{
@@ -331,8 +333,9 @@ func newFakeHost(t *testing.T, nm bool, networkdActive string) *fakeHost {
 	script("nmcli", `case "$*" in
 "-t -f RUNNING general") cat $F/nm; echo ;;
 "-t -f UUID,TYPE,NAME connection show") cat $F/nm-connections ;;
-"connection add type bridge con-name "*) echo "`+barnUUID+`:bridge:$6" >> $F/nm-connections
-  echo "Connection '$6' (`+barnUUID+`) successfully added." ;;
+"connection add type bridge con-name "*) u=$(echo "$*" | sed -n 's/.* connection\.uuid \([^ ]*\).*/\1/p')
+  echo "$u:bridge:$6" >> $F/nm-connections
+  echo "Connection '$6' ($u) successfully added." ;;
 "connection delete uuid "*) grep -v "^$4:" $F/nm-connections > $F/nm-c; mv $F/nm-c $F/nm-connections ;;
 esac
 exit 0
@@ -414,15 +417,17 @@ func TestNetworkManagerAgainstFakes(t *testing.T) {
 	if p.Backend != BackendNetworkManager {
 		t.Fatalf("detected %s", p.Backend)
 	}
+	m, _ := f.ReadManifest()
+	if m == nil || m.Created.NMConnection == nil || !uuidRE.MatchString(m.Created.NMConnection.UUID) {
+		t.Fatalf("the manifest must record the UUID Barn chose: %+v", m)
+	}
+	barnUUID := m.Created.NMConnection.UUID
 	wantLog(t, "install", f.mutations(t),
-		"nmcli connection add type bridge con-name barn0 ifname barn0 ipv4.method manual ipv4.addresses 10.10.10.1/24 ipv6.method disabled bridge.stp no connection.autoconnect yes",
+		"nmcli connection add type bridge con-name barn0 ifname barn0 ipv4.method manual ipv4.addresses 10.10.10.1/24 ipv6.method disabled bridge.stp no connection.autoconnect yes connection.uuid "+barnUUID,
 		"nmcli connection up uuid "+barnUUID)
 	conf, _ := os.ReadFile(f.BridgeConf())
 	if string(conf) != ManagedBlock("barn0") {
 		t.Fatalf("bridge.conf %q", conf)
-	}
-	if m, _ := f.ReadManifest(); m.Created.NMConnection == nil || m.Created.NMConnection.UUID != barnUUID {
-		t.Fatalf("the manifest must record the UUID nmcli answered: %+v", m.Created)
 	}
 	f.Link = fakeLinks{links: []LinkInfo{{Name: "barn0", Kind: "bridge", Up: true, Addrs: []string{"10.10.10.1/24"}},
 		{Name: "vnet0", Kind: "tuntap", Master: "barn0", Addrs: []string{}}}}
@@ -784,5 +789,23 @@ func TestManifestVersions(t *testing.T) {
 	if e == nil || e.Class != exitcode.Integrity || e.Reason != "dev_build_format" || !strings.Contains(e.Message, h.ManifestPath()) ||
 		!strings.Contains(e.Message, "nmcli connection delete barn0") || !strings.Contains(e.Next, "sudo rm "+h.ManifestPath()) {
 		t.Fatalf("development build's manifest: %#v, want integrity dev_build_format naming the file and the undo", e)
+	}
+}
+
+// TestBothActiveChoosesNetworkManager documents the decision for a host
+// where NetworkManager and systemd-networkd are both active: auto picks
+// NetworkManager, the service such a host is configured with (networkd
+// then typically has no units of its own and manages nothing); networkd
+// stays available with --backend networkd.
+func TestBothActiveChoosesNetworkManager(t *testing.T) {
+	f := newFakeHost(t, true, "active")
+	o, err := f.Inspect(context.Background())
+	must(t, err)
+	if o.Detected != BackendNetworkManager {
+		t.Fatalf("both active: detected %s, want %s", o.Detected, BackendNetworkManager)
+	}
+	p, err := f.PlanInstall(o, Options{Backend: BackendNetworkd})
+	if err != nil || p.Backend != BackendNetworkd {
+		t.Fatalf("--backend networkd on a host where both are active: %v %v", p.Backend, err)
 	}
 }

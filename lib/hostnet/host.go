@@ -46,6 +46,11 @@ type Host struct {
 	// heal (faultops.go; tests inject crashes; never set from the
 	// environment by the shipped tools).
 	FaultHook func(step string)
+	// CrashAfter, when set, is called right after a step's effect ("install")
+	// or undo ("uninstall") and before the manifest records it: the test
+	// seam where barn-net kills itself (BARN_NET_TEST_CRASH_AFTER) to prove
+	// that every crash converges (settleInFlight).
+	CrashAfter func(phase, stepID string)
 	// Link is the netlink implementation (tests use the real one inside a
 	// namespace).
 	Link LinkOps

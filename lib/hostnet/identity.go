@@ -25,7 +25,8 @@ import (
 //	             ifindex with the boot it was observed in
 //	networkd     the MAC Barn writes in its .netdev (MACAddress=, derived from
 //	             the bridge name and /24); then ifindex and boot likewise
-//	networkmanager  the connection's UUID (from nmcli's answer to the add),
+//	networkmanager  the connection's UUID (chosen by Barn, recorded, then passed
+//	             to nmcli connection add as connection.uuid),
 //	             its name and type bridge
 //
 // An ifindex is compared only within the boot it was observed in (the

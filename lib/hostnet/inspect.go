@@ -82,6 +82,10 @@ func (h *Host) Inspect(ctx context.Context) (Observed, error) {
 	if err != nil {
 		return o, err
 	}
+	// What is in charge: NetworkManager when it runs, even when networkd is
+	// active too (the host is configured through NetworkManager; networkd
+	// beside it usually has no units of its own), then networkd, else
+	// netlink (TestBothActiveChoosesNetworkManager).
 	switch {
 	case o.NM.Running:
 		o.Detected = BackendNetworkManager

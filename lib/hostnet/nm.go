@@ -2,12 +2,14 @@ package hostnet
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	"barn.dev/lib/exitcode"
-	"barn.dev/lib/lazyre"
 )
 
 // NMConn is one NetworkManager connection profile as nmcli lists it.
@@ -18,10 +20,12 @@ type NMConn struct {
 }
 
 // planNM adds the NetworkManager steps: an owned bridge connection (in the
-// firewalld "trusted" zone when firewalld is active), brought up. The add
-// records the connection's UUID from nmcli's answer; up and the undo use
-// that UUID, never the name (NetworkManager allows several connections of
-// one name).
+// firewalld "trusted" zone when firewalld is active), brought up. The
+// connection's UUID is chosen by Apply and recorded in the manifest before
+// the add (which passes it as connection.uuid), so a crash right after the
+// add leaves a connection uninstall recognises; up and the undo use that
+// UUID, never the name (NetworkManager allows several connections of one
+// name).
 func (h *Host) planNM(p *Plan, o Observed, sn Subnet) error {
 	br := h.bridge()
 	if !o.NM.Running {
@@ -40,7 +44,7 @@ func (h *Host) planNM(p *Plan, o Observed, sn Subnet) error {
 		add = append(add, "connection.zone", "trusted")
 	}
 	p.add(Step{ID: "nm-connection-add", Kind: KindNMAdd, Link: br, Argv: add,
-		Summary: strings.Join(add, " ") + " (its UUID is recorded; uninstall deletes that UUID only)"})
+		Summary: strings.Join(add, " ") + " connection.uuid <a UUID chosen and recorded in the manifest before the add; uninstall deletes that UUID only>"})
 	p.add(Step{ID: "nm-connection-up", Kind: KindNMUp, Link: br,
 		Summary: fmt.Sprintf("nmcli connection up uuid <the recorded UUID> (%s)", br)})
 	if o.NM.Firewalld {
@@ -95,34 +99,36 @@ func splitTerse(line string) []string {
 	return append(out, cur.String())
 }
 
-var uuidRE = lazyre.New(`[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`)
-
-// addNMConnection runs the add and returns the new connection's UUID:
-// the one in nmcli's answer ("Connection 'barn0' (UUID) successfully
-// added."), else the only connection of that name (the plan proved there
-// was none before).
-func (h *Host) addNMConnection(ctx context.Context, s Step) (string, error) {
-	out, err := h.Runner.Run(ctx, s.Argv)
-	if err != nil {
-		return "", fmt.Errorf("%v: %w: %s", s.Argv, err, firstLine(string(out)))
-	}
-	if u := uuidRE.FindString(string(out)); u != "" {
-		return strings.ToLower(u), nil
+// addNMConnection runs the add with the UUID recorded before it
+// (connection.uuid) and checks that NetworkManager now holds a connection
+// of that UUID.
+func (h *Host) addNMConnection(ctx context.Context, s Step, uuid string) error {
+	argv := append(slices.Clone(s.Argv), "connection.uuid", uuid)
+	if out, err := h.Runner.Run(ctx, argv); err != nil {
+		return fmt.Errorf("%v: %w: %s", argv, err, firstLine(string(out)))
 	}
 	conns, err := h.nmConnections(ctx)
 	if err != nil {
-		return "", err
+		return err
 	}
-	var found []string
 	for _, c := range conns {
-		if c.Name == s.Link {
-			found = append(found, c.UUID)
+		if strings.EqualFold(c.UUID, uuid) {
+			return nil
 		}
 	}
-	if len(found) != 1 {
-		return "", fmt.Errorf("nmcli added connection %s but named no UUID, and %d connections of that name exist: cannot tell which is Barn's", s.Link, len(found))
+	return fmt.Errorf("nmcli added connection %s but NetworkManager lists no connection with the UUID %s Barn gave it", s.Link, uuid)
+}
+
+// newNMUUID returns a random (version 4) UUID for Barn's connection.
+func newNMUUID() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generating a connection UUID: %w", err)
 	}
-	return strings.ToLower(found[0]), nil
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	x := hex.EncodeToString(b)
+	return x[0:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:], nil
 }
 
 // nmDifferences says whether NetworkManager holds the connection Barn

@@ -64,6 +64,12 @@ func (h *Host) Apply(ctx context.Context, plan Plan, opt Options, progress Progr
 		m.Created.Bridge = netlinkIdentity(plan.Bridge, id)
 	case BackendNetworkd:
 		m.Created.Bridge = &LinkIdentity{Name: plan.Bridge, MAC: NetworkdMAC(plan.Bridge, sn)}
+	case BackendNetworkManager:
+		uuid, err := newNMUUID()
+		if err != nil {
+			return nil, exitcode.Wrap(exitcode.Runtime, err, "starting the install")
+		}
+		m.Created.NMConnection = &NMConnection{UUID: uuid, Name: plan.Bridge}
 	}
 	for i, s := range plan.Steps {
 		if err := ctx.Err(); err != nil {
@@ -72,6 +78,7 @@ func (h *Host) Apply(ctx context.Context, plan Plan, opt Options, progress Progr
 		progress(fmt.Sprintf("[%d/%d] %s", i+1, len(plan.Steps), s.Summary))
 		err := h.applyStep(ctx, m, &plan, s)
 		if err == nil {
+			h.crashPoint("install", s.ID)
 			m.Applied = i + 1
 			if s.Kind == KindWriteFile {
 				m.Files[s.Path] = digest([]byte(s.Content))
@@ -98,6 +105,11 @@ func (h *Host) Apply(ctx context.Context, plan Plan, opt Options, progress Progr
 // rollback undoes m's applied steps in reverse and returns the error to
 // report for cause at step i.
 func (h *Host) rollback(m *Manifest, cause error, i int, s Step) error {
+	if m.Applied == i {
+		if now, err := h.now(context.Background(), s); err == nil {
+			h.settleInFlight(m, now) // the failed step may have taken effect
+		}
+	}
 	class := exitcode.ClassOf(cause)
 	if class == exitcode.OK || class == exitcode.Cancelled && !errors.Is(cause, context.Canceled) {
 		class = exitcode.Runtime
@@ -132,6 +144,7 @@ func (h *Host) undoApplied(ctx context.Context, m *Manifest, keep bool) ([]strin
 			}
 			return kept, err
 		}
+		h.crashPoint("uninstall", m.Steps[j].ID)
 		m.Applied = j
 		if j > 0 && m.Steps[0].Kind == KindManifest {
 			if err := h.writeManifest(m); err != nil {
@@ -154,12 +167,11 @@ func (h *Host) applyStep(ctx context.Context, m *Manifest, p *Plan, s Step) erro
 		}
 		return h.Link.AddBridge(s.Link, id.MAC, id.Alias)
 	case KindNMAdd:
-		uuid, err := h.addNMConnection(ctx, s)
-		if err != nil {
-			return err
+		rec := m.Created.NMConnection
+		if rec == nil || rec.UUID == "" {
+			return fmt.Errorf("no NetworkManager connection UUID recorded before adding %s", s.Link)
 		}
-		m.Created.NMConnection = &NMConnection{UUID: uuid, Name: s.Link}
-		return nil
+		return h.addNMConnection(ctx, s, rec.UUID)
 	case KindNMUp:
 		rec := m.Created.NMConnection
 		if rec == nil || rec.UUID == "" {
@@ -224,6 +236,14 @@ func (h *Host) applyStep(ctx context.Context, m *Manifest, p *Plan, s Step) erro
 		return nil
 	}
 	return fmt.Errorf("unknown step kind %q", s.Kind)
+}
+
+// crashPoint calls h.CrashAfter, the test seam between a step's effect (or
+// undo) and the manifest write that records it.
+func (h *Host) crashPoint(phase, stepID string) {
+	if h.CrashAfter != nil {
+		h.CrashAfter(phase, stepID)
+	}
 }
 
 // command runs argv through the Runner; a failure names it and its first line of output.

@@ -23,8 +23,11 @@ import (
 //     bridge, and "bridge_users" while a process in this network namespace
 //     runs with a NIC on it (what "recorded nodes are live" means to
 //     barn-net: users.go);
-//   - integrity "owned_file_modified" when a file Barn wrote no longer has
-//     the digest recorded at install.
+//   - integrity "owned_file_modified" when a file Barn wrote has neither
+//     the digest recorded at install nor its recorded prestate (an undo
+//     that a crash stopped before the manifest counted it restored that).
+//
+// A step a crash left in flight is settled first (settleInFlight).
 //
 // With no manifest it returns a Noop plan.
 func (h *Host) PlanUninstall(o Observed) (Plan, error) {
@@ -38,6 +41,7 @@ func (h *Host) PlanUninstall(o Observed) (Plan, error) {
 	}
 	p.Backend, p.Bridge, p.CIDR, p.HostAddress, p.Helper = m.Backend, m.Bridge, m.CIDR, m.HostAddress, m.Helper
 	now := nowOf(o)
+	h.settleInFlight(m, now)
 	kept := map[int]string{}
 	for j := m.Applied - 1; j >= 0; j-- {
 		if _, refusal := h.undoCheck(m, m.Steps[j], now); refusal != nil {
@@ -72,7 +76,7 @@ func (h *Host) PlanUninstall(o Observed) (Plan, error) {
 		if err != nil {
 			return p, exitcode.Wrap(exitcode.Runtime, err, "checking %s", s.Path)
 		}
-		if want := digest([]byte(s.Content)); cur.SHA256 != want {
+		if want := digest([]byte(s.Content)); cur.SHA256 != want && !sameAsPrev(cur, s.Prev) {
 			return p, exitcode.New(exitcode.Integrity, "%s was modified since install (sha256 %s, recorded %s); Barn does not overwrite a changed file — restore Barn's content or undo the edit",
 				s.Path, short(cur.SHA256), short(want)).WithReason("owned_file_modified").WithDetail(map[string]string{"path": s.Path})
 		}

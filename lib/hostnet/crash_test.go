@@ -1,0 +1,132 @@
+package hostnet
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// crashed is the panic value of the CrashAfter seam in these tests: it
+// unwinds Apply or Uninstall at the crash point as a kill would stop
+// barn-net (the live suite kills the real process: hostut_test.go).
+type crashed struct{ phase, step string }
+
+// snapshot is every file under the fake host's root (the fakes' state
+// included, their bin and log left out) with its mode and content digest.
+func (f *fakeHost) snapshot(t *testing.T) string {
+	t.Helper()
+	var lines []string
+	err := filepath.WalkDir(f.root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(f.root, p)
+		if rel == "bin" || rel == "log" {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		sum := ""
+		if fi.Mode().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			s := sha256.Sum256(b)
+			sum = hex.EncodeToString(s[:6])
+		}
+		lines = append(lines, fmt.Sprintf("%s %v %s", rel, fi.Mode(), sum))
+		return nil
+	})
+	must(t, err)
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+// withCrash runs fn with the crash seam armed at (phase, step) and reports
+// whether it crashed there.
+func (f *fakeHost) withCrash(phase, step string, fn func()) (hit bool) {
+	f.CrashAfter = func(ph, id string) {
+		if ph == phase && id == step {
+			panic(crashed{ph, id})
+		}
+	}
+	defer func() {
+		f.CrashAfter = nil
+		if r := recover(); r != nil {
+			if _, ok := r.(crashed); !ok {
+				panic(r)
+			}
+			hit = true
+		}
+	}()
+	fn()
+	return false
+}
+
+// TestCrashAtEveryStepConverges kills the transaction (the CrashAfter
+// seam) right after each step's effect and before the manifest counts it,
+// on install and on uninstall of both systemd backends; following the
+// printed hint (barn-net uninstall --yes) must then bring the host back to
+// exactly its prestate, with no orphan left behind (issue 23).
+func TestCrashAtEveryStepConverges(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		nm   bool
+		opt  Options
+	}{{"networkmanager", true, Options{}}, {"networkd", false, Options{Backend: BackendNetworkd}}} {
+		probe := newFakeHost(t, tc.nm, "inactive")
+		o, err := probe.Inspect(context.Background())
+		must(t, err)
+		p, err := probe.PlanInstall(o, tc.opt)
+		must(t, err)
+		for _, phase := range []string{"install", "uninstall"} {
+			for _, s := range p.Steps {
+				t.Run(tc.name+"/"+phase+"/"+s.ID, func(t *testing.T) {
+					t.Parallel()
+					f := newFakeHost(t, tc.nm, "inactive")
+					before := f.snapshot(t)
+					if phase == "uninstall" {
+						if _, err := f.install(t, tc.opt); err != nil {
+							t.Fatal(err)
+						}
+					}
+					hit := f.withCrash(phase, s.ID, func() {
+						if phase == "install" {
+							_, err = f.install(t, tc.opt)
+						} else {
+							_, err = f.Uninstall(context.Background(), nil)
+						}
+					})
+					if !hit {
+						if phase == "uninstall" && undoSummary(s) == "" {
+							return // a step without an undo has no uninstall crash point
+						}
+						t.Fatalf("the crash point after %s was never reached (err %v)", s.ID, err)
+					}
+					if _, err := f.Uninstall(context.Background(), nil); err != nil {
+						t.Fatalf("uninstall after a crash at %s/%s: %v", phase, s.ID, err)
+					}
+					if m, err := f.ReadManifest(); m != nil || err != nil {
+						t.Fatalf("manifest left after converging: %+v %v", m, err)
+					}
+					if after := f.snapshot(t); after != before {
+						t.Fatalf("host after crash at %s/%s and uninstall differs from its prestate:\n%s\nwant\n%s", phase, s.ID, after, before)
+					}
+				})
+			}
+		}
+	}
+}

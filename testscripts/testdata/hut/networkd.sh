@@ -1,0 +1,78 @@
+#!/bin/sh
+# networkd.sh — hosts under test 2 and 3 in one boot of the networkd image
+# (NetworkManager absent): neither service active, networkd inactive with a
+# unit that would claim the real NIC and with one that is safe, then
+# networkd active.
+. /hut/lib.sh
+U=systemd-networkd
+snap_service() {
+  echo "## networkctl list"; networkctl list --no-legend 2>&1 | awk '{print $2, $3, $4, $5}' | sort
+  echo "## unit files"
+  for f in /etc/systemd/network/*; do [ -e "$f" ] && { echo "# $f"; cat "$f"; }; done
+  echo "## units"
+  for u in $U.service $U.socket; do echo "$u $(systemctl is-active $u) $(systemctl is-enabled $u)"; done
+}
+nic=$(ip -br link | awk '$1 != "lo" {print $1; exit}')
+echo "$nic" > "$OUT/nic"
+{ systemctl --version | head -n 1; } > "$OUT/versions" 2>&1
+
+# Neither NetworkManager nor networkd: netlink.
+snap netlink-before
+step netlink-plan barn-net plan
+step netlink-install barn-net install --yes
+step netlink-uninstall barn-net uninstall --yes
+snap netlink-after
+
+# networkd inactive; a .network unit that would claim the real NIC.
+printf '[Match]\nName=en*\n\n[Network]\nDHCP=yes\n' > /etc/systemd/network/20-wired.network
+step unsafe-plan barn-net plan --backend networkd
+step unsafe-preflight barn-net preflight
+rm /etc/systemd/network/20-wired.network
+
+# networkd inactive; a unit that matches no link: activation is safe.
+printf '[Match]\nName=nothing0\n\n[Network]\nDHCP=yes\n' > /etc/systemd/network/30-other.network
+snap safe-before
+step safe-plan barn-net plan --backend networkd
+step safe-install barn-net install --yes --backend networkd
+snap safe-installed
+step safe-uninstall barn-net uninstall --yes
+snap safe-after
+rm /etc/systemd/network/30-other.network
+systemctl stop $U.service $U.socket
+
+# networkd active, managing the NIC.
+printf '[Match]\nName=%s\n\n[Network]\nDHCP=yes\n' "$nic" > /etc/systemd/network/10-nic.network
+systemctl start $U.service
+/lib/systemd/systemd-networkd-wait-online -i "$nic" --timeout=90
+snap before
+step preflight barn-net preflight
+step plan barn-net plan
+step install barn-net install --yes
+step status barn-net status
+step preflight-installed barn-net preflight
+snap installed
+cp /var/lib/barn/network.json "$OUT/manifest.installed"
+networkctl status barn0 --no-pager > "$OUT/barn0.networkctl" 2>&1
+echo '{"schema":"barn.hosts/v1","entries":[{"address":"10.10.10.11","names":["pg-meta-1"]}]}' > /tmp/hosts.json
+STDIN=/tmp/hosts.json step hosts-install barn-net hosts install --yes
+getent hosts pg-meta-1 > "$OUT/hosts-resolve" 2>&1
+step hosts-uninstall barn-net hosts uninstall --yes
+step uninstall barn-net uninstall --yes
+snap after
+
+# Foreign objects stay foreign.
+printf '[NetDev]\nName=barn0\nKind=bridge\n' > /etc/systemd/network/80-barn0.netdev
+step foreign-unit-plan barn-net plan
+rm /etc/systemd/network/80-barn0.netdev
+ip link add barn0 type bridge
+step foreign-link-plan barn-net plan
+ip link del barn0
+step modified-install barn-net install --yes
+echo '# an admin note' >> /etc/systemd/network/80-barn0.network
+step modified-uninstall barn-net uninstall --yes
+sed -i '/^# an admin note$/d' /etc/systemd/network/80-barn0.network
+step modified-uninstall2 barn-net uninstall --yes
+snap foreign-after
+
+. /hut/crash.sh
+crash_every_step ""

@@ -1,0 +1,61 @@
+#!/bin/sh
+# nm.sh — host under test 1: NetworkManager and firewalld active.
+. /hut/lib.sh
+snap_service() {
+  echo "## nmcli connection show"; nmcli -t -f NAME,UUID,TYPE,DEVICE connection show | sort
+  echo "## firewall-cmd --list-all-zones (--list-all for every zone)"; firewall-cmd --list-all-zones
+  echo "## firewall-cmd --permanent --list-all-zones"; firewall-cmd --permanent --list-all-zones
+}
+nm-online -s -q -t 120
+firewall-cmd --state > "$OUT/firewalld.state" 2>&1
+{ NetworkManager --version; firewall-cmd --version; systemctl --version | head -n 1; } > "$OUT/versions" 2>&1
+
+snap before
+step preflight barn-net preflight
+step plan barn-net plan
+step install barn-net install --yes
+step status barn-net status
+step preflight-installed barn-net preflight
+snap installed
+cp /var/lib/barn/network.json "$OUT/manifest.installed"
+nmcli -t -f connection.uuid,connection.zone,bridge.stp,ipv4.addresses connection show barn0 > "$OUT/barn0.conn" 2>&1
+firewall-cmd --get-zone-of-interface=barn0 > "$OUT/barn0.zone" 2>&1
+echo '{"schema":"barn.hosts/v1","entries":[{"address":"10.10.10.11","names":["pg-meta-1"]}]}' > /tmp/hosts.json
+STDIN=/tmp/hosts.json step hosts-install barn-net hosts install --yes
+getent hosts pg-meta-1 > "$OUT/hosts-resolve" 2>&1
+step hosts-uninstall barn-net hosts uninstall --yes
+step reinstall barn-net install --yes
+step uninstall barn-net uninstall --yes
+snap after
+
+# Both NetworkManager and systemd-networkd active: the documented decision.
+systemctl start systemd-networkd.service
+step both-plan barn-net plan
+systemctl stop systemd-networkd.service systemd-networkd.socket
+
+# Foreign objects stay foreign.
+nmcli connection add type bridge con-name barn0 ifname barn0 ipv4.method disabled ipv6.method disabled > /dev/null
+step foreign-conn-plan barn-net plan
+nmcli connection delete barn0 > /dev/null
+ip link add barn0 type bridge
+step foreign-link-plan barn-net plan
+nmcli -t -f NAME,TYPE,DEVICE connection show --active > "$OUT/foreign-link.nm" 2>&1
+ip link del barn0
+step fw-install barn-net install --yes
+firewall-cmd --permanent --zone=trusted --add-port=8080/tcp > /dev/null && firewall-cmd --reload > /dev/null
+echo '# an admin note' >> /etc/qemu/bridge.conf
+step modified-uninstall barn-net uninstall --yes
+sed -i '/^# an admin note$/d' /etc/qemu/bridge.conf
+step fw-uninstall barn-net uninstall --yes
+firewall-cmd --zone=trusted --list-ports > "$OUT/fw-kept" 2>&1
+firewall-cmd --permanent --zone=trusted --remove-port=8080/tcp > /dev/null && firewall-cmd --reload > /dev/null
+step replaced-install barn-net install --yes
+nmcli connection delete barn0 > /dev/null
+nmcli connection add type bridge con-name barn0 ifname barn0 ipv4.method disabled ipv6.method disabled > /dev/null
+step replaced-uninstall barn-net uninstall --yes
+nmcli -t -f NAME,TYPE connection show > "$OUT/replaced.nm" 2>&1
+nmcli connection delete barn0 > /dev/null
+snap foreign-after
+
+. /hut/crash.sh
+crash_every_step ""
