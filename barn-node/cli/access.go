@@ -135,7 +135,7 @@ func (a *access) target(env *tool.Env, name string) (guest.Target, error) {
 	}
 	return guest.Target{
 		Node: name, Port: st.SSHPort, User: a.dep.Spec.Deployment.User.Name, Keys: a.keys,
-		VMUUID: st.VMUUID, Generation: st.Generation, SpecHash: st.SpecHash, SSH: env.Getenv("BARN_SSH"),
+		VMUUID: st.VMUUID, Generation: st.Generation, SpecHash: st.ReadyHash(), SSH: env.Getenv("BARN_SSH"),
 	}, nil
 }
 

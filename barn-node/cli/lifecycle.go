@@ -13,7 +13,7 @@ import (
 )
 
 // lifecycleCommands are apply, start, stop, restart, status, recreate,
-// destroy and purge.
+// resize, destroy and purge.
 type lifecycleCommands struct {
 	Apply    applyCmd    `cmd:"" help:"Apply a barn.plan/v1 read from stdin: create and start nodes."`
 	Start    startCmd    `cmd:"" help:"Start stopped nodes from applied state."`
@@ -21,6 +21,7 @@ type lifecycleCommands struct {
 	Restart  restartCmd  `cmd:"" help:"Stop, then start nodes from applied state."`
 	Status   statusCmd   `cmd:"" aliases:"st" help:"Show applied nodes with a live identity audit; converge interrupted transitions."`
 	Recreate recreateCmd `cmd:"" aliases:"rc" help:"Destroy and recreate drifted nodes from a barn.plan/v1 on stdin."`
+	Resize   resizeCmd   `cmd:"" aliases:"rs" help:"Apply changed vCPUs, memory and larger root disks in place from a barn.plan/v1 on stdin (stop/start; identity and disks kept)."`
 	Destroy  destroyCmd  `cmd:"" aliases:"de" help:"Destroy nodes (all when none are named); persistent disks are retained."`
 	Purge    purgeCmd    `cmd:"" help:"Destroy everything including retained disks and keys (images and network are kept); the state root itself goes once only Barn's lock files are left."`
 }

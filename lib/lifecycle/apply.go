@@ -138,7 +138,7 @@ func (m *Manager) lockForPlan(ctx context.Context, p *plan.Plan, again string) (
 }
 
 // Apply applies a barn.plan/v1 under the deployment lock: it refuses a
-// stale plan, any recreate outcome and any missing node, settles
+// stale plan, any resize or recreate outcome and any missing node, settles
 // interrupted creates, creates `create` nodes (prepared in parallel,
 // bounded), starts `start` nodes without touching running peers, and
 // records the plan's spec as the new applied spec (generation+1 when it
@@ -198,7 +198,8 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 }
 
 // refuseApply refuses a plan with missing nodes (apply never destroys by
-// omission), recreate outcomes (apply never recreates) or root disks below
+// omission), recreate outcomes (apply never recreates), resize outcomes
+// (apply never stops a running node to change it) or root disks below
 // their image (before anything is pulled or written).
 func refuseApply(p *plan.Plan) error {
 	if mi := namesOf(p, plan.Missing); len(mi) > 0 {
@@ -208,6 +209,10 @@ func refuseApply(p *plan.Plan) error {
 	if rc := namesOf(p, plan.Recreate); len(rc) > 0 {
 		return exitcode.New(exitcode.Conflict, "node definition changed for %s; apply never recreates a node", strings.Join(rc, ", ")).
 			WithReason("recreate_required").WithNext(recreateAgain(p.Spec.Source.Inventory(), rc)).WithDetail(rc)
+	}
+	if rs := namesOf(p, plan.Resize); len(rs) > 0 {
+		return exitcode.New(exitcode.Conflict, "vCPUs, memory or root disk size changed for %s; apply never resizes a node", strings.Join(rs, ", ")).
+			WithReason("resize_required").WithNext(resizeAgain(p.Spec.Source.Inventory(), rs)).WithDetail(rs)
 	}
 	return refuseSmallRootDisks(p, namesOf(p, plan.Create))
 }

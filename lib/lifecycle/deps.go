@@ -153,6 +153,9 @@ type Manager struct {
 	Net    Network
 	Ready  Readiness
 	Disk   disk.Tool
+	// Probe reads a running guest's root filesystem (resize verifies a
+	// root disk's growth with it); nil verifies nothing (as --no-wait).
+	Probe RootProbe
 
 	Log         io.Writer // progress lines; nil discards
 	Hook        Hook

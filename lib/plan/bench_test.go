@@ -10,13 +10,13 @@ import (
 )
 
 // BenchmarkPlan20 plans 20 desired nodes against a 20-node applied state
-// (one node's memory changed), including the strict decoding of the
+// (one node's aliases changed), including the strict decoding of the
 // desired barn.spec/v1 JSON. Target: under 10 ms per plan.
 func BenchmarkPlan20(b *testing.B) {
 	applied20 := testSpec(20)
 	dep, nodes := applied(applied20, state.Running)
 	want := testSpec(20)
-	want.Nodes[7].MemoryBytes = 8 * gib
+	want.Nodes[7].Aliases = []string{"pg"}
 	want.Seal()
 	raw, err := wire.Marshal(want)
 	if err != nil {

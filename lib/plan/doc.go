@@ -1,5 +1,5 @@
 // Package plan compares a desired resolved spec with applied evidence and
-// classifies every node into exactly one of five outcomes. Planning is
+// classifies every node into exactly one of six outcomes. Planning is
 // read-only and pure: the caller supplies the applied state and an image
 // resolver; nothing here touches the host.
 //
@@ -15,7 +15,7 @@
 // That resolution belongs here, not in barn-inventory, because of the
 // design's drift rule: spec hashes cover the request, so neither a channel
 // move nor a new catalog default makes a node drift by itself. Nodes kept
-// (start, unchanged) keep their committed artifact; only a node created or
+// (start, unchanged, resize) keep their committed artifact; only a node created or
 // recreated takes what the catalog says at plan time. A lab whose
 // repository's defaults.image is d12 (the demo's local repository) gets
 // d12 without naming it; the official repository's default is u24.
@@ -32,11 +32,12 @@ const Schema = "barn.plan/v1"
 // Outcome is a node's classification.
 type Outcome string
 
-// The five outcomes.
+// The six outcomes.
 const (
 	Create    Outcome = "create"    // desired, no committed state
 	Start     Outcome = "start"     // committed, unchanged, not running
 	Unchanged Outcome = "unchanged" // committed, unchanged, running
+	Resize    Outcome = "resize"    // committed, only vCPUs, memory or a larger root disk changed: in place, identity kept
 	Recreate  Outcome = "recreate"  // committed, definition changed
 	Missing   Outcome = "missing"   // committed, absent from the desired spec (or vm_skip)
 )
@@ -51,6 +52,7 @@ const (
 	ActionStart    Action = "start"    // only stopped nodes start
 	ActionNone     Action = "none"     // everything already runs as desired
 	ActionRecreate Action = "recreate" // drift: `barn-node recreate` is required
+	ActionResize   Action = "resize"   // resource drift only: `barn-node resize` is required
 	ActionBlocked  Action = "blocked"  // committed nodes are missing from the desired spec, or a root disk is below its image's size
 )
 

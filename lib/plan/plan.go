@@ -26,6 +26,7 @@ const DefaultCIDR = "10.10.10.0/24"
 const (
 	ReasonEnvelope     = "deployment_recreate_required" // a deployment-envelope field changed
 	ReasonDefinition   = "definition_changed"           // the node's own definition changed
+	ReasonResources    = "resources_changed"            // only vCPUs, memory or a larger root disk changed: resize in place
 	ReasonRuntimeDrift = "runtime_drift"                // recorded accel or guest arch differs from the current runtime
 	ReasonAbsent       = "absent_from_spec"             // committed, not in the desired spec
 	ReasonSkipped      = "vm_skip"                      // committed, now marked vm_skip
@@ -75,7 +76,7 @@ type RuntimeProfile struct {
 	Arch  string // host architecture, amd64 or arm64: what "native" means
 }
 
-// Compute classifies every selected node into exactly one of the five
+// Compute classifies every selected node into exactly one of the six
 // outcomes and fills the summary, images, totals and warnings.
 //
 // Errors: usage (2) for an invalid desired spec, an unknown node selector
@@ -233,6 +234,17 @@ func classify(want spec.Node, c *state.Node, in Input, envChanges []Change, envL
 	case len(changes) > 0:
 		np.Outcome, np.Reason = Recreate, ReasonDefinition
 		np.Changes, np.Summary = changes, lines
+		if !Resizable(changes) {
+			break
+		}
+		// A resize keeps the node's root disk and identity, so a node
+		// that must move to another accelerator or architecture is
+		// recreated all the same.
+		if drift, dl := runtimeDrift(c, in); len(drift) > 0 {
+			np.Changes, np.Summary = append(changes, drift...), append(lines, dl...)
+			break
+		}
+		np.Outcome, np.Reason = Resize, ReasonResources
 	default:
 		if drift, dl := runtimeDrift(c, in); len(drift) > 0 {
 			np.Outcome, np.Reason = Recreate, ReasonRuntimeDrift
@@ -251,10 +263,31 @@ func classify(want spec.Node, c *state.Node, in Input, envChanges []Change, envL
 			np.Reason = ReasonInterrupted
 		}
 	}
-	if np.Outcome == Start || np.Outcome == Unchanged {
+	if np.Outcome == Start || np.Outcome == Unchanged || np.Outcome == Resize {
 		np.Image = identityPtr(c.Image) // existing nodes keep their base image
 	}
 	return np
+}
+
+// Resizable reports whether changes (of one node, non-empty) can all be
+// applied in place by `barn-node resize`: vCPUs, memory and a larger
+// root disk. Everything else, a smaller root disk included (only a new
+// root disk can shrink), is recreate.
+func Resizable(changes []Change) bool {
+	for _, c := range changes {
+		switch c.Field {
+		case "cpus", "memory_bytes":
+		case "root_disk_bytes":
+			from, okF := c.From.(int64)
+			to, okT := c.To.(int64)
+			if !okF || !okT || to <= from {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return len(changes) > 0
 }
 
 // builtUnderOtherEnvelope reports whether committed node c was built under
@@ -307,8 +340,9 @@ func guestArch(in Input) string {
 // summarize derives the summary action and destructiveness from the
 // selected node outcomes, checked in order: no deployment at all → create;
 // envelope change → recreate; any missing → blocked; any recreate →
-// recreate; any create → converge; any start → start; else none.
-// Destructive is true when any selected node must be recreated.
+// recreate; any resize → resize; any create → converge; any start →
+// start; else none. Destructive is true when any selected node must be
+// recreated (a resize keeps every disk and the node's identity).
 func summarize(nodes []NodePlan, fresh, envelope bool) (Action, bool) {
 	count := map[Outcome]int{}
 	for _, n := range nodes {
@@ -324,6 +358,8 @@ func summarize(nodes []NodePlan, fresh, envelope bool) (Action, bool) {
 		return ActionBlocked, destructive
 	case count[Recreate] > 0:
 		return ActionRecreate, true
+	case count[Resize] > 0:
+		return ActionResize, false
 	case count[Create] > 0:
 		return ActionConverge, false
 	case count[Start] > 0:
@@ -367,7 +403,7 @@ func blocked(all []NodePlan, sel map[string]bool, envelope bool, source string) 
 // command line that works as printed: those that need a plan on stdin
 // plan source's inventory afresh (spec.Pipeline).
 func nextCommands(nodes []NodePlan, source string) []string {
-	var missing, recreate []string
+	var missing, recreate, resize []string
 	apply := false
 	for _, n := range nodes {
 		switch n.Outcome {
@@ -375,6 +411,8 @@ func nextCommands(nodes []NodePlan, source string) []string {
 			missing = append(missing, n.Name)
 		case Recreate:
 			recreate = append(recreate, n.Name)
+		case Resize:
+			resize = append(resize, n.Name)
 		case Create, Start:
 			apply = true
 		}
@@ -385,6 +423,9 @@ func nextCommands(nodes []NodePlan, source string) []string {
 	}
 	if len(recreate) > 0 {
 		out = append(out, spec.Pipeline(source, "barn-node recreate "+strings.Join(recreate, " ")+" --force"))
+	}
+	if len(resize) > 0 {
+		out = append(out, spec.Pipeline(source, "barn-node resize "+strings.Join(resize, " ")+" --force"))
 	}
 	if apply {
 		out = append(out, spec.Pipeline(source, "barn-node apply"))

@@ -166,21 +166,20 @@ func TestSameSpecResealedIsNoDrift(t *testing.T) {
 	}
 }
 
-func TestMemoryChangedRecreatesOnlyThatNode(t *testing.T) {
+// A definition change outside vCPUs, memory and root-disk growth
+// recreates that node alone.
+func TestDefinitionChangedRecreatesOnlyThatNode(t *testing.T) {
 	s := testSpec(3)
 	dep, nodes := applied(s, state.Running)
 	want := testSpec(3)
-	want.Nodes[1].MemoryBytes = 8 * gib
+	want.Nodes[1].Aliases = []string{"pg"}
 	want.Seal()
 	p := mustCompute(t, Input{Desired: want, Applied: dep, Nodes: nodes, Resolver: catalog})
 	if got, w := outcomes(p), "node-10=unchanged node-11=recreate(definition_changed) node-12=unchanged"; got != w {
 		t.Fatalf("outcomes = %s, want %s", got, w)
 	}
 	n := p.Nodes[1]
-	if !reflect.DeepEqual(n.Changes, []Change{{Field: "memory_bytes", From: 4 * gib, To: 8 * gib}}) {
-		t.Fatalf("changes = %+v", n.Changes)
-	}
-	if !reflect.DeepEqual(n.Summary, []string{"node-11 memory: 4 GiB -> 8 GiB"}) {
+	if !reflect.DeepEqual(n.Summary, []string{"node-11 aliases: [] -> [pg]"}) {
 		t.Fatalf("summary = %q", n.Summary)
 	}
 	if p.Action != ActionRecreate || !p.Destructive {
@@ -192,6 +191,73 @@ func TestMemoryChangedRecreatesOnlyThatNode(t *testing.T) {
 	// The recreated node gets the newly resolved image; the kept ones their stored one.
 	if n.Image == nil || *n.Image != d12 {
 		t.Fatalf("recreate image = %+v", n.Image)
+	}
+}
+
+// The sixth outcome: vCPUs, memory and a larger root disk are resized in
+// place. The node keeps its committed image (nothing is downloaded), the
+// plan is not destructive, and the next command is barn-node resize.
+func TestResourcesChangedResizeInPlace(t *testing.T) {
+	s := testSpec(3)
+	dep, nodes := applied(s, state.Running)
+	want := testSpec(3)
+	want.Nodes[1].MemoryBytes = 8 * gib
+	want.Nodes[1].CPUs = 4
+	want.Nodes[1].RootDiskBytes = 128 * gib
+	want.Seal()
+	p := mustCompute(t, Input{Desired: want, Applied: dep, Nodes: nodes, Resolver: catalog,
+		Cached: func(imageref.Identity) bool { return false }})
+	if got, w := outcomes(p), "node-10=unchanged node-11=resize(resources_changed) node-12=unchanged"; got != w {
+		t.Fatalf("outcomes = %s, want %s", got, w)
+	}
+	n := p.Nodes[1]
+	if !reflect.DeepEqual(n.Changes, []Change{{Field: "cpus", From: 2, To: 4}, {Field: "memory_bytes", From: 4 * gib, To: 8 * gib},
+		{Field: "root_disk_bytes", From: 64 * gib, To: 128 * gib}}) {
+		t.Fatalf("changes = %+v", n.Changes)
+	}
+	if !reflect.DeepEqual(n.Summary, []string{"node-11 CPUs: 2 -> 4", "node-11 memory: 4 GiB -> 8 GiB", "node-11 root disk: 64 GiB -> 128 GiB"}) {
+		t.Fatalf("summary = %q", n.Summary)
+	}
+	if p.Action != ActionResize || p.Destructive {
+		t.Fatalf("action = %s destructive=%t", p.Action, p.Destructive)
+	}
+	if !reflect.DeepEqual(p.Next, []string{"barn-inventory resolve | barn-plan | barn-node resize node-11 --force"}) {
+		t.Fatalf("next = %q", p.Next)
+	}
+	if n.Image == nil || *n.Image != nodes["node-11"].Image || n.Download != nil || p.Totals.DownloadImages != 0 {
+		t.Fatalf("a resized node keeps its committed image: image %+v download %+v", n.Image, n.Download)
+	}
+}
+
+// Only a new root disk can be smaller: a shrink is recreate, as is a
+// resource change mixed with any other change, or one on a node that must
+// move to another accelerator (a resize keeps the runtime's disk).
+func TestResizeBoundaries(t *testing.T) {
+	cases := map[string]struct {
+		edit    func(n *spec.Node)
+		runtime *RuntimeProfile
+		want    string
+	}{
+		"memory decrease":       {edit: func(n *spec.Node) { n.MemoryBytes = 2 * gib }, want: "resize(resources_changed)"},
+		"cpu decrease":          {edit: func(n *spec.Node) { n.CPUs = 1 }, want: "resize(resources_changed)"},
+		"root disk shrink":      {edit: func(n *spec.Node) { n.RootDiskBytes = 32 * gib }, want: "recreate(definition_changed)"},
+		"memory and alias":      {edit: func(n *spec.Node) { n.MemoryBytes = 8 * gib; n.Aliases = []string{"pg"} }, want: "recreate(definition_changed)"},
+		"memory and data disk":  {edit: func(n *spec.Node) { n.MemoryBytes = 8 * gib; n.Disks[0].SizeBytes = 256 * gib }, want: "recreate(definition_changed)"},
+		"memory, accel drifted": {edit: func(n *spec.Node) { n.MemoryBytes = 8 * gib }, runtime: &RuntimeProfile{Accel: "kvm", Arch: "amd64"}, want: "recreate(definition_changed)"},
+		"memory, same runtime":  {edit: func(n *spec.Node) { n.MemoryBytes = 8 * gib }, runtime: &RuntimeProfile{Accel: "tcg", Arch: "amd64"}, want: "resize(resources_changed)"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			s := testSpec(1)
+			dep, nodes := applied(s, state.Running)
+			want := testSpec(1)
+			c.edit(&want.Nodes[0])
+			want.Seal()
+			p := mustCompute(t, Input{Desired: want, Applied: dep, Nodes: nodes, Resolver: catalog, Runtime: c.runtime})
+			if got := outcomes(p); got != "node-10="+c.want {
+				t.Fatalf("outcomes = %s, want node-10=%s", got, c.want)
+			}
+		})
 	}
 }
 
@@ -376,7 +442,7 @@ func TestSelectors(t *testing.T) {
 	s := testSpec(3)
 	dep, nodes := applied(s, state.Stopped)
 	want := testSpec(3)
-	want.Nodes[2].CPUs = 8
+	want.Nodes[2].Aliases = []string{"pg"}
 	want.Seal()
 	p := mustCompute(t, Input{Desired: want, Applied: dep, Nodes: nodes, Resolver: catalog, Selected: []string{"node-11"}})
 	if outcomes(p) != "node-11=start" || p.Action != ActionStart {
@@ -393,7 +459,7 @@ func TestSelectors(t *testing.T) {
 	}
 
 	// A selected recreate with an unselected drifting peer names the combined selection.
-	want.Nodes[1].CPUs = 4
+	want.Nodes[1].Aliases = []string{"db"}
 	want.Seal()
 	p = mustCompute(t, Input{Desired: want, Applied: dep, Nodes: nodes, Resolver: catalog, Selected: []string{"node-11"}})
 	if len(p.Blocked) != 1 || !strings.Contains(p.Blocked[0], "barn-node recreate node-11 node-12 --force") {
@@ -700,7 +766,7 @@ func TestDownloads(t *testing.T) {
 	s := testSpec(2)
 	dep, nodes := applied(s, state.Running)
 	want := testSpec(4)
-	want.Nodes[1].MemoryBytes = 8 * gib // recreate node-11
+	want.Nodes[1].Aliases = []string{"pg"} // recreate node-11
 	d13 := d12
 	d13.Selector, d13.Image, d13.Version, d13.File, d13.SHA256, d13.SizeBytes = "d13:stable", "d13", "13.1", "images/d13-13.1-amd64.qcow2", "bb22", 300<<20
 	want.Nodes[3].Image = "d13:stable"

@@ -14,6 +14,7 @@ import (
 var outcomeMarks = map[Outcome]string{
 	Create:    "+",
 	Recreate:  "~",
+	Resize:    "^",
 	Missing:   "!",
 	Unchanged: "=",
 	Start:     ">",
@@ -21,7 +22,7 @@ var outcomeMarks = map[Outcome]string{
 
 // RenderText writes the human view of the plan (barn-plan --text): one
 // header, then per node a marker line ("+ create", "~ recreate",
-// "! missing", "= unchanged", "> start", aligned as a table column) with
+// "! missing", "= unchanged", "> start", "^ resize", aligned as a table column) with
 // its address, and under its name the change lines, image, resources and
 // data disks; then totals, what
 // will be downloaded, images,
@@ -53,7 +54,7 @@ func (p *Plan) RenderText(w io.Writer) error {
 			fmt.Fprintf(tw, " (%s)", np.Reason)
 		}
 		fmt.Fprintln(tw)
-		if np.Outcome == Missing || np.Outcome == Recreate {
+		if np.Outcome == Missing || np.Outcome == Recreate || np.Outcome == Resize {
 			for _, l := range np.Summary {
 				detail("%s", l)
 			}

@@ -11,15 +11,17 @@ import (
 
 var update = flag.Bool("update", os.Getenv("BARN_UPDATE") == "1", "rewrite golden files")
 
-// mixedPlan has every outcome: node-10 unchanged, node-11 recreate (memory),
-// node-12 start, node-13 missing, node-14 create.
+// mixedPlan has all six outcomes: node-10 unchanged, node-11 recreate
+// (aliases), node-12 start, node-13 missing, node-14 resize (memory),
+// node-15 create.
 func mixedPlan(t testing.TB) *Plan {
-	s := testSpec(4)
+	s := testSpec(5)
 	dep, nodes := applied(s, state.Running)
 	nodes["node-12"].Phase = state.Stopped
-	want := testSpec(5)
-	want.Nodes = append(want.Nodes[:3], want.Nodes[4])
-	want.Nodes[1].MemoryBytes = 8 * gib
+	want := testSpec(6)
+	want.Nodes = append(want.Nodes[:3], want.Nodes[4:]...)
+	want.Nodes[1].Aliases = []string{"pg"}
+	want.Nodes[3].MemoryBytes = 8 * gib
 	want.Seal()
 	p, err := Compute(Input{Desired: want, Applied: dep, Nodes: nodes, Resolver: catalog,
 		Running: func(n *state.Node) bool { return n.Phase == state.Running }})

@@ -74,6 +74,12 @@ type Node struct {
 	// the node's create as a journaled artifact: files records it, and
 	// destroy deletes it by that record.
 	SerialLog string `json:"serial_log,omitempty"`
+	// SeedSpecHash is the node hash its seed was rendered with, and so
+	// the one the guest's ready marker carries, when it differs from
+	// SpecHash: a resize changes the definition (vCPUs, memory, root disk)
+	// without rendering the seed again, which would change the guest's
+	// identity. Empty means SpecHash. See ReadyHash.
+	SeedSpecHash string `json:"seed_spec_hash,omitempty"`
 	// Files is the identity (lib/fileid: device, inode, birth time, inode generation; and
 	// the SHA-256 of seed.iso) of every file Barn created or moved into
 	// the node directory, by its name there: root.qcow2, <disk>.qcow2,
@@ -84,6 +90,15 @@ type Node struct {
 	Files     map[string]fileid.ID `json:"files,omitempty"`
 	CreatedAt time.Time            `json:"created_at"`
 	UpdatedAt time.Time            `json:"updated_at"`
+}
+
+// ReadyHash is the node hash the guest's ready marker carries: the
+// seed's (SeedSpecHash) after a resize, else SpecHash.
+func (n *Node) ReadyHash() string {
+	if n.SeedSpecHash != "" {
+		return n.SeedSpecHash
+	}
+	return n.SpecHash
 }
 
 // The records of a node's QEMU (lib/vmrecord): they live below this

@@ -102,6 +102,9 @@ func (r *Root) ValidateNode(node string, n *Node) []string {
 	} else if n.Spec.SpecHash != "" && n.Spec.SpecHash != n.SpecHash {
 		p.addf("spec_hash %q differs from spec.spec_hash %q", n.SpecHash, n.Spec.SpecHash)
 	}
+	if n.SeedSpecHash != "" && !hex64RE.MatchString(n.SeedSpecHash) {
+		p.addf("seed_spec_hash %q is not a 64-hex node hash", n.SeedSpecHash)
+	}
 	r.checkNodePath(&p, node, "root_disk", n.RootDisk, RootDiskName)
 	r.checkNodePath(&p, node, "seed", n.Seed, SeedName)
 	r.checkNodePath(&p, node, "nvram", n.NVRAM, NVRAMName)

@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"barn.dev/lib/plan"
+	"barn.dev/lib/tool"
+)
+
+type resizeCmd struct {
+	Force  bool     `help:"Do not ask for confirmation (required without a controlling terminal, e.g. in scripts)."`
+	NoWait bool     `short:"n" help:"Do not wait for guest readiness."`
+	Nodes  []string `arg:"" optional:"" name:"node" predictor:"node" help:"Nodes to resize (default: every node the plan resizes)."`
+}
+
+func (c *resizeCmd) Run(env *tool.Env) error {
+	var p plan.Plan
+	if err := env.ReadDocument(env.In, "stdin", plan.Schema, &p); err != nil {
+		return err
+	}
+	names := c.Nodes
+	if len(names) == 0 {
+		for _, n := range p.Nodes {
+			if n.Outcome == plan.Resize {
+				names = append(names, n.Name)
+			}
+		}
+	}
+	// The plan took stdin, so the person is asked on the controlling
+	// terminal; with none, --force is required (usage).
+	if err := env.Confirm(c.Force, true, "resize", fmt.Sprintf("Resize %s: running nodes are stopped and started again; UUID, disks, keys and NVRAM are kept.", strings.Join(names, ", "))); err != nil {
+		return err
+	}
+	m, err := manager(env, true, true)
+	if err != nil {
+		return err
+	}
+	wait := bindReadiness(env, m, c.NoWait)
+	if wait {
+		m.Probe = &rootProbe{root: m.Root}
+	}
+	res, err := m.Resize(env.Ctx, &p, c.Nodes, wait)
+	refreshFragment(env, res)
+	return emit(env, resultOrNil(res), err)
+}

@@ -1,0 +1,349 @@
+package lifecycle
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/plan"
+	"barn.dev/lib/spec"
+	"barn.dev/lib/state"
+)
+
+// Resize applies the plan's resize outcomes (plan.Resize: vCPUs, memory,
+// a larger root disk) to the selected nodes, every resize node of the
+// plan when none are named, keeping each node's VM UUID, disks, SSH keys,
+// seed and NVRAM. Before it stops anything it proves, for every selected
+// node, that its committed definition differs from the desired one only
+// in those fields, that no root disk would shrink (usage,
+// disk_shrink_refused; qemu-img must read the overlay), and that its share
+// sources open. Then, per node: a running node is stopped (the verified
+// stop ladder), the root overlay grows offline (qemu-img resize; the
+// guest's growpart and resize_rootfs grow the partition and filesystem
+// at the next boot), the new definition is committed, and a node that ran
+// is started again. Every step is idempotent and the committed node state
+// is the record: a resize interrupted at any step is finished by running
+// it again, or by the apply the next plan names once the definition is
+// committed (see the hooks "stopped", "root-grown", "resized").
+//
+// The applied spec is written first, carrying the new definitions of the
+// selected nodes and the applied definitions of every other node, and
+// written again without those whose resize failed before its commit.
+func (m *Manager) Resize(ctx context.Context, p *plan.Plan, selectors []string, wait bool) (*Result, error) {
+	src := p.Spec.Source.Inventory()
+	again := resizeAgain(src, cmpNames(selectors, namesOf(p, plan.Resize)))
+	lock, applied, err := m.lockForPlan(ctx, p, again)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
+	names, err := resizeSelection(p, applied, selectors)
+	if err != nil {
+		return nil, err
+	}
+	olds, err := m.resizeChecks(ctx, p, names)
+	if err != nil {
+		return nil, err
+	}
+	gen := applied.Generation + 1
+	if err := m.Root.WriteDeployment(&state.Deployment{Schema: state.DeploymentSchema, Generation: gen, Spec: resizedSpec(p, applied, names)}); err != nil {
+		return nil, err
+	}
+	alloc, err := m.newPortAllocator()
+	if err != nil {
+		return nil, err
+	}
+	res := newResult("resize")
+	var mu sync.Mutex
+	var committed []string
+	m.runBatch(len(names), func(i int) {
+		if m.resizeOne(ctx, olds[names[i]], *p.Spec.Node(names[i]), alloc, wait, res) {
+			mu.Lock()
+			committed = append(committed, names[i])
+			mu.Unlock()
+		}
+	})
+	if len(committed) < len(names) {
+		if err := m.Root.WriteDeployment(&state.Deployment{Schema: state.DeploymentSchema, Generation: gen, Spec: resizedSpec(p, applied, committed)}); err != nil {
+			return nil, err
+		}
+	}
+	res.Generation = gen
+	res.sort()
+	return res, res.Err(len(names))
+}
+
+// cmpNames is selectors, or fallback when none were given.
+func cmpNames(selectors, fallback []string) []string {
+	if len(selectors) > 0 {
+		return selectors
+	}
+	return fallback
+}
+
+// resizeSelection checks a resize of selectors against the plan: a
+// deployment is applied and every selected node's outcome is resize
+// (conflict, reason not_resizable, naming the command its outcome needs).
+// No selectors means every resize node of the plan; a plan without any is
+// usage (no_selection). It returns the selection sorted.
+func resizeSelection(p *plan.Plan, applied *state.Deployment, selectors []string) ([]string, error) {
+	src := p.Spec.Source.Inventory()
+	if applied == nil {
+		return nil, exitcode.New(exitcode.Conflict, "no deployment is applied; nothing to resize").WithReason("no_deployment").WithNext(applyAgain(src))
+	}
+	if len(selectors) == 0 {
+		selectors = namesOf(p, plan.Resize)
+		if len(selectors) == 0 {
+			return nil, exitcode.New(exitcode.Usage, "the plan resizes no node").WithReason("no_selection").WithNext(spec.Pipeline(src, "") + " --text")
+		}
+	}
+	seen := map[string]bool{}
+	var names []string
+	for _, s := range selectors {
+		np := planNode(p, s)
+		if np.Name == "" {
+			return nil, exitcode.New(exitcode.Usage, "node %q is not in the plan", s).WithReason("unknown_node").WithNext(spec.Pipeline(src, "") + " --text")
+		}
+		if np.Outcome != plan.Resize {
+			next := spec.Pipeline(src, "") + " --text"
+			if np.Outcome == plan.Recreate {
+				next = recreateAgain(src, []string{s})
+			}
+			return nil, exitcode.New(exitcode.Conflict, "node %s is %s in the plan, not resize; resize changes only vCPUs, memory and a larger root disk", s, np.Outcome).
+				WithReason("not_resizable").WithNext(next)
+		}
+		if !seen[s] {
+			seen[s] = true
+			names = append(names, s)
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// resizeChecks proves, before any node is stopped, that each named node
+// can be resized as the plan says, and returns its committed state by
+// name: the committed definition with the desired vCPUs, memory and root
+// disk is the desired definition (conflict, not_resizable), no root disk
+// shrinks against the definition or the overlay's virtual size (usage,
+// disk_shrink_refused), and the node's share sources open (it starts
+// again).
+func (m *Manager) resizeChecks(ctx context.Context, p *plan.Plan, names []string) (map[string]*state.Node, error) {
+	src := p.Spec.Source.Inventory()
+	olds := map[string]*state.Node{}
+	for _, name := range names {
+		c, err := m.readCommitted(name)
+		if err != nil {
+			return nil, err
+		}
+		if c == nil {
+			return nil, exitcode.New(exitcode.Conflict, "%s has no committed state; the plan is stale", name).WithReason("stale_plan").WithNext(resizeAgain(src, names))
+		}
+		want := p.Spec.Node(name)
+		moved := c.Spec
+		moved.CPUs, moved.MemoryBytes, moved.RootDiskBytes = want.CPUs, want.MemoryBytes, want.RootDiskBytes
+		if spec.NodeHash(p.Spec.Deployment, moved) != want.SpecHash || c.SpecHash != spec.NodeHash(p.Spec.Deployment, c.Spec) {
+			return nil, exitcode.New(exitcode.Conflict, "%s: the committed definition differs from the desired one beyond vCPUs, memory and root disk size", name).
+				WithReason("not_resizable").WithNext(recreateAgain(src, []string{name}))
+		}
+		if err := m.checkRootGrowth(ctx, c, want.RootDiskBytes, src); err != nil {
+			return nil, err
+		}
+		if want.RootDiskBytes != c.Spec.RootDiskBytes {
+			if err := m.checkRootLayout(ctx, c); err != nil {
+				return nil, err
+			}
+		}
+		if err := m.checkShares(want); err != nil {
+			return nil, err
+		}
+		olds[name] = c
+	}
+	return olds, nil
+}
+
+// checkRootGrowth refuses a root disk that would shrink (usage,
+// disk_shrink_refused), comparing with the committed definition and, when
+// the size changes, with the overlay's virtual size as qemu-img reads it
+// (which also proves qemu-img works before anything stops); src is the
+// plan's inventory, for the hint.
+func (m *Manager) checkRootGrowth(ctx context.Context, c *state.Node, size int64, src string) error {
+	if size == c.Spec.RootDiskBytes {
+		return nil
+	}
+	shrink := func(from int64) error {
+		return exitcode.New(exitcode.Usage, "%s: the root disk would shrink from %d to %d bytes; Barn never shrinks a disk (only recreate makes a new, smaller one)", c.Node, from, size).
+			WithReason("disk_shrink_refused").WithNext(recreateAgain(src, []string{c.Node}))
+	}
+	if size < c.Spec.RootDiskBytes {
+		return shrink(c.Spec.RootDiskBytes)
+	}
+	info, err := m.Disk.Inspect(ctx, c.RootDisk)
+	if err != nil {
+		return err
+	}
+	if size < info.VirtualSize {
+		return shrink(info.VirtualSize)
+	}
+	return nil
+}
+
+// resizeOne resizes one node from committed state c to definition want:
+// stop when it runs, grow the root overlay, commit, start again when it
+// ran. It returns whether the new definition was committed.
+func (m *Manager) resizeOne(ctx context.Context, c *state.Node, want spec.Node, alloc *portAllocator, wait bool, res *Result) bool {
+	name := c.Node
+	obs := m.observe(ctx, c, true)
+	if obs.Converged != "" {
+		m.logf("%s", obs.Converged)
+	}
+	if obs.Err != nil {
+		res.addNode(nodeResult(c, "none"))
+		res.fail(name, "status", obs.Err)
+		return false
+	}
+	ran, oldRoot := c.Phase == state.Running, c.Spec.RootDiskBytes
+	if err := m.stop(ctx, c); err != nil {
+		res.addNode(nodeResult(c, "none"))
+		res.fail(name, "stop", err)
+		return false
+	}
+	if want.RootDiskBytes != c.Spec.RootDiskBytes {
+		m.logf("%s: growing the root disk to %d bytes", name, want.RootDiskBytes)
+		if _, err := m.Disk.Grow(ctx, c.RootDisk, want.RootDiskBytes); err != nil {
+			res.addNode(nodeResult(c, "none"))
+			res.fail(name, "resize", err)
+			return false
+		}
+		m.hook("root-grown", name)
+	}
+	c.SeedSpecHash = c.ReadyHash() // the seed and the guest's marker stay as created
+	c.Spec, c.SpecHash = want, want.SpecHash
+	if c.SeedSpecHash == c.SpecHash {
+		c.SeedSpecHash = ""
+	}
+	// The recorded invocation becomes the new definition's (the old one
+	// is expected to differ: no repair), so that the next launch finds it
+	// Barn's.
+	c.Invocation.Args = nil
+	repairs, err := m.rebuildInvocation(ctx, c, alloc)
+	if err == nil {
+		err = m.setPhase(c, c.Phase)
+	}
+	if err != nil {
+		res.addNode(nodeResult(c, "none"))
+		res.fail(name, "resize", err)
+		return false
+	}
+	m.hook("resized", name)
+	if !ran {
+		nr := nodeResult(c, "resized")
+		nr.Repairs = append(nr.Repairs, repairs...)
+		res.addNode(nr)
+		return true
+	}
+	nr, stage, err := m.startOne(ctx, name, alloc, wait)
+	if err == nil && want.RootDiskBytes != oldRoot {
+		stage, err = "verify", m.verifyRootGrowth(ctx, name, oldRoot, wait, nr)
+	}
+	if nr != nil {
+		nr.Action = "resized"
+		nr.Repairs = append(repairs, nr.Repairs...)
+		res.addNode(*nr)
+	}
+	if err != nil {
+		res.fail(name, stage, err)
+	}
+	return true
+}
+
+// resizedSpec is the applied spec after resizing names: the applied
+// spec with those nodes' definitions taken from the plan, so that every
+// other node keeps the definition it was applied with.
+func resizedSpec(p *plan.Plan, applied *state.Deployment, names []string) spec.Spec {
+	out := applied.Spec
+	out.Nodes = append([]spec.Node(nil), applied.Spec.Nodes...)
+	take := map[string]bool{}
+	for _, n := range names {
+		take[n] = true
+	}
+	for i, n := range out.Nodes {
+		if take[n.Name] {
+			out.Nodes[i] = *p.Spec.Node(n.Name)
+		}
+	}
+	out.Seal()
+	return out
+}
+
+// RootFS is a running guest's root filesystem as the guest reports it.
+type RootFS struct {
+	Source    string // the mounted device, e.g. /dev/vda1
+	FSType    string // e.g. ext4, xfs
+	SizeBytes int64  // the filesystem's size
+}
+
+// RootProbe reads a running guest's root filesystem over the management
+// connection.
+type RootProbe interface {
+	RootFS(ctx context.Context, n *state.Node) (RootFS, error)
+}
+
+// growableFS are the root filesystems the guest's resize_rootfs grows
+// online at boot.
+var growableFS = map[string]bool{"ext4": true, "xfs": true}
+
+// checkRootLayout refuses, before anything stops, to grow the root disk
+// of running node c whose root filesystem the guest cannot grow at boot
+// (conflict, root_layout_unsupported). Without a probe (no readiness) or
+// for a node not running, nothing can be read and nothing is refused.
+func (m *Manager) checkRootLayout(ctx context.Context, c *state.Node) error {
+	if m.Probe == nil || c.Phase != state.Running {
+		return nil
+	}
+	fs, err := m.Probe.RootFS(ctx, c)
+	if err != nil {
+		return err
+	}
+	if !growableFS[fs.FSType] {
+		return exitcode.New(exitcode.Conflict, "%s: the root filesystem is %s on %s; Barn grows only ext4 and XFS roots", c.Node, fs.FSType, fs.Source).
+			WithReason("root_layout_unsupported").WithNext("keep vm_disk at " + strconv.FormatInt(c.Spec.RootDiskBytes, 10) + " bytes, or recreate " + c.Node)
+	}
+	return nil
+}
+
+// verifyRootGrowth proves, after node name started again and became
+// ready, that its root filesystem grew beyond the old disk size (runtime,
+// root_not_grown). Without a probe or readiness it only says, as a
+// warning, that nothing was verified.
+func (m *Manager) verifyRootGrowth(ctx context.Context, name string, oldBytes int64, ready bool, nr *NodeResult) error {
+	if m.Probe == nil || !ready {
+		nr.Warnings = append(nr.Warnings, Warning{Stage: "resize", Detail: "the root filesystem's growth was not verified (no readiness wait)"})
+		return nil
+	}
+	n, err := m.readCommitted(name)
+	if err != nil {
+		return err
+	}
+	if n == nil {
+		return exitcode.New(exitcode.Conflict, "%s has no committed state any more", name).WithReason("stale_plan")
+	}
+	fs, err := m.Probe.RootFS(ctx, n)
+	if err != nil {
+		return err
+	}
+	if fs.SizeBytes <= oldBytes {
+		return exitcode.New(exitcode.Runtime, "%s: the root filesystem (%s on %s) is %d bytes after the root disk grew from %d to %d bytes; the guest did not grow it", n.Node, fs.FSType, fs.Source, fs.SizeBytes, oldBytes, n.Spec.RootDiskBytes).
+			WithReason("root_not_grown").WithNext("barn-node logs " + n.Node)
+	}
+	m.logf("%s: root filesystem %s is %d bytes", n.Node, fs.FSType, fs.SizeBytes)
+	return nil
+}
+
+// resizeAgain plans the spec's inventory afresh and resizes names.
+func resizeAgain(source string, names []string) string {
+	return spec.Pipeline(source, "barn-node resize "+strings.Join(names, " ")+" --force")
+}
