@@ -68,6 +68,7 @@ var reasons = []Reason{
 	{"damaged_trust", Integrity, "the trusted-keys directory is damaged or open to others"},
 	{"declined", Cancelled, "the user declined the confirmation; nothing changed"},
 	{"deployment_busy", Conflict, "another command holds the deployment lock"},
+	{"deployment_changed", Conflict, "the applied deployment changed between the plan (and its confirmation) and the destruction lock; nothing was stopped"},
 	{"deployment_key_invalid", Integrity, "the deployment's private key is not a regular file"},
 	{"deployment_key_mismatch", Integrity, "the deployment's public key does not match its private key"},
 	{"deployment_key_missing", Integrity, "the deployment's private key is missing while VMs exist"},

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -13,21 +14,39 @@ import (
 )
 
 // Recreate destroys and recreates the selected nodes from the plan's
-// desired spec: the only path for definition drift. Before stopping
-// anything it proves what the new nodes need (network, firmware for the
-// boot mode, the exact image bytes, share sources, persistent-disk
-// compatibility) and refuses when unselected peers still drift, naming the
-// combined selection. Root and non-persistent disks are replaced;
-// persistent disks are retained and reattached.
+// desired spec: the only path for definition drift. No selectors means the
+// whole deployment: every node of the plan's spec (RecreateScope). Before
+// stopping anything it refuses a plan that omits an applied node
+// (conflict, nodes_removed), proves what the new nodes need (network,
+// firmware for the boot mode, the exact image bytes, share sources,
+// persistent-disk compatibility) and refuses when unselected peers still
+// drift, naming the combined selection. A whole-deployment recreate
+// re-checks its scope under the destruction lock: applied state that
+// changed since the plan (another generation, or a node with committed
+// state outside the scope) is a conflict, deployment_changed. Root and
+// non-persistent disks are replaced; persistent disks are retained and
+// reattached.
 func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string, wait bool) (*Result, error) {
-	if len(selectors) == 0 {
-		return nil, exitcode.New(exitcode.Usage, "recreate needs the node names to recreate").WithReason("no_selection")
+	scope, err := RecreateScope(p, selectors)
+	if err != nil {
+		return nil, err
 	}
-	lock, applied, err := m.lockForPlan(ctx, p, recreateAgain(p.Spec.Source.Inventory(), selectors))
+	again := recreateAgain(p.Spec.Source.Inventory(), selectors)
+	if err := checkPlan(p, again); err != nil {
+		return nil, err
+	}
+	check := func(d *state.Deployment) error { return checkBasedOn(p, d, again) }
+	if len(selectors) == 0 {
+		check = func(d *state.Deployment) error { return m.checkWholeScope(p, d, scope) }
+	}
+	lock, applied, err := m.lockPlanWith(ctx, p, check)
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Unlock()
+	if len(selectors) == 0 {
+		selectors = scope
+	}
 	names, err := recreateSelection(p, applied, selectors)
 	if err != nil {
 		return nil, err
@@ -61,18 +80,85 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 	return res, res.Err(len(names))
 }
 
-// recreateSelection checks a recreate of selectors against the plan: a
-// deployment is applied, no applied node is missing from the desired
-// spec, each selector is in it, and every drifting node is selected
+// RecreateScope is the set of nodes a recreate of selectors replaces,
+// sorted: the selectors, or every node of the plan's spec when there are
+// none (the whole deployment). A plan that omits an applied node is a
+// conflict (nodes_removed, the names in Detail): recreate never destroys
+// by omission. It reads only the plan, so a command can name the scope in
+// its confirmation before taking any lock.
+func RecreateScope(p *plan.Plan, selectors []string) ([]string, error) {
+	if mi := namesOf(p, plan.Missing); len(mi) > 0 {
+		return nil, exitcode.New(exitcode.Conflict, "applied node(s) %s are absent from the desired spec; recreate never destroys by omission: restore their definition or destroy them explicitly first", strings.Join(mi, ", ")).
+			WithReason("nodes_removed").WithNext("barn-node destroy " + strings.Join(mi, " ") + " --force").WithDetail(mi)
+	}
+	if len(selectors) > 0 {
+		return sortedUnique(selectors), nil
+	}
+	names := p.Spec.NodeNames()
+	if len(names) == 0 {
+		return nil, exitcode.New(exitcode.Conflict, "the plan's spec has no nodes; nothing to recreate").WithReason("no_nodes")
+	}
+	return sortedUnique(names), nil
+}
+
+func sortedUnique(names []string) []string {
+	out := append([]string(nil), names...)
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// checkWholeScope re-checks, under the destruction lock, that the applied
+// state is still the one the whole-deployment plan (and the confirmation
+// naming scope) was computed against: the same generation and spec hash,
+// no applied node outside scope and no node with committed state outside
+// scope. Anything else is a conflict, deployment_changed, naming what
+// changed.
+func (m *Manager) checkWholeScope(p *plan.Plan, d *state.Deployment, scope []string) error {
+	again := recreateAgain(p.Spec.Source.Inventory(), nil)
+	if d == nil {
+		return exitcode.New(exitcode.Conflict, "no deployment is applied; nothing to recreate").WithReason("no_deployment").WithNext(applyAgain(p.Spec.Source.Inventory()))
+	}
+	if p.BasedOn.Generation != d.Generation || p.BasedOn.SpecHash != d.SpecHash {
+		return exitcode.New(exitcode.Conflict, "the deployment changed since the plan: generation %d was planned, generation %d is applied now; nothing was stopped", p.BasedOn.Generation, d.Generation).
+			WithReason("deployment_changed").WithNext(again)
+	}
+	in := map[string]bool{}
+	for _, n := range scope {
+		in[n] = true
+	}
+	outside := []string{}
+	for _, n := range d.Spec.NodeNames() {
+		if !in[n] {
+			outside = append(outside, n)
+		}
+	}
+	dirs, err := m.Root.NodeNames()
+	if err != nil {
+		return err
+	}
+	for _, n := range dirs {
+		if cur, err := m.readCommitted(n); err != nil {
+			return err
+		} else if cur != nil && !in[n] && !slices.Contains(outside, n) {
+			outside = append(outside, n)
+		}
+	}
+	if len(outside) > 0 {
+		sort.Strings(outside)
+		return exitcode.New(exitcode.Conflict, "the deployment changed since the plan: node(s) %s exist outside the recreate's scope (%s); nothing was stopped", strings.Join(outside, ", "), strings.Join(scope, ", ")).
+			WithReason("deployment_changed").WithNext(again).WithDetail(outside)
+	}
+	return nil
+}
+
+// recreateSelection checks a recreate of selectors (RecreateScope has
+// refused missing nodes) against the plan: a deployment is applied, each
+// selector is in the desired spec, and every drifting node is selected
 // (conflict, unselected_drift, naming the combined selection). It returns
 // the selection sorted.
 func recreateSelection(p *plan.Plan, applied *state.Deployment, selectors []string) ([]string, error) {
 	if applied == nil {
 		return nil, exitcode.New(exitcode.Conflict, "no deployment is applied; nothing to recreate").WithReason("no_deployment").WithNext(applyAgain(p.Spec.Source.Inventory()))
-	}
-	if mi := namesOf(p, plan.Missing); len(mi) > 0 {
-		return nil, exitcode.New(exitcode.Conflict, "applied node(s) %s are absent from the desired spec; restore them or destroy them explicitly first", strings.Join(mi, ", ")).
-			WithReason("nodes_removed").WithNext("barn-node destroy " + strings.Join(mi, " ") + " --force")
 	}
 	sel := map[string]bool{}
 	for _, s := range selectors {
