@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"barn.dev/lib/lifecycle"
 	"barn.dev/lib/plan"
 	"barn.dev/lib/tool"
 )
@@ -11,7 +12,7 @@ import (
 type recreateCmd struct {
 	Force  bool     `help:"Do not ask for confirmation (required without a controlling terminal, e.g. in scripts)."`
 	NoWait bool     `short:"n" help:"Do not wait for guest readiness."`
-	Nodes  []string `arg:"" name:"node" predictor:"node" help:"Nodes to recreate."`
+	Nodes  []string `arg:"" optional:"" name:"node" predictor:"node" help:"Nodes to recreate; none means the whole deployment (refused when the plan omits an applied node)."`
 }
 
 func (c *recreateCmd) Run(env *tool.Env) error {
@@ -19,10 +20,19 @@ func (c *recreateCmd) Run(env *tool.Env) error {
 	if err := env.ReadDocument(env.In, "stdin", plan.Schema, &p); err != nil {
 		return err
 	}
-	// The plan took stdin, so the person is asked on the controlling
-	// terminal (as ssh and git ask for a password); with none, --force is
-	// required (usage).
-	if err := env.Confirm(c.Force, true, "recreate", fmt.Sprintf("Recreate %s: root and non-persistent disks are replaced; persistent disks are kept.", strings.Join(c.Nodes, ", "))); err != nil {
+	// The scope is refused (nodes_removed) before anyone is asked; the
+	// confirmation names every node being replaced. The plan took stdin,
+	// so the person is asked on the controlling terminal (as ssh and git
+	// ask for a password); with none, --force is required (usage).
+	scope, err := lifecycle.RecreateScope(&p, c.Nodes)
+	if err != nil {
+		return err
+	}
+	what := "Recreate " + strings.Join(scope, ", ")
+	if len(c.Nodes) == 0 {
+		what = fmt.Sprintf("Recreate the whole deployment, all %d nodes: %s", len(scope), strings.Join(scope, ", "))
+	}
+	if err := env.Confirm(c.Force, true, "recreate", what+": root and non-persistent disks are replaced; persistent disks are kept."); err != nil {
 		return err
 	}
 	m, err := manager(env, true, true)

@@ -38,7 +38,7 @@ func (m *Manager) applyAgain() string { return applyAgain(m.appliedSource()) }
 
 // recreateAgain plans the spec's inventory afresh and recreates names.
 func recreateAgain(source string, names []string) string {
-	return spec.Pipeline(source, "barn-node recreate "+strings.Join(names, " ")+" --force")
+	return spec.Pipeline(source, strings.Join(append([]string{"barn-node recreate"}, names...), " ")+" --force")
 }
 
 // checkPlan validates a plan document's own consistency; again is the
@@ -115,6 +115,13 @@ func (m *Manager) lockForPlan(ctx context.Context, p *plan.Plan, again string) (
 	if err := checkPlan(p, again); err != nil {
 		return nil, nil, err
 	}
+	return m.lockPlanWith(ctx, p, func(d *state.Deployment) error { return checkBasedOn(p, d, again) })
+}
+
+// lockPlanWith takes the deployment lock and the locks of the plan's
+// nodes, reads the applied deployment and refuses it with check (called
+// under the locks; nil applied when none).
+func (m *Manager) lockPlanWith(ctx context.Context, p *plan.Plan, check func(*state.Deployment) error) (state.Lock, *state.Deployment, error) {
 	lock, err := m.Root.LockDeployment(ctx, m.Command, true, m.Waiting)
 	if err != nil {
 		return nil, nil, err
@@ -128,7 +135,7 @@ func (m *Manager) lockForPlan(ctx context.Context, p *plan.Plan, again string) (
 	}
 	applied, err := m.Root.ReadDeployment()
 	if err == nil {
-		err = checkBasedOn(p, applied, again)
+		err = check(applied)
 	}
 	if err != nil {
 		_ = lock.Unlock()

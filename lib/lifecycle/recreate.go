@@ -2,6 +2,9 @@ package lifecycle
 
 import (
 	"context"
+	"net/netip"
+	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -13,26 +16,43 @@ import (
 )
 
 // Recreate destroys and recreates the selected nodes from the plan's
-// desired spec: the only path for definition drift. Before stopping
-// anything it proves what the new nodes need (network, firmware for the
-// boot mode, the exact image bytes, share sources, persistent-disk
-// compatibility) and refuses when unselected peers still drift, naming the
-// combined selection. Root and non-persistent disks are replaced;
-// persistent disks are retained and reattached.
+// desired spec: the only path for definition drift. No selectors means the
+// whole deployment: every node of the plan's spec (RecreateScope). Before
+// stopping anything it refuses a plan that omits an applied node
+// (conflict, nodes_removed), proves what the new nodes need (network,
+// firmware for the boot mode, the exact image bytes, share sources,
+// persistent-disk compatibility). A selection leaves its unselected peers,
+// drifted or omitted, at their applied definitions (recreateSelection
+// refuses what cannot stand beside them). A whole-deployment recreate
+// re-checks its scope under the destruction lock: applied state that
+// changed since the plan (another generation, or a node with committed
+// state outside the scope) is a conflict, deployment_changed. Root and
+// non-persistent disks are replaced; persistent disks are retained and
+// reattached.
 func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string, wait bool) (*Result, error) {
-	if len(selectors) == 0 {
-		return nil, exitcode.New(exitcode.Usage, "recreate needs the node names to recreate").WithReason("no_selection")
+	scope, err := RecreateScope(p, selectors)
+	if err != nil {
+		return nil, err
 	}
-	lock, applied, err := m.lockForPlan(ctx, p, recreateAgain(p.Spec.Source.Inventory(), selectors))
+	again := recreateAgain(p.Spec.Source.Inventory(), selectors)
+	if err := checkPlan(p, again); err != nil {
+		return nil, err
+	}
+	check := func(d *state.Deployment) error { return checkBasedOn(p, d, again) }
+	if len(selectors) == 0 {
+		check = func(d *state.Deployment) error { return m.checkWholeScope(p, d, scope) }
+	}
+	lock, applied, err := m.lockPlanWith(ctx, p, check)
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Unlock()
-	names, err := recreateSelection(p, applied, selectors)
+	names := scope
+	after, err := recreateSelection(p, applied, names, len(selectors) == 0)
 	if err != nil {
 		return nil, err
 	}
-	jobs, err := m.recreateJobs(ctx, p, names)
+	jobs, err := m.recreateJobs(ctx, p, &after, names)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +73,7 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 			keptMu.Unlock()
 		}
 	})
-	if err := m.Root.WriteDeployment(&state.Deployment{Schema: state.DeploymentSchema, Generation: gen, Spec: recreatedSpec(p, applied, kept)}); err != nil {
+	if err := m.Root.WriteDeployment(&state.Deployment{Schema: state.DeploymentSchema, Generation: gen, Spec: recreatedSpec(after, applied, kept)}); err != nil {
 		return nil, err
 	}
 	res.Generation = gen
@@ -61,51 +81,154 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 	return res, res.Err(len(names))
 }
 
-// recreateSelection checks a recreate of selectors against the plan: a
-// deployment is applied, no applied node is missing from the desired
-// spec, each selector is in it, and every drifting node is selected
-// (conflict, unselected_drift, naming the combined selection). It returns
-// the selection sorted.
-func recreateSelection(p *plan.Plan, applied *state.Deployment, selectors []string) ([]string, error) {
-	if applied == nil {
-		return nil, exitcode.New(exitcode.Conflict, "no deployment is applied; nothing to recreate").WithReason("no_deployment").WithNext(applyAgain(p.Spec.Source.Inventory()))
+// RecreateScope is the set of nodes a recreate of selectors replaces,
+// sorted: the selectors, or every node of the plan's spec when there are
+// none (the whole deployment). A whole-deployment plan that omits an
+// applied node is a conflict (nodes_removed, the names in Detail):
+// recreate never destroys by omission. A selection may leave an omitted
+// peer alone: it keeps its applied definition (selectedSpec). It reads only the plan, so a command can name the scope in
+// its confirmation before taking any lock.
+func RecreateScope(p *plan.Plan, selectors []string) ([]string, error) {
+	if len(selectors) > 0 {
+		return sortedUnique(selectors), nil
 	}
 	if mi := namesOf(p, plan.Missing); len(mi) > 0 {
-		return nil, exitcode.New(exitcode.Conflict, "applied node(s) %s are absent from the desired spec; restore them or destroy them explicitly first", strings.Join(mi, ", ")).
-			WithReason("nodes_removed").WithNext("barn-node destroy " + strings.Join(mi, " ") + " --force")
+		return nil, exitcode.New(exitcode.Conflict, "applied node(s) %s are absent from the desired spec; recreate never destroys by omission: restore their definition or destroy them explicitly first", strings.Join(mi, ", ")).
+			WithReason("nodes_removed").WithNext("barn-node destroy " + strings.Join(mi, " ") + " --force").WithDetail(mi)
 	}
-	sel := map[string]bool{}
-	for _, s := range selectors {
+	names := p.Spec.NodeNames()
+	if len(names) == 0 {
+		return nil, exitcode.New(exitcode.Conflict, "the plan's spec has no nodes; nothing to recreate").WithReason("no_nodes")
+	}
+	return sortedUnique(names), nil
+}
+
+func sortedUnique(names []string) []string {
+	out := append([]string(nil), names...)
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// checkWholeScope re-checks, under the destruction lock, that the applied
+// state is still the one the whole-deployment plan (and the confirmation
+// naming scope) was computed against: the same generation and spec hash,
+// no applied node outside scope and no node with committed state outside
+// scope. Anything else is a conflict, deployment_changed, naming what
+// changed.
+func (m *Manager) checkWholeScope(p *plan.Plan, d *state.Deployment, scope []string) error {
+	again := recreateAgain(p.Spec.Source.Inventory(), nil)
+	if d == nil {
+		return exitcode.New(exitcode.Conflict, "no deployment is applied; nothing to recreate").WithReason("no_deployment").WithNext(applyAgain(p.Spec.Source.Inventory()))
+	}
+	if p.BasedOn.Generation != d.Generation || p.BasedOn.SpecHash != d.SpecHash {
+		return exitcode.New(exitcode.Conflict, "the deployment changed since the plan: generation %d was planned, generation %d is applied now; nothing was stopped", p.BasedOn.Generation, d.Generation).
+			WithReason("deployment_changed").WithNext(again)
+	}
+	in := map[string]bool{}
+	for _, n := range scope {
+		in[n] = true
+	}
+	outside := []string{}
+	for _, n := range d.Spec.NodeNames() {
+		if !in[n] {
+			outside = append(outside, n)
+		}
+	}
+	dirs, err := m.Root.NodeNames()
+	if err != nil {
+		return err
+	}
+	for _, n := range dirs {
+		if cur, err := m.readCommitted(n); err != nil {
+			return err
+		} else if cur != nil && !in[n] && !slices.Contains(outside, n) {
+			outside = append(outside, n)
+		}
+	}
+	if len(outside) > 0 {
+		sort.Strings(outside)
+		return exitcode.New(exitcode.Conflict, "the deployment changed since the plan: node(s) %s exist outside the recreate's scope (%s); nothing was stopped", strings.Join(outside, ", "), strings.Join(scope, ", ")).
+			WithReason("deployment_changed").WithNext(again).WithDetail(outside)
+	}
+	return nil
+}
+
+// recreateSelection checks a recreate of names against the plan and
+// returns the applied spec it leads to (selectedSpec): a deployment is
+// applied, each name is in the desired spec, and for a selection the
+// deployment-wide settings are unchanged (conflict,
+// deployment_settings_changed: only a whole-deployment recreate applies
+// them) and the selected definitions fit beside the applied definitions of
+// their unselected peers (conflict, selection_conflict: a duplicate
+// address, name or alias, or a second control node).
+func recreateSelection(p *plan.Plan, applied *state.Deployment, names []string, whole bool) (spec.Spec, error) {
+	src := p.Spec.Source.Inventory()
+	if applied == nil {
+		return spec.Spec{}, exitcode.New(exitcode.Conflict, "no deployment is applied; nothing to recreate").WithReason("no_deployment").WithNext(applyAgain(src))
+	}
+	for _, s := range names {
 		if p.Spec.Node(s) == nil {
-			return nil, exitcode.New(exitcode.Usage, "node %q is not in the desired spec", s).WithReason("unknown_node")
-		}
-		sel[s] = true
-	}
-	names := make([]string, 0, len(sel))
-	for s := range sel {
-		names = append(names, s)
-	}
-	sort.Strings(names)
-	var drifting []string
-	for _, name := range namesOf(p, plan.Recreate) {
-		if !sel[name] {
-			drifting = append(drifting, name)
+			return spec.Spec{}, exitcode.New(exitcode.Usage, "node %q is not in the desired spec", s).WithReason("unknown_node")
 		}
 	}
-	if len(drifting) > 0 {
-		all := append(append([]string{}, drifting...), names...)
-		sort.Strings(all)
-		return nil, exitcode.New(exitcode.Conflict, "unselected node(s) %s also drift; recreate them together so the applied spec stays true", strings.Join(drifting, ", ")).
-			WithReason("unselected_drift").WithNext(recreateAgain(p.Spec.Source.Inventory(), all))
+	if whole {
+		return p.Spec, nil
 	}
-	return names, nil
+	if !reflect.DeepEqual(applied.Spec.Deployment, p.Spec.Deployment) {
+		return spec.Spec{}, exitcode.New(exitcode.Conflict, "deployment-wide settings changed; a selected recreate cannot apply them").
+			WithReason("deployment_settings_changed").WithNext(recreateAgain(src, nil))
+	}
+	out := selectedSpec(p, applied, names)
+	if ferr := out.Validate(); ferr != nil {
+		return spec.Spec{}, exitcode.New(exitcode.Conflict, "recreating %s beside the applied definitions of the other nodes: %v", strings.Join(names, ", "), ferr).
+			WithReason("selection_conflict").WithNext("fix the inventory, or select the other nodes too: " + recreateAgain(src, nil))
+	}
+	return out, nil
+}
+
+// selectedSpec is the applied spec after recreating names: the applied
+// spec with those nodes' definitions (added when new) taken from the plan,
+// so that every unselected node, drifted or omitted, keeps the definition
+// it was applied with. Nodes stay sorted by address.
+func selectedSpec(p *plan.Plan, applied *state.Deployment, names []string) spec.Spec {
+	out := applied.Spec
+	out.Nodes = nil
+	take := map[string]bool{}
+	for _, n := range names {
+		take[n] = true
+		out.Nodes = append(out.Nodes, *p.Spec.Node(n))
+	}
+	for _, n := range applied.Spec.Nodes {
+		if !take[n.Name] {
+			out.Nodes = append(out.Nodes, n)
+		}
+	}
+	sort.SliceStable(out.Nodes, func(i, j int) bool { return addrLess(out.Nodes[i].Address, out.Nodes[j].Address) })
+	out.Control = ""
+	for _, n := range out.Nodes {
+		if n.Control {
+			out.Control = n.Name
+		}
+	}
+	out.Seal()
+	return out
+}
+
+// addrLess orders IPv4 addresses numerically (as text when unparsable).
+func addrLess(a, b string) bool {
+	x, errX := netip.ParseAddr(a)
+	y, errY := netip.ParseAddr(b)
+	if errX != nil || errY != nil {
+		return a < b
+	}
+	return x.Less(y)
 }
 
 // recreateJobs proves every prerequisite of the new nodes before any node
 // is touched (root disk sizes, host support and network, the exact image
 // bytes, share sources, persistent-disk compatibility) and returns each
 // node's create job by name (generation and port still to fill).
-func (m *Manager) recreateJobs(ctx context.Context, p *plan.Plan, names []string) (map[string]createJob, error) {
+func (m *Manager) recreateJobs(ctx context.Context, p *plan.Plan, after *spec.Spec, names []string) (map[string]createJob, error) {
 	if err := refuseSmallRootDisks(p, names); err != nil {
 		return nil, err
 	}
@@ -128,7 +251,7 @@ func (m *Manager) recreateJobs(ctx context.Context, p *plan.Plan, names []string
 		if err := m.checkPersistent(name, n); err != nil {
 			return nil, err
 		}
-		jobs[name] = createJob{Deployment: p.Spec.Deployment, Node: *n, Peers: peers(&p.Spec, name), Image: *np.Image}
+		jobs[name] = createJob{Deployment: after.Deployment, Node: *n, Peers: peers(after, name), Image: *np.Image}
 	}
 	return jobs, nil
 }
@@ -157,16 +280,16 @@ func (m *Manager) recreateOne(ctx context.Context, job createJob, alloc *portAll
 	return true
 }
 
-// recreatedSpec is the applied spec after a recreate: the plan's, except
-// that a node that could not be destroyed keeps its old definition, so
-// the next plan still shows it as drifted instead of claiming it was
-// rebuilt.
-func recreatedSpec(p *plan.Plan, applied *state.Deployment, kept map[string]bool) spec.Spec {
-	out := p.Spec
+// recreatedSpec is the applied spec after a recreate: after (the plan's
+// spec, or the selection's, see selectedSpec), except that a node that
+// could not be destroyed keeps its old definition, so the next plan still
+// shows it as drifted instead of claiming it was rebuilt.
+func recreatedSpec(after spec.Spec, applied *state.Deployment, kept map[string]bool) spec.Spec {
+	out := after
 	if len(kept) == 0 {
 		return out
 	}
-	out.Nodes = append([]spec.Node(nil), p.Spec.Nodes...)
+	out.Nodes = append([]spec.Node(nil), after.Nodes...)
 	for i, n := range out.Nodes {
 		if was := applied.Spec.Node(n.Name); kept[n.Name] && was != nil {
 			out.Nodes[i] = *was

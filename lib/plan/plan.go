@@ -134,8 +134,8 @@ func Compute(in Input) (*Plan, error) {
 		running = func(n *state.Node) bool { return n.Phase == state.Running }
 	}
 
-	// Classify every node, selected or not: unselected drift blocks a
-	// selected plan.
+	// Classify every node, selected or not: the launch checks see the
+	// whole deployment.
 	all := make([]NodePlan, 0, len(d.Nodes)+len(committed))
 	for _, want := range d.Nodes {
 		all = append(all, classify(want, committed[want.Name], in, envChanges, envLines, running))
@@ -178,7 +178,7 @@ func Compute(in Input) (*Plan, error) {
 	p.Totals = totals(p)
 	downloads(p, in.Cached)
 	p.Action, p.Destructive = summarize(p.Nodes, in.Applied == nil && len(committed) == 0, len(envChanges) > 0)
-	p.Blocked = blocked(all, sel, len(envChanges) > 0, d.Source.Inventory())
+	p.Blocked = blocked(sel, len(envChanges) > 0)
 	p.Next = nextCommands(p.Nodes, d.Source.Inventory())
 	if disks := rootDiskBlockers(p); len(disks) > 0 {
 		// No command can build these nodes: the inventory must change.
@@ -375,32 +375,15 @@ func summarize(nodes []NodePlan, fresh, envelope bool) (Action, bool) {
 	}
 }
 
-// blocked explains why a selected plan cannot settle the deployment: the
-// envelope changed (every node must be recreated together), or a selected
-// recreate leaves unselected peers drifting (recreate refuses that, so the
-// message names the combined selection). Empty without selectors.
-func blocked(all []NodePlan, sel map[string]bool, envelope bool, source string) []string {
+// blocked explains why a selected plan cannot be applied: the envelope
+// changed (every node must be recreated together). Unselected peers that
+// drift or are omitted do not block: they keep their applied definitions
+// (the outcome they show is for a later command). Empty without
+// selectors.
+func blocked(sel map[string]bool, envelope bool) []string {
 	out := []string{}
-	if sel == nil {
-		return out
-	}
-	if envelope {
-		return append(out, "deployment-level settings changed: every node must be recreated; plan without node selectors")
-	}
-	var selected, peers []string
-	for _, n := range all {
-		if n.Outcome != Recreate {
-			continue
-		}
-		if sel[n.Name] {
-			selected = append(selected, n.Name)
-		} else {
-			peers = append(peers, n.Name)
-		}
-	}
-	if len(selected) > 0 && len(peers) > 0 {
-		out = append(out, fmt.Sprintf("unselected nodes also drift (%s); select them together: %s",
-			strings.Join(peers, ", "), spec.Pipeline(source, "barn-node recreate "+strings.Join(append(selected, peers...), " ")+" --force")))
+	if sel != nil && envelope {
+		out = append(out, "deployment-level settings changed: every node must be recreated; plan without node selectors")
 	}
 	return out
 }
