@@ -219,6 +219,7 @@ var reasons = []Reason{
 	{"signature_comment_mismatch", Integrity, "the signature's trusted comment names another catalog"},
 	{"signature_required", Integrity, "a catalog once accepted signed is now unsigned"},
 	{"signature_too_large", Integrity, "a catalog signature exceeds its size limit"},
+	{"snapshot_missing", Integrity, "an image holds no internal snapshot of the tag Barn's snapshot record names"},
 	{"socket_path_too_long", Usage, "the QMP socket path exceeds the unix socket limit"},
 	{"spec_hash_mismatch", Usage, "a spec was edited after it was resolved"},
 	{"spec_unreadable", Usage, "the desired spec cannot be read"},
