@@ -22,6 +22,7 @@ type lifecycleCommands struct {
 	Status   statusCmd   `cmd:"" aliases:"st" help:"Show applied nodes with a live identity audit; converge interrupted transitions."`
 	Recreate recreateCmd `cmd:"" aliases:"rc" help:"Destroy and recreate drifted nodes from a barn.plan/v1 on stdin."`
 	Destroy  destroyCmd  `cmd:"" aliases:"de" help:"Destroy nodes (all when none are named); persistent disks are retained."`
+	Snapshot snapshotCmd `cmd:"" aliases:"snap" help:"Whole-lab snapshots: save, list, restore, delete."`
 	Purge    purgeCmd    `cmd:"" help:"Destroy everything including retained disks and keys (images and network are kept); the state root itself goes once only Barn's lock files are left."`
 }
 

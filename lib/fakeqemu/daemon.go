@@ -92,6 +92,7 @@ type vm struct {
 	lns     []net.Listener // one per monitor
 	once    sync.Once
 	exiting chan int
+	run     runState // QMP stop/cont and snapshot jobs (snapshots.go)
 }
 
 func runVM(cfg *config) int {

@@ -8,6 +8,7 @@ import (
 
 type request struct {
 	Execute string          `json:"execute"`
+	Args    json.RawMessage `json:"arguments,omitempty"`
 	ID      json.RawMessage `json:"id,omitempty"`
 }
 
@@ -92,9 +93,13 @@ func (v *vm) handle(c net.Conn) {
 			reply(map[string]any{"UUID": u}, nil)
 		case "query-status":
 			status, running := "running", true
+			v.run.mu.Lock()
 			if v.cfg.paused {
 				status, running = "prelaunch", false
+			} else if v.run.stopped {
+				status, running = "paused", false
 			}
+			v.run.mu.Unlock()
 			reply(map[string]any{"status": status, "running": running, "singlestep": false}, nil)
 		case "system_powerdown":
 			reply(map[string]any{}, nil)
@@ -107,6 +112,10 @@ func (v *vm) handle(c net.Conn) {
 			event("SHUTDOWN")
 			v.shutdown()
 		default:
+			if ret, qerr, ok := v.runControl(req.Execute, req.Args); ok {
+				reply(ret, qerr)
+				continue
+			}
 			reply(nil, &qmpError{"CommandNotFound", "The command " + req.Execute + " has not been found"})
 		}
 	}
