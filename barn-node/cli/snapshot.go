@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"barn.dev/lib/disk"
+	"barn.dev/lib/lifecycle"
 	"barn.dev/lib/snapshot"
 	"barn.dev/lib/state"
 	"barn.dev/lib/tool"
@@ -161,4 +162,31 @@ func (c *snapDeleteCmd) Run(env *tool.Env) error {
 		return err
 	}
 	return env.Emit(SnapshotResult{Schema: "barn.snapshot-result/v1", Action: "deleted", Name: c.Name, Kept: kept})
+}
+
+// purgeSnapshots ends a purge: every snapshot is deleted by its record
+// (the nodes are gone, so only the copies and records are left to
+// remove); files a record does not prove are Barn's are kept and noted.
+func purgeSnapshots(env *tool.Env, res *lifecycle.Result) error {
+	e, err := engine(env)
+	if err != nil {
+		return err
+	}
+	rs, err := snapshot.All(e.Root.Dir)
+	if err != nil {
+		return err
+	}
+	for _, r := range rs {
+		kept, err := e.Delete(env.Ctx, r.Name)
+		if err != nil {
+			return err
+		}
+		if res != nil {
+			res.Notes = append(res.Notes, "deleted snapshot "+r.Name)
+			for _, k := range kept {
+				res.Notes = append(res.Notes, "kept "+k)
+			}
+		}
+	}
+	return nil
 }

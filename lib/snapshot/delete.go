@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/safefile"
@@ -60,13 +59,14 @@ func applied(root *state.Root, r *Record) []string {
 	return out
 }
 
-// rollback undoes an interrupted or failed save: tags removed, paused
-// nodes resumed, copies and record removed.
+// rollback undoes an interrupted or failed save: paused nodes resumed,
+// tags, copies and record removed.
 func (e *Engine) rollback(ctx context.Context, r *Record, nodes map[string]*state.Node) error {
-	if _, err := e.remove(ctx, r, nodes); err != nil {
+	if err := e.resume(ctx, r, nodes); err != nil {
 		return err
 	}
-	return e.resume(ctx, r, nodes)
+	_, err := e.remove(ctx, r, nodes)
+	return err
 }
 
 // remove marks r deleting, untags each node's images, removes the copies
@@ -119,13 +119,22 @@ func (e *Engine) remove(ctx context.Context, r *Record, nodes map[string]*state.
 }
 
 // untag removes the snapshot's tag from the images of sn that are still
-// the files it tagged: over QMP while the node runs (QEMU holds them),
-// else with qemu-img. A node gone (destroyed, recreated) took its tags
-// with its images.
+// the files it tagged (by identity: a persistent disk reattached to a
+// recreated node is the same file): over QMP while the node runs (QEMU
+// holds them; the device is the image's current block node), else with
+// qemu-img. Images gone with a destroyed node took their tags with them.
 func (e *Engine) untag(ctx context.Context, r *Record, sn *Node, n *state.Node) error {
+	if n == nil {
+		return nil
+	}
+	current := map[string]string{} // path → current block node
+	for _, im := range images(n) {
+		current[im.Path] = im.Device
+	}
 	var own []Image
 	for _, im := range sn.Images {
-		if n != nil && n.VMUUID == sn.VMUUID && imageDiffers(im) == "" {
+		if dev, ok := current[im.Path]; ok && imageDiffers(im) == "" {
+			im.Device = dev
 			own = append(own, im)
 		}
 	}
@@ -139,11 +148,7 @@ func (e *Engine) untag(ctx context.Context, r *Record, sn *Node, n *state.Node) 
 	if up {
 		cp := *sn
 		cp.Images = own
-		err := job(ctx, n, "snapshot-delete", r.Name, cp)
-		if err != nil && strings.Contains(err.Error(), "not found") {
-			return nil
-		}
-		return err
+		return job(ctx, n, "snapshot-delete", r.Name, cp)
 	}
 	for _, im := range own {
 		if err := e.Disk.DeleteSnapshot(ctx, im.Path, Tag(r.Name)); err != nil {

@@ -18,11 +18,10 @@ import (
 //
 // Crash convergence (each step below is a Hook step, "snapshot-<step>"):
 //   - save: record written (journal), each node paused, each node saved,
-//     complete, each node resumed. Interrupted before complete, the
+//     each node resumed, complete. Interrupted before complete, the
 //     record says saving: `snapshot delete NAME` rolls it back (removes
 //     the tag from every image holding it, resumes the nodes it paused,
-//     removes the copies and the record). Interrupted after complete,
-//     the nodes it paused are resumed by the next snapshot command.
+//     removes the copies and the record), so the lab is as it was.
 //   - restore: record marked restoring, nodes paused, each node loaded,
 //     resumed, complete. Interrupted, `snapshot restore NAME --force`
 //     loads every node again: the lab ends fully restored, never mixed.
@@ -63,14 +62,15 @@ func (e *Engine) logf(format string, args ...any) {
 func (e *Engine) write(r *Record) error { return write(e.Root.Dir, r, e.now()) }
 
 // lock takes the deployment lock and the locks of nodes (all applied
-// nodes when nodes is nil) and returns the deployment and the selection.
+// nodes when nodes is nil) and returns the selection. Without an applied
+// deployment only an empty selection (a delete after purge) is allowed.
 func (e *Engine) lock(ctx context.Context, nodes []string) (state.Lock, []string, error) {
 	lock, err := e.Root.LockDeployment(ctx, e.Command, true, e.Waiting)
 	if err != nil {
 		return nil, nil, err
 	}
 	d, err := e.Root.ReadDeployment()
-	if err == nil && d == nil {
+	if err == nil && d == nil && (nodes == nil || len(nodes) > 0) {
 		err = exitcode.New(exitcode.Conflict, "no deployment is applied").WithReason("no_deployment").WithNext("barn-node apply")
 	}
 	if err != nil {
@@ -141,9 +141,6 @@ func interrupted(r *Record) error {
 // Next is the command that converges r, "" for a complete record.
 func Next(r *Record) string {
 	if r.State == Complete {
-		if len(r.Paused) > 0 {
-			return "barn-node snapshot list"
-		}
 		return ""
 	}
 	return exitcode.As(interrupted(r)).Next

@@ -31,6 +31,10 @@ func (e *Engine) Restore(ctx context.Context, name string) (*Record, error) {
 	for _, sn := range r.Nodes {
 		names = append(names, sn.Node)
 	}
+	if live := applied(e.Root, r); len(live) != len(names) {
+		return nil, exitcode.New(exitcode.Conflict, "snapshot %s is of nodes %v; only %v are applied now (a destroyed node took its images)", name, names, live).
+			WithReason("snapshot_stale").WithNext("barn-node snapshot delete " + name)
+	}
 	lock, _, err := e.lock(ctx, names)
 	if err != nil {
 		return nil, err

@@ -61,7 +61,7 @@ func (e *Engine) Save(ctx context.Context, name string, nodes []string) (*Record
 	return r, nil
 }
 
-// saveNodes pauses (memory), saves each node, completes and resumes.
+// saveNodes pauses (memory), saves each node, resumes, then completes.
 func (e *Engine) saveNodes(ctx context.Context, r *Record, ns []*state.Node) error {
 	if r.Memory {
 		if err := e.pause(ctx, r, ns); err != nil {
@@ -73,13 +73,16 @@ func (e *Engine) saveNodes(ctx context.Context, r *Record, ns []*state.Node) err
 			return err
 		}
 	}
+	if err := e.resume(ctx, r, nodeMap(ns)); err != nil {
+		return err
+	}
 	r.SizeBytes = e.size(ctx, r)
-	r.State = Complete
+	r.State = Complete // only once every node runs again: a complete record pauses nothing
 	if err := e.write(r); err != nil {
 		return err
 	}
 	e.step("complete", "")
-	return e.resume(ctx, r, nodeMap(ns))
+	return nil
 }
 
 func (e *Engine) saveNode(ctx context.Context, r *Record, sn *Node, n *state.Node) error {
