@@ -3,11 +3,13 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"barn.dev/lib/qemu"
 	"barn.dev/lib/qmp"
 	"barn.dev/lib/state"
 )
@@ -18,6 +20,30 @@ import (
 func TestSnapshotScripts(t *testing.T) {
 	p := params("testdata/snapshot")
 	p.Cmds["qmpstatus"] = cmdQMPStatus
+	testscript.Run(t, p)
+}
+
+// TestSnapshotRealQEMU runs testdata/snapshot-real against the real
+// qemu-system-x86_64 under TCG and the distro's OVMF. It skips only when
+// QEMU or OVMF is not installed.
+func TestSnapshotRealQEMU(t *testing.T) {
+	bin, err := exec.LookPath("/usr/bin/qemu-system-x86_64")
+	if err != nil {
+		t.Skip("qemu-system-x86_64 is not installed: ", err)
+	}
+	if _, err := qemu.FindFirmware(qemu.FirmwarePairs); err != nil {
+		t.Skip("no OVMF firmware: ", err)
+	}
+	p := params("testdata/snapshot-real")
+	p.Cmds["qmpstatus"] = cmdQMPStatus
+	setup := p.Setup
+	p.Setup = func(env *testscript.Env) error {
+		if err := setup(env); err != nil {
+			return err
+		}
+		env.Setenv("BARN_QEMU", bin)
+		return nil
+	}
 	testscript.Run(t, p)
 }
 

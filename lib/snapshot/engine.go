@@ -210,3 +210,12 @@ func imageDiffers(im Image) string {
 	}
 	return why
 }
+
+// withNext is err with the next: hint next (an error without a class is
+// a runtime error).
+func withNext(err error, next string) error {
+	if e := exitcode.As(err); e != nil {
+		return e.WithNext(next)
+	}
+	return &exitcode.Error{Class: exitcode.Runtime, Message: err.Error(), Next: next, Err: err}
+}

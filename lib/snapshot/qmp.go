@@ -13,9 +13,16 @@ import (
 )
 
 // session opens Barn's own QMP monitor of running node n and proves on it
-// that QEMU answers as the node (name and VM UUID).
-func session(ctx context.Context, n *state.Node) (*qmp.Session, error) {
-	s, err := qmp.Monitor{Socket: n.Runtime.BarnQMP}.Open(ctx)
+// that QEMU answers as the node (name and VM UUID). The session is
+// bounded by ctx and by qmp.DefaultTimeout, or jobTimeout for a session
+// that waits for a snapshot job: QEMU's monitor does not answer while its
+// main loop writes or reads the vmstate.
+func session(ctx context.Context, n *state.Node, long bool) (*qmp.Session, error) {
+	m := qmp.Monitor{Socket: n.Runtime.BarnQMP}
+	if long {
+		m.Timeout = jobTimeout
+	}
+	s, err := m.Open(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -29,7 +36,7 @@ func session(ctx context.Context, n *state.Node) (*qmp.Session, error) {
 // command runs one QMP command on running node n after proving its
 // identity on the same connection.
 func command(ctx context.Context, n *state.Node, cmd string, args any) error {
-	s, err := session(ctx, n)
+	s, err := session(ctx, n, true)
 	if err != nil {
 		return exitcode.Wrap(exitcode.Runtime, err, "%s: QMP %s", n.Node, cmd)
 	}
@@ -48,7 +55,7 @@ func command(ctx context.Context, n *state.Node, cmd string, args any) error {
 func job(ctx context.Context, n *state.Node, cmd, name string, sn Node) error {
 	ctx, cancel := context.WithTimeout(ctx, jobTimeout)
 	defer cancel()
-	s, err := session(ctx, n)
+	s, err := session(ctx, n, true)
 	if err != nil {
 		return exitcode.Wrap(exitcode.Runtime, err, "%s: QMP %s", n.Node, cmd)
 	}
@@ -122,7 +129,7 @@ func running(ctx context.Context, n *state.Node) (bool, error) {
 		return false, exitcode.New(exitcode.Conflict, "node %s is %s", n.Node, n.Phase).
 			WithReason("interrupted_transition").WithNext("barn-node status " + n.Node)
 	}
-	s, err := session(ctx, n)
+	s, err := session(ctx, n, false)
 	if err != nil {
 		return false, exitcode.Wrap(exitcode.Conflict, err, "node %s is recorded running but its QMP does not prove it", n.Node).
 			WithReason("snapshot_node_unproven").WithNext("barn-node status " + n.Node)

@@ -56,7 +56,7 @@ func (e *Engine) Restore(ctx context.Context, name string) (*Record, error) {
 	}
 	e.step("journal", "")
 	if err := e.restoreNodes(ctx, r, ns); err != nil {
-		return nil, exitcode.As(exitcode.Wrap(exitcode.ClassOf(err), err, "%v", err)).WithNext("barn-node snapshot restore " + name + " --force")
+		return nil, withNext(err, "barn-node snapshot restore "+name+" --force")
 	}
 	return r, nil
 }

@@ -54,7 +54,7 @@ func (e *Engine) Save(ctx context.Context, name string, nodes []string) (*Record
 	if err := e.saveNodes(ctx, r, ns); err != nil {
 		if rerr := e.rollback(ctx, r, nodeMap(ns)); rerr != nil {
 			e.logf("rollback of snapshot %s failed: %v", name, rerr)
-			return nil, exitcode.As(exitcode.Wrap(exitcode.ClassOf(err), err, "%v", err)).WithNext("barn-node snapshot delete " + name)
+			return nil, withNext(err, "barn-node snapshot delete "+name)
 		}
 		return nil, err
 	}
