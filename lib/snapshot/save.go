@@ -17,6 +17,9 @@ func (e *Engine) Save(ctx context.Context, name string, nodes []string) (*Record
 	if err := CheckName(name); err != nil {
 		return nil, err
 	}
+	if len(nodes) == 0 {
+		nodes = nil // every applied node
+	}
 	lock, names, err := e.lock(ctx, nodes)
 	if err != nil {
 		return nil, err
