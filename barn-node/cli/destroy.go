@@ -39,7 +39,9 @@ func (c *destroyCmd) Run(env *tool.Env) error {
 	}
 	res, err := m.Destroy(env.Ctx, c.Nodes, lifecycle.DestroyOptions{DeletePersistent: c.DeletePersistent, Purge: c.Purge})
 	if err == nil && c.Purge && len(c.Nodes) == 0 {
-		err = removeStateRoot(env, m.Root, res)
+		if err = purgeSnapshots(env, res); err == nil {
+			err = removeStateRoot(env, m.Root, res)
+		}
 	}
 	refreshFragment(env, res)
 	return emit(env, resultOrNil(res), err)
@@ -54,7 +56,9 @@ func (c *purgeCmd) Run(env *tool.Env) error {
 	}
 	res, err := m.Purge(env.Ctx)
 	if err == nil {
-		err = removeStateRoot(env, m.Root, res)
+		if err = purgeSnapshots(env, res); err == nil {
+			err = removeStateRoot(env, m.Root, res)
+		}
 	}
 	refreshFragment(env, res)
 	return emit(env, resultOrNil(res), err)

@@ -26,6 +26,7 @@ type lifecycleCommands struct {
 	Pause    pauseCmd    `cmd:"" help:"Freeze running nodes (QMP stop: a hung machine; its QEMU and network stay)."`
 	Resume   resumeCmd   `cmd:"" help:"Continue paused nodes (QMP cont): the same boot, uptime continues."`
 	Kill     killCmd     `cmd:"" help:"End nodes' QEMU as a host crash would (SIGKILL through Barn's proven process identity)."`
+	Snapshot snapshotCmd `cmd:"" aliases:"snap" help:"Whole-lab snapshots: save, list, restore, delete."`
 	Purge    purgeCmd    `cmd:"" help:"Destroy everything including retained disks and keys (images and network are kept); the state root itself goes once only Barn's lock files are left."`
 }
 

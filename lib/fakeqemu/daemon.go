@@ -11,7 +11,6 @@ import (
 	"os/signal"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -93,7 +92,7 @@ type vm struct {
 	lns     []net.Listener // one per monitor
 	once    sync.Once
 	exiting chan int
-	stopped atomic.Bool // QMP stop; cont clears it
+	run     runState // QMP stop/cont and snapshot jobs (snapshots.go)
 }
 
 func runVM(cfg *config) int {

@@ -6,9 +6,10 @@
 // -mon mode=control names. Like QEMU it serves one client per monitor at a
 // time and leaves the others queued in a listen backlog of 1 (a third
 // client gets EAGAIN). QMP commands: greeting, qmp_capabilities,
-// query-name, query-uuid, query-status, stop and cont (query-status then
-// says paused / running), system_powerdown (exits) and quit
-// (exits). On a clean exit it removes its sockets and pidfile, as QEMU
+// query-name, query-uuid, query-status, system_powerdown (exits), quit
+// (exits), stop, cont, the snapshot-save/load/delete jobs on the qcow2
+// -blockdev nodes (real qemu-img internal snapshots; see snapshots.go),
+// query-jobs and job-dismiss. On a clean exit it removes its sockets and pidfile, as QEMU
 // does.
 //
 // Behaviour switches, comma-separated in FAKEQEMU_MODE:
@@ -87,6 +88,9 @@ type config struct {
 	smoke      bool // -S without -daemonize or -pidfile: a capability smoke start
 	memMiB     int
 	files      []string // disk images that must exist
+	// blockNodes maps each qcow2 -blockdev node name to the filename of
+	// the file node under it (the images snapshot-save/load/delete act on).
+	blockNodes map[string]string
 	shareFDs   []int
 	modes      map[string]bool
 	exitDelay  time.Duration
@@ -145,8 +149,10 @@ func fail(err error) int {
 
 func parse(args []string, getenv func(string) string) (*config, error) {
 	cfg := &config{modes: parseModes(getenv("FAKEQEMU_MODE")), exitDelay: 3 * time.Second}
-	sockets := map[string]string{} // socket chardev id → path
-	files := map[string]string{}   // file chardev id → path
+	sockets := map[string]string{}   // socket chardev id → path
+	files := map[string]string{}     // file chardev id → path
+	fileNodes := map[string]string{} // -blockdev file node name → filename
+	cfg.blockNodes = map[string]string{}
 	if d := getenv("FAKEQEMU_EXIT_DELAY"); d != "" {
 		v, err := time.ParseDuration(d)
 		if err != nil {
@@ -240,9 +246,15 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 				if err := json.Unmarshal([]byte(v), &b); err != nil {
 					return nil, fmt.Errorf("-blockdev %s: %v", v, err)
 				}
-				if b["driver"] == "file" {
+				name, _ := b["node-name"].(string)
+				switch b["driver"] {
+				case "file":
 					f, _ := b["filename"].(string)
 					cfg.files = append(cfg.files, f)
+					fileNodes[name] = f
+				case "qcow2":
+					under, _ := b["file"].(string)
+					cfg.blockNodes[name] = fileNodes[under]
 				}
 			}
 		case "-drive":

@@ -8,6 +8,7 @@ import (
 
 type request struct {
 	Execute string          `json:"execute"`
+	Args    json.RawMessage `json:"arguments,omitempty"`
 	ID      json.RawMessage `json:"id,omitempty"`
 }
 
@@ -92,21 +93,14 @@ func (v *vm) handle(c net.Conn) {
 			reply(map[string]any{"UUID": u}, nil)
 		case "query-status":
 			status, running := "running", true
+			v.run.mu.Lock()
 			if v.cfg.paused {
 				status, running = "prelaunch", false
-			}
-			if v.stopped.Load() {
+			} else if v.run.stopped {
 				status, running = "paused", false
 			}
+			v.run.mu.Unlock()
 			reply(map[string]any{"status": status, "running": running, "singlestep": false}, nil)
-		case "stop":
-			v.stopped.Store(true)
-			reply(map[string]any{}, nil)
-			event("STOP")
-		case "cont":
-			v.stopped.Store(false)
-			reply(map[string]any{}, nil)
-			event("RESUME")
 		case "system_powerdown":
 			reply(map[string]any{}, nil)
 			event("POWERDOWN")
@@ -118,6 +112,10 @@ func (v *vm) handle(c net.Conn) {
 			event("SHUTDOWN")
 			v.shutdown()
 		default:
+			if ret, qerr, ok := v.runControl(req.Execute, req.Args); ok {
+				reply(ret, qerr)
+				continue
+			}
 			reply(nil, &qmpError{"CommandNotFound", "The command " + req.Execute + " has not been found"})
 		}
 	}

@@ -1,0 +1,213 @@
+package snapshot
+
+import (
+	"context"
+	"path/filepath"
+	"syscall"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/state"
+)
+
+// Save takes snapshot name of nodes (all applied nodes when nil): with
+// guest memory when every node runs, disk-only when every node is
+// stopped; a lab half running is refused. All or nothing: on a failure
+// the partial snapshot is rolled back before Save returns.
+func (e *Engine) Save(ctx context.Context, name string, nodes []string) (*Record, error) {
+	if err := CheckName(name); err != nil {
+		return nil, err
+	}
+	if len(nodes) == 0 {
+		nodes = nil // every applied node
+	}
+	lock, names, err := e.lock(ctx, nodes)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
+	if old, err := Read(e.Root.Dir, name); err != nil || old != nil {
+		if old != nil && old.State != Complete {
+			return nil, interrupted(old)
+		}
+		if old != nil {
+			err = exitcode.New(exitcode.Conflict, "snapshot %s exists", name).WithReason("snapshot_exists").
+				WithNext("barn-node snapshot delete " + name)
+		}
+		return nil, err
+	}
+	ns, err := e.committed(names)
+	if err != nil {
+		return nil, err
+	}
+	memory, err := e.labRuns(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.checkSpace(ns, memory); err != nil {
+		return nil, err
+	}
+	r := &Record{Schema: Schema, Name: name, State: Saving, Memory: memory, Paused: []string{}, CreatedAt: e.now()}
+	for _, n := range ns {
+		r.Nodes = append(r.Nodes, Node{Node: n.Node, VMUUID: n.VMUUID, SpecHash: n.SpecHash, Generation: n.Generation, Images: images(n)})
+	}
+	if err := e.write(r); err != nil {
+		return nil, err
+	}
+	e.step("journal", "")
+	if err := e.saveNodes(ctx, r, ns); err != nil {
+		if rerr := e.rollback(ctx, r, nodeMap(ns)); rerr != nil {
+			e.logf("rollback of snapshot %s failed: %v", name, rerr)
+			return nil, withNext(err, "barn-node snapshot delete "+name)
+		}
+		return nil, err
+	}
+	return r, nil
+}
+
+// saveNodes pauses (memory), saves each node, resumes, then completes.
+func (e *Engine) saveNodes(ctx context.Context, r *Record, ns []*state.Node) error {
+	if r.Memory {
+		if err := e.pause(ctx, r, ns); err != nil {
+			return err
+		}
+	}
+	for i, n := range ns {
+		if err := e.saveNode(ctx, r, &r.Nodes[i], n); err != nil {
+			return err
+		}
+	}
+	if err := e.resume(ctx, r, nodeMap(ns)); err != nil {
+		return err
+	}
+	r.SizeBytes = e.size(ctx, r)
+	r.State = Complete // only once every node runs again: a complete record pauses nothing
+	if err := e.write(r); err != nil {
+		return err
+	}
+	e.step("complete", "")
+	return nil
+}
+
+func (e *Engine) saveNode(ctx context.Context, r *Record, sn *Node, n *state.Node) error {
+	var err error
+	sn.StateCopy = n.Node + ".state.json"
+	if sn.StateID, err = copyIn(e.Root.Dir, r.Name, sn.StateCopy, e.Root.NodeFile(n.Node, state.NodeStateName)); err != nil {
+		return err
+	}
+	if n.NVRAM != "" {
+		sn.NVRAM, sn.NVRAMPath = n.Node+".nvram.fd", n.NVRAM
+		if sn.NVRAMID, err = copyIn(e.Root.Dir, r.Name, sn.NVRAM, n.NVRAM); err != nil {
+			return err
+		}
+	}
+	if r.Memory {
+		err = job(ctx, n, "snapshot-save", r.Name, *sn)
+	} else {
+		for _, im := range sn.Images {
+			if err = e.Disk.CreateSnapshot(ctx, im.Path, Tag(r.Name)); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	sn.Done = true
+	if err := e.write(r); err != nil {
+		return err
+	}
+	e.step("saved", n.Node)
+	return nil
+}
+
+// labRuns is true when every node runs, false when every node is stopped;
+// a mix is refused (snapshot_lab_mixed) naming the command that settles it.
+func (e *Engine) labRuns(ctx context.Context, ns []*state.Node) (bool, error) {
+	var up, down []string
+	for _, n := range ns {
+		ok, err := running(ctx, n)
+		if err != nil {
+			return false, err
+		}
+		if ok {
+			up = append(up, n.Node)
+		} else {
+			down = append(down, n.Node)
+		}
+	}
+	if len(up) > 0 && len(down) > 0 {
+		return false, exitcode.New(exitcode.Conflict, "nodes %v run and %v are stopped: a snapshot is of a running or of a stopped lab", up, down).
+			WithReason("snapshot_lab_mixed").WithNext("barn-node start " + joinNames(down) + " (or barn-node stop " + joinNames(up) + ")")
+	}
+	return len(up) > 0, nil
+}
+
+func joinNames(ns []string) string {
+	out := ""
+	for i, n := range ns {
+		if i > 0 {
+			out += " "
+		}
+		out += n
+	}
+	return out
+}
+
+// spaceMargin is kept free beyond a save's estimate.
+const spaceMargin = 64 << 20
+
+// checkSpace refuses a save whose estimate does not fit in the free space
+// of the state root's file system: guest memory of running nodes (the
+// vmstate is at most the memory size), the NVRAM and state copies, and a
+// 64 MiB margin for qcow2 metadata.
+func (e *Engine) checkSpace(ns []*state.Node, memory bool) error {
+	need := int64(spaceMargin)
+	for _, n := range ns {
+		if memory {
+			need += n.Spec.MemoryBytes
+		}
+		need += 4 << 20 // NVRAM and state copies, bounded
+	}
+	free, err := e.free(e.Root.Dir)
+	if err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "checking free space under %s", e.Root.Dir)
+	}
+	if free < need {
+		return exitcode.New(exitcode.Resource, "a snapshot needs about %d MiB under %s; %d MiB are free", need>>20, e.Root.Dir, free>>20).
+			WithReason("no_space").WithNext("free space under " + e.Root.Dir + " (barn-node snapshot delete of an old snapshot frees its memory state)")
+	}
+	return nil
+}
+
+func (e *Engine) free(dir string) (int64, error) {
+	if e.FreeBytes != nil {
+		return e.FreeBytes(dir)
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}
+
+// size is the vmstate bytes in the root overlays plus the copies.
+func (e *Engine) size(ctx context.Context, r *Record) int64 {
+	var total int64
+	for _, sn := range r.Nodes {
+		if snaps, err := e.Disk.Snapshots(ctx, sn.Images[0].Path); err == nil {
+			for _, s := range snaps {
+				if s.Name == Tag(r.Name) {
+					total += s.VMStateSize
+				}
+			}
+		}
+		for _, f := range []string{sn.NVRAM, sn.StateCopy} {
+			if f != "" {
+				if id, err := statSize(filepath.Join(Dir(e.Root.Dir, r.Name), f)); err == nil {
+					total += id
+				}
+			}
+		}
+	}
+	return total
+}

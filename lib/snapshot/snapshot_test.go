@@ -1,0 +1,131 @@
+package snapshot
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/fileid"
+	"barn.dev/lib/spec"
+	"barn.dev/lib/state"
+)
+
+func reason(err error) string {
+	if e := exitcode.As(err); e != nil {
+		return e.Reason
+	}
+	return ""
+}
+
+// stoppedNode is a stopped node whose root overlay is a real file in dir.
+func stoppedNode(t *testing.T, dir string) (*state.Node, Node) {
+	t.Helper()
+	root := filepath.Join(dir, "root.qcow2")
+	if err := os.WriteFile(root, []byte("qcow2"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	id, err := fileid.Of(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &state.Node{Node: "n1", VMUUID: "u1", SpecHash: "h1", Generation: 1, Phase: state.Stopped,
+		RootDisk: root, Files: map[string]fileid.ID{"root.qcow2": id}}
+	return n, Node{Node: "n1", VMUUID: "u1", SpecHash: "h1", Generation: 1, Images: images(n)}
+}
+
+// TestRestoreRefusals: restore refuses another VM, another spec hash or
+// generation, a replaced image file and the wrong run state, each with
+// its reason and a next: hint naming the command.
+func TestRestoreRefusals(t *testing.T) {
+	ctx := context.Background()
+	e := &Engine{}
+	cases := []struct {
+		name, reason, next string
+		edit               func(n *state.Node, r *Record)
+	}{
+		{"matches", "", "", func(*state.Node, *Record) {}},
+		{"recreated", "snapshot_stale", "barn-node snapshot delete s1", func(n *state.Node, _ *Record) { n.VMUUID = "u2" }},
+		{"spec", "snapshot_spec_mismatch", "barn-node apply with the inventory snapshot s1 was taken with (node spec hash h1)", func(n *state.Node, _ *Record) { n.SpecHash = "h2" }},
+		{"generation", "snapshot_spec_mismatch", "then barn-node snapshot restore s1", func(n *state.Node, _ *Record) { n.Generation = 2 }},
+		{"memory-onto-stopped", "snapshot_phase_mismatch", "barn-node start n1 --no-wait", func(_ *state.Node, r *Record) { r.Memory = true }},
+		{"replaced-image", "snapshot_stale", "barn-node snapshot delete s1", func(n *state.Node, _ *Record) {
+			os.Remove(n.RootDisk)
+			os.WriteFile(n.RootDisk, []byte("other"), 0o600)
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			n, sn := stoppedNode(t, t.TempDir())
+			r := &Record{Name: "s1", Nodes: []Node{sn}}
+			c.edit(n, r)
+			err := e.matches(ctx, r, []*state.Node{n})
+			if c.reason == "" {
+				if err != nil {
+					t.Fatalf("matching node refused: %v", err)
+				}
+				return
+			}
+			if reason(err) != c.reason || !strings.Contains(exitcode.As(err).Next, c.next) {
+				t.Fatalf("got %v (reason %q, next %q); want reason %q, next containing %q", err, reason(err), exitcode.As(err).Next, c.reason, c.next)
+			}
+		})
+	}
+}
+
+// TestSpaceChecked: a save that needs more than the free space (memory of
+// running nodes, copies, margin) is refused before anything is written.
+func TestSpaceChecked(t *testing.T) {
+	free := int64(570 << 20)
+	e := &Engine{Root: &state.Root{Dir: t.TempDir()}, FreeBytes: func(string) (int64, error) { return free, nil }}
+	ns := []*state.Node{{Node: "n1", Spec: spec.Node{MemoryBytes: 512 << 20}}}
+	if err := e.checkSpace(ns, false); err != nil {
+		t.Fatalf("disk-only save of one node in 570 MiB: %v", err)
+	}
+	err := e.checkSpace(ns, true)
+	if reason(err) != "no_space" || exitcode.ClassOf(err) != exitcode.Resource {
+		t.Fatalf("512 MiB of memory + copies + margin in 570 MiB: %v", err)
+	}
+	free = 1 << 30
+	if err := e.checkSpace(ns, true); err != nil {
+		t.Fatalf("in 1 GiB: %v", err)
+	}
+}
+
+// TestRecordOwnership: copies are removed only while they are the files
+// recorded; a damaged record is an integrity error, never "no snapshot".
+func TestRecordOwnership(t *testing.T) {
+	root := t.TempDir()
+	r := &Record{Schema: Schema, Name: "s1", State: Complete}
+	if err := write(root, r, r.CreatedAt); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(root, "src")
+	os.WriteFile(src, []byte("vars"), 0o600)
+	id, err := copyIn(root, "s1", "n1.nvram.fd", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(Dir(root, "s1"), "n1.nvram.fd")
+	os.Remove(p)
+	os.WriteFile(p, []byte("user"), 0o600) // not Barn's copy any more
+	kept, err := removeOwn(root, "s1", "n1.nvram.fd", id)
+	if err != nil || kept == "" {
+		t.Fatalf("replaced copy: kept %q, %v", kept, err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("the user's file was removed: %v", err)
+	}
+	os.WriteFile(recordPath(root, "s1"), []byte("{"), 0o600)
+	if _, err := Read(root, "s1"); reason(err) != "damaged_state" {
+		t.Fatalf("damaged record: %v", err)
+	}
+	if got, err := Read(root, "nope"); got != nil || err != nil {
+		t.Fatalf("missing record: %v %v", got, err)
+	}
+	if reason(CheckName("../x")) != "bad_snapshot_name" || CheckName("pre-upgrade.1") != nil {
+		t.Fatal("name rule")
+	}
+}
