@@ -226,7 +226,9 @@ func dial(ctx context.Context, path string) (net.Conn, error) {
 	var again error
 	for {
 		conn, err := d.DialContext(ctx, "unix", path)
-		if err != nil && again != nil && ctx.Err() != nil {
+		// The dialer checks ctx's deadline against the clock before ctx's
+		// own timer has fired, so "ended" is either.
+		if err != nil && again != nil && (ctx.Err() != nil || isTimeout(err)) {
 			return nil, again
 		}
 		if !errors.Is(err, syscall.EAGAIN) {
