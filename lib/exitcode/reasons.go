@@ -257,6 +257,7 @@ var reasons = []Reason{
 	{"unrepresentable_value", Usage, "a value cannot be written in the target file's syntax"},
 	{"unsafe_artifact", Integrity, "a repository artifact is unsafe (link, mode or type)"},
 	{"unsafe_cache_entry", Integrity, "the image cache holds an entry Barn does not own"},
+	{"bad_set_aside_record", Integrity, "the image cache's record of set-aside damaged files does not decode"},
 	{"unsafe_catalog", Integrity, "the catalog file is not a regular file"},
 	{"unsafe_image_file", Integrity, "an image file is not a regular file"},
 	{"unsafe_repository", Integrity, "a repository directory is a symlink"},
