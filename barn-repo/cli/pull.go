@@ -19,6 +19,8 @@ type pullDoc struct {
 	Schema string            `json:"schema"`
 	Image  imageref.Identity `json:"image"`
 	Path   string            `json:"path"`
+	// SetAside is the damaged file the pull moved out of the way first.
+	SetAside *imagecache.SetAside `json:"set_aside,omitempty"`
 }
 
 func (d pullDoc) RenderText(w io.Writer) error {
@@ -40,9 +42,12 @@ func (c *pullCmd) Run(env *tool.Env) error {
 		return err
 	}
 	cache := &imagecache.Cache{Root: cl.root, Puller: imagecache.Puller{Progress: progressWriter(env), Now: cl.root.Now}}
-	p, err := cache.Ensure(env.Ctx, id, &src)
+	e, err := cache.Fetch(env.Ctx, id, &src)
+	if e.SetAside != nil {
+		env.Stderrf("%s", e.SetAside.Notice(cl.root.ImagesDir()))
+	}
 	if err != nil {
 		return err
 	}
-	return env.Emit(pullDoc{Schema: "barn.repo.pull/v1", Image: id, Path: p})
+	return env.Emit(pullDoc{Schema: "barn.repo.pull/v1", Image: id, Path: e.Path, SetAside: e.SetAside})
 }

@@ -49,6 +49,7 @@ var reasons = []Reason{
 	{"bad_query", Usage, "the jq query does not parse or compile"},
 	{"bad_repository", Usage, "the repository location (--repo/BARN_REPO) is not usable"},
 	{"bad_secret_key", Usage, "the minisign secret key cannot be read or decrypted"},
+	{"bad_set_aside_record", Integrity, "the image cache's record of set-aside damaged files does not decode"},
 	{"bad_signature", Integrity, "the catalog's signature does not verify with the trusted key"},
 	{"bad_snapshot_name", Usage, "a snapshot name is not 1-64 of a-z, 0-9, '_', '.', '-'"},
 	{"base_format_mismatch", Integrity, "a cached base image has another format than its catalog entry"},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -14,7 +15,9 @@ import (
 
 	"barn.dev/lib/catalog"
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/fileid"
 	"barn.dev/lib/imageref"
+	"barn.dev/lib/safefile"
 	"barn.dev/lib/state"
 )
 
@@ -36,26 +39,39 @@ func CachePath(imagesDir string, id imageref.Identity) string {
 // are integrity (7) with reason "image_mismatch", "image_writable" or
 // "bad_qcow2_header"; a missing file is reported with os.ErrNotExist.
 func VerifyCached(p string, id imageref.Identity) error {
-	fi, err := os.Lstat(p)
-	if err != nil {
-		return err
+	_, err := verifyCached(p, id)
+	return err
+}
+
+// verifyCached is VerifyCached through one descriptor opened without
+// following a symlink; it also returns the identity (lib/fileid) of the
+// file it judged, zero when it could not open a regular file there.
+func verifyCached(p string, id imageref.Identity) (fileid.ID, error) {
+	f, fi, err := safefile.Open(p)
+	if errors.Is(err, safefile.ErrNotRegular) {
+		return fileid.ID{}, exitcode.New(exitcode.Integrity, "%s is not a regular file", p).WithReason("unsafe_image_file")
 	}
-	if !fi.Mode().IsRegular() {
-		return exitcode.New(exitcode.Integrity, "%s is not a regular file", p).WithReason("unsafe_image_file")
+	if err != nil {
+		return fileid.ID{}, err
+	}
+	defer f.Close()
+	fid, err := fileid.OfFile(f)
+	if err != nil {
+		return fileid.ID{}, exitcode.Wrap(exitcode.Runtime, err, "reading %s", p)
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-		return exitcode.New(exitcode.Integrity, "%s is owned by uid %d, not by this user (uid %d); its owner can change it", p, st.Uid, os.Geteuid()).
+		return fid, exitcode.New(exitcode.Integrity, "%s is owned by uid %d, not by this user (uid %d); its owner can change it", p, st.Uid, os.Geteuid()).
 			WithReason("unsafe_image_file")
 	}
 	if fi.Mode().Perm()&0o222 != 0 {
-		return exitcode.New(exitcode.Integrity, "%s is writable (mode %04o); a verified image is read-only, so it may have been altered", p, fi.Mode().Perm()).
+		return fid, exitcode.New(exitcode.Integrity, "%s is writable (mode %04o); a verified image is read-only, so it may have been altered", p, fi.Mode().Perm()).
 			WithReason("image_writable")
 	}
-	m, err := MeasureFile(p)
+	m, err := measureOpen(p, f, fi)
 	if err != nil {
-		return err
+		return fid, err
 	}
-	return m.Check(id, p)
+	return fid, m.Check(id, p)
 }
 
 // Cache is the image cache of one state root.
@@ -70,7 +86,8 @@ type Cache struct {
 // Ensure returns the path of a verified cached copy of id, pulling it from
 // the repository whose active catalog holds exactly this artifact (same
 // file, size and digest) when it is missing. A damaged cached file that no
-// applied node uses is renamed "<name>.corrupt-<timestamp>" and replaced; a
+// applied node uses is moved (never over another file) to
+// "<name>.corrupt-<UTC>", recorded with its identity (SetAside), and replaced; a
 // damaged one in use is an integrity error. A mismatch never falls back to
 // another image; only the official repository's two roots stand in for each
 // other, for the same bytes (Puller.Pull). progress receives pull progress
@@ -81,80 +98,107 @@ func Ensure(ctx context.Context, root *state.Root, id imageref.Identity, progres
 }
 
 // Ensure is the package-level Ensure; src, when non-nil, is the repository
-// to pull from instead of searching the active catalogs.
+// to pull from instead of searching the active catalogs. A damaged file it
+// set aside is told on Puller.Progress; Fetch returns it.
 func (c *Cache) Ensure(ctx context.Context, id imageref.Identity, src *catalog.Source) (string, error) {
+	e, err := c.Fetch(ctx, id, src)
+	if e.SetAside != nil && c.Puller.Progress != nil {
+		fmt.Fprintln(c.Puller.Progress, e.SetAside.Notice(c.Root.ImagesDir()))
+	}
+	return e.Path, err
+}
+
+// Ensured is what Fetch did: the verified cached file, and the damaged
+// file it set aside first (nil when none), also when the pull then failed.
+type Ensured struct {
+	Path     string    `json:"path"`
+	SetAside *SetAside `json:"set_aside,omitempty"`
+}
+
+// Notice is the one line telling the user a file was set aside.
+func (s *SetAside) Notice(imagesDir string) string {
+	return fmt.Sprintf("set aside %s as %s (%s); barn-repo prune deletes it only while it is that same file",
+		filepath.Join(imagesDir, s.From), filepath.Join(imagesDir, s.Path), s.Why)
+}
+
+// Fetch is Ensure returning what it did (Ensured).
+func (c *Cache) Fetch(ctx context.Context, id imageref.Identity, src *catalog.Source) (Ensured, error) {
+	p, aside, err := c.ensure(ctx, id, src)
+	return Ensured{Path: p, SetAside: aside}, err
+}
+
+func (c *Cache) ensure(ctx context.Context, id imageref.Identity, src *catalog.Source) (string, *SetAside, error) {
 	if id.SHA256 == "" || id.SizeBytes <= 0 || id.File == "" {
-		return "", exitcode.New(exitcode.Usage, "image identity %s@%s is incomplete (no file, size or digest)", id.Image, id.Version)
+		return "", nil, exitcode.New(exitcode.Usage, "image identity %s@%s is incomplete (no file, size or digest)", id.Image, id.Version)
 	}
 	if !catalog.IsLocalName(id.Image) && !catalog.ValidName(id.Image) {
 		// catalogs refuse such names; never let one reach the store's own directories
-		return "", exitcode.New(exitcode.Usage, "image %q cannot have a cache directory (not a valid image name; manifests and trust are the catalog store's)", id.Image).
+		return "", nil, exitcode.New(exitcode.Usage, "image %q cannot have a cache directory (not a valid image name; manifests and trust are the catalog store's)", id.Image).
 			WithReason("invalid_image_name")
 	}
 	imagesDir, err := c.Root.EnsureImagesDir()
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	dest := CachePath(imagesDir, id)
 	// Published files are immutable and renamed into place atomically, so
 	// the common case (a verified cached copy) needs no lock.
 	if err := VerifyCached(dest, id); err == nil {
-		return dest, nil
+		return dest, nil, nil
 	}
 	lock, err := c.lockImages(ctx)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	defer lock.Unlock()
 	// A damaged cached copy's verification failure is what the user learns
 	// when no fresh copy can be had, with the lookup or pull failure
 	// attached — never "not in catalog" or "artifact unavailable" alone.
-	damaged := VerifyCached(dest, id)
+	fid, damaged := verifyCached(dest, id)
 	switch {
 	case damaged == nil:
-		return dest, nil
-	case os.IsNotExist(damaged):
+		return dest, nil, nil
+	case errors.Is(damaged, fs.ErrNotExist):
 		damaged = nil
 	case catalog.IsLocalName(id.Image):
-		return "", damaged // imported images cannot be pulled again
+		return "", nil, damaged // imported images cannot be pulled again
 	default:
 		users, uerr := c.users(dest)
 		if uerr != nil {
-			return "", uerr
+			return "", nil, uerr
 		}
 		if len(users) > 0 {
-			return "", exitcode.As(damaged).WithNext(fmt.Sprintf("the base is used by %v; it is left in place — destroy those nodes before replacing it", users))
+			return "", nil, exitcode.As(damaged).WithNext(fmt.Sprintf("the base is used by %v; it is left in place — destroy those nodes before replacing it", users))
 		}
 	}
 	if catalog.IsLocalName(id.Image) {
-		return "", exitcode.New(exitcode.Usage, "imported image %s is not in the cache", dest).WithReason("unknown_image").WithNext("barn-repo import FILE --sha256 HEX")
+		return "", nil, exitcode.New(exitcode.Usage, "imported image %s is not in the cache", dest).WithReason("unknown_image").WithNext("barn-repo import FILE --sha256 HEX")
 	}
 	if src == nil {
 		s, err := c.sourceOf(id)
 		if err != nil {
 			if damaged != nil {
 				// nothing can replace it: the file stays where it is
-				return "", keepDamage(damaged, "the file is left in place; no fresh copy can be found", err)
+				return "", nil, keepDamage(damaged, "the file is left in place; no fresh copy can be found", err)
 			}
-			return "", err
+			return "", nil, err
 		}
 		src = &s
 	}
 	if damaged != nil {
-		now := c.Puller.defaults().Now().UTC().Format("20060102T150405Z")
-		aside := dest + ".corrupt-" + now
-		if rerr := os.Rename(dest, aside); rerr != nil {
-			return "", exitcode.Wrap(exitcode.Runtime, rerr, "setting aside damaged %s", dest)
+		aside, err := c.setAside(dest, fid, damaged)
+		if err != nil {
+			return "", nil, err
 		}
 		if err := c.Puller.Pull(ctx, *src, id, dest); err != nil {
-			return "", keepDamage(damaged, "the damaged file was set aside as "+aside+"; a fresh copy could not be pulled", err)
+			return "", aside, keepDamage(damaged, "the damaged file was set aside as "+filepath.Join(c.Root.ImagesDir(), aside.Path)+"; a fresh copy could not be pulled", err)
 		}
-		return dest, nil
+		return dest, aside, nil
 	}
 	if err := c.Puller.Pull(ctx, *src, id, dest); err != nil {
-		return "", err
+		return "", nil, err
 	}
-	return dest, nil
+	return dest, nil, nil
 }
 
 // keepDamage is the error of a damaged cached copy that could not be

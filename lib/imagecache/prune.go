@@ -23,14 +23,18 @@ type PruneResult struct {
 	DryRun     bool     `json:"dry_run"`
 	Candidates []string `json:"candidates"` // removed, or to be removed with --dry-run
 	Protected  []string `json:"protected"`  // kept: active catalogs, applied nodes, imports
-	Bytes      int64    `json:"bytes"`      // total size of the candidates
+	// Kept: set-aside .corrupt-* files no record proves Barn moved there
+	// (paths relative to the images directory); they are left alone.
+	Kept  []ForeignEntry `json:"kept"`
+	Bytes int64          `json:"bytes"` // total size of the candidates
 }
 
 // PruneSchema is the schema of PruneResult.
 const PruneSchema = "barn.repo.prune/v1"
 
 // Prune removes cached images nothing protects, plus stale staging files
-// and set-aside .corrupt-* files. Protected: every artifact of every
+// and the set-aside .corrupt-* files the set-aside record names (by their
+// recorded identity; an unrecorded one is kept and listed in Kept). Protected: every artifact of every
 // repository's active catalog, the base of every applied node, and every
 // imported local image (images/local is never touched). It fails with
 // conflict (deployment_busy) while a lifecycle command holds the
@@ -40,7 +44,7 @@ const PruneSchema = "barn.repo.prune/v1"
 // names, one whose size differs from the catalog's — is an integrity error
 // and nothing is removed.
 func Prune(ctx context.Context, root *state.Root, dryRun bool) (*PruneResult, error) {
-	res := &PruneResult{Schema: PruneSchema, DryRun: dryRun, Candidates: []string{}, Protected: []string{}}
+	res := &PruneResult{Schema: PruneSchema, DryRun: dryRun, Candidates: []string{}, Protected: []string{}, Kept: []ForeignEntry{}}
 	dir := root.ImagesDir()
 	if _, err := os.Lstat(dir); os.IsNotExist(err) {
 		return res, nil
@@ -93,7 +97,7 @@ func Prune(ctx context.Context, root *state.Root, dryRun bool) (*PruneResult, er
 	for _, e := range entries {
 		name := e.Name()
 		switch {
-		case name == "manifests" || name == "trust" || name == LocalDir || name == localRegistryName:
+		case name == "manifests" || name == "trust" || name == LocalDir || name == localRegistryName || name == setAsideName:
 			continue
 		case e.Type()&os.ModeSymlink != 0 || !e.IsDir() || !catalog.ValidName(name):
 			return nil, exitcode.New(exitcode.Integrity, "%s: unexpected entry in the image cache; prune touches only what it owns", filepath.Join(dir, name)).WithReason("unsafe_cache_entry")
@@ -110,7 +114,12 @@ func Prune(ctx context.Context, root *state.Root, dryRun bool) (*PruneResult, er
 			if err != nil {
 				return nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", p)
 			}
-			if why := owned.prove(p, fi); why != "" {
+			why := owned.prove(p, fi)
+			if why == errUnrecordedSetAside {
+				res.Kept = append(res.Kept, ForeignEntry{Path: rel, Why: why})
+				continue
+			}
+			if why != "" {
 				return nil, exitcode.New(exitcode.Integrity, "%s: %s; prune deletes only files Barn's records prove it wrote, and nothing was removed", p, why).
 					WithReason("unsafe_cache_entry").WithNext("move " + p + " out of the image cache")
 			}
@@ -143,7 +152,29 @@ func Prune(ctx context.Context, root *state.Root, dryRun bool) (*PruneResult, er
 	if err := removeProven(remove); err != nil {
 		return nil, err
 	}
+	if err := forgetRemoved(dir); err != nil {
+		return nil, err
+	}
 	return res, nil
+}
+
+// forgetRemoved drops from the set-aside record the files no longer there
+// (removed, or gone before); a record left with none is deleted.
+func forgetRemoved(dir string) error {
+	files, err := readSetAside(dir)
+	if err != nil || len(files) == 0 {
+		return err
+	}
+	var left []SetAside
+	for _, f := range files {
+		if _, err := os.Lstat(filepath.Join(dir, f.Path)); err == nil {
+			left = append(left, f)
+		}
+	}
+	if len(left) == len(files) {
+		return nil
+	}
+	return writeSetAside(dir, left)
 }
 
 // cacheRecord is what Barn's records say about the files it may have
@@ -152,6 +183,7 @@ func Prune(ctx context.Context, root *state.Root, dryRun bool) (*PruneResult, er
 type cacheRecord struct {
 	artifacts map[string]imageref.Identity // CachePath → identity
 	digests   map[string]map[string]int64  // family dir → sha256 → size, for staging files
+	setAside  map[string]fileid.ID         // path → identity, from the set-aside record
 }
 
 func ownedFiles(imagesDir string) (*cacheRecord, error) {
@@ -159,11 +191,18 @@ func ownedFiles(imagesDir string) (*cacheRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &cacheRecord{artifacts: map[string]imageref.Identity{}, digests: map[string]map[string]int64{}}
+	aside, err := readSetAside(imagesDir)
+	if err != nil {
+		return nil, err
+	}
+	r := &cacheRecord{artifacts: map[string]imageref.Identity{}, digests: map[string]map[string]int64{}, setAside: map[string]fileid.ID{}}
 	for _, c := range cats {
 		for _, id := range c.Identities() {
 			r.add(imagesDir, id)
 		}
+	}
+	for _, a := range aside {
+		r.setAside[filepath.Join(imagesDir, a.Path)] = a.ID
 	}
 	return r, nil
 }
@@ -181,6 +220,17 @@ func (r *cacheRecord) add(imagesDir string, id imageref.Identity) {
 
 var corruptSuffixRE = lazyre.New(`^\.corrupt-[0-9]{8}T[0-9]{6}Z$`)
 
+// isSetAsideName reports whether name has the form Ensure gives a file it
+// sets aside, "<name>.corrupt-<UTC>".
+func isSetAsideName(name string) bool {
+	i := strings.LastIndex(name, ".corrupt-")
+	return i > 0 && corruptSuffixRE.MatchString(name[i:])
+}
+
+// errUnrecordedSetAside is why a .corrupt-* file the set-aside record does
+// not name is kept: Barn did not move it there, or cannot prove it did.
+const errUnrecordedSetAside = "a set-aside name that Barn's set-aside record does not name, so Barn cannot prove it moved this file here"
+
 // prove returns "" when the file at p (fi from the directory listing, not
 // followed) is one Barn wrote by its records, else why not:
 //   - a published image: an accepted catalog names exactly this cache
@@ -189,8 +239,9 @@ var corruptSuffixRE = lazyre.New(`^\.corrupt-[0-9]{8}T[0-9]{6}Z$`)
 //   - a staging file ".staging-<sha256>.partial": a catalog names an
 //     artifact with that digest in this directory, and the partial file is
 //     no longer than it;
-//   - a set-aside "<image>.corrupt-<UTC time>": <image> is a recorded
-//     artifact's cache path (Ensure renames only those).
+//   - a set-aside "<image>.corrupt-<UTC time>": the set-aside record
+//     (SetAside) names it, and it is deleted by the identity recorded
+//     there (proveBytes), never by its name.
 func (r *cacheRecord) prove(p string, fi os.FileInfo) string {
 	if !fi.Mode().IsRegular() {
 		return "not a regular file"
@@ -213,10 +264,11 @@ func (r *cacheRecord) prove(p string, fi os.FileInfo) string {
 		}
 		return "a staging file of no artifact a catalog Barn accepted names here"
 	}
-	if i := strings.LastIndex(name, ".corrupt-"); i > 0 && corruptSuffixRE.MatchString(name[i:]) {
-		if _, ok := r.artifacts[filepath.Join(filepath.Dir(p), name[:i])]; ok {
+	if isSetAsideName(name) {
+		if _, ok := r.setAside[p]; ok {
 			return ""
 		}
+		return errUnrecordedSetAside
 	}
 	return "no catalog Barn accepted names this file"
 }
@@ -227,6 +279,9 @@ func (r *cacheRecord) prove(p string, fi os.FileInfo) string {
 // SHA-256, hashed from that descriptor, differs from the catalog's.
 // Staging and set-aside files (proven by prove) are not hashed.
 func (r *cacheRecord) proveBytes(p string) (fileid.ID, string) {
+	if id, ok := r.setAside[p]; ok {
+		return id, "" // Remove deletes it only while it is this file
+	}
 	a, ok := r.artifacts[p]
 	var id fileid.ID
 	var err error

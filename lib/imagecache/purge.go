@@ -38,10 +38,12 @@ type PurgeResult struct {
 //   - a cached image: an accepted catalog names its cache path, and the
 //     file is read-only with the catalog's size and SHA-256; an imported
 //     one: local-images.json records it, with its size and SHA-256;
-//   - a staging or set-aside file of such an artifact (cacheRecord.prove:
-//     the one exception to "by bytes", since such a file's bytes match no
-//     record; it is proven by its name's recorded digest or image name
-//     and a size bound);
+//   - a staging file of such an artifact (cacheRecord.prove: the one
+//     exception to "by bytes", since its bytes match no record; it is
+//     proven by its name's recorded digest and a size bound);
+//   - a set-aside .corrupt-* file the set-aside record names, deleted by
+//     the identity recorded there (an unrecorded one is foreign), and
+//     the record itself (set-aside.json);
 //   - the catalog store's files (catalog.Store.OwnedFiles) and
 //     local-images.json when it reads as Barn's registry;
 //   - a directory Barn makes there (a family directory of a recorded
@@ -184,6 +186,9 @@ func purgeProof(dir string) (*cacheProof, error) {
 	}
 	if _, err := os.Lstat(filepath.Join(dir, localRegistryName)); err == nil {
 		store[filepath.Join(dir, localRegistryName)] = true // ReadLocal read it as Barn's
+	}
+	if _, err := os.Lstat(filepath.Join(dir, setAsideName)); err == nil {
+		store[filepath.Join(dir, setAsideName)] = true // ownedFiles read it as Barn's
 	}
 	dirs := map[string]bool{dir: true, filepath.Join(dir, LocalDir): true, filepath.Join(dir, catalog.TrustDirName): true,
 		filepath.Join(dir, catalog.ManifestsDirName): true, filepath.Join(dir, catalog.ManifestsDirName, "versions"): true}

@@ -34,6 +34,14 @@ func MeasureFile(path string) (Measured, error) {
 		return m, exitcode.Wrap(exitcode.Runtime, err, "opening image")
 	}
 	defer f.Close()
+	return measureOpen(path, f, fi)
+}
+
+// measureOpen is MeasureFile of the open regular file f (at path, for
+// messages), whose FileInfo before reading is fi.
+func measureOpen(path string, f *os.File, fi os.FileInfo) (Measured, error) {
+	var m Measured
+	var err error
 	m.Header, err = qcow2.Inspect(f)
 	if err != nil {
 		return m, exitcode.Wrap(exitcode.Integrity, err, "%s", path).WithReason("bad_qcow2_header")

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"barn.dev/lib/fileid"
 	"bytes"
 	"errors"
 	"fmt"
@@ -63,6 +64,11 @@ func (r *Root) readFileStrict(path string, max int64) ([]byte, error) {
 	if int64(len(data)) > max {
 		return nil, integrity(path, "larger than %d bytes", max)
 	}
+	id, err := fileid.OfFile(f)
+	if err != nil {
+		return nil, integrity(path, "unreadable: %v", err)
+	}
+	r.remember(path, id)
 	return data, nil
 }
 

@@ -70,7 +70,7 @@ func (r *Root) WriteDeployment(d *Deployment) error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(path, data, FileMode)
+	return r.writeDocument(path, data)
 }
 
 // ReadNode reads nodes/<node>/state.json: (nil, nil) when absent, an
@@ -142,16 +142,17 @@ func (r *Root) WriteNode(n *Node) error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(path, data, FileMode)
+	return r.writeDocument(path, data)
 }
 
-// RemoveNode removes nodes/<node>/state.json (durably). It does not touch
-// any other file.
+// RemoveNode removes nodes/<node>/state.json (durably) only while it is
+// the file this Root last read or wrote there (removeSeen: integrity,
+// and kept, otherwise). It does not touch any other file.
 func (r *Root) RemoveNode(node string) error {
 	if err := checkNodeName(node); err != nil {
 		return err
 	}
-	return RemoveFileDurable(r.NodeFile(node, NodeStateName))
+	return r.removeSeen(r.NodeFile(node, NodeStateName))
 }
 
 // RemoveDeployment removes <Dir>/state.json (the applied deployment)
@@ -227,16 +228,17 @@ func (r *Root) WriteJournal(j *Journal) error {
 	if len(data) > MaxJournalBytes {
 		return refuseWrite(path, []string{"journal is larger than 1 MiB"})
 	}
-	return WriteFileAtomic(path, data, FileMode)
+	return r.writeDocument(path, data)
 }
 
-// RemoveJournal removes nodes/<node>/prepare.json durably; a missing
+// RemoveJournal removes nodes/<node>/prepare.json durably, only while it
+// is the file this Root last read or wrote (removeSeen); a missing
 // journal is not an error.
 func (r *Root) RemoveJournal(node string) error {
 	if err := checkNodeName(node); err != nil {
 		return err
 	}
-	return RemoveFileDurable(r.NodeFile(node, JournalName))
+	return r.removeSeen(r.NodeFile(node, JournalName))
 }
 
 // ReadTransaction reads nodes/<node>/transaction.json: (nil, nil) when
@@ -287,16 +289,17 @@ func (r *Root) WriteTransaction(t *Transaction) error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(path, data, FileMode)
+	return r.writeDocument(path, data)
 }
 
-// RemoveTransaction removes nodes/<node>/transaction.json durably; a
+// RemoveTransaction removes nodes/<node>/transaction.json durably, only
+// while it is the file this Root last read or wrote (removeSeen); a
 // missing record is not an error.
 func (r *Root) RemoveTransaction(node string) error {
 	if err := checkNodeName(node); err != nil {
 		return err
 	}
-	return RemoveFileDurable(r.NodeFile(node, TransactionName))
+	return r.removeSeen(r.NodeFile(node, TransactionName))
 }
 
 // NodeDocuments is everything recorded for one node: its committed state,
@@ -370,4 +373,13 @@ func (r *Root) ReadInterruptedWrite(node, name string) (NodeDocuments, error) {
 		return NodeDocuments{}, err
 	}
 	return d, nil
+}
+
+// writeDocument writes a state document atomically and remembers the
+// identity of the file it wrote (removeSeen).
+func (r *Root) writeDocument(path string, data []byte) error {
+	if err := WriteFileAtomic(path, data, FileMode); err != nil {
+		return err
+	}
+	return r.rememberWritten(path)
 }

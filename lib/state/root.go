@@ -36,7 +36,8 @@ type Root struct {
 	Now func() time.Time
 
 	uid  int
-	held held // locks this Root holds, for the lock-order check
+	held held    // locks this Root holds, for the lock-order check
+	seen seenIDs // state documents read or written, by path (removeSeen)
 }
 
 // Open resolves the state root from getenv and creates it (0700) when
