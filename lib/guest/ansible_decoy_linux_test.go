@@ -108,9 +108,10 @@ func newDecoyNet(t *testing.T) *decoyNet {
 		t.Fatal(err)
 	}
 	// production's connection settings, as its host_vars would hold them
+	// (their own known_hosts: no run of this test writes to root's ~/.ssh)
 	proxy := fmt.Sprintf("ssh -F /dev/null -i %s -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -W %%h:%%p root@%s", n.prodKey, decoyBastion)
 	n.prodVars = fmt.Sprintf("ansible_port: 2200\nansible_user: root\nansible_private_key_file: %s\nansible_host_key_checking: false\n"+
-		"ansible_ssh_common_args: \"-o 'ProxyCommand=%s'\"\n", n.prodKey, proxy)
+		"ansible_ssh_common_args: \"-o UserKnownHostsFile=%s -o 'ProxyCommand=%s'\"\n", n.prodKey, filepath.Join(n.dir, "prod", "known_hosts"), proxy)
 	return n
 }
 
@@ -207,7 +208,7 @@ func decoyCases(n *decoyNet) []decoyCase {
 			"\n      hosts:\n        " + decoyProd + ":\n          " + host + "\n"
 	}
 	const seq = "pg_seq: 1"
-	proxy := n.prodVars[strings.Index(n.prodVars, "-o '"):strings.LastIndex(n.prodVars, "\"")]
+	proxy := n.prodVars[strings.Index(n.prodVars, "-o UserKnownHostsFile"):strings.LastIndex(n.prodVars, "\"")]
 	extra, err := json.Marshal(map[string]any{"ansible_port": 2200, "ansible_user": "root", "ansible_private_key_file": n.prodKey,
 		"ansible_host_key_checking": false, "ansible_ssh_common_args": proxy})
 	if err != nil {
