@@ -18,7 +18,8 @@ build: ## Build every tool into bin/
 # The Ansible suites (lib/inventory: the cross-check of every real inventory
 # and the differential suite of generated ones, against ansible-core run in
 # process; lib/guest: the connection export read and run by real ansible,
-# ansible-inventory and ansible-playbook) are required here: a missing Ansible fails instead of skipping.
+# ansible-inventory and ansible-playbook, and as root live against decoy sshds in a network
+# namespace, TestAnsibleExportDecoyNetns, ~2.5 min) are required here: a missing Ansible fails instead of skipping.
 # They run verbosely on their own so their agreement and refusal counts
 # show in the output.
 export BARN_REQUIRE_ANSIBLE ?= 1
