@@ -24,9 +24,13 @@ var mains = map[string]func(context.Context, []string, tool.Stdio, func(string) 
 	"barn-net": net.Main, "barn-repo": repo.Main, "barn-state": state.Main,
 }
 
-// helpCommand is one line of a tool's --help command list: "  status (st)   Show…"
-// or "  hosts install (i)   Publish…".
-var helpCommand = regexp.MustCompile(`^  ([a-z][a-z0-9-]*(?: [a-z][a-z0-9-]*)*)(?: \(([^)]*)\))?\s{2,}\S`)
+// helpCommand is one line of a tool's --help command list: "  status (st)   Show…",
+// "  hosts install (i)   Publish…" or "  snapshot (snap) list (ls)   List…"
+// (an alias may follow any word of the path).
+var helpCommand = regexp.MustCompile(`^  ([a-z][a-z0-9-]*(?: \([^)]*\))?(?: [a-z][a-z0-9-]*(?: \([^)]*\))?)*)\s{2,}\S`)
+
+// helpAlias is one parenthesized alias list inside a helpCommand path.
+var helpAlias = regexp.MustCompile(` ?\(([^)]*)\)`)
 
 // helpWords returns every command word a tool's --help lists (nested
 // commands contribute each word) and every alias, and the commands that
@@ -47,16 +51,18 @@ func helpWords(t *testing.T, name string) (words, parents map[string]bool) {
 			in = false
 		case in:
 			if m := helpCommand.FindStringSubmatch(l); m != nil {
-				path := strings.Fields(m[1])
+				path := strings.Fields(helpAlias.ReplaceAllString(m[1], ""))
 				for _, w := range path {
 					words[w] = true
 				}
 				if len(path) > 1 {
 					parents[path[0]] = true
 				}
-				for _, a := range strings.Split(m[2], ",") {
-					if a = strings.TrimSpace(a); a != "" {
-						words[a] = true
+				for _, am := range helpAlias.FindAllStringSubmatch(m[1], -1) {
+					for _, a := range strings.Split(am[1], ",") {
+						if a = strings.TrimSpace(a); a != "" {
+							words[a] = true
+						}
 					}
 				}
 			}
