@@ -89,22 +89,35 @@ type iniValue struct {
 	line  int
 }
 
-// iniDefaults reads the keys of [defaults] as Python's configparser does
-// for one-line values: "key = value" or "key: value", keys lower-cased,
-// '#' and ';' lines comments, the last definition winning.
+// iniDefaults reads the keys of [defaults] as Python's configparser does:
+// "key = value" or "key: value", keys lower-cased, '#' and ';' lines
+// comments, an indented non-empty line continuing the value above it
+// (joined with a newline), the last definition winning. The line is the
+// key's.
 func iniDefaults(b []byte) map[string]iniValue {
 	out := map[string]iniValue{}
-	section := ""
+	section, key := "", ""
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for n := 1; sc.Scan(); n++ {
-		t := strings.TrimSpace(sc.Text())
+		raw := sc.Text()
+		t := strings.TrimSpace(raw)
 		switch {
 		case t == "" || t[0] == '#' || t[0] == ';':
+		case key != "" && (raw[0] == ' ' || raw[0] == '\t'):
+			if section == "defaults" {
+				v := out[key]
+				v.value += "\n" + t
+				out[key] = v
+			}
 		case t[0] == '[' && strings.HasSuffix(t, "]"):
-			section = strings.TrimSpace(t[1 : len(t)-1])
-		case section == "defaults":
+			section, key = strings.TrimSpace(t[1:len(t)-1]), ""
+		default:
+			key = ""
 			if i := strings.IndexAny(t, "=:"); i > 0 {
-				out[strings.ToLower(strings.TrimSpace(t[:i]))] = iniValue{strings.TrimSpace(t[i+1:]), n}
+				key = strings.ToLower(strings.TrimSpace(t[:i]))
+				if section == "defaults" {
+					out[key] = iniValue{strings.TrimSpace(t[i+1:]), n}
+				}
 			}
 		}
 	}

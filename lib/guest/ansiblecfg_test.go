@@ -49,6 +49,8 @@ func TestAnsibleVarsSettings(t *testing.T) {
 		{"defaults", "", "[defaults]\nyaml_valid_extensions = .yml, .yaml, .json\nvars_plugins_enabled = host_group_vars\n", false, ""},
 		{"env", ".yml,.conf", "", true, "ANSIBLE_YAML_FILENAME_EXT = .yml,.conf"},
 		{"ansible.cfg", "", "# mine\n[defaults]\nyaml_valid_extensions = .yml, .conf\n", true, cfg + ":3: [defaults] yaml_valid_extensions = .yml, .conf"},
+		// configparser joins an indented line to the value above it.
+		{"continued", "", "[defaults]\nyaml_valid_extensions = .yml, .yaml, .json\n  , .conf\n", true, cfg + ":2: [defaults] yaml_valid_extensions"},
 		{"vars plugins", "", "[defaults]\nvars_plugins_enabled = ansible.builtin.host_group_vars, community.general.mine\n", false, cfg + ":2: [defaults] vars_plugins_enabled"},
 	} {
 		if err := os.WriteFile(cfg, []byte(c.cfg), 0o644); err != nil {
