@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -126,5 +127,74 @@ func TestDataDiskLimitsAreMkfs(t *testing.T) {
 	}
 	if err := mkfs("mkfs.ext4", MinExt4Bytes, "-q", "-F"); err != nil {
 		t.Errorf("mkfs.ext4 refuses MinExt4Bytes: %v", err)
+	}
+}
+
+// TestAliasAddressRuleIsInetAton: on generated aliases, CheckAlias refuses
+// every name glibc's inet_aton(3) reads as an IPv4 address (asked through
+// Python's socket.inet_aton, which calls it) and every name whose last
+// label is all digits, and accepts every other name with a label that is
+// a word (a name of numbers only is refused even when out of range);
+// loopback names are refused too.
+var numericLabel = regexp.MustCompile(`^(0x[0-9a-z]*|[0-9]+)$`)
+
+func TestAliasAddressRuleIsInetAton(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 (glibc's inet_aton) not installed")
+	}
+	rng := rand.New(rand.NewPCG(25, 20))
+	parts := []string{"0", "1", "10", "255", "256", "4294967295", "0x", "0xa", "0xff", "07", "08", "a", "pg", "1a", "x0", "0x1g"}
+	var names []string
+	for len(names) < 2000 {
+		n := 1 + rng.IntN(5)
+		var ls []string
+		for range n {
+			ls = append(ls, parts[rng.IntN(len(parts))])
+		}
+		s := strings.Join(ls, ".")
+		if CheckAlias(s) != nil && !aliasRE.MatchString(s) {
+			continue
+		}
+		names = append(names, s)
+	}
+	cmd := exec.Command(py, "-c", `import socket,sys
+for l in sys.stdin:
+    try:
+        socket.inet_aton(l.strip()); print(1)
+    except OSError:
+        print(0)`)
+	cmd.Stdin = strings.NewReader(strings.Join(names, "\n") + "\n")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	verdicts := strings.Fields(string(out))
+	if len(verdicts) != len(names) {
+		t.Fatalf("%d verdicts for %d names", len(verdicts), len(names))
+	}
+	refused := 0
+	for i, s := range names {
+		labels := strings.Split(s, ".")
+		must := verdicts[i] == "1" || strings.Trim(labels[len(labels)-1], "0123456789") == ""
+		named := false // some label is a word, not a number in any base
+		for _, l := range labels {
+			named = named || !numericLabel.MatchString(l)
+		}
+		got := CheckAlias(s) != nil
+		if must && !got || got && named && !must {
+			t.Errorf("alias %q: refused %v (inet_aton reads it: %s)", s, got, verdicts[i])
+		}
+		if must {
+			refused++
+		}
+	}
+	if refused == 0 || refused == len(names) {
+		t.Fatalf("generated %d names, %d read as addresses: the generator proves nothing", len(names), refused)
+	}
+	for _, s := range []string{"localhost", "ip6-loopback", "pg.localhost"} {
+		if CheckAlias(s) == nil {
+			t.Errorf("alias %q accepted", s)
+		}
 	}
 }

@@ -130,12 +130,57 @@ func CheckNodeName(s string) *Violation {
 	return violation("invalid node name", "use 1–63 of a-z 0-9 and -, not starting or ending with -")
 }
 
-// CheckAlias: an alias is a lower-case DNS name of at most 253 bytes.
+// CheckAlias: an alias is a lower-case DNS name of at most 253 bytes that
+// every guest's resolver and ssh read as a name of this node only: not an
+// address in any form glibc's inet_aton(3) accepts ("10.10.10" is
+// 10.10.0.10, "0xa" is 0.0.0.10; RFC 1123 §2.1: a top-level label is never
+// all digits), and not a name the guest's /etc/hosts already gives to
+// loopback (Debian's netbase: localhost, ip6-localhost, ip6-loopback) or
+// RFC 6761 §6.3 reserves for it (*.localhost).
 func CheckAlias(s string) *Violation {
-	if len(s) <= MaxNameBytes && aliasRE.MatchString(s) {
-		return nil
+	if len(s) > MaxNameBytes || !aliasRE.MatchString(s) {
+		return violation("must be a lower-case DNS name", "use a-z 0-9 - and dots, e.g. pg.lab")
 	}
-	return violation("must be a lower-case DNS name", "use a-z 0-9 - and dots, e.g. pg.lab")
+	if looksLikeAddress(s) {
+		return violation("reads as an IP address (inet_aton), not a host name", "use a name whose last label has a letter, e.g. pg.lab")
+	}
+	if loopbackName(s) {
+		return violation("is a loopback name of every guest (/etc/hosts, RFC 6761)", "choose another alias")
+	}
+	return nil
+}
+
+// looksLikeAddress reports whether s is 1 to 4 numeric labels in the
+// forms inet_aton reads (decimal, octal, 0x hex; conservatively also out
+// of range) or its last label is all digits.
+func looksLikeAddress(s string) bool {
+	labels := strings.Split(s, ".")
+	if strings.Trim(labels[len(labels)-1], "0123456789") == "" {
+		return true
+	}
+	if len(labels) > 4 {
+		return false
+	}
+	for _, l := range labels {
+		if h, ok := strings.CutPrefix(l, "0x"); ok {
+			l = strings.Trim(h, "0123456789abcdef")
+		} else {
+			l = strings.Trim(l, "0123456789")
+		}
+		if l != "" {
+			return false
+		}
+	}
+	return true
+}
+
+func loopbackName(s string) bool {
+	switch s {
+	case "localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback",
+		"ip6-localnet", "ip6-mcastprefix", "ip6-allnodes", "ip6-allrouters":
+		return true
+	}
+	return strings.HasSuffix(s, ".localhost")
 }
 
 // CheckFQDN: a node's FQDN (its Pigsty nodename when that has dots) is
