@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/safefile"
 )
 
 // FaultTable is Barn's nftables table (family bridge): the only table
@@ -118,19 +120,16 @@ func (h *Host) syncFaultTable(ctx context.Context, faults []Fault) error {
 	if cur == "" && !strings.Contains(script, "{") {
 		return nil // nothing to remove, nothing to add
 	}
-	f, err := os.CreateTemp("", "barn-faults-*.nft")
+	dir, err := os.MkdirTemp("", "barn-faults-")
 	if err != nil {
 		return err
 	}
-	defer os.Remove(f.Name())
-	if _, err := f.WriteString(script); err != nil {
-		f.Close()
+	defer os.RemoveAll(dir) // private: made just above
+	file := filepath.Join(dir, "faults.nft")
+	if err := safefile.Write(file, []byte(script), 0o600); err != nil {
 		return err
 	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if out, err := h.Runner.Run(ctx, []string{"nft", "-f", f.Name()}); err != nil {
+	if out, err := h.Runner.Run(ctx, []string{"nft", "-f", file}); err != nil {
 		return faultToolError(err, out, "nft -f (Barn's fault table)")
 	}
 	return nil

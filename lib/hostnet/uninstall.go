@@ -154,13 +154,8 @@ func (h *Host) Uninstall(ctx context.Context, progress Progress) (Plan, error) {
 	if err != nil || p.Noop {
 		return p, err
 	}
-	// Faults act on the bridge about to go: heal them first, by their record.
-	healed, err := h.HealFaults(ctx, nil, true)
-	if err != nil {
-		return p, exitcode.Wrap(exitcode.Runtime, err, "healing the recorded network faults before uninstall").WithReason("uninstall_failed").WithNext("barn-net fault list")
-	}
-	for _, f := range healed {
-		progress("healed fault " + f.ID + ": " + f.Describe())
+	if err := h.healBeforeUninstall(ctx, progress); err != nil {
+		return p, err
 	}
 	for i, s := range p.Steps {
 		progress(fmt.Sprintf("[%d/%d] %s", i+1, len(p.Steps), s.Summary))
@@ -188,4 +183,21 @@ func keptNote(refusal error) string {
 		n += " (next: " + e.Next + ")"
 	}
 	return n
+}
+
+// healBeforeUninstall heals every recorded fault, which acts on the bridge
+// about to go. Without a record it takes no fault lock either: an
+// uninstall leaves no lock file of a feature the host never used.
+func (h *Host) healBeforeUninstall(ctx context.Context, progress Progress) error {
+	if r, err := h.ReadFaults(); err == nil && len(r.Faults) == 0 {
+		return nil
+	}
+	healed, err := h.HealFaults(ctx, nil, true)
+	if err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "healing the recorded network faults before uninstall").WithReason("uninstall_failed").WithNext("barn-net fault list")
+	}
+	for _, f := range healed {
+		progress("healed fault " + f.ID + ": " + f.Describe())
+	}
+	return nil
 }
