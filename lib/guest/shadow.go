@@ -26,6 +26,9 @@ type Shadow struct {
 	File  string `json:"file"`
 	Line  int    `json:"line"`  // 0 when ssh names no line (a Match it reports without one)
 	Block string `json:"block"` // "Host PATTERN" or "Match CRITERIA", as ssh reports it
+	// Route is set for a block that answers for every name: where ssh
+	// sends this one today ("hostname H, port P, proxyjump J").
+	Route string `json:"route,omitempty"`
 }
 
 // systemSSHConfig is the file ssh reads after the user's configuration.
@@ -45,9 +48,9 @@ const systemSSHConfig = "/etc/ssh/ssh_config"
 // not (matchBlock.answers): those change with the login user, the local
 // account or what an exec looks at, and the user's block would then take
 // the name back. A Match without host terms answers when ssh applies it
-// and it is not `Match all`. Blocks that answer for every name do not
-// single anything out. A Match exec command runs, as it would for any
-// ssh to that name. Shadows name the file and line ssh reports (COPY
+// and it is not `Match all`. Blocks that answer for every name single
+// nothing out, unless they route the name elsewhere (see shadowsOf). A
+// Match exec command runs, as it would for any ssh to that name. Shadows name the file and line ssh reports (COPY
 // mapped back to p.Config), in names order then file order.
 func ShadowedNames(ctx context.Context, sshBin string, p SSHConfigPaths, names []string) ([]Shadow, error) {
 	if sshBin == "" {
@@ -111,6 +114,7 @@ func writeUserCopy(p SSHConfigPaths, dst string) error {
 }
 
 var (
+	readingRE  = lazyre.New(`^debug\d: Reading configuration data (.+)$`)
 	applyingRE = lazyre.New(`^debug\d: (.+) line (\d+): Applying options for (.+)$`)
 	checkRE    = lazyre.New(`^debug\d: checking match for '(.*)' host .* originally .*$`)
 	termRE     = lazyre.New(`^debug\d: (.+) line (\d+): (not )?matched '(!?)([A-Za-z]+)`)
@@ -156,28 +160,108 @@ func singlesOut(criteria string) bool {
 }
 
 // shadowsOf reads ssh's own account of the blocks it applies for name,
-// and of the host terms of every Match it checks.
+// and of the host terms of every Match it checks. A block that answers
+// for every name (Host *, Match all) singles nothing out, but when what
+// ssh resolves for name goes somewhere else than ssh's own default (the
+// name itself on port 22, direct: a catch-all "HostName %h.corp", a
+// ProxyJump for every host), the name already reaches a machine of the
+// user's, and Barn's Include would take it over: each catch-all block
+// applied is then a shadow, its Route saying where ssh sends the name.
 func shadowsOf(ctx context.Context, ssh, config, name string) ([]Shadow, error) {
-	ctx, cancel := context.WithTimeout(ctx, sshCheckTimeout)
-	defer cancel()
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, ssh, "-G", "-vvv", "-F", config, "--", name)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, nil, &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, exitcode.New(exitcode.Capability, "%s cannot read your ssh configuration for %s (%v): %s", ssh, name, err, lastLine(stderr.String())).
-			WithReason("ssh_config_unreadable").WithNext("ssh -G " + name + "   # shows ssh's own error")
+	resolved, trace, err := sshResolve(ctx, ssh, config, name)
+	if err != nil {
+		return nil, err
+	}
+	specific, catchAll := appliedBlocks(name, trace)
+	if len(specific) > 0 {
+		return specific, nil
+	}
+	plain, _, err := sshResolve(ctx, ssh, os.DevNull, name)
+	if err != nil {
+		return nil, err
+	}
+	r := route(resolved)
+	if r == route(plain) {
+		return nil, nil
 	}
 	var out []Shadow
+	for _, s := range catchAll {
+		if setsRoute(s.File, s.Line) {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 { // set through an Include or a Match ssh reports without a line
+		out = catchAll
+	}
+	if len(out) == 0 {
+		out = []Shadow{{Name: name, File: config, Block: "Host *"}}
+	}
+	for i := range out {
+		out[i].Route = r
+	}
+	return out, nil
+}
+
+// routeKeywordRE matches an ssh_config line setting where a connection goes.
+var routeKeywordRE = lazyre.New(`(?i)^\s*(hostname|port|proxyjump|proxycommand)(\s|=)`)
+
+// setsRoute reports whether the block opened at file:line (1-based) sets
+// HostName, Port, ProxyJump or ProxyCommand itself, before the next Host
+// or Match line. A block without a line (0) is not counted as setting it:
+// the Match all Barn appends before the system configuration is one.
+func setsRoute(file string, line int) bool {
+	b, err := os.ReadFile(file)
+	if err != nil || line == 0 {
+		return false
+	}
+	lines := splitLines(b)
+	for i := line; i < len(lines); i++ {
+		w := strings.ToLower(strings.TrimSpace(lines[i]))
+		if strings.HasPrefix(w, "host ") || strings.HasPrefix(w, "match ") {
+			return false
+		}
+		if routeKeywordRE.MatchString(lines[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// sshResolve runs `ssh -G -vvv -F config -- name`: its resolved options
+// (stdout) and its trace of the blocks it checked (stderr).
+func sshResolve(ctx context.Context, ssh, config, name string) (resolved, trace string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, sshCheckTimeout)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, ssh, "-G", "-vvv", "-F", config, "--", name)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", "", exitcode.New(exitcode.Capability, "%s cannot read your ssh configuration for %s (%v): %s", ssh, name, err, lastLine(stderr.String())).
+			WithReason("ssh_config_unreadable").WithNext("ssh -G " + name + "   # shows ssh's own error")
+	}
+	return stdout.String(), stderr.String(), nil
+}
+
+// appliedBlocks splits the blocks of an ssh -vvv trace for name into
+// those that answer for it (a Host pattern other than "*", a Match that
+// singles it out: matchBlock.answers) and the catch-all ones ssh applied.
+func appliedBlocks(name, trace string) (specific, catchAll []Shadow) {
 	var m matchBlock
-	sc := bufio.NewScanner(&stderr)
+	var lineless lineless
+	sc := bufio.NewScanner(strings.NewReader(trace))
 	for sc.Scan() {
 		t := strings.TrimRight(sc.Text(), "\r ")
 		switch {
+		case readingRE.MatchString(t):
+			lineless.file = readingRE.FindStringSubmatch(t)[1]
 		case applyingRE.MatchString(t):
 			a := applyingRE.FindStringSubmatch(t)
-			if a[3] != "*" {
-				n, _ := strconv.Atoi(a[2])
-				out = append(out, Shadow{Name: name, File: a[1], Line: n, Block: "Host " + a[3]})
+			n, _ := strconv.Atoi(a[2])
+			s := Shadow{Name: name, File: a[1], Line: n, Block: "Host " + a[3]}
+			if a[3] == "*" {
+				catchAll = append(catchAll, s)
+			} else {
+				specific = append(specific, s)
 			}
 		case checkRE.MatchString(t):
 			m = matchBlock{criteria: checkRE.FindStringSubmatch(t)[1]}
@@ -190,13 +274,62 @@ func shadowsOf(ctx context.Context, ssh, config, name string) ([]Shadow, error) 
 				m.hostFailed = m.hostFailed || a[3] != ""
 			}
 		case t == "debug2: match found" || t == "debug2: match not found":
-			if m.answers(t == "debug2: match found") {
-				out = append(out, Shadow{Name: name, File: m.file, Line: m.line, Block: "Match " + m.criteria})
+			found := t == "debug2: match found"
+			if m.file == "" {
+				m.file, m.line = lineless.locate(m.criteria)
+			}
+			s := Shadow{Name: name, File: m.file, Line: m.line, Block: "Match " + m.criteria}
+			if m.answers(found) {
+				specific = append(specific, s)
+			} else if found {
+				catchAll = append(catchAll, s)
 			}
 			m = matchBlock{}
 		}
 	}
-	return out, nil
+	return specific, catchAll
+}
+
+// lineless finds the line of a Match ssh -vvv reports without one (Match
+// all): the next line of the file ssh last said it read that spells the
+// same criteria, after those found before.
+type lineless struct {
+	file string
+	next map[string]int // file+criteria → the line after the last found
+}
+
+func (l *lineless) locate(criteria string) (string, int) {
+	b, err := os.ReadFile(l.file)
+	if err != nil {
+		return l.file, 0
+	}
+	if l.next == nil {
+		l.next = map[string]int{}
+	}
+	key := l.file + "\x00" + criteria
+	lines := splitLines(b)
+	for i := l.next[key]; i < len(lines); i++ {
+		kw, rest, _ := strings.Cut(strings.TrimSpace(lines[i]), " ")
+		if strings.EqualFold(kw, "match") && strings.Join(strings.Fields(rest), " ") == criteria {
+			l.next[key] = i + 1
+			return l.file, i + 1
+		}
+	}
+	return l.file, 0
+}
+
+// route is where ssh's resolved options (ssh -G output) send a
+// connection: its hostname, port, proxyjump and proxycommand lines.
+func route(resolved string) string {
+	var r []string
+	for _, l := range strings.Split(resolved, "\n") {
+		k, _, _ := strings.Cut(l, " ")
+		switch k {
+		case "hostname", "port", "proxyjump", "proxycommand":
+			r = append(r, l)
+		}
+	}
+	return strings.Join(r, ", ")
 }
 
 // ShadowError is the refusal for shadows: each with file:line, and the
@@ -210,7 +343,11 @@ func ShadowError(shadows []Shadow, excluded []string) error {
 		excl = append(excl, "--exclude "+n)
 	}
 	for _, s := range shadows {
-		each = append(each, fmt.Sprintf("%s:%d: %s answers for %s", s.File, s.Line, s.Block, s.Name))
+		if s.Route != "" {
+			each = append(each, fmt.Sprintf("%s:%d: %s sends %s to %s", s.File, s.Line, s.Block, s.Name, s.Route))
+		} else {
+			each = append(each, fmt.Sprintf("%s:%d: %s answers for %s", s.File, s.Line, s.Block, s.Name))
+		}
 		if !seen[s.Name] {
 			seen[s.Name] = true
 			excl = append(excl, "--exclude "+s.Name)

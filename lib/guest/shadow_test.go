@@ -17,8 +17,9 @@ import (
 // login user, the local account or an exec's state). Proven against the
 // real ssh on generated Match lines: the truth is ssh's own verdict on the
 // line's host terms alone — it applies to the name and not to an
-// unrelated one — and ShadowedNames must flag exactly those lines, with
-// their file and line.
+// unrelated one — or on the whole line, which sets a HostName (a block
+// for every name that routes this one elsewhere: TestShadowedCatchAllRoute),
+// and ShadowedNames must flag exactly those lines, with their file and line.
 func TestShadowedMatchTerms(t *testing.T) {
 	if _, err := exec.LookPath("ssh"); err != nil {
 		t.Skip("ssh is not installed")
@@ -40,7 +41,9 @@ func TestShadowedMatchTerms(t *testing.T) {
 				if o == "user "+me && !strings.Contains(h, "pg-meta-1") {
 					continue // applies now to every name: flagged as before (conservative), not this kind
 				}
-				want := appliesTo(t, dir, h, name) && !appliesTo(t, dir, h, other)
+				// Every block sets HostName: one that applies to the name
+				// now routes it elsewhere even when it picks nothing out.
+				want := appliesTo(t, dir, h, name) && !appliesTo(t, dir, h, other) || appliesTo(t, dir, criteria, name)
 				home := filepath.Join(dir, fmt.Sprint("home", n))
 				n++
 				p := Paths(home, "")
@@ -78,4 +81,54 @@ func appliesTo(t *testing.T, dir, terms, name string) bool {
 		t.Fatalf("ssh -G Match %s: %v", terms, err)
 	}
 	return strings.Contains(string(out), "\nhostname 192.0.2.99\n")
+}
+
+// TestShadowedCatchAllRoute: a block for every name (Host *, Match all)
+// singles nothing out, but when it sends a node's name somewhere else
+// than ssh's default (a corporate domain, a port, a jump host, a proxy
+// command), that name already reaches one of the user's machines and
+// Barn's Include would take it over: a shadow naming the block that sets
+// the route and where ssh sends the name. Judged by the real ssh.
+func TestShadowedCatchAllRoute(t *testing.T) {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Skip("ssh is not installed")
+	}
+	const name = "pg-meta-1"
+	cases := []struct {
+		conf      string
+		wantLine  int    // 0: no shadow
+		wantRoute string // a part of the reported route
+	}{
+		{"Host *\n  ServerAliveInterval 30\n  User bob\n", 0, ""},
+		{"Host *\n  HostName %h\n", 0, ""},
+		{"Host *\n  User bob\n\nHost *\n  HostName %h.corp.example\n", 4, "hostname pg-meta-1.corp.example"},
+		{"Host *\n  ProxyJump admin@bastion\n", 1, "proxyjump admin@bastion"},
+		{"Match all\n  Port 2200\n", 1, "port 2200"},
+		{"Host *\n  ProxyCommand nc -X 5 -x proxy:1080 %h %p\n", 1, "proxycommand nc"},
+		{"Host pg-*\n  HostName 203.0.113.10\n\nHost *\n  ProxyJump b\n", 1, ""}, // the specific block is named, not the catch-all
+	}
+	for i, c := range cases {
+		p := Paths(filepath.Join(t.TempDir(), fmt.Sprint("home", i)), "")
+		_ = os.MkdirAll(p.Dir, 0o700)
+		if err := os.WriteFile(p.Config, []byte(c.conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ShadowedNames(context.Background(), "", p, []string{name})
+		if err != nil {
+			t.Fatalf("%q: %v", c.conf, err)
+		}
+		if c.wantLine == 0 {
+			if len(got) != 0 {
+				t.Errorf("%q: shadows %+v, want none", c.conf, got)
+			}
+			continue
+		}
+		if len(got) != 1 || got[0].File != p.Config || got[0].Line != c.wantLine || !strings.Contains(got[0].Route, c.wantRoute) {
+			t.Errorf("%q: shadows %+v, want one at %s:%d routing %q", c.conf, got, p.Config, c.wantLine, c.wantRoute)
+		}
+	}
+	err := ShadowError([]Shadow{{Name: name, File: "/h/.ssh/config", Line: 4, Block: "Host *", Route: "hostname pg-meta-1.corp.example, port 22"}}, nil)
+	if want := "/h/.ssh/config:4: Host * sends pg-meta-1 to hostname pg-meta-1.corp.example, port 22"; !strings.Contains(err.Error(), want) {
+		t.Errorf("refusal %q does not say %q", err, want)
+	}
 }
