@@ -17,8 +17,11 @@ import (
 // same address and the same MAC (lib/inventory.MACs); without this check
 // both guests come up and traffic splits between them.
 //
-// Two independent sources, both read from the host side of the bridge:
+// Three independent sources, all read on the host:
 //
+//   - the host's processes (Linux /proc): a running QEMU whose command line
+//     gives a NIC the node's MAC holds it from its first instant, before
+//     its guest sends anything (a quiet guest, one still booting);
 //   - the bridge's forwarding database (an unprivileged netlink dump): a
 //     learned entry for the node's MAC on any port means a running NIC
 //     already uses it;
@@ -57,8 +60,10 @@ func (p Probe) norm() Probe {
 type Holder struct {
 	Address string `json:"address"` // the node's IPv4 address
 	MAC     string `json:"mac"`     // the hardware address that answered or is learned
-	How     string `json:"how"`     // "arp" (answered the probe) or "fdb" (the bridge learned the MAC)
+	How     string `json:"how"`     // "process" (a running QEMU is given the MAC), "arp" (answered the probe) or "fdb" (the bridge learned the MAC)
 	Port    string `json:"port,omitempty"`
+	PID     int    `json:"pid,omitempty"`     // "process": the process
+	Command string `json:"command,omitempty"` // "process": its name (comm)
 }
 
 // AddressCheck is what CheckAddress saw.
@@ -71,10 +76,12 @@ type AddressCheck struct {
 // of privilege.
 var errNoRaw = errors.New("the ARP probe needs CAP_NET_RAW")
 
-// CheckAddress looks for a holder of addr or mac on bridge: first the ARP
-// probe (the answer names the MAC that holds the address), then the
-// bridge's MAC table (a quiet guest, or no CAP_NET_RAW). Errors are runtime failures of
-// the check itself (bridge missing, socket errors), never a verdict.
+// CheckAddress looks for a holder of addr or mac on bridge: first the
+// host's processes (a QEMU given the MAC), then the ARP probe (the answer
+// names the MAC that holds the address), then the bridge's MAC table (a
+// quiet guest, or no CAP_NET_RAW). Errors are runtime failures of the
+// check itself (bridge missing, socket errors), never a verdict. Hold
+// LockAttach across the check and the start it guards.
 func CheckAddress(ctx context.Context, bridge, addr, mac string, p Probe) (AddressCheck, error) {
 	ip, err := netip.ParseAddr(addr)
 	if err != nil || !ip.Is4() {
@@ -83,6 +90,9 @@ func CheckAddress(ctx context.Context, bridge, addr, mac string, p Probe) (Addre
 	hw, err := net.ParseMAC(mac)
 	if err != nil {
 		return AddressCheck{}, fmt.Errorf("MAC %q: %w", mac, err)
+	}
+	if h, err := processHolder(addr, bridge, hw); err != nil || h != nil {
+		return AddressCheck{Holder: h}, err
 	}
 	var c AddressCheck
 	h, err := probeARP(ctx, bridge, ip, p.norm())
@@ -110,17 +120,23 @@ func CheckAddress(ctx context.Context, bridge, addr, mac string, p Probe) (Addre
 func AddressInUse(node, bridge, mac string, h *Holder) *exitcode.Error {
 	var what string
 	switch h.How {
+	case "process":
+		what = fmt.Sprintf("process %d (%s) already gives a NIC its MAC %s", h.PID, h.Command, h.MAC)
 	case "fdb":
 		what = fmt.Sprintf("the bridge already carries its MAC %s (learned on port %s)", h.MAC, h.Port)
 	default:
 		what = fmt.Sprintf("MAC %s answered an ARP probe for it", h.MAC)
 	}
-	if h.How == "arp" && h.MAC == mac {
+	if (h.How == "arp" || h.How == "process") && h.MAC == mac {
 		what += " (the same MAC Barn derives for this node: most likely another Barn lab from the same inventory)"
+	}
+	find := fmt.Sprintf("ip neigh show %s dev %s", h.Address, bridge)
+	if h.How == "process" {
+		find = fmt.Sprintf("ps -o user=,pid=,args= -p %d", h.PID)
 	}
 	return exitcode.New(exitcode.Resource, "%s: address %s is already in use on %s: %s; not starting %s",
 		node, h.Address, bridge, what, node).
 		WithReason("address_in_use").
-		WithNext(fmt.Sprintf("ip neigh show %s dev %s   # find who holds it; stop that lab, or give this inventory its own /24 (see README: two labs on one host)", h.Address, bridge)).
+		WithNext(find + "   # find who holds it; stop that lab, or give this inventory its own /24 (see README: two labs on one host)").
 		WithDetail(h)
 }

@@ -8,6 +8,10 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -173,4 +177,43 @@ func htons(v uint16) uint16 {
 	var b [2]byte
 	binary.BigEndian.PutUint16(b[:], v)
 	return binary.NativeEndian.Uint16(b[:])
+}
+
+// procRoot is where processHolder reads the host's processes.
+var procRoot = "/proc"
+
+// processHolder finds a running process whose command line attaches a
+// NIC with the hardware address mac to bridge (argvHolds) from this
+// process's network namespace: a QEMU holds the MAC from the moment it
+// starts, before its guest sends a frame the bridge could learn or
+// answers an ARP probe. A process in another network namespace (another
+// lab's bridge of the same name) is not a holder; one whose namespace
+// cannot be read (another user's, without privilege) counts as this one.
+// Every user's command lines are readable unless /proc is mounted with
+// hidepid (then only the caller's own are seen). Processes that end while
+// being read are skipped.
+func processHolder(addr, bridge string, mac net.HardwareAddr) (*Holder, error) {
+	ents, err := os.ReadDir(procRoot)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", procRoot, err)
+	}
+	self, _ := os.Readlink(filepath.Join(procRoot, "self", "ns", "net"))
+	want := strings.ToLower(mac.String())
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		dir := filepath.Join(procRoot, e.Name())
+		b, err := os.ReadFile(filepath.Join(dir, "cmdline"))
+		if err != nil || !argvHolds(strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"), want, bridge) {
+			continue
+		}
+		if ns, err := os.Readlink(filepath.Join(dir, "ns", "net")); err == nil && self != "" && ns != self {
+			continue
+		}
+		comm, _ := os.ReadFile(filepath.Join(dir, "comm"))
+		return &Holder{Address: addr, MAC: mac.String(), How: "process", PID: pid, Command: strings.TrimSpace(string(comm))}, nil
+	}
+	return nil, nil
 }

@@ -15,6 +15,8 @@ import (
 // guard has no source: nothing is found, and the probe reports why.
 func bridgeLearned(string, net.HardwareAddr) (string, bool, error) { return "", false, nil }
 
+func processHolder(string, string, net.HardwareAddr) (*Holder, error) { return nil, nil }
+
 func probeARP(context.Context, string, netip.Addr, Probe) (*Holder, error) {
 	return nil, fmt.Errorf("%w: no AF_PACKET on %s", errNoRaw, runtime.GOOS)
 }

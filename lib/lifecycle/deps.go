@@ -133,8 +133,10 @@ type Network interface {
 	// CheckAddress proves nobody on the bridge holds n's private address
 	// or MAC before its QEMU joins it: a holder is the resource refusal
 	// address_in_use (hostnet.AddressInUse). note says what was not
-	// checked (the ARP probe without CAP_NET_RAW); "" when all was.
-	CheckAddress(ctx context.Context, n spec.Node) (note string, err error)
+	// checked (the ARP probe without CAP_NET_RAW); "" when all was. On
+	// success it holds the host-wide attach lock (hostnet.LockAttach)
+	// until release, which the caller calls once the node's QEMU runs.
+	CheckAddress(ctx context.Context, n spec.Node) (note string, release func(), err error)
 }
 
 // Readiness waits for a launched guest to finish its setup.

@@ -212,9 +212,11 @@ func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocato
 		return repairs, exitcode.New(exitcode.Integrity, "%s: the recorded invocation inherits %d descriptors but the node has %d shares",
 			n.Node, len(n.Invocation.InheritedFiles), len(files)).WithReason("invocation_shares_mismatch").WithNext(recreateAgain(m.appliedSource(), []string{n.Node}))
 	}
-	if err := m.checkAddress(ctx, n); err != nil {
+	release, err := m.checkAddress(ctx, n)
+	if err != nil {
 		return repairs, err
 	}
+	defer release() // once QEMU runs (or failed to), it holds the MAC in its argv
 	n.Process = nil
 	// The serial console file QEMU opens: created by Barn and recorded
 	// first, so destroy deletes it by this record, never by its name.
@@ -242,16 +244,17 @@ func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocato
 
 // checkAddress refuses to attach n to the bridge while anyone else holds
 // its private address or MAC there (another lab from the same inventory,
-// a host): see hostnet.CheckAddress. Skipped without a private NIC.
-func (m *Manager) checkAddress(ctx context.Context, n *state.Node) error {
+// a host): see hostnet.CheckAddress. It returns the attach lock's release
+// (a no-op without a private NIC, when nothing is checked).
+func (m *Manager) checkAddress(ctx context.Context, n *state.Node) (release func(), err error) {
 	if m.Net == nil || m.Emu.PrivateNet() == "none" {
-		return nil
+		return func() {}, nil
 	}
-	note, err := m.Net.CheckAddress(ctx, n.Spec)
+	note, release, err := m.Net.CheckAddress(ctx, n.Spec)
 	if note != "" {
 		m.logf("note: %s", note)
 	}
-	return err
+	return release, err
 }
 
 // rebuildInvocation re-verifies what n boots from and builds its QEMU

@@ -319,23 +319,32 @@ func (n *realNet) Preflight(ctx context.Context, cidr string) error {
 	return err
 }
 
-func (n *realNet) CheckAddress(ctx context.Context, node spec.Node) (string, error) {
+func (n *realNet) CheckAddress(ctx context.Context, node spec.Node) (string, func(), error) {
 	bridge := n.bridge
 	if bridge == "" {
 		bridge = hostnet.FromEnv(n.getenv).Bridge
 	}
-	c, err := hostnet.CheckAddress(ctx, bridge, node.Address, node.MAC.Private, hostnet.Probe{})
-	if err != nil {
-		return "", exitcode.Wrap(exitcode.Runtime, err, "%s: checking that %s is free on %s", node.Name, node.Address, bridge).
+	failed := func(err error) (string, func(), error) {
+		return "", nil, exitcode.Wrap(exitcode.Runtime, err, "%s: checking that %s is free on %s", node.Name, node.Address, bridge).
 			WithReason("address_check_failed").WithNext("barn-net status")
 	}
+	release, err := hostnet.LockAttach(ctx, bridge)
+	if err != nil {
+		return failed(err)
+	}
+	c, err := hostnet.CheckAddress(ctx, bridge, node.Address, node.MAC.Private, hostnet.Probe{})
+	if err != nil {
+		release()
+		return failed(err)
+	}
 	if c.Holder != nil {
-		return "", hostnet.AddressInUse(node.Name, bridge, node.MAC.Private, c.Holder)
+		release()
+		return "", nil, hostnet.AddressInUse(node.Name, bridge, node.MAC.Private, c.Holder)
 	}
 	if c.ProbeSkipped != nil {
-		return fmt.Sprintf("%s: %s's MAC is not on %s; its address was not ARP-probed (%v)", node.Name, node.Name, bridge, c.ProbeSkipped), nil
+		return fmt.Sprintf("%s: %s's MAC is not on %s; its address was not ARP-probed (%v)", node.Name, node.Name, bridge, c.ProbeSkipped), release, nil
 	}
-	return "", nil
+	return "", release, nil
 }
 
 // Unlaunchable returns a Manager that can stop, audit and destroy but not

@@ -1,0 +1,65 @@
+package hostnet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// AttachLockDir holds the host-wide attach locks: a directory every user
+// can create files in (sticky, so nobody replaces another's lock), shared
+// by every Barn on the host whatever its BARN_HOME.
+var AttachLockDir = "/run/lock"
+
+// attachLockWait bounds how long LockAttach waits for another Barn's
+// check-then-launch on the same bridge (an ARP probe and a QEMU start:
+// seconds) before it gives up.
+const attachLockWait = 2 * time.Minute
+
+// LockAttach serialises the address guard with the start it guards, host
+// wide: between CheckAddress finding an address free and the node's QEMU
+// holding its MAC (visible to the next check through its command line),
+// another Barn — another user, another BARN_HOME — must not run the same
+// check on the same bridge. The lock is an flock on
+// AttachLockDir/barn-attach-<bridge>.lock, opened without following a
+// symlink and never deleted; release unlocks it. It waits up to 2 minutes
+// (polling every 50 ms, ending early with ctx); a lock held longer is an
+// error naming the file.
+func LockAttach(ctx context.Context, bridge string) (release func(), err error) {
+	if bridge == "" || strings.ContainsAny(bridge, "/\x00") {
+		return nil, fmt.Errorf("bridge name %q cannot name a lock file", bridge)
+	}
+	path := filepath.Join(AttachLockDir, "barn-attach-"+bridge+".lock")
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening the attach lock: %w", err)
+	}
+	deadline := time.Now().Add(attachLockWait)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { _ = f.Close() }, nil // closing the descriptor drops the lock
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("locking %s: %w", path, err)
+		}
+		if time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("another Barn has held %s for over %v (lsof %s names it)", path, attachLockWait, path)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
