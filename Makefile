@@ -42,11 +42,16 @@ test: ## Run unit tests, fuzz seeds and the testscript suites of every module
 
 # `test` without the guard, in two parts that run side by side. SKIP_RACED=1
 # (what `make ci` sets) leaves out the packages `race` runs whole under the
-# race detector: the same tests, proving more, need not run twice.
+# race detector, and barn-node's TestScripts, which `race` runs under it
+# too: the same tests, proving more, need not run twice. The rest of
+# barn-node/cli then runs in its own go test beside the others.
 RACED := barn.dev/lib/(state|lifecycle|imagecache|qmp|vm)|barn.dev/barn-plan/cli
 test-units:
-	@pkgs='$(PKGS)'; if [ -n "$(SKIP_RACED)" ]; then pkgs=$$($(GO) list $(PKGS) | grep -vxE '$(RACED)'); fi; \
-		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '$(ANSIBLE_SUITES)' $$pkgs
+	@if [ -z "$(SKIP_RACED)" ]; then exec $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '$(ANSIBLE_SUITES)' $(PKGS); fi; \
+		pkgs=$$($(GO) list $(PKGS) | grep -vxE '$(RACED)|barn.dev/barn-node/cli'); \
+		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '$(ANSIBLE_SUITES)' $$pkgs & a=$$!; \
+		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '$(ANSIBLE_SUITES)|^TestScripts$$' ./barn-node/cli & b=$$!; \
+		rc=0; wait $$a || rc=1; wait $$b || rc=1; exit $$rc
 test-ansible:
 	@set -o pipefail; cd lib && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -v -run '$(ANSIBLE_SUITES)' ./inventory ./guest \
 		| grep -vE '^=== (RUN|PAUSE|CONT|NAME)'
