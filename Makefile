@@ -42,11 +42,16 @@ test: ## Run unit tests, fuzz seeds and the testscript suites of every module
 
 # `test` without the guard, in two parts that run side by side. SKIP_RACED=1
 # (what `make ci` sets) leaves out the packages `race` runs whole under the
-# race detector: the same tests, proving more, need not run twice.
+# race detector, and barn-node's TestScripts, which `race` runs under it
+# too: the same tests, proving more, need not run twice. The rest of
+# barn-node/cli then runs in its own go test beside the others.
 RACED := barn.dev/lib/(state|lifecycle|imagecache|qmp|vm)|barn.dev/barn-plan/cli
 test-units:
-	@pkgs='$(PKGS)'; if [ -n "$(SKIP_RACED)" ]; then pkgs=$$($(GO) list $(PKGS) | grep -vxE '$(RACED)'); fi; \
-		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '$(ANSIBLE_SUITES)' $$pkgs
+	@if [ -z "$(SKIP_RACED)" ]; then exec $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '$(ANSIBLE_SUITES)' $(PKGS); fi; \
+		pkgs=$$($(GO) list $(PKGS) | grep -vxE '$(RACED)|barn.dev/barn-node/cli'); \
+		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '$(ANSIBLE_SUITES)' $$pkgs & a=$$!; \
+		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '$(ANSIBLE_SUITES)|^TestScripts$$' ./barn-node/cli & b=$$!; \
+		rc=0; wait $$a || rc=1; wait $$b || rc=1; exit $$rc
 test-ansible:
 	@set -o pipefail; cd lib && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -v -run '$(ANSIBLE_SUITES)' ./inventory ./guest \
 		| grep -vE '^=== (RUN|PAUSE|CONT|NAME)'
@@ -72,12 +77,16 @@ ci-tests:
 fmt: ## Check formatting (gofmt)
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# One go vet over every module's packages (go.work), not one per module:
+# the packages share one package load and the cores.
 vet: ## Run go vet on every module
-	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
+	@$(GO) vet $(PKGS)
 
 # macOS is a supported host: its code must build and vet (both Mac CPUs).
+# One go vet per CPU over every module, the two side by side.
 cross: ## go vet every module for macOS (GOOS=darwin, amd64 and arm64)
-	@for a in amd64 arm64; do for m in $(MODULES); do (cd $$m && GOOS=darwin GOARCH=$$a $(GO) vet ./...) || exit 1; done; done
+	@pids=(); for a in amd64 arm64; do GOOS=darwin GOARCH=$$a $(GO) vet $(PKGS) & pids+=($$!); done; \
+		rc=0; for p in $${pids[@]}; do wait $$p || rc=1; done; exit $$rc
 
 golden-update: ## Rewrite every golden file from the current output (BARN_UPDATE=1); review with git diff
 	@BARN_UPDATE=1 $(GO) test -count=1 -skip '$(ANSIBLE_SUITES)' $(PKGS) >/dev/null || true

@@ -13,9 +13,12 @@ PKGS=(qemu-system-x86 qemu-utils ovmf debootstrap ansible iproute2 fdisk extlinu
       syslinux-common grub-efi-amd64-bin e2fsprogs xfsprogs openssh-client openssh-server sudo
       dosfstools mtools procps iputils-ping nftables
       bash zsh fish)  # the shells whose real completion the script tests drive
+# One dpkg-query for all of them (one read of dpkg's database): when
+# everything is installed, `make deps` is a quick no-op.
+installed=" $(dpkg-query -W -f='${Package} ${Status}\n' "${PKGS[@]}" 2>/dev/null | awk '$(NF-1) == "ok" && $NF == "installed" {printf "%s ", $1}' || true)"
 missing=()
 for p in "${PKGS[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+  case "$installed" in *" $p "*) ;; *) missing+=("$p") ;; esac
 done
 if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then

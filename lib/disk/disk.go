@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/fileid"
 	"barn.dev/lib/safefile"
 	"barn.dev/lib/spec"
 )
@@ -175,22 +176,22 @@ func (t Tool) CreateOverlay(ctx context.Context, base, baseFormat, dst string, s
 		return Info{}, exitcode.New(exitcode.Usage, "%s: %s; never shrinking; %s", dst, v.Problem, v.Hint).
 			WithReason("root_disk_too_small")
 	}
-	tmp, err := tempName(dst)
+	tmp, err := newScratch(dst)
 	if err != nil {
 		return Info{}, err
 	}
-	defer os.Remove(tmp)
-	if _, err := t.run(ctx, "create", "-q", "-f", "qcow2", "-b", base, "-F", baseFormat, tmp, strconv.FormatInt(size, 10)); err != nil {
+	defer tmp.drop()
+	if _, err := t.run(ctx, "create", "-q", "-f", "qcow2", "-b", base, "-F", baseFormat, tmp.path, strconv.FormatInt(size, 10)); err != nil {
 		return Info{}, err
 	}
-	info, err := t.CheckBacking(ctx, tmp, base, baseFormat)
+	info, err := t.CheckBacking(ctx, tmp.path, base, baseFormat)
 	if err != nil {
 		return Info{}, err
 	}
 	if info.VirtualSize != size {
 		return Info{}, exitcode.New(exitcode.Integrity, "overlay %s has virtual size %d bytes, expected %d", dst, info.VirtualSize, size)
 	}
-	if err := publish(tmp, dst); err != nil {
+	if err := publish(tmp.path, dst); err != nil {
 		return Info{}, err
 	}
 	info.Filename = dst
@@ -203,22 +204,22 @@ func (t Tool) CreateData(ctx context.Context, dst string, size int64) (Info, err
 	if size <= 0 {
 		return Info{}, exitcode.New(exitcode.Usage, "data disk %s: size %d bytes is not positive", dst, size)
 	}
-	tmp, err := tempName(dst)
+	tmp, err := newScratch(dst)
 	if err != nil {
 		return Info{}, err
 	}
-	defer os.Remove(tmp)
-	if _, err := t.run(ctx, "create", "-q", "-f", "qcow2", tmp, strconv.FormatInt(size, 10)); err != nil {
+	defer tmp.drop()
+	if _, err := t.run(ctx, "create", "-q", "-f", "qcow2", tmp.path, strconv.FormatInt(size, 10)); err != nil {
 		return Info{}, err
 	}
-	info, err := t.Inspect(ctx, tmp)
+	info, err := t.Inspect(ctx, tmp.path)
 	if err != nil {
 		return Info{}, err
 	}
 	if info.Format != "qcow2" || info.BackingFilename != "" || info.VirtualSize != size {
 		return Info{}, exitcode.New(exitcode.Integrity, "data disk %s came out wrong: format %s, backing %q, %d bytes", dst, info.Format, info.BackingFilename, info.VirtualSize)
 	}
-	if err := publish(tmp, dst); err != nil {
+	if err := publish(tmp.path, dst); err != nil {
 		return Info{}, err
 	}
 	info.Filename = dst
@@ -253,16 +254,40 @@ func (t Tool) Grow(ctx context.Context, path string, size int64) (Info, error) {
 	return after, nil
 }
 
-// tempName returns an unused same-directory temporary name for dst and
-// fails when dst already exists.
-func tempName(dst string) (string, error) {
-	if _, err := os.Lstat(dst); err == nil {
-		return "", exitcode.New(exitcode.Conflict, "%s already exists; not overwriting it", dst).WithReason("disk_exists")
-	} else if !os.IsNotExist(err) {
-		return "", exitcode.Wrap(exitcode.Runtime, err, "checking %s", dst)
-	}
-	return filepath.Join(filepath.Dir(dst), fmt.Sprintf(".%s.tmp-%d-%d", filepath.Base(dst), os.Getpid(), time.Now().UnixNano())), nil
+// scratch is the same-directory temporary file a new disk is written to
+// before it is published: Barn creates it empty (never replacing
+// anything), records its identity, and has qemu-img write into that
+// same file (qemu-img create truncates, keeping the inode).
+type scratch struct {
+	path string
+	id   fileid.ID
 }
+
+// newScratch creates the scratch file for dst (0600) and fails when dst
+// already exists (conflict, disk_exists).
+func newScratch(dst string) (*scratch, error) {
+	if _, err := os.Lstat(dst); err == nil {
+		return nil, exitcode.New(exitcode.Conflict, "%s already exists; not overwriting it", dst).WithReason("disk_exists")
+	} else if !os.IsNotExist(err) {
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "checking %s", dst)
+	}
+	path := filepath.Join(filepath.Dir(dst), fmt.Sprintf(".%s.tmp-%d-%d", filepath.Base(dst), os.Getpid(), time.Now().UnixNano()))
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "creating a temporary file beside %s", dst)
+	}
+	defer f.Close()
+	id, err := fileid.OfFile(f)
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "recording %s (left in place: its identity is unknown)", path)
+	}
+	return &scratch{path: path, id: id}, nil
+}
+
+// drop removes the scratch file unless it was published, and only while
+// it is the file newScratch created (fileid.Remove): a file something
+// else put at its name is left alone.
+func (s *scratch) drop() { _, _ = s.id.Remove(s.path) }
 
 // publish narrows tmp to 0600 and moves it to dst durably without ever
 // replacing an existing dst (safefile.PublishNew).

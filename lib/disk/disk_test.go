@@ -191,3 +191,39 @@ func TestHeadersNamingADataFileAreRefused(t *testing.T) {
 		t.Fatal("a missing disk passed")
 	}
 }
+
+// TestScratchIsRemovedOnlyWhileItIsBarns: a disk is written to a
+// temporary file Barn creates and records; when qemu-img fails, that file
+// is removed by its identity, never by its name: a file something else
+// put at the name is left alone.
+func TestScratchIsRemovedOnlyWhileItIsBarns(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(t.TempDir(), "qemu-img")
+	// create ... PATH SIZE: replace PATH with another file, then fail.
+	script := "#!/bin/sh\nfor a; do p=$q; q=$a; done\nrm -f \"$p\" && echo theirs > \"$p\"\necho failed >&2\nexit 1\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (Tool{QemuImg: fake}).CreateData(context.Background(), filepath.Join(dir, "data.qcow2"), 1<<20); err == nil {
+		t.Fatal("CreateData succeeded with a failing qemu-img")
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("want the foreign file left at the temporary name, got %v", entries)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, entries[0].Name())); string(b) != "theirs\n" {
+		t.Fatalf("%s holds %q", entries[0].Name(), b)
+	}
+
+	// A qemu-img that fails leaving Barn's own file: removed.
+	clean := t.TempDir()
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (Tool{QemuImg: fake}).CreateData(context.Background(), filepath.Join(clean, "data.qcow2"), 1<<20); err == nil {
+		t.Fatal("CreateData succeeded with a failing qemu-img")
+	}
+	if entries, _ := os.ReadDir(clean); len(entries) != 0 {
+		t.Fatalf("Barn's temporary file was left: %v", entries)
+	}
+}

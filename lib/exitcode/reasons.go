@@ -44,6 +44,7 @@ var reasons = []Reason{
 	{"bad_hosts_entry", Usage, "a hosts entry has an address that is not IPv4"},
 	{"bad_import_name", Usage, "an imported image file name does not follow the image naming rule"},
 	{"bad_public_key", Usage, "the file is not a minisign public key"},
+	{"bad_published_record", Integrity, "the image cache's record of the images Barn downloaded does not decode"},
 	{"bad_qcow2", Integrity, "qemu-img check finds the qcow2 image damaged"},
 	{"bad_qcow2_header", Integrity, "a qcow2 header cannot be parsed"},
 	{"bad_query", Usage, "the jq query does not parse or compile"},

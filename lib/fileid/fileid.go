@@ -242,3 +242,17 @@ func RemovingName(path string) string {
 
 // RemovingSuffix ends every RemovingName.
 const RemovingSuffix = ".barn-removing"
+
+// Same reports whether id and other identify the same file: the same
+// device and inode, and the same generation and birth time where both
+// record one (a missing one on either side is a mismatch when the other
+// has it). SHA256 is not compared. A zero ID is the same as nothing.
+func (id ID) Same(other ID) bool {
+	if id.Inode == 0 || id.Device != other.Device || id.Inode != other.Inode {
+		return false
+	}
+	if (id.Generation == nil) != (other.Generation == nil) || id.Generation != nil && *id.Generation != *other.Generation {
+		return false
+	}
+	return (id.Birth == nil) == (other.Birth == nil) && (id.Birth == nil || id.Birth.Equal(*other.Birth))
+}

@@ -117,8 +117,12 @@ type Ensured struct {
 
 // Notice is the one line telling the user a file was set aside.
 func (s *SetAside) Notice(imagesDir string) string {
-	return fmt.Sprintf("set aside %s as %s (%s); barn-repo prune deletes it only while it is that same file",
-		filepath.Join(imagesDir, s.From), filepath.Join(imagesDir, s.Path), s.Why)
+	fate := "barn-repo prune deletes it only while it is that same file"
+	if !s.Published {
+		fate = "Barn did not download that file, so barn-repo prune keeps it: delete it yourself once you no longer need it"
+	}
+	return fmt.Sprintf("set aside %s as %s (%s); %s",
+		filepath.Join(imagesDir, s.From), filepath.Join(imagesDir, s.Path), s.Why, fate)
 }
 
 // Fetch is Ensure returning what it did (Ensured).
@@ -193,9 +197,15 @@ func (c *Cache) ensure(ctx context.Context, id imageref.Identity, src *catalog.S
 		if err := c.Puller.Pull(ctx, *src, id, dest); err != nil {
 			return "", aside, keepDamage(damaged, "the damaged file was set aside as "+filepath.Join(c.Root.ImagesDir(), aside.Path)+"; a fresh copy could not be pulled", err)
 		}
+		if err := notePublished(imagesDir, dest); err != nil {
+			return "", aside, err
+		}
 		return dest, aside, nil
 	}
 	if err := c.Puller.Pull(ctx, *src, id, dest); err != nil {
+		return "", nil, err
+	}
+	if err := notePublished(imagesDir, dest); err != nil {
 		return "", nil, err
 	}
 	return dest, nil, nil

@@ -110,7 +110,7 @@ func Import(ctx context.Context, root *state.Root, file string, o ImportOptions)
 			err = m2.Check(li.Identity(""), file)
 		}
 		if err != nil {
-			return li, discardStaging(staging, err)
+			return li, discardStaging(staging, m2.ID, err)
 		}
 		if err := publish(staging, dest); err != nil {
 			return li, err

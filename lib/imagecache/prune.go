@@ -97,7 +97,7 @@ func Prune(ctx context.Context, root *state.Root, dryRun bool) (*PruneResult, er
 	for _, e := range entries {
 		name := e.Name()
 		switch {
-		case name == "manifests" || name == "trust" || name == LocalDir || name == localRegistryName || name == setAsideName:
+		case name == "manifests" || name == "trust" || name == LocalDir || name == localRegistryName || name == setAsideName || name == publishedName:
 			continue
 		case e.Type()&os.ModeSymlink != 0 || !e.IsDir() || !catalog.ValidName(name):
 			return nil, exitcode.New(exitcode.Integrity, "%s: unexpected entry in the image cache; prune touches only what it owns", filepath.Join(dir, name)).WithReason("unsafe_cache_entry")
@@ -115,7 +115,7 @@ func Prune(ctx context.Context, root *state.Root, dryRun bool) (*PruneResult, er
 				return nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", p)
 			}
 			why := owned.prove(p, fi)
-			if why == errUnrecordedSetAside {
+			if why == errUnrecordedSetAside || why == errForeignSetAside {
 				res.Kept = append(res.Kept, ForeignEntry{Path: rel, Why: why})
 				continue
 			}
@@ -183,7 +183,8 @@ func forgetRemoved(dir string) error {
 type cacheRecord struct {
 	artifacts map[string]imageref.Identity // CachePath → identity
 	digests   map[string]map[string]int64  // family dir → sha256 → size, for staging files
-	setAside  map[string]fileid.ID         // path → identity, from the set-aside record
+	setAside  map[string]fileid.ID         // path → identity, from the set-aside record: Barn's publications only
+	foreign   map[string]bool              // set-aside paths of files Barn did not publish
 }
 
 func ownedFiles(imagesDir string) (*cacheRecord, error) {
@@ -195,14 +196,18 @@ func ownedFiles(imagesDir string) (*cacheRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &cacheRecord{artifacts: map[string]imageref.Identity{}, digests: map[string]map[string]int64{}, setAside: map[string]fileid.ID{}}
+	r := &cacheRecord{artifacts: map[string]imageref.Identity{}, digests: map[string]map[string]int64{}, setAside: map[string]fileid.ID{}, foreign: map[string]bool{}}
 	for _, c := range cats {
 		for _, id := range c.Identities() {
 			r.add(imagesDir, id)
 		}
 	}
 	for _, a := range aside {
-		r.setAside[filepath.Join(imagesDir, a.Path)] = a.ID
+		if a.Published {
+			r.setAside[filepath.Join(imagesDir, a.Path)] = a.ID
+		} else {
+			r.foreign[filepath.Join(imagesDir, a.Path)] = true
+		}
 	}
 	return r, nil
 }
@@ -231,6 +236,10 @@ func isSetAsideName(name string) bool {
 // not name is kept: Barn did not move it there, or cannot prove it did.
 const errUnrecordedSetAside = "a set-aside name that Barn's set-aside record does not name, so Barn cannot prove it moved this file here"
 
+// errForeignSetAside is why a set-aside file Barn moved, but had not
+// published, is kept: someone else wrote it at the cache path.
+const errForeignSetAside = "Barn set this file aside from a cache path, but it is not a file Barn downloaded there"
+
 // prove returns "" when the file at p (fi from the directory listing, not
 // followed) is one Barn wrote by its records, else why not:
 //   - a published image: an accepted catalog names exactly this cache
@@ -240,8 +249,9 @@ const errUnrecordedSetAside = "a set-aside name that Barn's set-aside record doe
 //     artifact with that digest in this directory, and the partial file is
 //     no longer than it;
 //   - a set-aside "<image>.corrupt-<UTC time>": the set-aside record
-//     (SetAside) names it, and it is deleted by the identity recorded
-//     there (proveBytes), never by its name.
+//     (SetAside) names it as the file Barn had published at its cache
+//     path (the publication record), and it is deleted by the identity
+//     recorded there (proveBytes), never by its name.
 func (r *cacheRecord) prove(p string, fi os.FileInfo) string {
 	if !fi.Mode().IsRegular() {
 		return "not a regular file"
@@ -267,6 +277,9 @@ func (r *cacheRecord) prove(p string, fi os.FileInfo) string {
 	if isSetAsideName(name) {
 		if _, ok := r.setAside[p]; ok {
 			return ""
+		}
+		if r.foreign[p] {
+			return errForeignSetAside
 		}
 		return errUnrecordedSetAside
 	}

@@ -11,10 +11,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"barn.dev/lib/catalog"
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/fileid"
 	"barn.dev/lib/imageref"
 	"barn.dev/lib/safefile"
 	"barn.dev/lib/state"
@@ -159,7 +161,7 @@ func (q Puller) fetchVerified(ctx context.Context, src catalog.Source, id imager
 		err = m.Check(id, from)
 	}
 	if err != nil {
-		err = discardStaging(staging, err)
+		err = discardStaging(staging, m.ID, err)
 		e := exitcode.As(err)
 		if e.Class != exitcode.Integrity {
 			return err
@@ -169,16 +171,32 @@ func (q Puller) fetchVerified(ctx context.Context, src catalog.Source, id imager
 	return nil
 }
 
-// discardStaging removes a download that failed verification. When it
-// cannot be removed, err (which keeps its class, reason and next step)
-// says so: a resume would otherwise start from the rejected bytes.
-func discardStaging(staging string, err error) error {
-	rerr := os.Remove(staging)
-	if rerr == nil || errors.Is(rerr, fs.ErrNotExist) {
-		return err
+// discardStaging removes a download that failed verification, by the
+// identity of the file that was written or measured (fileid.Remove): a
+// file that is not that one (zero id: none was identified) is kept. When
+// the download is not removed, err (which keeps its class, reason and
+// next step) says so: a resume would otherwise start from the rejected
+// bytes.
+func discardStaging(staging string, id fileid.ID, err error) error {
+	var kept string
+	if id.Inode == 0 {
+		if _, lerr := os.Lstat(staging); errors.Is(lerr, fs.ErrNotExist) {
+			return err
+		}
+		kept = "Barn could not identify it as the file it wrote"
+	} else {
+		why, rerr := id.Remove(staging)
+		switch {
+		case rerr != nil:
+			kept = rerr.Error()
+		case why == "":
+			return err
+		default:
+			kept = "it is not the file Barn wrote: " + why
+		}
 	}
 	e := *exitcode.As(err)
-	e.Message += fmt.Sprintf(" (the rejected download %s could not be removed: %v)", staging, rerr)
+	e.Message += fmt.Sprintf(" (the rejected download %s could not be removed: %s)", staging, kept)
 	return &e
 }
 
@@ -284,11 +302,15 @@ func (q Puller) download(ctx context.Context, url, staging string, id imageref.I
 // attempt makes one request, resuming from the staging file's size.
 // Unclassified errors may be retried; *exitcode.Error ones may not.
 func (q Puller) attempt(ctx context.Context, url, staging string, id imageref.Identity, label string) error {
-	f, err := os.OpenFile(staging, os.O_CREATE|os.O_WRONLY, 0o600)
+	f, err := os.OpenFile(staging, os.O_CREATE|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return exitcode.Wrap(exitcode.Runtime, err, "opening %s", staging)
 	}
 	defer f.Close()
+	fid, err := fileid.OfFile(f)
+	if err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "reading %s", staging)
+	}
 	have, err := f.Seek(0, io.SeekEnd)
 	if err != nil {
 		return exitcode.Wrap(exitcode.Runtime, err, "reading %s", staging)
@@ -357,7 +379,7 @@ func (q Puller) attempt(ctx context.Context, url, staging string, id imageref.Id
 		if n > 0 {
 			watchdog.Reset(q.Stall)
 			if int64(n) > remaining {
-				return discardStaging(staging, mismatch(id, url, "size", strconv.FormatInt(id.SizeBytes, 10), "more bytes than that"))
+				return discardStaging(staging, fid, mismatch(id, url, "size", strconv.FormatInt(id.SizeBytes, 10), "more bytes than that"))
 			}
 			if _, werr := f.Write(buf[:n]); werr != nil {
 				if strings.Contains(werr.Error(), "no space left") {

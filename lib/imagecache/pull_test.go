@@ -19,6 +19,7 @@ import (
 
 	"barn.dev/lib/catalog"
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/fileid"
 	"barn.dev/lib/imageref"
 	"barn.dev/lib/state"
 )
@@ -439,17 +440,54 @@ func TestDiscardStagingSaysWhenItCannot(t *testing.T) {
 	dir := t.TempDir()
 	reject := exitcode.New(exitcode.Integrity, "sha256 mismatch").WithReason("image_mismatch")
 	gone := filepath.Join(dir, ".staging-gone.partial")
-	if err := discardStaging(gone, reject); err != reject {
+	if err := discardStaging(gone, fileid.ID{}, reject); err != reject {
 		t.Fatalf("missing staging: %v", err)
 	}
 	stuck := filepath.Join(dir, ".staging-stuck.partial")
 	if err := os.MkdirAll(filepath.Join(stuck, "x"), 0o700); err != nil { // a non-empty directory: unremovable even as root
 		t.Fatal(err)
 	}
-	err := discardStaging(stuck, reject)
+	err := discardStaging(stuck, fileid.ID{}, reject)
 	e := exitcode.As(err)
 	if e.Class != exitcode.Integrity || e.Reason != "image_mismatch" || !strings.Contains(e.Message, "could not be removed") || !strings.Contains(e.Message, stuck) {
 		t.Fatalf("unremovable staging: %+v", e)
+	}
+}
+
+// TestDiscardStagingRemovesOnlyTheRejectedFile: a rejected download is
+// removed by the identity of the file that was measured, never by its
+// name: another file at the staging name since (a new inode) is kept and
+// the error says so; the measured one is removed.
+func TestDiscardStagingRemovesOnlyTheRejectedFile(t *testing.T) {
+	dir := t.TempDir()
+	reject := exitcode.New(exitcode.Integrity, "sha256 mismatch").WithReason("image_mismatch")
+	staging := filepath.Join(dir, ".staging-x.partial")
+	if err := os.WriteFile(staging, []byte("REJECTED"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, err := MeasureFile(staging)
+	if m.ID.Inode == 0 {
+		t.Fatalf("a failed measurement carries no identity: %v", err)
+	}
+	if err := os.Remove(staging); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(staging, []byte("SOMEONE ELSE'S"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := exitcode.As(discardStaging(staging, m.ID, reject))
+	if e.Reason != "image_mismatch" || !strings.Contains(e.Message, "not the file Barn wrote") {
+		t.Fatalf("discard of a swapped staging file: %+v", e)
+	}
+	if b, _ := os.ReadFile(staging); string(b) != "SOMEONE ELSE'S" {
+		t.Fatal("a file Barn did not measure was removed")
+	}
+	m, _ = MeasureFile(staging)
+	if err := discardStaging(staging, m.ID, reject); err != reject {
+		t.Fatalf("discard of the measured file: %v", err)
+	}
+	if _, err := os.Lstat(staging); !os.IsNotExist(err) {
+		t.Fatalf("the rejected download is still there: %v", err)
 	}
 }
 

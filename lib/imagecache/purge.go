@@ -190,6 +190,11 @@ func purgeProof(dir string) (*cacheProof, error) {
 	if _, err := os.Lstat(filepath.Join(dir, setAsideName)); err == nil {
 		store[filepath.Join(dir, setAsideName)] = true // ownedFiles read it as Barn's
 	}
+	if _, err := readPublished(dir); err != nil {
+		return nil, err
+	} else if _, err := os.Lstat(filepath.Join(dir, publishedName)); err == nil {
+		store[filepath.Join(dir, publishedName)] = true // read just above as Barn's
+	}
 	dirs := map[string]bool{dir: true, filepath.Join(dir, LocalDir): true, filepath.Join(dir, catalog.TrustDirName): true,
 		filepath.Join(dir, catalog.ManifestsDirName): true, filepath.Join(dir, catalog.ManifestsDirName, "versions"): true}
 	for p := range images.artifacts {

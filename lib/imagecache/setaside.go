@@ -14,8 +14,11 @@ import (
 	"barn.dev/lib/safefile"
 )
 
-// SetAsideSchema is the schema of the set-aside record.
-const SetAsideSchema = "barn.images.set-aside/v1"
+// SetAsideSchema is the schema of the set-aside record. Version 1 had no
+// "published" field: its entries are read as not published (kept).
+const SetAsideSchema = "barn.images.set-aside/v2"
+
+const setAsideSchemaV1 = "barn.images.set-aside/v1"
 
 // setAsideName is the set-aside record's file in the images directory.
 const setAsideName = "set-aside.json"
@@ -23,14 +26,18 @@ const setAsideName = "set-aside.json"
 // SetAside is one damaged cache file Ensure moved out of the way: where it
 // went (Path), the cache path it was at (From), both relative to the images
 // directory, its identity (lib/fileid, taken from the descriptor its
-// verification read), when (UTC) and the verification failure (Why).
-// Prune and Purge delete a "<file>.corrupt-<UTC>" only by this identity.
+// verification read), when (UTC), the verification failure (Why) and
+// whether it was the file Barn had published at From (Published, by the
+// publication record). Prune and Purge delete a "<file>.corrupt-<UTC>"
+// only when it was Barn's publication, and then only by this identity; a
+// file someone else put at a cache path is set aside but never deleted.
 type SetAside struct {
-	Path string    `json:"path"`
-	From string    `json:"from"`
-	ID   fileid.ID `json:"id"`
-	At   time.Time `json:"at"`
-	Why  string    `json:"why"`
+	Path      string    `json:"path"`
+	From      string    `json:"from"`
+	ID        fileid.ID `json:"id"`
+	At        time.Time `json:"at"`
+	Why       string    `json:"why"`
+	Published bool      `json:"published"`
 }
 
 type setAsideRecord struct {
@@ -60,7 +67,7 @@ func readSetAside(imagesDir string) ([]SetAside, error) {
 	if err := dec.Decode(&r); err != nil {
 		return nil, bad(err.Error())
 	}
-	if r.Schema != SetAsideSchema {
+	if r.Schema != SetAsideSchema && r.Schema != setAsideSchemaV1 {
 		return nil, bad(fmt.Sprintf("field schema is %q, not %q", r.Schema, SetAsideSchema))
 	}
 	for i, f := range r.Files {
@@ -90,7 +97,8 @@ func writeSetAside(imagesDir string, files []SetAside) error {
 
 // setAside moves the damaged file at dest (identity fid, failure why) to
 // "<dest>.corrupt-<now UTC>" without replacing anything there, and records
-// it. A file Barn could not identify is not moved.
+// it, with whether it is the file Barn published at dest. A file Barn
+// could not identify is not moved.
 func (c *Cache) setAside(dest string, fid fileid.ID, why error) (*SetAside, error) {
 	if fid.Inode == 0 {
 		return nil, exitcode.As(why).WithNext("move " + dest + " out of the image cache; Barn moves only a regular file it identified")
@@ -102,12 +110,16 @@ func (c *Cache) setAside(dest string, fid fileid.ID, why error) (*SetAside, erro
 	if err != nil {
 		return nil, err
 	}
+	published, err := wasPublished(dir, dest, fid)
+	if err != nil {
+		return nil, err
+	}
 	if err := safefile.Move(dest, aside); err != nil {
 		return nil, exitcode.Wrap(exitcode.Runtime, err, "setting aside damaged %s", dest)
 	}
 	rel, _ := filepath.Rel(dir, aside)
 	from, _ := filepath.Rel(dir, dest)
-	s := SetAside{Path: rel, From: from, ID: fid, At: at, Why: exitcode.As(why).Message}
+	s := SetAside{Path: rel, From: from, ID: fid, At: at, Why: exitcode.As(why).Message, Published: published}
 	if err := writeSetAside(dir, append(files, s)); err != nil {
 		return nil, err
 	}

@@ -37,6 +37,34 @@ func damagedCache(t *testing.T) (*state.Root, string, imageref.Identity) {
 	return root, p, id
 }
 
+// tamperedCache is pulledCache whose d12 base, the very file Barn
+// published, had bytes changed in place (same inode: damage, not a
+// replacement); it returns the cache path and identity.
+func tamperedCache(t *testing.T) (*state.Root, string, imageref.Identity) {
+	t.Helper()
+	root := pulledCache(t)
+	_, c, _ := oneImageRepository(t)
+	id, err := c.Resolve("d12", "amd64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := CachePath(root.ImagesDir(), id)
+	if err := os.Chmod(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("BIT ROT"), 4096); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return root, p, id
+}
+
 var asideClock = time.Date(2026, 12, 2, 15, 0, 0, 0, time.UTC)
 
 func fixedCache(root *state.Root, progress *bytes.Buffer) *Cache {
@@ -108,7 +136,7 @@ func TestSetAsideNeverReplaces(t *testing.T) {
 // one no record names, or another file put at a recorded name, is kept.
 func TestCorruptFilesAreDeletedOnlyByRecordedIdentity(t *testing.T) {
 	for _, purge := range []bool{false, true} {
-		root, p, id := damagedCache(t)
+		root, p, id := tamperedCache(t)
 		dir := root.ImagesDir()
 		e, err := fixedCache(root, nil).Fetch(context.Background(), id, nil)
 		if err != nil {
@@ -145,7 +173,7 @@ func TestCorruptFilesAreDeletedOnlyByRecordedIdentity(t *testing.T) {
 		}
 	}
 	// Another file at the recorded name (a new inode): kept.
-	root, _, id := damagedCache(t)
+	root, _, id := tamperedCache(t)
 	e, err := fixedCache(root, nil).Fetch(context.Background(), id, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -160,6 +188,74 @@ func TestCorruptFilesAreDeletedOnlyByRecordedIdentity(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(recorded); string(b) != "REPLACED BY THE USER" {
 		t.Fatal("prune deleted a file put at a recorded set-aside name")
+	}
+}
+
+// TestUsersFileAtACachePathIsNeverDeleted: a file Barn did not publish
+// at a cache path (the publication record names another identity there)
+// is set aside so a fresh copy can be pulled, but neither prune nor
+// purge deletes it: prune keeps and lists it, purge refuses naming it.
+func TestUsersFileAtACachePathIsNeverDeleted(t *testing.T) {
+	for _, purge := range []bool{false, true} {
+		root, _, id := damagedCache(t)
+		var progress bytes.Buffer
+		e, err := fixedCache(root, &progress).Fetch(context.Background(), id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.SetAside == nil || e.SetAside.Published {
+			t.Fatalf("set-aside %+v: want the user's file recorded as not published by Barn", e.SetAside)
+		}
+		if n := e.SetAside.Notice(root.ImagesDir()); !strings.Contains(n, "prune keeps it") {
+			t.Fatalf("notice %q does not say the file is kept", n)
+		}
+		aside := filepath.Join(root.ImagesDir(), e.SetAside.Path)
+		if purge {
+			if _, err := Purge(context.Background(), root, false); exitcode.As(err).Reason != "unsafe_cache_entry" || !strings.Contains(err.Error(), e.SetAside.Path) {
+				t.Fatalf("purge with the user's set-aside file: %v", err)
+			}
+		} else {
+			res, err := Prune(context.Background(), root, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Kept) != 1 || res.Kept[0].Path != e.SetAside.Path || res.Kept[0].Why != errForeignSetAside {
+				t.Fatalf("prune kept %+v, want %s as not Barn's download", res.Kept, e.SetAside.Path)
+			}
+		}
+		if b, _ := os.ReadFile(aside); string(b) != "THE USER'S OWN FILE" {
+			t.Fatalf("purge=%v deleted the user's file set aside as %s", purge, aside)
+		}
+	}
+}
+
+// A set-aside record of schema v1 (no "published") is read, each entry
+// as not published: kept by prune.
+func TestSetAsideRecordV1IsReadAsNotPublished(t *testing.T) {
+	root, p, id := tamperedCache(t)
+	if _, err := fixedCache(root, nil).Fetch(context.Background(), id, nil); err != nil {
+		t.Fatal(err)
+	}
+	rec := filepath.Join(root.ImagesDir(), setAsideName)
+	b, err := os.ReadFile(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := strings.Replace(strings.Replace(string(b), SetAsideSchema, setAsideSchemaV1, 1), `,
+      "published": true`, "", 1)
+	if err := os.WriteFile(rec, []byte(v1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	files, err := readSetAside(root.ImagesDir())
+	if err != nil || len(files) != 1 || files[0].Published {
+		t.Fatalf("v1 record read as %+v, %v", files, err)
+	}
+	res, err := Prune(context.Background(), root, false)
+	if err != nil || len(res.Kept) != 1 {
+		t.Fatalf("prune with a v1 record: %+v %v", res, err)
+	}
+	if _, err := os.Lstat(p + ".corrupt-20261202T150000Z"); err != nil {
+		t.Fatal("prune deleted a file a v1 record named: ", err)
 	}
 }
 

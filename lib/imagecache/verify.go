@@ -1,12 +1,15 @@
 package imagecache
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/fileid"
 	"barn.dev/lib/imageref"
 	"barn.dev/lib/qcow2"
+	"barn.dev/lib/safefile"
 )
 
 // Measured is what MeasureFile observed about one image file.
@@ -14,24 +17,24 @@ type Measured struct {
 	SHA256    string       // lower-case hex
 	SizeBytes int64        // bytes
 	Header    qcow2.Header // from the qcow2 header
+	// ID is the lib/fileid identity of the file measured, taken from the
+	// descriptor that was read; set also when the measurement failed
+	// after the file was opened (zero when it could not be opened).
+	ID fileid.ID
 }
 
-// MeasureFile hashes the regular file at path (never following a symlink)
-// and inspects its qcow2 header. Errors are *exitcode.Error: integrity for
+// MeasureFile hashes the regular file at path (opened without following a
+// symlink: safefile.Open) and inspects its qcow2 header. Errors are *exitcode.Error: integrity for
 // a symlink, a non-regular file, a header that qcow2.Inspect refuses, or a
 // file that changed size while it was read; runtime for I/O errors.
 func MeasureFile(path string) (Measured, error) {
 	var m Measured
-	fi, err := os.Lstat(path)
+	f, fi, err := safefile.Open(path)
+	if errors.Is(err, safefile.ErrNotRegular) {
+		return m, exitcode.New(exitcode.Integrity, "%s: a symlink or not a regular file", path).WithReason("unsafe_image_file")
+	}
 	if err != nil {
 		return m, exitcode.Wrap(exitcode.Runtime, err, "reading image")
-	}
-	if !fi.Mode().IsRegular() {
-		return m, exitcode.New(exitcode.Integrity, "%s: not a regular file (%s)", path, fi.Mode().Type()).WithReason("unsafe_image_file")
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return m, exitcode.Wrap(exitcode.Runtime, err, "opening image")
 	}
 	defer f.Close()
 	return measureOpen(path, f, fi)
@@ -42,6 +45,9 @@ func MeasureFile(path string) (Measured, error) {
 func measureOpen(path string, f *os.File, fi os.FileInfo) (Measured, error) {
 	var m Measured
 	var err error
+	if m.ID, err = fileid.OfFile(f); err != nil {
+		return m, exitcode.Wrap(exitcode.Runtime, err, "reading %s", path)
+	}
 	m.Header, err = qcow2.Inspect(f)
 	if err != nil {
 		return m, exitcode.Wrap(exitcode.Integrity, err, "%s", path).WithReason("bad_qcow2_header")

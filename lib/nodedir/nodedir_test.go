@@ -563,3 +563,37 @@ func TestRollbackKeepsAFileSwappedInAfterTheProof(t *testing.T) {
 		t.Fatalf("swapped-in nvram now %q", b)
 	}
 }
+
+// A staging file of the create swapped for another file after the
+// rollback proved it the operation's (by its name) and before it removes
+// it is kept: leftovers are removed by the identity proven, never by name.
+func TestRollbackKeepsALeftoverSwappedInAfterTheProof(t *testing.T) {
+	s := testStore(t)
+	if _, err, hit := create(t, s, "staged-nvram"); !hit {
+		t.Fatal(err)
+	}
+	nvram := s.Root.NodeFile("n1", state.NVRAMName)
+	stage := state.StagingName(nvram, opID)
+	if _, err := os.Lstat(stage); err != nil {
+		t.Fatalf("no staging file after a crash at staged-nvram: %v", err)
+	}
+	s.Hook = func(st, node string, durable bool) {
+		if st != "rollback-proven" {
+			return
+		}
+		if err := os.Rename(stage, filepath.Join(t.TempDir(), "aside")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(stage, []byte("operator's"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := s.Settle("n1")
+	s.Hook = nil
+	if e := exitcode.As(err); e == nil || e.Reason != "unexpected_files" {
+		t.Fatalf("settle with a leftover swapped after the proof: %v", err)
+	}
+	if b, _ := os.ReadFile(stage); string(b) != "operator's" {
+		t.Fatalf("swapped-in staging file now %q", b)
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"barn.dev/lib/disk"
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/fileid"
-	"barn.dev/lib/safefile"
 	"barn.dev/lib/state"
 )
 
@@ -108,9 +107,9 @@ func (s *Store) Rollback(node string, j *state.Journal) (*Recovery, error) {
 			return rec, err
 		}
 	}
-	for _, t := range leftovers {
-		if err := safefile.Remove(t); err != nil {
-			return rec, exitcode.Wrap(exitcode.Runtime, err, "removing %s", t)
+	for _, l := range leftovers {
+		if err := s.removeLeftover(node, l); err != nil {
+			return rec, err
 		}
 	}
 	if err := s.Root.RemoveJournal(node); err != nil {
@@ -169,10 +168,17 @@ func (s *Store) noRuntime(node string, j *state.Journal) error {
 	return nil
 }
 
+// leftover is a staging or temporary file the rollback proved is this
+// operation's, with the identity it had then: what it is removed by.
+type leftover struct {
+	path string
+	id   fileid.ID
+}
+
 // provenLeftovers returns the operation's own staging and temporary
 // files in the node directory, refusing (conflict, unexpected_files) any
 // entry the journal does not prove is Barn's.
-func (s *Store) provenLeftovers(node string, j *state.Journal, undo []state.Artifact) ([]string, error) {
+func (s *Store) provenLeftovers(node string, j *state.Journal, undo []state.Artifact) ([]leftover, error) {
 	dir := s.Root.NodeDir(node)
 	named := map[string]bool{state.JournalName: true}
 	for _, a := range undo {
@@ -186,13 +192,15 @@ func (s *Store) provenLeftovers(node string, j *state.Journal, undo []state.Arti
 	if err != nil {
 		return nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", dir)
 	}
-	var leftovers, unexpected []string
+	var leftovers []leftover
+	var unexpected []string
 	for _, e := range entries {
-		switch {
-		case named[e.Name()]:
-		case state.IsOperationFile(e.Name(), j.OperationID) || s.ownDocumentTemp(node, e.Name(), j):
-			leftovers = append(leftovers, filepath.Join(dir, e.Name()))
-		default:
+		if named[e.Name()] {
+			continue
+		}
+		if l, ok := s.ownLeftover(node, filepath.Join(dir, e.Name()), j); ok {
+			leftovers = append(leftovers, l)
+		} else {
 			unexpected = append(unexpected, e.Name())
 		}
 	}
@@ -307,6 +315,37 @@ func checkReturnable(a state.Artifact) error {
 		return exitcode.New(exitcode.Integrity, "reattached disk %s is missing; its marker stays in %s; nothing was removed", a.Path, a.Retained).
 			WithReason("persistent_disk_missing")
 	}
+}
+
+// ownLeftover returns the identity of the regular file at path when it
+// is this operation's by its name (state.IsOperationFile) or its content
+// (ownDocumentTemp; the identity, with the SHA-256 of the bytes, is taken
+// before they are decoded, so what is removed is what was read).
+func (s *Store) ownLeftover(node, path string, j *state.Journal) (leftover, bool) {
+	name := filepath.Base(path)
+	if state.IsOperationFile(name, j.OperationID) {
+		id, err := fileid.Of(path)
+		return leftover{path, id}, err == nil
+	}
+	id, err := fileid.OfContent(path)
+	if err != nil || !s.ownDocumentTemp(node, name, j) {
+		return leftover{}, false
+	}
+	return leftover{path, id}, true
+}
+
+// removeLeftover removes l while it is the file proven (fileid.Remove);
+// one replaced since is kept (conflict, unexpected_files).
+func (s *Store) removeLeftover(node string, l leftover) error {
+	why, err := l.id.Remove(l.path)
+	if err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "removing %s", l.path)
+	}
+	if why != "" {
+		return exitcode.New(exitcode.Conflict, "%s: %s changed after the rollback proved it this create's (%s); it was kept", node, l.path, why).
+			WithReason("unexpected_files").WithNext("move " + l.path + " out of " + filepath.Dir(l.path) + ", then " + s.again())
+	}
+	return nil
 }
 
 // ownDocumentTemp reports whether name is a temporary file an interrupted

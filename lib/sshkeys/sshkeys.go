@@ -151,24 +151,35 @@ func Ensure(keysDir string, haveVMs bool) (KeyPair, error) {
 }
 
 // dropStalePublic removes the public key at pub, left without its private
-// key, when keys.json proves Barn wrote it; a public key the record does
-// not prove is an integrity error (nothing is generated over it).
+// key, through the identity keys.json records for it (fileid.Remove: the
+// file removed is the one checked, and a removal an earlier run cut short
+// is finished). A public key the record does not prove is an integrity
+// error (nothing is generated over it).
 func dropStalePublic(dir, pub string) error {
-	if _, err := os.Lstat(pub); errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
 	rec, err := readRecord(dir)
 	if err != nil {
 		return err
 	}
-	if !rec.recorded(dir, PublicName) {
-		return exitcode.New(exitcode.Integrity, "%s exists without its private key and is not the public key Barn wrote; not replacing it", pub).
-			WithReason("deployment_key_mismatch").WithNext("move " + pub + " away, then retry")
+	id, ok := rec.Files[PublicName]
+	if !ok {
+		if _, err := os.Lstat(pub); errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return foreignPublic(pub, "keys.json records none")
 	}
-	if err := safefile.Remove(pub); err != nil {
+	why, err := id.Remove(pub)
+	if err != nil {
 		return exitcode.Wrap(exitcode.Runtime, err, "removing %s", pub)
 	}
+	if why != "" {
+		return foreignPublic(pub, why)
+	}
 	return nil
+}
+
+func foreignPublic(pub, why string) error {
+	return exitcode.New(exitcode.Integrity, "%s exists without its private key and is not the public key Barn wrote (%s); not replacing it", pub, why).
+		WithReason("deployment_key_mismatch").WithNext("move " + pub + " away, then retry")
 }
 
 // PrivateKeyPEM returns the OpenSSH private key bytes of kp (for the control

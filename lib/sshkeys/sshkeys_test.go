@@ -237,6 +237,54 @@ func TestEnsureNeverDeletesAForeignPublicKey(t *testing.T) {
 	}
 }
 
+// TestEnsureDropsAStalePublicKeyByIdentity: the public key Barn wrote,
+// left without its private key, goes through the identity keys.json
+// records: a removal an earlier run cut short (the file already moved to
+// its fileid.RemovingName) is finished, and a public key swapped in at
+// the name, even one with the recorded bytes, is kept.
+func TestEnsureDropsAStalePublicKeyByIdentity(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "keys")
+	kp, err := Ensure(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(kp.PrivatePath); err != nil {
+		t.Fatal(err)
+	}
+	moved := fileid.RemovingName(kp.PublicPath)
+	if err := os.Rename(kp.PublicPath, moved); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Ensure(dir, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(moved); !os.IsNotExist(err) {
+		t.Fatalf("the interrupted removal of Barn's stale public key was not finished: %v", err)
+	}
+
+	// Same bytes as the recorded key, another file: not Barn's.
+	oldPub, err := os.ReadFile(kp.PublicPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(kp.PrivatePath); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(kp.PublicPath); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kp.PublicPath, oldPub, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Ensure(dir, false)
+	if e := exitcode.As(err); e == nil || e.Class != exitcode.Integrity || e.Reason != "deployment_key_mismatch" {
+		t.Fatalf("Ensure over a copy of a stale public key: %v", err)
+	}
+	if b, _ := os.ReadFile(kp.PublicPath); string(b) != string(oldPub) {
+		t.Fatal("a public key Barn did not write was removed")
+	}
+}
+
 // TestEarlierDevBuildRecordIsRefused: a keys.json of schema barn.keys/v1
 // (device and inode only, written by development builds) is refused as
 // integrity, reason dev_build_format, naming it; Purge deletes nothing.

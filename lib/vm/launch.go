@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/fileid"
 	"barn.dev/lib/procid"
 	"barn.dev/lib/qmp"
 	"barn.dev/lib/safefile"
@@ -345,18 +347,35 @@ func ensureRuntimeDir(dir string) error {
 // swapped for a symlink after a check is never read. A missing pidfile
 // wraps fs.ErrNotExist.
 func ReadPidfile(path string) (int, error) {
-	b, _, err := safefile.ReadFile(path, 32, nil)
+	pid, _, err := readPidfile(path)
+	return pid, err
+}
+
+// readPidfile is ReadPidfile that also returns the lib/fileid identity of
+// the file it read (from the same descriptor): what a stale pidfile is
+// removed by.
+func readPidfile(path string) (int, fileid.ID, error) {
+	f, _, err := safefile.Open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return 0, err
+			return 0, fileid.ID{}, err
 		}
-		return 0, fmt.Errorf("pidfile %s: not a regular file of ≤32 bytes: %w", path, err)
+		return 0, fileid.ID{}, fmt.Errorf("pidfile %s: not a regular file of ≤32 bytes: %w", path, err)
+	}
+	defer f.Close()
+	id, err := fileid.OfFile(f)
+	if err != nil {
+		return 0, fileid.ID{}, fmt.Errorf("pidfile %s: %w", path, err)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 33))
+	if err != nil || len(b) > 32 {
+		return 0, id, fmt.Errorf("pidfile %s: not a regular file of ≤32 bytes", path)
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil || pid <= 0 {
-		return 0, fmt.Errorf("pidfile %s: %q is not a positive PID", path, strings.TrimSpace(string(b)))
+		return 0, id, fmt.Errorf("pidfile %s: %q is not a positive PID", path, strings.TrimSpace(string(b)))
 	}
-	return pid, nil
+	return pid, id, nil
 }
 
 func stderrTail(path string) string {

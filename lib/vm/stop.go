@@ -403,17 +403,41 @@ func CleanupRuntime(ctx context.Context, rt vmrecord.Runtime) error {
 		}
 	}
 	if _, err := os.Lstat(rt.Pidfile); err == nil {
-		pid, err := ReadPidfile(rt.Pidfile)
-		if err != nil {
-			return exitcode.Wrap(exitcode.Conflict, err, "not removing pidfile").WithReason("runtime_busy")
-		}
-		if procid.Alive(pid) && !foreignToPidfile(pid, rt.Pidfile) {
-			return exitcode.New(exitcode.Conflict, "pidfile %s names live pid %d; not removing it", rt.Pidfile, pid).
-				WithReason("runtime_busy").WithNext(fmt.Sprintf("stop pid %d if it is a leftover QEMU (ps -o args= -p %d), then barn-node status", pid, pid))
-		}
-		if err := os.Remove(rt.Pidfile); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return exitcode.Wrap(exitcode.Runtime, err, "removing stale pidfile")
-		}
+		return removeStalePidfile(rt.Pidfile)
+	}
+	return nil
+}
+
+// afterPidfileCheck is a test hook run between removeStalePidfile's check
+// of a pidfile and its removal: a test swaps the file there.
+var afterPidfileCheck func(path string)
+
+// removeStalePidfile removes the pidfile at path when the PID it names is
+// dead or provably not the QEMU that wrote it, through the identity of
+// the file it read (fileid.Remove): a pidfile written or swapped in since
+// is kept (conflict, runtime_busy).
+func removeStalePidfile(path string) error {
+	pid, id, err := readPidfile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return exitcode.Wrap(exitcode.Conflict, err, "not removing pidfile").WithReason("runtime_busy")
+	}
+	if procid.Alive(pid) && !foreignToPidfile(pid, path) {
+		return exitcode.New(exitcode.Conflict, "pidfile %s names live pid %d; not removing it", path, pid).
+			WithReason("runtime_busy").WithNext(fmt.Sprintf("stop pid %d if it is a leftover QEMU (ps -o args= -p %d), then barn-node status", pid, pid))
+	}
+	if afterPidfileCheck != nil {
+		afterPidfileCheck(path)
+	}
+	why, err := id.Remove(path)
+	if err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "removing stale pidfile")
+	}
+	if why != "" {
+		return exitcode.New(exitcode.Conflict, "pidfile %s changed while Barn checked it (%s); not removing it", path, why).
+			WithReason("runtime_busy").WithNext("barn-node status")
 	}
 	return nil
 }
