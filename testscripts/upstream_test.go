@@ -1,0 +1,24 @@
+package testscripts
+
+import (
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+// Each test here is one behaviour Barn 1.x documents (see the README's
+// plan section), proven by one script of testdata/upstream on the fake
+// QEMU and named after the behaviour.
+
+// upstream runs testdata/upstream/<name>.txtar on the fake QEMU.
+func upstream(t *testing.T, name string) {
+	p := pipelineParams("testdata/upstream")
+	p.Dir = ""
+	p.Files = []string{"testdata/upstream/" + name + ".txtar"}
+	testscript.Run(t, p)
+}
+
+// Barn 0.9.3: plan, apply, resize and recreate on selected nodes keep the
+// applied definitions of unselected peers, drifted or omitted; address,
+// alias, control-node and deployment-wide conflicts are refused first.
+func TestUpstream_SelectionKeepsUnselectedPeers(t *testing.T) { upstream(t, "select_peers") }
