@@ -22,3 +22,10 @@ func upstream(t *testing.T, name string) {
 // applied definitions of unselected peers, drifted or omitted; address,
 // alias, control-node and deployment-wide conflicts are refused first.
 func TestUpstream_SelectionKeepsUnselectedPeers(t *testing.T) { upstream(t, "select_peers") }
+
+// Barn 1.1/1.2: --image, --arch, --cpu, --mem and --disk (BARN_* as
+// defaults, a flag wins) apply to the selected nodes for one command; the
+// applied spec records them, a later plan shows the drift, and the
+// suggested commands keep them. Architecture aliases x86_64/x64 and
+// aarch64/a64 are read wherever an architecture is.
+func TestUpstream_PerCommandOverrides(t *testing.T) { upstream(t, "overrides") }

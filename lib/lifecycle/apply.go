@@ -271,11 +271,11 @@ func refuseApply(p *plan.Plan) error {
 	}
 	if rc := namesOf(p, plan.Recreate); len(rc) > 0 {
 		return exitcode.New(exitcode.Conflict, "node definition changed for %s; apply never recreates a node", strings.Join(rc, ", ")).
-			WithReason("recreate_required").WithNext(recreateAgain(p.Spec.Source.Inventory(), rc)).WithDetail(rc)
+			WithReason("recreate_required").WithNext(spec.PlanPipeline(p.Spec.Source.Inventory(), p.PlanArgs(), "barn-node recreate "+strings.Join(rc, " ")+" --force")).WithDetail(rc)
 	}
 	if rs := namesOf(p, plan.Resize); len(rs) > 0 {
 		return exitcode.New(exitcode.Conflict, "vCPUs, memory or root disk size changed for %s; apply never resizes a node", strings.Join(rs, ", ")).
-			WithReason("resize_required").WithNext(resizeAgain(p.Spec.Source.Inventory(), rs)).WithDetail(rs)
+			WithReason("resize_required").WithNext(spec.PlanPipeline(p.Spec.Source.Inventory(), p.PlanArgs(), "barn-node resize "+strings.Join(rs, " ")+" --force")).WithDetail(rs)
 	}
 	return refuseSmallRootDisks(p, namesOf(p, plan.Create))
 }

@@ -76,9 +76,9 @@ func overridden(d *spec.Spec, sel map[string]bool, o *Overrides) (*spec.Spec, er
 	return &out, nil
 }
 
-// planArgs are barn-plan's arguments that reproduce p: its overrides as
-// given, then its node selectors.
-func planArgs(p *Plan) []string {
+// PlanArgs are barn-plan's arguments that reproduce p: its overrides as
+// given, then its node selectors (for spec.PlanPipeline hints).
+func (p *Plan) PlanArgs() []string {
 	var args []string
 	if p.Overrides != nil {
 		args = append(args, p.Overrides.Args...)

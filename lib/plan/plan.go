@@ -187,7 +187,7 @@ func Compute(in Input) (*Plan, error) {
 	downloads(p, in.Cached)
 	p.Action, p.Destructive = summarize(p.Nodes, in.Applied == nil && len(committed) == 0, len(envChanges) > 0)
 	p.Blocked = blocked(sel, len(envChanges) > 0)
-	p.Next = nextCommands(p.Nodes, d.Source.Inventory(), planArgs(p))
+	p.Next = nextCommands(p.Nodes, d.Source.Inventory(), p.PlanArgs())
 	if disks := rootDiskBlockers(p); len(disks) > 0 {
 		// No command can build these nodes: the inventory must change.
 		p.Action, p.Blocked, p.Next = ActionBlocked, append(p.Blocked, disks...), []string{}
