@@ -29,3 +29,10 @@ func TestUpstream_SelectionKeepsUnselectedPeers(t *testing.T) { upstream(t, "sel
 // suggested commands keep them. Architecture aliases x86_64/x64 and
 // aarch64/a64 are read wherever an architecture is.
 func TestUpstream_PerCommandOverrides(t *testing.T) { upstream(t, "overrides") }
+
+// Barn 1.0: destroying the control node keeps the lab usable; the first
+// remaining node becomes the control node, and the plan says that the
+// inventory's control role and the applied one differ.
+func TestUpstream_DestroyingTheControlNodePromotesTheFirstRemaining(t *testing.T) {
+	upstream(t, "control_promotion")
+}

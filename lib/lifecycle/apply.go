@@ -172,7 +172,7 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 	if err := refuseApply(p); err != nil {
 		return nil, err
 	}
-	after, err := appliedAfter(p, applied, again)
+	after, err := appliedAfter(p, applied, m.promotedControl(applied), again)
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +247,7 @@ func scopePlan(p *plan.Plan, names []string) (*plan.Plan, error) {
 // a plan of the whole deployment, else the applied spec with the
 // selected nodes' definitions (keepPeers). again is the command that
 // applies every node.
-func appliedAfter(p *plan.Plan, applied *state.Deployment, again string) (spec.Spec, error) {
+func appliedAfter(p *plan.Plan, applied *state.Deployment, promoted, again string) (spec.Spec, error) {
 	if len(p.Selected) == 0 {
 		return p.Spec, nil
 	}
@@ -257,7 +257,7 @@ func appliedAfter(p *plan.Plan, applied *state.Deployment, again string) (spec.S
 			names = append(names, np.Name)
 		}
 	}
-	return keepPeers(p, applied, names, "applying", again)
+	return keepPeers(p, applied, names, promoted, "applying", again)
 }
 
 // refuseApply refuses a plan with missing nodes (apply never destroys by

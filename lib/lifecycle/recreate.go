@@ -46,7 +46,7 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 	}
 	defer lock.Unlock()
 	names := scope
-	after, err := recreateSelection(p, applied, names, len(selectors) == 0)
+	after, err := recreateSelection(p, applied, names, m.promotedControl(applied), len(selectors) == 0)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +155,7 @@ func (m *Manager) checkWholeScope(p *plan.Plan, d *state.Deployment, scope []str
 // returns the applied spec it leads to: a deployment is applied, each
 // name is in the desired spec, and a selection keeps its unselected
 // peers at their applied definitions (keepPeers).
-func recreateSelection(p *plan.Plan, applied *state.Deployment, names []string, whole bool) (spec.Spec, error) {
+func recreateSelection(p *plan.Plan, applied *state.Deployment, names []string, promoted string, whole bool) (spec.Spec, error) {
 	src := p.Spec.Source.Inventory()
 	if applied == nil {
 		return spec.Spec{}, exitcode.New(exitcode.Conflict, "no deployment is applied; nothing to recreate").WithReason("no_deployment").WithNext(applyAgain(src))
@@ -168,7 +168,7 @@ func recreateSelection(p *plan.Plan, applied *state.Deployment, names []string, 
 	if whole {
 		return p.Spec, nil
 	}
-	return keepPeers(p, applied, names, "recreating", recreateAgain(src, nil))
+	return keepPeers(p, applied, names, promoted, "recreating", recreateAgain(src, nil))
 }
 
 // recreateJobs proves every prerequisite of the new nodes before any node

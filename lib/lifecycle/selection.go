@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"net/netip"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -17,7 +18,10 @@ import (
 // node keeps the definition it was applied with (selectedSpec), so a peer
 // that drifted or that the inventory omits for now need not be applied in
 // the same operation. applied nil means no deployment yet: the selection
-// alone is the new deployment. Refused before anything changes, with
+// alone is the new deployment. promoted names the applied control node
+// when destroy promoted it (its guest was not built as the control node,
+// see promoteControl): a selected node the plan makes the control node
+// takes the role back from it. Refused before anything changes, with
 // whole (the command that applies every node) as the next: hint:
 //   - deployment-wide settings that differ from the applied ones
 //     (conflict, deployment_settings_changed: only a command on the whole
@@ -25,10 +29,13 @@ import (
 //   - selected definitions that do not fit beside their peers' applied
 //     ones: a duplicate address, name or alias, no control node or a
 //     second one (conflict, selection_conflict).
-func keepPeers(p *plan.Plan, applied *state.Deployment, names []string, verb, whole string) (spec.Spec, error) {
+func keepPeers(p *plan.Plan, applied *state.Deployment, names []string, promoted, verb, whole string) (spec.Spec, error) {
 	if applied != nil && !reflect.DeepEqual(applied.Spec.Deployment, p.Spec.Deployment) {
 		return spec.Spec{}, exitcode.New(exitcode.Conflict, "deployment-wide settings changed; %s selected nodes cannot apply them", verb).
 			WithReason("deployment_settings_changed").WithNext(whole)
+	}
+	if c := p.Spec.Control; promoted != "" && c != promoted && slices.Contains(names, c) && !slices.Contains(names, promoted) {
+		applied = demoted(applied, promoted)
 	}
 	out := selectedSpec(p, applied, names)
 	if ferr := out.Validate(); ferr != nil {
@@ -36,6 +43,16 @@ func keepPeers(p *plan.Plan, applied *state.Deployment, names []string, verb, wh
 			WithReason("selection_conflict").WithNext("fix the inventory, or select the other nodes too: " + whole)
 	}
 	return out, nil
+}
+
+// demoted is a copy of applied in which node name is not the control node.
+func demoted(applied *state.Deployment, name string) *state.Deployment {
+	d := *applied
+	d.Spec.Nodes = slices.Clone(applied.Spec.Nodes)
+	if n := d.Spec.Node(name); n != nil {
+		n.Control = false
+	}
+	return &d
 }
 
 // selectedSpec is the applied spec after applying names: the applied

@@ -193,6 +193,9 @@ func Compute(in Input) (*Plan, error) {
 		p.Action, p.Blocked, p.Next = ActionBlocked, append(p.Blocked, disks...), []string{}
 	}
 	p.Warnings = append(p.Warnings, configWarnings(p, in)...)
+	if w := controlWarning(in, d); w != nil {
+		p.Warnings = append(p.Warnings, *w)
+	}
 	sortWarnings(p.Warnings)
 	return p, nil
 }
