@@ -159,7 +159,8 @@ func (m *Manager) lockPlanWith(ctx context.Context, p *plan.Plan, check func(*st
 // error's class is exitcode.BatchClass over every node applied (partial
 // (5) when successful or kept peers remain).
 func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Result, error) {
-	again := applyAgain(p.Spec.Source.Inventory())
+	// The hints keep the plan's selection and overrides.
+	again := spec.PlanPipeline(p.Spec.Source.Inventory(), p.PlanArgs(), "barn-node apply")
 	p, err := scopePlan(p, o.Nodes)
 	if err != nil {
 		return nil, err

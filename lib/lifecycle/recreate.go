@@ -32,7 +32,7 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 	if err != nil {
 		return nil, err
 	}
-	again := recreateAgain(p.Spec.Source.Inventory(), selectors)
+	again := spec.PlanPipeline(p.Spec.Source.Inventory(), p.PlanArgs(), strings.Join(append([]string{"barn-node recreate"}, selectors...), " ")+" --force")
 	if err := checkPlan(p, again); err != nil {
 		return nil, err
 	}
