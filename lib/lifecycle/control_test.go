@@ -58,3 +58,23 @@ func TestSelectedControlTakesTheRoleBackOnlyFromAPromotedNode(t *testing.T) {
 		t.Fatalf("err = %v, want selection_conflict", err)
 	}
 }
+
+func TestRecreatingThePromotedNodeAloneKeepsItsRole(t *testing.T) {
+	p, d := selectionFixture()
+	d.Spec.Nodes = d.Spec.Nodes[1:]
+	promoteControl(&d.Spec, "a")
+	d.Spec.Seal()
+	// the inventory still names a; b alone is recreated (its desired
+	// definition is not the control node)
+	p.Spec.Nodes[0].Control = true
+	out, err := keepPeers(p, d, []string{"b"}, "b", "recreating", "again")
+	if err != nil {
+		t.Fatalf("recreating promoted b alone: %v", err)
+	}
+	if out.Control != "b" || !out.Node("b").Control || out.Node("a") != nil {
+		t.Fatalf("control %q nodes %v; want b to keep the role", out.Control, out.NodeNames())
+	}
+	if _, err := keepPeers(p, d, []string{"b"}, "", "recreating", "again"); exitcode.As(err) == nil || exitcode.As(err).Reason != "selection_conflict" {
+		t.Fatalf("a control node built as such that loses its role: err = %v, want selection_conflict", err)
+	}
+}

@@ -21,7 +21,8 @@ import (
 // alone is the new deployment. promoted names the applied control node
 // when destroy promoted it (its guest was not built as the control node,
 // see promoteControl): a selected node the plan makes the control node
-// takes the role back from it. Refused before anything changes, with
+// takes the role back from it, and it keeps the role when it is itself
+// selected and nobody else takes it. Refused before anything changes, with
 // whole (the command that applies every node) as the next: hint:
 //   - deployment-wide settings that differ from the applied ones
 //     (conflict, deployment_settings_changed: only a command on the whole
@@ -38,6 +39,12 @@ func keepPeers(p *plan.Plan, applied *state.Deployment, names []string, promoted
 		applied = demoted(applied, promoted)
 	}
 	out := selectedSpec(p, applied, names)
+	if n := out.Node(promoted); out.Control == "" && n != nil {
+		// Recreating the promoted node alone keeps its role: no other
+		// node has it until the inventory's control node is applied.
+		n.Control, out.Control = true, promoted
+		out.Seal()
+	}
 	if ferr := out.Validate(); ferr != nil {
 		return spec.Spec{}, exitcode.New(exitcode.Conflict, "%s %s beside the applied definitions of the other nodes: %v", verb, strings.Join(names, ", "), ferr).
 			WithReason("selection_conflict").WithNext("fix the inventory, or select the other nodes too: " + whole)
