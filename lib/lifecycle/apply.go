@@ -173,7 +173,8 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 	if err := refuseApply(p); err != nil {
 		return nil, err
 	}
-	after, err := appliedAfter(p, applied, m.promotedControl(applied), again)
+	whole := spec.PlanPipeline(p.Spec.Source.Inventory(), p.OverrideArgs(), "barn-node apply")
+	after, err := appliedAfter(p, applied, m.promotedControl(applied), whole)
 	if err != nil {
 		return nil, err
 	}
@@ -246,9 +247,9 @@ func scopePlan(p *plan.Plan, names []string) (*plan.Plan, error) {
 
 // appliedAfter is the applied spec after applying p: the plan's spec for
 // a plan of the whole deployment, else the applied spec with the
-// selected nodes' definitions (keepPeers). again is the command that
+// selected nodes' definitions (keepPeers). whole is the command that
 // applies every node.
-func appliedAfter(p *plan.Plan, applied *state.Deployment, promoted, again string) (spec.Spec, error) {
+func appliedAfter(p *plan.Plan, applied *state.Deployment, promoted, whole string) (spec.Spec, error) {
 	if len(p.Selected) == 0 {
 		return p.Spec, nil
 	}
@@ -258,7 +259,7 @@ func appliedAfter(p *plan.Plan, applied *state.Deployment, promoted, again strin
 			names = append(names, np.Name)
 		}
 	}
-	return keepPeers(p, applied, names, promoted, "applying", again)
+	return keepPeers(p, applied, names, promoted, "applying", whole)
 }
 
 // refuseApply refuses a plan with missing nodes (apply never destroys by

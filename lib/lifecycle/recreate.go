@@ -168,7 +168,7 @@ func recreateSelection(p *plan.Plan, applied *state.Deployment, names []string, 
 	if whole {
 		return p.Spec, nil
 	}
-	return keepPeers(p, applied, names, promoted, "recreating", recreateAgain(src, nil))
+	return keepPeers(p, applied, names, promoted, "recreating", spec.PlanPipeline(src, p.OverrideArgs(), "barn-node recreate --force"))
 }
 
 // recreateJobs proves every prerequisite of the new nodes before any node

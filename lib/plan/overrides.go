@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"barn.dev/lib/exitcode"
@@ -79,11 +80,17 @@ func overridden(d *spec.Spec, sel map[string]bool, o *Overrides) (*spec.Spec, er
 // PlanArgs are barn-plan's arguments that reproduce p: its overrides as
 // given, then its node selectors (for spec.PlanPipeline hints).
 func (p *Plan) PlanArgs() []string {
-	var args []string
-	if p.Overrides != nil {
-		args = append(args, p.Overrides.Args...)
+	return append(p.OverrideArgs(), p.Selected...)
+}
+
+// OverrideArgs are p's overrides as given to barn-plan, without its node
+// selectors: the arguments of a plan of every node with the same
+// overrides.
+func (p *Plan) OverrideArgs() []string {
+	if p.Overrides == nil {
+		return []string{}
 	}
-	return append(args, p.Selected...)
+	return slices.Clone(p.Overrides.Args)
 }
 
 func overridesOrNil(o *Overrides) *Overrides {
