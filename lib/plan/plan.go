@@ -85,7 +85,8 @@ type RuntimeProfile struct {
 // Errors: usage (2) for an invalid desired spec, an unknown node selector
 // (reason "unknown_node") or an unknown image selector (from the
 // resolver), or images of both boot modes in one deployment (reason
-// "boot_modes_mixed"); whatever in.Launchable returns for a guest
+// "boot_modes_mixed") or an override the spec rules refuse (reason
+// "invalid_override"); whatever in.Launchable returns for a guest
 // architecture this host cannot run (capability, 3, from barn-plan);
 // integrity (7) when the applied deployment's spec_hash does not match its
 // spec or a committed node state is inconsistent with its name. Drift
