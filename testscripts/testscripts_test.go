@@ -60,15 +60,20 @@ func params(dir string) testscript.Params {
 	return scripttest.Params(dir)
 }
 
-// TestPipeline runs the multi-tool pipeline scripts on the fake QEMU:
-// BARN_QEMU names the registered fake, TCG by explicit opt-in, no private
-// NIC (BARN_PRIVATE_NET=none and BARN_READINESS=none are test-only
-// switches), and a short runtime directory under /tmp so QMP socket paths
-// stay below the 107-byte limit. Every fake QEMU still alive when a script
-// ends is killed (only those whose pidfile and command line are this
-// script's).
+// TestPipeline runs the multi-tool pipeline scripts of testdata/script
+// on the fake QEMU (pipelineParams).
 func TestPipeline(t *testing.T) {
-	p := params("testdata/script")
+	testscript.Run(t, pipelineParams("testdata/script"))
+}
+
+// pipelineParams runs the scripts of dir on the fake QEMU: BARN_QEMU
+// names the registered fake, TCG by explicit opt-in, no private NIC
+// (BARN_PRIVATE_NET=none and BARN_READINESS=none are test-only switches),
+// and a short runtime directory under /tmp so QMP socket paths stay below
+// the 107-byte limit. Every fake QEMU still alive when a script ends is
+// killed (only those whose pidfile and command line are this script's).
+func pipelineParams(dir string) testscript.Params {
+	p := params(dir)
 	setup := p.Setup
 	p.Setup = func(env *testscript.Env) error {
 		if err := setup(env); err != nil {
@@ -95,7 +100,7 @@ func TestPipeline(t *testing.T) {
 	p.Cmds["onlyimages"] = cmdOnlyImages
 	p.Cmds["killfake"] = cmdKillFake
 	p.Cmds["converge"] = cmdConverge
-	testscript.Run(t, p)
+	return p
 }
 
 // liveFakes returns the live (not zombie) fake QEMU processes of the

@@ -7,8 +7,9 @@ import (
 )
 
 type applyCmd struct {
-	NoWait   bool `short:"n" help:"Do not wait for guest readiness."`
-	Rollback bool `help:"Remove the artifacts of nodes that fail to prepare in this run."`
+	NoWait   bool     `short:"n" help:"Do not wait for guest readiness."`
+	Rollback bool     `help:"Remove the artifacts of nodes that fail to prepare in this run."`
+	Nodes    []string `arg:"" optional:"" name:"node" predictor:"node" help:"Apply only these nodes of the plan; every other node keeps its applied definition (default: every node of the plan)."`
 }
 
 func (c *applyCmd) Run(env *tool.Env) error {
@@ -21,6 +22,6 @@ func (c *applyCmd) Run(env *tool.Env) error {
 		return err
 	}
 	wait := bindReadiness(env, m, c.NoWait)
-	res, err := m.Apply(env.Ctx, &p, lifecycle.ApplyOptions{NoWait: !wait, Rollback: c.Rollback})
+	res, err := m.Apply(env.Ctx, &p, lifecycle.ApplyOptions{NoWait: !wait, Rollback: c.Rollback, Nodes: c.Nodes})
 	return emit(env, resultOrNil(res), err)
 }

@@ -107,7 +107,7 @@ func (c *checkCmd) Run(env *tool.Env) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := c.probe(env, a, p, peers, want, p.name == a.dep.Spec.Control)
+			r, err := c.probe(env, a, p, peers, want, a.nodes[p.name].Spec.Control) // built as the control node (a promoted one holds no deployment key)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

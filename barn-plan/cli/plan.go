@@ -19,7 +19,8 @@ import (
 type planCmd struct {
 	File  string   `short:"f" name:"file" placeholder:"FILE" predictor:"file" help:"Read the barn.spec/v1 document from FILE instead of stdin (- is stdin)."`
 	Repo  string   `short:"r" name:"repo" placeholder:"NAME" help:"Resolve images with this repository's active catalog (default: BARN_REPO, then the official repository)."`
-	Nodes []string `arg:"" optional:"" name:"node" predictor:"node" help:"Plan only these nodes (desired or committed names)."`
+	Nodes []string `arg:"" optional:"" name:"node" predictor:"node" help:"Plan only these nodes (desired or committed names); every other node keeps its applied definition."`
+	overrideFlags
 }
 
 // Run reads the desired spec and the applied state, and emits barn.plan/v1.
@@ -27,6 +28,10 @@ type planCmd struct {
 // under the state root. Every outcome, including recreate and missing,
 // exits 0; a damaged state document is integrity (7), never "create".
 func (c *planCmd) Run(env *tool.Env) error {
+	overrides, err := c.overrideFlags.resolve(env.Getenv)
+	if err != nil {
+		return err
+	}
 	desired, err := c.readSpec(env)
 	if err != nil {
 		return err
@@ -49,14 +54,15 @@ func (c *planCmd) Run(env *tool.Env) error {
 	}
 	runtime, runtimeWarning := runtimeProfile(env)
 	in := plan.Input{
-		Desired:  desired,
-		Applied:  applied,
-		Nodes:    nodes,
-		Running:  liveness(env, nodes),
-		Resolver: resolver,
-		Cached:   func(id imageref.Identity) bool { return imagecache.Present(root.ImagesDir(), id) },
-		Selected: c.Nodes,
-		Runtime:  runtime,
+		Desired:   desired,
+		Applied:   applied,
+		Nodes:     nodes,
+		Running:   liveness(env, nodes),
+		Resolver:  resolver,
+		Cached:    func(id imageref.Identity) bool { return imagecache.Present(root.ImagesDir(), id) },
+		Selected:  c.Nodes,
+		Overrides: overrides,
+		Runtime:   runtime,
 		// The guest architectures barn-node can launch on this host: a
 		// plan it could not carry out is refused here, before apply.
 		Launchable: qemu.CheckGuestArch,

@@ -143,6 +143,7 @@ var reasons = []Reason{
 	{"invalid_inventory", Usage, "the inventory cannot be read or violates a rule"},
 	{"invalid_invocation", Usage, "a field of the QEMU invocation is invalid"},
 	{"invalid_node_name", Usage, "a node name violates the naming rule"},
+	{"invalid_override", Usage, "a per-command override (barn-plan --image, --arch, --cpu, --mem, --disk or its BARN_* variable) has a value Barn cannot read, or gives a node a definition the spec rules refuse"},
 	{"invalid_private_net", Usage, "BARN_PRIVATE_NET has an invalid value"},
 	{"invalid_repo_yaml", Usage, "repo.yaml does not decode or validate"},
 	{"invalid_runtime", Usage, "a runtime record lacks its directory, QMP socket or pidfile"},

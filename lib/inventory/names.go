@@ -126,3 +126,26 @@ func editDistance(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+// ImageSelector canonicalises an image selector given outside the
+// inventory (barn-plan --image) as vm_image is: "d12" → "d12:stable",
+// "d12:testing", "d12@12.1" and "local-…" stay. It returns an error and a
+// hint for a selector vm_image would refuse.
+func ImageSelector(s string) (string, string, error) {
+	img := strings.TrimSpace(s)
+	family, rest := img, ""
+	if i := strings.IndexAny(img, ":@"); i >= 0 {
+		family, rest = img[:i], img[i:]
+	}
+	switch {
+	case !reFamily.MatchString(family):
+		return "", "write family, family:channel or family@version, e.g. d12 or d12:stable", fmt.Errorf("invalid image selector")
+	case strings.HasPrefix(rest, ":") && !reChannel.MatchString(rest[1:]):
+		return "", "write family:channel, e.g. d12:stable", fmt.Errorf("invalid image channel")
+	case strings.HasPrefix(rest, "@") && !reVersion.MatchString(rest[1:]):
+		return "", "write family@version, e.g. d12@12", fmt.Errorf("invalid image version")
+	case strings.HasPrefix(img, "local-") || rest != "":
+		return img, "", nil
+	}
+	return img + ":stable", "", nil
+}

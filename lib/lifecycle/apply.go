@@ -16,6 +16,9 @@ import (
 type ApplyOptions struct {
 	NoWait   bool // skip guest readiness
 	Rollback bool // remove the artifacts of nodes that failed to prepare in this run
+	// Nodes applies only these nodes of the plan; none means every node
+	// of the plan (itself a selection when barn-plan was given nodes).
+	Nodes []string
 }
 
 // applyAgain is the next: hint that plans the spec's inventory afresh and
@@ -148,12 +151,20 @@ func (m *Manager) lockPlanWith(ctx context.Context, p *plan.Plan, check func(*st
 // stale plan, any resize or recreate outcome and any missing node, settles
 // interrupted creates, creates `create` nodes (prepared in parallel,
 // bounded), starts `start` nodes without touching running peers, and
-// records the plan's spec as the new applied spec (generation+1 when it
-// changed). Node failures are listed in the result; the returned error's
-// class is exitcode.BatchClass over every node of the plan (partial (5)
-// when successful or kept peers remain).
+// records the new applied spec (generation+1 when it changed). A
+// selection (o.Nodes, or a plan barn-plan computed for named nodes)
+// applies only those nodes: every other node keeps its applied
+// definition, drifted or omitted (keepPeers refuses what cannot stand
+// beside them). Node failures are listed in the result; the returned
+// error's class is exitcode.BatchClass over every node applied (partial
+// (5) when successful or kept peers remain).
 func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Result, error) {
-	again := applyAgain(p.Spec.Source.Inventory())
+	// The hints keep the plan's selection and overrides.
+	again := spec.PlanPipeline(p.Spec.Source.Inventory(), p.PlanArgs(), "barn-node apply")
+	p, err := scopePlan(p, o.Nodes)
+	if err != nil {
+		return nil, err
+	}
 	lock, applied, err := m.lockForPlan(ctx, p, again)
 	if err != nil {
 		return nil, err
@@ -162,10 +173,15 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 	if err := refuseApply(p); err != nil {
 		return nil, err
 	}
+	whole := spec.PlanPipeline(p.Spec.Source.Inventory(), p.OverrideArgs(), "barn-node apply")
+	after, err := appliedAfter(p, applied, m.promotedControl(applied), whole)
+	if err != nil {
+		return nil, err
+	}
 	gen := int64(1)
 	if applied != nil {
 		gen = applied.Generation
-		if applied.SpecHash != p.Spec.SpecHash {
+		if applied.SpecHash != after.SpecHash {
 			gen++
 		}
 	}
@@ -179,8 +195,8 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 	// Record the applied spec before creating anything: a crash from here
 	// on leaves applied nodes without committed state, which the next plan
 	// classifies as create (and their journals roll back).
-	if applied == nil || applied.SpecHash != p.Spec.SpecHash {
-		if err := m.Root.WriteDeployment(&state.Deployment{Schema: state.DeploymentSchema, Generation: gen, Spec: p.Spec}); err != nil {
+	if applied == nil || applied.SpecHash != after.SpecHash {
+		if err := m.Root.WriteDeployment(&state.Deployment{Schema: state.DeploymentSchema, Generation: gen, Spec: after}); err != nil {
 			return nil, err
 		}
 	}
@@ -188,7 +204,7 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 	if err != nil {
 		return nil, err
 	}
-	jobs := m.createJobs(p, creates, gen, alloc, again, res)
+	jobs := m.createJobs(p, &after, creates, gen, alloc, again, res)
 	m.runBatch(len(jobs), func(i int) {
 		if !m.buildNode(ctx, jobs[i], alloc, "created", !o.NoWait, res) && o.Rollback {
 			m.rollbackNow(jobs[i].Node.Name, res)
@@ -204,6 +220,48 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 	return res, res.Err(len(creates) + len(starts) + len(namesOf(p, plan.Unchanged)))
 }
 
+// scopePlan is p restricted to the named nodes (p itself when none are
+// named), marked as a selection. A name the plan does not hold is usage
+// (unknown_node), naming the plan's nodes.
+func scopePlan(p *plan.Plan, names []string) (*plan.Plan, error) {
+	if len(names) == 0 {
+		return p, nil
+	}
+	q := *p
+	q.Nodes = nil
+	for _, name := range sortedUnique(names) {
+		np := planNode(p, name)
+		if np.Name == "" {
+			var known []string
+			for _, n := range p.Nodes {
+				known = append(known, n.Name)
+			}
+			return nil, exitcode.New(exitcode.Usage, "node %q is not in the plan; the plan's nodes: %s", name, strings.Join(known, ", ")).
+				WithReason("unknown_node").WithNext(spec.Pipeline(p.Spec.Source.Inventory(), "") + " --text")
+		}
+		q.Nodes = append(q.Nodes, np)
+	}
+	q.Selected = sortedUnique(names)
+	return &q, nil
+}
+
+// appliedAfter is the applied spec after applying p: the plan's spec for
+// a plan of the whole deployment, else the applied spec with the
+// selected nodes' definitions (keepPeers). whole is the command that
+// applies every node.
+func appliedAfter(p *plan.Plan, applied *state.Deployment, promoted, whole string) (spec.Spec, error) {
+	if len(p.Selected) == 0 {
+		return p.Spec, nil
+	}
+	var names []string
+	for _, np := range p.Nodes {
+		if np.Outcome != plan.Missing {
+			names = append(names, np.Name)
+		}
+	}
+	return keepPeers(p, applied, names, promoted, "applying", whole)
+}
+
 // refuseApply refuses a plan with missing nodes (apply never destroys by
 // omission), recreate outcomes (apply never recreates), resize outcomes
 // (apply never stops a running node to change it) or root disks below
@@ -215,11 +273,11 @@ func refuseApply(p *plan.Plan) error {
 	}
 	if rc := namesOf(p, plan.Recreate); len(rc) > 0 {
 		return exitcode.New(exitcode.Conflict, "node definition changed for %s; apply never recreates a node", strings.Join(rc, ", ")).
-			WithReason("recreate_required").WithNext(recreateAgain(p.Spec.Source.Inventory(), rc)).WithDetail(rc)
+			WithReason("recreate_required").WithNext(spec.PlanPipeline(p.Spec.Source.Inventory(), p.PlanArgs(), "barn-node recreate "+strings.Join(rc, " ")+" --force")).WithDetail(rc)
 	}
 	if rs := namesOf(p, plan.Resize); len(rs) > 0 {
 		return exitcode.New(exitcode.Conflict, "vCPUs, memory or root disk size changed for %s; apply never resizes a node", strings.Join(rs, ", ")).
-			WithReason("resize_required").WithNext(resizeAgain(p.Spec.Source.Inventory(), rs)).WithDetail(rs)
+			WithReason("resize_required").WithNext(spec.PlanPipeline(p.Spec.Source.Inventory(), p.PlanArgs(), "barn-node resize "+strings.Join(rs, " ")+" --force")).WithDetail(rs)
 	}
 	return refuseSmallRootDisks(p, namesOf(p, plan.Create))
 }
@@ -227,7 +285,7 @@ func refuseApply(p *plan.Plan) error {
 // createJobs settles each node to create (an interrupted create is rolled
 // back) and allocates its port, sequentially under the lock; a node that
 // cannot be created fails in res and gets no job.
-func (m *Manager) createJobs(p *plan.Plan, creates []string, gen int64, alloc *portAllocator, again string, res *Result) []createJob {
+func (m *Manager) createJobs(p *plan.Plan, after *spec.Spec, creates []string, gen int64, alloc *portAllocator, again string, res *Result) []createJob {
 	var jobs []createJob
 	for _, name := range creates {
 		rec, err := m.nodeDirs().Settle(name)
@@ -250,7 +308,7 @@ func (m *Manager) createJobs(p *plan.Plan, creates []string, gen int64, alloc *p
 			res.fail(name, "prepare", err)
 			continue
 		}
-		jobs = append(jobs, createJob{Deployment: p.Spec.Deployment, Node: *p.Spec.Node(name), Peers: peers(&p.Spec, name), Image: *np.Image,
+		jobs = append(jobs, createJob{Deployment: after.Deployment, Node: *p.Spec.Node(name), Peers: peers(after, name), Image: *np.Image,
 			Generation: gen, SSHPort: port})
 	}
 	return jobs

@@ -185,7 +185,9 @@ func (m *Manager) destroyDeployment(o DestroyOptions, res *Result) error {
 }
 
 // dropDestroyed drops the destroyed nodes from the applied spec (a new
-// generation), so a plan made before the destroy is stale.
+// generation), so a plan made before the destroy is stale; a destroyed
+// control node hands the role to the first remaining node
+// (promoteControl).
 func (m *Manager) dropDestroyed(d *state.Deployment, destroyed map[string]bool, res *Result) error {
 	kept := d.Spec
 	kept.Nodes = []spec.Node{}
@@ -193,6 +195,10 @@ func (m *Manager) dropDestroyed(d *state.Deployment, destroyed map[string]bool, 
 		if !destroyed[n.Name] {
 			kept.Nodes = append(kept.Nodes, n)
 		}
+	}
+	if note := promoteControl(&kept, d.Spec.Control); note != "" {
+		m.logf("%s", note)
+		res.Notes = append(res.Notes, note)
 	}
 	kept.Seal()
 	nd := &state.Deployment{Schema: state.DeploymentSchema, Generation: d.Generation + 1, Spec: kept}

@@ -2,8 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"net/netip"
-	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -34,7 +32,7 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 	if err != nil {
 		return nil, err
 	}
-	again := recreateAgain(p.Spec.Source.Inventory(), selectors)
+	again := spec.PlanPipeline(p.Spec.Source.Inventory(), p.PlanArgs(), strings.Join(append([]string{"barn-node recreate"}, selectors...), " ")+" --force")
 	if err := checkPlan(p, again); err != nil {
 		return nil, err
 	}
@@ -48,7 +46,7 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 	}
 	defer lock.Unlock()
 	names := scope
-	after, err := recreateSelection(p, applied, names, len(selectors) == 0)
+	after, err := recreateSelection(p, applied, names, m.promotedControl(applied), len(selectors) == 0)
 	if err != nil {
 		return nil, err
 	}
@@ -154,14 +152,10 @@ func (m *Manager) checkWholeScope(p *plan.Plan, d *state.Deployment, scope []str
 }
 
 // recreateSelection checks a recreate of names against the plan and
-// returns the applied spec it leads to (selectedSpec): a deployment is
-// applied, each name is in the desired spec, and for a selection the
-// deployment-wide settings are unchanged (conflict,
-// deployment_settings_changed: only a whole-deployment recreate applies
-// them) and the selected definitions fit beside the applied definitions of
-// their unselected peers (conflict, selection_conflict: a duplicate
-// address, name or alias, or a second control node).
-func recreateSelection(p *plan.Plan, applied *state.Deployment, names []string, whole bool) (spec.Spec, error) {
+// returns the applied spec it leads to: a deployment is applied, each
+// name is in the desired spec, and a selection keeps its unselected
+// peers at their applied definitions (keepPeers).
+func recreateSelection(p *plan.Plan, applied *state.Deployment, names []string, promoted string, whole bool) (spec.Spec, error) {
 	src := p.Spec.Source.Inventory()
 	if applied == nil {
 		return spec.Spec{}, exitcode.New(exitcode.Conflict, "no deployment is applied; nothing to recreate").WithReason("no_deployment").WithNext(applyAgain(src))
@@ -174,54 +168,7 @@ func recreateSelection(p *plan.Plan, applied *state.Deployment, names []string, 
 	if whole {
 		return p.Spec, nil
 	}
-	if !reflect.DeepEqual(applied.Spec.Deployment, p.Spec.Deployment) {
-		return spec.Spec{}, exitcode.New(exitcode.Conflict, "deployment-wide settings changed; a selected recreate cannot apply them").
-			WithReason("deployment_settings_changed").WithNext(recreateAgain(src, nil))
-	}
-	out := selectedSpec(p, applied, names)
-	if ferr := out.Validate(); ferr != nil {
-		return spec.Spec{}, exitcode.New(exitcode.Conflict, "recreating %s beside the applied definitions of the other nodes: %v", strings.Join(names, ", "), ferr).
-			WithReason("selection_conflict").WithNext("fix the inventory, or select the other nodes too: " + recreateAgain(src, nil))
-	}
-	return out, nil
-}
-
-// selectedSpec is the applied spec after recreating names: the applied
-// spec with those nodes' definitions (added when new) taken from the plan,
-// so that every unselected node, drifted or omitted, keeps the definition
-// it was applied with. Nodes stay sorted by address.
-func selectedSpec(p *plan.Plan, applied *state.Deployment, names []string) spec.Spec {
-	out := applied.Spec
-	out.Nodes = nil
-	take := map[string]bool{}
-	for _, n := range names {
-		take[n] = true
-		out.Nodes = append(out.Nodes, *p.Spec.Node(n))
-	}
-	for _, n := range applied.Spec.Nodes {
-		if !take[n.Name] {
-			out.Nodes = append(out.Nodes, n)
-		}
-	}
-	sort.SliceStable(out.Nodes, func(i, j int) bool { return addrLess(out.Nodes[i].Address, out.Nodes[j].Address) })
-	out.Control = ""
-	for _, n := range out.Nodes {
-		if n.Control {
-			out.Control = n.Name
-		}
-	}
-	out.Seal()
-	return out
-}
-
-// addrLess orders IPv4 addresses numerically (as text when unparsable).
-func addrLess(a, b string) bool {
-	x, errX := netip.ParseAddr(a)
-	y, errY := netip.ParseAddr(b)
-	if errX != nil || errY != nil {
-		return a < b
-	}
-	return x.Less(y)
+	return keepPeers(p, applied, names, promoted, "recreating", spec.PlanPipeline(src, p.OverrideArgs(), "barn-node recreate --force"))
 }
 
 // recreateJobs proves every prerequisite of the new nodes before any node

@@ -129,14 +129,14 @@ func TestSelectedRecreateRefusesConflictsWithPeers(t *testing.T) {
 		{"deployment-wide settings", func(p *plan.Plan) { p.Spec.Deployment.Arch = "arm64" }, "deployment_settings_changed", "deployment-wide"},
 	}
 	p, d := selectionFixture()
-	if _, err := recreateSelection(p, d, []string{"a"}, false); err != nil {
+	if _, err := recreateSelection(p, d, []string{"a"}, "", false); err != nil {
 		t.Fatalf("the unchanged fixture: %v", err)
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p, d := selectionFixture()
 			c.change(p)
-			_, err := recreateSelection(p, d, []string{"a"}, false)
+			_, err := recreateSelection(p, d, []string{"a"}, "", false)
 			if e := exitcode.As(err); err == nil || e.Reason != c.reason || exitcode.ClassOf(err) != exitcode.Conflict || !strings.Contains(err.Error(), c.msg) {
 				t.Fatalf("err = %v, want conflict %s saying %q", err, c.reason, c.msg)
 			}

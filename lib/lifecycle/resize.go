@@ -34,7 +34,7 @@ import (
 // written again without those whose resize failed before its commit.
 func (m *Manager) Resize(ctx context.Context, p *plan.Plan, selectors []string, wait bool) (*Result, error) {
 	src := p.Spec.Source.Inventory()
-	again := resizeAgain(src, cmpNames(selectors, namesOf(p, plan.Resize)))
+	again := spec.PlanPipeline(src, p.PlanArgs(), "barn-node resize "+strings.Join(cmpNames(selectors, namesOf(p, plan.Resize)), " ")+" --force")
 	lock, applied, err := m.lockForPlan(ctx, p, again)
 	if err != nil {
 		return nil, err

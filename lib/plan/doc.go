@@ -63,9 +63,10 @@ type Plan struct {
 	BasedOn     BasedOn             `json:"based_on"` // the applied state it was computed against
 	Action      Action              `json:"action"`
 	Destructive bool                `json:"destructive"`
-	Selected    []string            `json:"selected"` // node selectors given, empty for all
-	Nodes       []NodePlan          `json:"nodes"`    // desired nodes by address, then missing ones
-	Images      []imageref.Identity `json:"images"`   // exact images of the selected nodes, sorted
+	Selected    []string            `json:"selected"`            // node selectors given, empty for all
+	Overrides   *Overrides          `json:"overrides,omitempty"` // per-command overrides applied to the selected nodes (in Spec)
+	Nodes       []NodePlan          `json:"nodes"`               // desired nodes by address, then missing ones
+	Images      []imageref.Identity `json:"images"`              // exact images of the selected nodes, sorted
 	Totals      Totals              `json:"totals"`
 	Warnings    []Warning           `json:"warnings"`
 	// Blocked explains, when non-empty, why the plan cannot be applied as

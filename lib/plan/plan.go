@@ -57,6 +57,9 @@ type Input struct {
 	Cached func(id imageref.Identity) bool
 	// Selected restricts the plan to these node names; empty means all.
 	Selected []string
+	// Overrides change the selected nodes' desired definitions for this
+	// plan (see Overrides); nil changes nothing.
+	Overrides *Overrides
 	// Runtime is the accelerator and host architecture selected now, for
 	// runtime drift; nil means unknown (no runtime drift is reported).
 	Runtime *RuntimeProfile
@@ -82,7 +85,8 @@ type RuntimeProfile struct {
 // Errors: usage (2) for an invalid desired spec, an unknown node selector
 // (reason "unknown_node") or an unknown image selector (from the
 // resolver), or images of both boot modes in one deployment (reason
-// "boot_modes_mixed"); whatever in.Launchable returns for a guest
+// "boot_modes_mixed") or an override the spec rules refuse (reason
+// "invalid_override"); whatever in.Launchable returns for a guest
 // architecture this host cannot run (capability, 3, from barn-plan);
 // integrity (7) when the applied deployment's spec_hash does not match its
 // spec or a committed node state is inconsistent with its name. Drift
@@ -108,17 +112,22 @@ func Compute(in Input) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if d, err = overridden(d, sel, in.Overrides); err != nil {
+		return nil, err
+	}
+	in.Desired = d
 
 	p := &Plan{
-		Schema:   Schema,
-		Spec:     *d,
-		Selected: nonNil(slices.Clone(in.Selected)),
-		Images:   []imageref.Identity{},
-		Totals:   Totals{Disks: []DiskSize{}},
-		Warnings: []Warning{},
-		Blocked:  []string{},
-		Next:     []string{},
-		Notes:    []string{},
+		Schema:    Schema,
+		Spec:      *d,
+		Selected:  nonNil(slices.Clone(in.Selected)),
+		Overrides: overridesOrNil(in.Overrides),
+		Images:    []imageref.Identity{},
+		Totals:    Totals{Disks: []DiskSize{}},
+		Warnings:  []Warning{},
+		Blocked:   []string{},
+		Next:      []string{},
+		Notes:     []string{},
 	}
 	if in.Applied != nil {
 		p.BasedOn = BasedOn{Generation: in.Applied.Generation, SpecHash: in.Applied.SpecHash}
@@ -179,12 +188,15 @@ func Compute(in Input) (*Plan, error) {
 	downloads(p, in.Cached)
 	p.Action, p.Destructive = summarize(p.Nodes, in.Applied == nil && len(committed) == 0, len(envChanges) > 0)
 	p.Blocked = blocked(sel, len(envChanges) > 0)
-	p.Next = nextCommands(p.Nodes, d.Source.Inventory())
+	p.Next = nextCommands(p.Nodes, d.Source.Inventory(), p.PlanArgs())
 	if disks := rootDiskBlockers(p); len(disks) > 0 {
 		// No command can build these nodes: the inventory must change.
 		p.Action, p.Blocked, p.Next = ActionBlocked, append(p.Blocked, disks...), []string{}
 	}
 	p.Warnings = append(p.Warnings, configWarnings(p, in)...)
+	if w := controlWarning(in, d); w != nil {
+		p.Warnings = append(p.Warnings, *w)
+	}
 	sortWarnings(p.Warnings)
 	return p, nil
 }
@@ -391,7 +403,7 @@ func blocked(sel map[string]bool, envelope bool) []string {
 // nextCommands lists the explicit transitions the plan requires, each a
 // command line that works as printed: those that need a plan on stdin
 // plan source's inventory afresh (spec.Pipeline).
-func nextCommands(nodes []NodePlan, source string) []string {
+func nextCommands(nodes []NodePlan, source string, args []string) []string {
 	var missing, recreate, resize []string
 	apply := false
 	for _, n := range nodes {
@@ -411,13 +423,13 @@ func nextCommands(nodes []NodePlan, source string) []string {
 		out = append(out, "barn-node destroy "+strings.Join(missing, " ")+" --force")
 	}
 	if len(recreate) > 0 {
-		out = append(out, spec.Pipeline(source, "barn-node recreate "+strings.Join(recreate, " ")+" --force"))
+		out = append(out, spec.PlanPipeline(source, args, "barn-node recreate "+strings.Join(recreate, " ")+" --force"))
 	}
 	if len(resize) > 0 {
-		out = append(out, spec.Pipeline(source, "barn-node resize "+strings.Join(resize, " ")+" --force"))
+		out = append(out, spec.PlanPipeline(source, args, "barn-node resize "+strings.Join(resize, " ")+" --force"))
 	}
 	if apply {
-		out = append(out, spec.Pipeline(source, "barn-node apply"))
+		out = append(out, spec.PlanPipeline(source, args, "barn-node apply"))
 	}
 	return out
 }

@@ -42,6 +42,9 @@ func (p *Plan) RenderText(w io.Writer) error {
 	if len(p.Selected) > 0 {
 		fmt.Fprintf(b, "selected: %s\n", strings.Join(p.Selected, " "))
 	}
+	if p.Overrides != nil {
+		fmt.Fprintf(b, "overrides (this plan only): %s\n", strings.Join(p.Overrides.Args, " "))
+	}
 
 	// The nodes are a table: the marked outcome is the first column and
 	// each node's detail lines start under its name.

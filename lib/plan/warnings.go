@@ -6,6 +6,7 @@ import (
 
 	"barn.dev/lib/imageref"
 	"barn.dev/lib/spec"
+	"barn.dev/lib/state"
 )
 
 // configWarnings are the non-fatal findings about the selected plan:
@@ -128,4 +129,29 @@ func rootDiskBlockers(p *Plan) []string {
 // "d12@12.13/amd64".
 func IdentityLabel(id imageref.Identity) string {
 	return fmt.Sprintf("%s@%s/%s", id.Image, id.Version, id.Arch)
+}
+
+// controlWarning is the warning "control_node_differs" when the applied
+// deployment's control node is not the one the desired spec (the
+// inventory's admin_ip) names, as after destroying the control node
+// (lifecycle promotes the first remaining node). It says what to do:
+// create the named node again (it becomes the control node), or point
+// admin_ip at the applied control node, whose guest then needs a
+// recreate to receive the control key. nil when they agree.
+func controlWarning(in Input, d *spec.Spec) *Warning {
+	a := in.Applied
+	if a == nil || a.Spec.Control == "" || a.Spec.Control == d.Control {
+		return nil
+	}
+	want, was := d.Node(d.Control), a.Spec.Node(a.Spec.Control)
+	if want == nil || was == nil {
+		return nil
+	}
+	msg := fmt.Sprintf("the inventory's admin_ip makes %s (%s) the control node, but the applied control node is %s (%s)", want.Name, want.Address, was.Name, was.Address)
+	if c := in.Nodes[want.Name]; c == nil || c.Phase == state.Absent {
+		msg += fmt.Sprintf(": %s is not built (destroyed?); applying the plan creates it as the control node again, or set admin_ip to %s to keep %s (a recreate of %s then gives its guest the control key)", want.Name, was.Address, was.Name, was.Name)
+	} else {
+		msg += fmt.Sprintf(": set admin_ip to %s to keep %s, or recreate both so that %s becomes the control node", was.Address, was.Name, want.Name)
+	}
+	return &Warning{Code: "control_node_differs", Node: want.Name, Message: msg}
 }

@@ -17,12 +17,21 @@ import (
 // discovery form (`barn-inventory resolve` finds barn.yml, barn.yaml,
 // pigsty.yml or pigsty.yaml in the working directory); a relative source
 // is relative to where it was resolved. An empty tail stops at barn-plan.
-func Pipeline(source, tail string) string {
+func Pipeline(source, tail string) string { return PlanPipeline(source, nil, tail) }
+
+// PlanPipeline is Pipeline with barn-plan given planArgs (node selectors
+// and per-command overrides, each quoted for the shell when it needs it),
+// so that a hint keeps the selection and overrides of the plan it came
+// from.
+func PlanPipeline(source string, planArgs []string, tail string) string {
 	resolve := "barn-inventory resolve"
 	if source != "" && source != "-" && !strings.HasPrefix(source, "<") {
 		resolve += " -f " + quote.ShellIfNeeded(source)
 	}
 	line := resolve + " | barn-plan"
+	for _, a := range planArgs {
+		line += " " + quote.ShellIfNeeded(a)
+	}
 	if tail != "" {
 		line += " | " + tail
 	}
