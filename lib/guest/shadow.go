@@ -29,6 +29,9 @@ type Shadow struct {
 	// Route is set for a block that answers for every name: where ssh
 	// sends this one today ("hostname H, port P, proxyjump J").
 	Route string `json:"route,omitempty"`
+	// conditional: a Match without host terms whose block routes, which
+	// answers for every name under a condition (user, exec…).
+	conditional bool
 }
 
 // systemSSHConfig is the file ssh reads after the user's configuration.
@@ -134,13 +137,17 @@ type matchBlock struct {
 // them picks names out (singlesOut), whatever its user, localuser, exec,
 // canonical, final or other criteria say now — those may change with the
 // login user, the local account or the state an exec looks at. A Match
-// without host terms answers when ssh applies it (found) and it is not
-// `Match all`.
+// without host terms (user, localuser, exec, canonical, final) answers
+// when its block routes connections (setsRoute), whether ssh applies it
+// now or not: `Match exec "test -e ~/.offvpn"` with a ProxyJump, or
+// `Match user admin` with a HostName, sends the name to the user's
+// machines under a condition the check cannot see; one that only sets,
+// say, an IdentityFile answers for nothing. `Match all` is a catch-all.
 func (m matchBlock) answers(found bool) bool {
 	if m.hostTerms > 0 {
 		return !m.hostFailed && singlesOut(m.criteria)
 	}
-	return found && !everyRE.MatchString(m.criteria)
+	return !everyRE.MatchString(m.criteria) && setsRoute(m.file, m.line)
 }
 
 // singlesOut reports whether criteria (a Match line's) hold a host or
@@ -172,9 +179,22 @@ func shadowsOf(ctx context.Context, ssh, config, name string) ([]Shadow, error) 
 	if err != nil {
 		return nil, err
 	}
+	_, unrelatedTrace, err := sshResolve(ctx, ssh, config, unrelatedName)
+	if err != nil {
+		return nil, err
+	}
 	specific, catchAll := appliedBlocks(name, trace)
-	if len(specific) > 0 {
-		return specific, nil
+	everyName, _ := appliedBlocks(unrelatedName, unrelatedTrace)
+	var only []Shadow
+	for _, s := range specific {
+		if !s.conditional && slices.ContainsFunc(everyName, func(e Shadow) bool { return e.File == s.File && e.Line == s.Line }) {
+			catchAll = append(catchAll, s) // it answers for an unrelated name too (Host ?*)
+		} else {
+			only = append(only, s)
+		}
+	}
+	if len(only) > 0 {
+		return only, nil
 	}
 	plain, _, err := sshResolve(ctx, ssh, os.DevNull, name)
 	if err != nil {
@@ -186,14 +206,14 @@ func shadowsOf(ctx context.Context, ssh, config, name string) ([]Shadow, error) 
 	}
 	var out []Shadow
 	for _, s := range catchAll {
-		if setsRoute(s.File, s.Line) {
+		if setsRoute(s.File, s.Line) && !slices.ContainsFunc(out, func(o Shadow) bool { return o.File == s.File && o.Line == s.Line }) {
 			out = append(out, s)
 		}
 	}
-	if len(out) == 0 { // set through an Include or a Match ssh reports without a line
-		out = catchAll
+	for _, line := range topLevelRoute(config) {
+		out = append(out, Shadow{Name: name, File: config, Line: line, Block: "(before any Host or Match)"})
 	}
-	if len(out) == 0 {
+	if len(out) == 0 { // set through an Include, or a block ssh reports without a line
 		out = []Shadow{{Name: name, File: config, Block: "Host *"}}
 	}
 	for i := range out {
@@ -201,6 +221,32 @@ func shadowsOf(ctx context.Context, ssh, config, name string) ([]Shadow, error) 
 	}
 	return out, nil
 }
+
+// unrelatedName is a name no configuration singles out: a block that
+// applies to it applies to every name.
+const unrelatedName = "barn-unrelated-name.invalid"
+
+// topLevelRoute returns the lines of file, before its first Host or Match
+// line, that set a route keyword: they apply to every name.
+func topLevelRoute(file string) []int {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for i, l := range splitLines(b) {
+		if blockStartRE.MatchString(l) {
+			break
+		}
+		if routeKeywordRE.MatchString(l) {
+			out = append(out, i+1)
+		}
+	}
+	return out
+}
+
+// blockStartRE matches the line that opens a Host or Match block.
+var blockStartRE = lazyre.New(`(?i)^\s*(host|match)(\s|=)`)
 
 // routeKeywordRE matches an ssh_config line setting where a connection goes.
 var routeKeywordRE = lazyre.New(`(?i)^\s*(hostname|port|proxyjump|proxycommand)(\s|=)`)
@@ -216,8 +262,7 @@ func setsRoute(file string, line int) bool {
 	}
 	lines := splitLines(b)
 	for i := line; i < len(lines); i++ {
-		w := strings.ToLower(strings.TrimSpace(lines[i]))
-		if strings.HasPrefix(w, "host ") || strings.HasPrefix(w, "match ") {
+		if blockStartRE.MatchString(lines[i]) {
 			return false
 		}
 		if routeKeywordRE.MatchString(lines[i]) {
@@ -278,10 +323,10 @@ func appliedBlocks(name, trace string) (specific, catchAll []Shadow) {
 			if m.file == "" {
 				m.file, m.line = lineless.locate(m.criteria)
 			}
-			s := Shadow{Name: name, File: m.file, Line: m.line, Block: "Match " + m.criteria}
+			s := Shadow{Name: name, File: m.file, Line: m.line, Block: "Match " + m.criteria, conditional: m.hostTerms == 0}
 			if m.answers(found) {
 				specific = append(specific, s)
-			} else if found {
+			} else if found && (m.hostTerms > 0 || everyRE.MatchString(m.criteria)) {
 				catchAll = append(catchAll, s)
 			}
 			m = matchBlock{}

@@ -106,6 +106,19 @@ func TestShadowedCatchAllRoute(t *testing.T) {
 		{"Match all\n  Port 2200\n", 1, "port 2200"},
 		{"Host *\n  ProxyCommand nc -X 5 -x proxy:1080 %h %p\n", 1, "proxycommand nc"},
 		{"Host pg-*\n  HostName 203.0.113.10\n\nHost *\n  ProxyJump b\n", 1, ""}, // the specific block is named, not the catch-all
+		// A Match on the login user, the local account or a command routes
+		// the name under a condition the check cannot see: answered whether
+		// it applies now or not, when it sets a route; otherwise nothing.
+		{"Match exec \"test -e /nonexistent/offvpn\"\n  ProxyJump bastion.corp\n", 1, ""},
+		{"Match user admin\n  HostName %h.admin.corp\n", 1, ""},
+		{"Match localuser root\n  IdentityFile ~/.ssh/other\n", 0, ""},
+		{"Match exec \"true\"\n  ForwardAgent yes\n", 0, ""},
+		// A pattern that matches every name is a catch-all too.
+		{"Host ?*\n  ServerAliveInterval 30\n", 0, ""},
+		{"Host ?*\n  HostName %h.corp.example\n", 1, "hostname pg-meta-1.corp.example"},
+		// Options before any Host line apply to every name; a tab opens a block.
+		{"HostName %h.corp.example\nHost github.com\n  User git\n", 1, "hostname pg-meta-1.corp.example"},
+		{"Host *\n  ServerAliveInterval 30\nHost\tgithub.com\n  HostName ssh.github.com\nHost *\n  HostName %h.corp\n", 5, "hostname pg-meta-1.corp"},
 	}
 	for i, c := range cases {
 		p := Paths(filepath.Join(t.TempDir(), fmt.Sprint("home", i)), "")

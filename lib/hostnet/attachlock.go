@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,18 +27,22 @@ const attachLockWait = 2 * time.Minute
 // holding its MAC (visible to the next check through its command line),
 // another Barn — another user, another BARN_HOME — must not run the same
 // check on the same bridge. The lock is an flock on
-// AttachLockDir/barn-attach-<bridge>.lock, opened without following a
-// symlink and never deleted; release unlocks it. It waits up to 2 minutes
-// (polling every 50 ms, ending early with ctx); a lock held longer is an
-// error naming the file.
+// AttachLockDir/barn-attach-<bridge>.lock, never deleted. The file is
+// opened without O_CREAT when it exists (fs.protected_regular refuses an
+// O_CREAT open of another user's file in a sticky directory, even to
+// root) and created 0644 with O_EXCL when it does not; always without
+// following a symlink and without blocking (a FIFO planted there), and it
+// must be a regular file. It waits up to 2 minutes (polling every 50 ms,
+// ending early with ctx); a lock held longer, or a foreign file at the
+// path, is an error naming it.
 func LockAttach(ctx context.Context, bridge string) (release func(), err error) {
 	if bridge == "" || strings.ContainsAny(bridge, "/\x00") {
 		return nil, fmt.Errorf("bridge name %q cannot name a lock file", bridge)
 	}
 	path := filepath.Join(AttachLockDir, "barn-attach-"+bridge+".lock")
-	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
+	f, err := openLockFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("opening the attach lock: %w", err)
+		return nil, err
 	}
 	deadline := time.Now().Add(attachLockWait)
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -62,4 +67,32 @@ func LockAttach(ctx context.Context, bridge string) (release func(), err error) 
 		case <-tick.C:
 		}
 	}
+}
+
+// openLockFile opens path read-only, creating it (0644, O_EXCL) only when
+// absent, and proves it a regular file.
+func openLockFile(path string) (*os.File, error) {
+	const flags = os.O_RDONLY | syscall.O_NOFOLLOW | syscall.O_NONBLOCK
+	f, err := os.OpenFile(path, flags, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		f, err = os.OpenFile(path, flags|os.O_CREATE|os.O_EXCL, 0o644)
+		if err == nil {
+			err = f.Chmod(0o644) // whatever the umask: every user locks it
+		}
+		if errors.Is(err, fs.ErrExist) { // another Barn created it meanwhile
+			f, err = os.OpenFile(path, flags, 0)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening the attach lock %s (remove it if it is not a Barn lock file): %w", path, err)
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("it is a %v, not a regular file; remove it", fi.Mode().Type())
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("the attach lock %s: %w", path, err)
+	}
+	return f, nil
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -71,11 +74,24 @@ func TestArgvHolds(t *testing.T) {
 		{"-nic user", []string{"-nic", "user,mac=" + m}, false},
 		{"another MAC", []string{"-netdev", "bridge,id=p,br=barn0", "-device", "virtio-net-pci,netdev=p,mac=" + m + "0"}, false},
 		{"the MAC in another key", []string{"-device", "virtio-net-pci,id=mac=" + m}, false},
-		{"the MAC as a bare word", []string{"-name", m}, false},
+		{"the MAC as a bare word (conservative)", []string{"-name", m}, true},
+		{"dashes", []string{"-netdev", "bridge,id=p,br=barn0", "-device", "virtio-net-pci,netdev=p,mac=0a-ba-02-0a-0a-21"}, true},
+		{"JSON", []string{"-netdev", `{"type":"bridge","id":"p","br":"barn0"}`, "-device", `{"driver":"virtio-net-pci","netdev":"p","mac":"0a:ba:02:0a:0a:21"}`}, true},
+		{"JSON on another bridge", []string{"-netdev", `{"type":"bridge","id":"p","br":"barn1"}`, "-device", `{"driver":"virtio-net-pci","netdev":"p","mac":"0a:ba:02:0a:0a:21"}`}, false},
+		{"-global", []string{"-global", "virtio-net-pci.mac=" + m}, true},
+		{"-set", []string{"-set", "device.d.mac=" + m}, true},
+		{"-nic on another bridge", []string{"-nic", "bridge,br=other,mac=" + m}, false},
+		{"-nic on the bridge", []string{"-nic", "bridge,br=barn0,mac=" + m}, true},
+		{"type= bridge elsewhere", []string{"-netdev", "type=bridge,id=p,br=other", "-device", "virtio-net-pci,netdev=p,mac=" + m}, false},
+		{"type= user", []string{"-netdev", "type=user,id=p", "-device", "virtio-net-pci,netdev=p,mac=" + m}, false},
+		{"a bridge name with a comma", []string{"-netdev", "bridge,id=p,br=b,,r", "-device", "virtio-net-pci,netdev=p,mac=" + m}, false},
 	} {
 		if got := argvHolds(c.args, m, "barn0"); got != c.want {
 			t.Errorf("%s: argvHolds(%q) = %v, want %v", c.name, c.args, got, c.want)
 		}
+	}
+	if !argvHolds([]string{"-netdev", "bridge,id=p,br=b,,r", "-device", "virtio-net-pci,netdev=p,mac=" + m}, m, "b,r") {
+		t.Error("a bridge named b,r (written br=b,,r) does not hold the MAC on b,r")
 	}
 }
 
@@ -118,4 +134,37 @@ func containsAll(s string, parts ...string) bool {
 		}
 	}
 	return true
+}
+
+// TestLockAttachForeignFiles: a lock file another user created with a
+// restrictive mode is opened without O_CREAT (which fs.protected_regular
+// and the mode would refuse); a FIFO, a directory or a symlink planted at
+// the path is an error naming it, at once.
+func TestLockAttachForeignFiles(t *testing.T) {
+	old := AttachLockDir
+	AttachLockDir = t.TempDir()
+	defer func() { AttachLockDir = old }()
+	path := filepath.Join(AttachLockDir, "barn-attach-barn0.lock")
+	if err := os.WriteFile(path, nil, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	release, err := LockAttach(context.Background(), "barn0")
+	if err != nil {
+		t.Fatalf("an existing read-only lock file: %v", err)
+	}
+	release()
+	for name, plant := range map[string]func(string) error{
+		"fifo":    func(p string) error { return syscall.Mkfifo(p, 0o644) },
+		"dir":     func(p string) error { return os.Mkdir(p, 0o755) },
+		"symlink": func(p string) error { return os.Symlink("/etc/passwd", p) },
+	} {
+		bridge := "br-" + name
+		p := filepath.Join(AttachLockDir, "barn-attach-"+bridge+".lock")
+		if err := plant(p); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LockAttach(context.Background(), bridge); err == nil || !strings.Contains(err.Error(), p) {
+			t.Errorf("%s at the lock path: %v, want an error naming %s", name, err, p)
+		}
+	}
 }
