@@ -18,6 +18,11 @@ import (
 // ResultSchema is the schema of the lifecycle result document.
 const ResultSchema = "barn.result/v1"
 
+// TCGPerformanceNote is the performance field of every result and status
+// that lists a node running under TCG (software emulation, by policy for a
+// foreign guest or on request): its timings say nothing about hardware.
+const TCGPerformanceNote = "TCG (software emulation): performance figures are not meaningful"
+
 // Result is the barn.result/v1 document printed by apply, start, stop,
 // restart, recreate, destroy and purge.
 type Result struct {
@@ -29,6 +34,10 @@ type Result struct {
 	RolledBack []string     `json:"rolled_back"`
 	Retained   []string     `json:"retained"` // persistent disks kept in the store ("node/disk")
 	Notes      []string     `json:"notes"`
+	// Performance is TCGPerformanceNote when any node runs under TCG
+	// (software emulation: timings and throughput say nothing about real
+	// hardware), else "".
+	Performance string `json:"performance"`
 	// ElapsedMS is the command's wall time in milliseconds, measured by
 	// the tool that ran it (0: not measured).
 	ElapsedMS int64 `json:"elapsed_ms"`
@@ -115,7 +124,15 @@ func (r *Result) retained(s string) {
 	r.Retained = append(r.Retained, s)
 }
 
+// sort puts the result in its printed order and states Performance, so
+// every result a command prints is final.
 func (r *Result) sort() {
+	r.Performance = ""
+	for _, n := range r.Nodes {
+		if n.Accel == "tcg" {
+			r.Performance = TCGPerformanceNote
+		}
+	}
 	sort.Slice(r.Nodes, func(i, j int) bool { return r.Nodes[i].Name < r.Nodes[j].Name })
 	sort.Slice(r.Failures, func(i, j int) bool { return r.Failures[i].Node < r.Failures[j].Node })
 	sort.Strings(r.Retained)
@@ -180,9 +197,7 @@ func (r *Result) RenderText(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	tcg := false
 	for _, n := range r.Nodes {
-		tcg = tcg || n.Accel == "tcg"
 		for _, rep := range n.Repairs {
 			writeLine(w, "repair (%s): %s", n.Name, rep)
 		}
@@ -205,8 +220,8 @@ func (r *Result) RenderText(w io.Writer) error {
 	for _, n := range r.Notes {
 		writeLine(w, "note: %s", n)
 	}
-	if tcg {
-		writeLine(w, "note: running under TCG (software emulation); performance figures are not meaningful")
+	if r.Performance != "" {
+		writeLine(w, "note: %s", r.Performance)
 	}
 	r.renderSummary(w, ready, limited)
 	return nil

@@ -1,6 +1,9 @@
 package lifecycle
 
 import (
+	"bytes"
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"barn.dev/lib/exitcode"
@@ -37,5 +40,44 @@ func TestResultErrClassReasonNext(t *testing.T) {
 	}
 	if newResult("test").Err(3) != nil {
 		t.Error("no failures is not nil")
+	}
+}
+
+// Every result that lists a node under TCG says, in its JSON and its text,
+// that performance figures are not meaningful; a KVM-only result says
+// nothing (issue 25).
+func TestResultPerformanceNote(t *testing.T) {
+	for _, c := range []struct {
+		accels []string
+		want   string
+	}{
+		{[]string{"kvm", "kvm"}, ""},
+		{[]string{"kvm", "tcg"}, TCGPerformanceNote},
+		{[]string{"tcg"}, TCGPerformanceNote},
+		{nil, ""},
+	} {
+		r := newResult("apply")
+		for i, a := range c.accels {
+			r.addNode(NodeResult{Name: string(rune('a' + i)), Accel: a})
+		}
+		r.sort()
+		data, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct{ Performance *string }
+		if err := json.Unmarshal(data, &doc); err != nil || doc.Performance == nil {
+			t.Fatalf("%v: no performance field in %s (%v)", c.accels, data, err)
+		}
+		if *doc.Performance != c.want {
+			t.Errorf("%v: performance %q, want %q", c.accels, *doc.Performance, c.want)
+		}
+		var text bytes.Buffer
+		if err := r.RenderText(&text); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(text.String(), "performance figures are not meaningful"); got != (c.want != "") {
+			t.Errorf("%v: text mentions the note: %v, want %v:\n%s", c.accels, got, c.want != "", text.String())
+		}
 	}
 }

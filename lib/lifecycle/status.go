@@ -24,9 +24,12 @@ type Status struct {
 	SpecHash   string       `json:"spec_hash"`
 	Nodes      []NodeStatus `json:"nodes"` // sorted by name
 	Note       string       `json:"note,omitempty"`
-	Converged  []string     `json:"converged"` // what status changed in state
-	Failures   []Failure    `json:"failures"`
-	CheckedAt  time.Time    `json:"checked_at"` // when the audit ran: the text view's UP and AGE are measured to it
+	// Performance is TCGPerformanceNote when any listed node runs under
+	// TCG, else "".
+	Performance string    `json:"performance"`
+	Converged   []string  `json:"converged"` // what status changed in state
+	Failures    []Failure `json:"failures"`
+	CheckedAt   time.Time `json:"checked_at"` // when the audit ran: the text view's UP and AGE are measured to it
 }
 
 // NodeStatus is one node's recorded state plus the live audit.
@@ -112,6 +115,11 @@ func (m *Manager) Status(ctx context.Context, selectors []string) (*Status, erro
 			st.Failures = append(st.Failures, failureOf(name, "status", err))
 		}
 		st.Nodes = append(st.Nodes, ns)
+	}
+	for _, n := range st.Nodes {
+		if n.Accel == "tcg" {
+			st.Performance = TCGPerformanceNote
+		}
 	}
 	if len(st.Failures) > 0 {
 		r := &Result{Failures: st.Failures}
@@ -277,10 +285,6 @@ func (s *Status) RenderText(w io.Writer) error {
 	if err := s.renderTable(w); err != nil {
 		return err
 	}
-	tcg := false
-	for _, n := range s.Nodes {
-		tcg = tcg || n.Accel == "tcg"
-	}
 	for _, n := range s.Nodes {
 		if n.Next != "" {
 			writeLine(w, "next (%s): %s", n.Name, n.Next)
@@ -289,8 +293,8 @@ func (s *Status) RenderText(w io.Writer) error {
 	for _, c := range s.Converged {
 		writeLine(w, "converged: %s", c)
 	}
-	if tcg {
-		writeLine(w, "note: TCG (software emulation): performance figures are not meaningful")
+	if s.Performance != "" {
+		writeLine(w, "note: %s", s.Performance)
 	}
 	return nil
 }
