@@ -94,8 +94,8 @@ deps: ## Install the host packages the suites need (root on Debian)
 image: build ## Build (or reuse) the local Debian 12 guest image repository; prints its path
 	@scripts/build-image.sh
 
-e2e: build ## Run the real-lab suite (root, QEMU under TCG, the local image, a private netns)
-	@repo=$$(scripts/build-image.sh) && cd testscripts && BARN_TEST_REPO=$$repo $(GO) test -count=1 -timeout 60m -run TestLab -v .
+e2e: build ## Run the real-lab suite and the hosts under test (root, QEMU under TCG, the local images, a private netns)
+	@repo=$$(scripts/build-image.sh) && hut=$$(scripts/build-hostimage.sh) && cd testscripts && BARN_TEST_REPO=$$repo BARN_TEST_HUT=$$hut $(GO) test -count=1 -timeout 60m -run 'TestLab|TestHostUnderTest' -v .
 
 e2e-arm64: build ## Run the 2-node arm64 lab (qemu-system-aarch64 under TCG; builds the arm64 d12 variant first, ~20-40 min once)
 	@repo=$$(scripts/build-image.sh --arm64) && cd testscripts && BARN_TEST_REPO=$$repo BARN_TEST_ARM64=1 $(GO) test -count=1 -timeout 60m -run TestArm64Lab -v .

@@ -73,6 +73,12 @@ func bootHUT(t *testing.T, kind, barnNet string) *hutBoot {
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	t.Logf("%s guest ran %s", kind, time.Since(start).Round(time.Second))
+	if keep := os.Getenv("BARN_TEST_HUT_KEEP"); keep != "" {
+		// The whole share (out/, run.log, run.rc) and the console, also
+		// when the checks below fail: what to read when they do.
+		_ = exec.Command("cp", "-a", share, filepath.Join(keep, kind)).Run()
+		_ = exec.Command("cp", console, filepath.Join(keep, kind, "console.log")).Run()
+	}
 	if err != nil {
 		t.Fatalf("QEMU (%s guest): %v: %s\nconsole:\n%s", kind, err, out, tail(console, 60))
 	}
@@ -83,9 +89,6 @@ func bootHUT(t *testing.T, kind, barnNet string) *hutBoot {
 	if strings.TrimSpace(string(rc)) != "0" {
 		log, _ := os.ReadFile(filepath.Join(share, "run.log"))
 		t.Fatalf("the %s guest's script exited %s:\n%s", kind, rc, log)
-	}
-	if keep := os.Getenv("BARN_TEST_HUT_KEEP"); keep != "" {
-		_ = exec.Command("cp", "-a", filepath.Join(share, "out"), filepath.Join(keep, kind)).Run()
 	}
 	return &hutBoot{t: t, out: filepath.Join(share, "out")}
 }
