@@ -355,6 +355,7 @@ func checkNetworkd(t *testing.T, b *hutBoot) {
 	b.sameSnap("netlink-after", "netlink-before")
 	b.refused("unsafe-plan", "4", "networkd_activation_unsafe")
 	contains(t, "the refusal names the unit and the NIC", b.file("unsafe-plan.err")+b.file("unsafe-plan.out"), "20-wired.network", strings.TrimSpace(b.file("nic")))
+	contains(t, "the refusal's hint", b.file("unsafe-plan.err"), "next: barn-net plan --backend netlink")
 	p := b.plan("safe-plan")
 	if p.Backend != hostnet.BackendNetworkd || !slices.ContainsFunc(p.Steps, func(s hostnet.Step) bool { return s.Kind == hostnet.KindUnitStart }) {
 		t.Errorf("the safe activation plan: backend %s, steps %v", p.Backend, p.Steps)

@@ -324,7 +324,11 @@ func newFakeHost(t *testing.T, nm bool, networkdActive string) *fakeHost {
 	} else {
 		state("nm", "asleep")
 	}
+	// As systemd 252: the service requires its socket, so starting the
+	// service starts the socket, stopping the socket stops the service,
+	// and stopping the service leaves the socket active.
 	state("networkd", networkdActive)
+	state("networkd-socket", networkdActive)
 	state("networkd-enabled", "disabled")
 	script := func(name, body string) {
 		must(t, os.WriteFile(filepath.Join(root, "bin", name), []byte("#!/bin/sh\necho \""+name+" $*\" >> "+log+"\nF="+root+"/fake\n"+body), 0o755))
@@ -342,11 +346,14 @@ exit 0
 `)
 	script("systemctl", `case "$1 $2" in
 "is-active systemd-networkd.service") cat $F/networkd; echo; [ "$(cat $F/networkd)" = active ] ;;
+"is-active systemd-networkd.socket") cat $F/networkd-socket; echo; [ "$(cat $F/networkd-socket)" = active ] ;;
 "is-active "*) echo inactive; exit 3 ;;
 "is-enabled systemd-networkd.service") cat $F/networkd-enabled; echo; [ "$(cat $F/networkd-enabled)" = enabled ] ;;
 "is-enabled "*) echo static; exit 0 ;;
-"start systemd-networkd.service") echo -n active > $F/networkd ;;
+"start systemd-networkd.service") echo -n active > $F/networkd; echo -n active > $F/networkd-socket ;;
 "stop systemd-networkd.service") echo -n inactive > $F/networkd ;;
+"start systemd-networkd.socket") echo -n active > $F/networkd-socket ;;
+"stop systemd-networkd.socket") echo -n inactive > $F/networkd-socket; echo -n inactive > $F/networkd ;;
 "enable systemd-networkd.service") echo -n enabled > $F/networkd-enabled ;;
 "disable systemd-networkd.service") echo -n disabled > $F/networkd-enabled ;;
 esac
@@ -506,10 +513,10 @@ func TestNetworkdAgainstFakes(t *testing.T) {
 	for _, s := range p.Steps {
 		ids = append(ids, s.ID)
 	}
-	if strings.Join(ids, ",") != "write-manifest,networkd-dir,netdev-unit,network-unit,networkd-start,networkd-reload,networkd-reconfigure,qemu-dir,bridge-conf,helper-setuid,attach-proof,networkd-enable" {
+	if strings.Join(ids, ",") != "write-manifest,networkd-dir,netdev-unit,network-unit,networkd-socket-start,networkd-start,networkd-reload,networkd-reconfigure,qemu-dir,bridge-conf,helper-setuid,attach-proof,networkd-enable" {
 		t.Fatalf("steps %v", ids)
 	}
-	wantLog(t, "install", f.mutations(t), "systemctl start systemd-networkd.service", "networkctl reload", "networkctl reconfigure barn0", "systemctl enable systemd-networkd.service")
+	wantLog(t, "install", f.mutations(t), "systemctl start systemd-networkd.socket", "systemctl start systemd-networkd.service", "networkctl reload", "networkctl reconfigure barn0", "systemctl enable systemd-networkd.service")
 	nw, _ := os.ReadFile(f.networkdFile(".network"))
 	if !strings.Contains(string(nw), "Address=10.10.10.1/24\nConfigureWithoutCarrier=yes") {
 		t.Fatalf(".network %q", nw)
@@ -524,7 +531,12 @@ func TestNetworkdAgainstFakes(t *testing.T) {
 	if _, err := f.Uninstall(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	wantLog(t, "uninstall (reverse order)", f.mutations(t), "systemctl disable systemd-networkd.service", "networkctl delete 7", "systemctl stop systemd-networkd.service")
+	wantLog(t, "uninstall (reverse order)", f.mutations(t), "systemctl disable systemd-networkd.service", "networkctl delete 7", "systemctl stop systemd-networkd.service", "systemctl stop systemd-networkd.socket")
+	// Stopping the service alone would leave its socket active, and the
+	// socket restarts networkd at the next netlink event (found live).
+	if b, _ := os.ReadFile(filepath.Join(f.root, "fake", "networkd-socket")); string(b) != "inactive" {
+		t.Fatalf("systemd-networkd.socket is %q after uninstall, want inactive as before install", b)
+	}
 	for _, p := range []string{f.networkdFile(".netdev"), f.NetworkdDir(), f.QemuConfDir()} {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("%s should be gone: %v", p, err)
@@ -534,9 +546,10 @@ func TestNetworkdAgainstFakes(t *testing.T) {
 
 // TestNetworkdForeignBridgeKept: after install the .netdev's bridge was
 // replaced by someone else's barn0 (another MAC, another ifindex), and the
-// unit was stopped and disabled by its admin. Uninstall deletes no link
-// (the old undo was networkctl delete barn0), changes no unit, keeps and
-// names both, and removes Barn's files.
+// service failed under its admin. Uninstall deletes no link (the old undo
+// was networkctl delete barn0), leaves the service alone, keeps and names
+// both, stops only the socket still as Barn left it, and removes Barn's
+// files.
 func TestNetworkdForeignBridgeKept(t *testing.T) {
 	f := newFakeHost(t, false, "inactive")
 	if _, err := f.install(t, Options{Backend: BackendNetworkd}); err != nil {
@@ -551,7 +564,7 @@ func TestNetworkdForeignBridgeKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantLog(t, "uninstall", f.mutations(t), "systemctl disable systemd-networkd.service")
+	wantLog(t, "uninstall", f.mutations(t), "systemctl disable systemd-networkd.service", "systemctl stop systemd-networkd.socket")
 	if !notesContain(p, "kept: barn0 is not the bridge Barn created", "MAC 52:54:00:12:34:56", "ifindex 9, recorded 7", "next: ip -d link show barn0") {
 		t.Fatalf("notes must name the kept bridge, what differs and the next step: %q", p.Notes)
 	}
