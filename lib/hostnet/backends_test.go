@@ -339,6 +339,9 @@ func newFakeHost(t *testing.T, nm bool, networkdActive string) *fakeHost {
 "-t -f UUID,TYPE,NAME connection show") cat $F/nm-connections ;;
 "connection add type bridge con-name "*) u=$(echo "$*" | sed -n 's/.* connection\.uuid \([^ ]*\).*/\1/p')
   echo "$u:bridge:$6" >> $F/nm-connections
+  # As the real nmcli on a loaded host: libnm's D-Bus call gives up while
+  # NetworkManager still adds the connection.
+  [ -e $F/nm-add-timeout ] && { echo "Error: Failed to add '$6' connection: Timeout was reached" >&2; exit 4; }
   echo "Connection '$6' ($u) successfully added." ;;
 "connection delete uuid "*) grep -v "^$4:" $F/nm-connections > $F/nm-c; mv $F/nm-c $F/nm-connections ;;
 esac
@@ -462,6 +465,27 @@ func TestNetworkManagerAgainstFakes(t *testing.T) {
 // connection (the old code ran nmcli connection delete barn0, which hits
 // every connection of that name), says it kept it, and still removes
 // everything else Barn wrote.
+// TestNetworkManagerAddTimeoutTookEffect: nmcli connection add failed
+// with "Timeout was reached" (exit 4) although NetworkManager added the
+// connection, as the live host-under-test suite saw on a loaded machine.
+// The rollback finds the recorded UUID and deletes that connection: no
+// orphan, no manifest.
+func TestNetworkManagerAddTimeoutTookEffect(t *testing.T) {
+	f := newFakeHost(t, true, "inactive")
+	must(t, os.WriteFile(filepath.Join(f.root, "fake", "nm-add-timeout"), nil, 0o644))
+	_, err := f.install(t, Options{})
+	if err == nil || !strings.Contains(err.Error(), "Timeout was reached") || !strings.Contains(err.Error(), "rolled back") {
+		t.Fatalf("install: want the nmcli timeout and a rollback, got %v", err)
+	}
+	conns, _ := os.ReadFile(filepath.Join(f.root, "fake", "nm-connections"))
+	if strings.Contains(string(conns), "barn0") {
+		t.Fatalf("the connection NetworkManager added despite the timeout is left behind:\n%s", conns)
+	}
+	if m, _ := f.ReadManifest(); m != nil {
+		t.Fatalf("a manifest is left after the rollback: %+v", m)
+	}
+}
+
 func TestNetworkManagerForeignConnectionKept(t *testing.T) {
 	f := newFakeHost(t, true, "inactive")
 	if _, err := f.install(t, Options{}); err != nil {
