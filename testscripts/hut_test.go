@@ -34,7 +34,7 @@ func hutUnavailable() string {
 	case os.Geteuid() != 0:
 		return "needs root (QEMU with a 9p share of root-owned files)"
 	case os.Getenv("BARN_TEST_HUT") == "":
-		return "BARN_TEST_HUT is unset (run `make e2e`, which builds the host-under-test images first)"
+		return "BARN_TEST_HUT is unset (run `make e2e-hut`, which builds the host-under-test images first)"
 	}
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
 		return "qemu-system-x86_64 is not installed"
@@ -73,6 +73,12 @@ func bootHUT(t *testing.T, kind, barnNet string) *hutBoot {
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	t.Logf("%s guest ran %s", kind, time.Since(start).Round(time.Second))
+	if keep := os.Getenv("BARN_TEST_HUT_KEEP"); keep != "" {
+		// The whole share (out/, run.log, run.rc) and the console, also
+		// when the checks below fail: what to read when they do.
+		_ = exec.Command("cp", "-a", share, filepath.Join(keep, kind)).Run()
+		_ = exec.Command("cp", console, filepath.Join(keep, kind, "console.log")).Run()
+	}
 	if err != nil {
 		t.Fatalf("QEMU (%s guest): %v: %s\nconsole:\n%s", kind, err, out, tail(console, 60))
 	}
@@ -83,9 +89,6 @@ func bootHUT(t *testing.T, kind, barnNet string) *hutBoot {
 	if strings.TrimSpace(string(rc)) != "0" {
 		log, _ := os.ReadFile(filepath.Join(share, "run.log"))
 		t.Fatalf("the %s guest's script exited %s:\n%s", kind, rc, log)
-	}
-	if keep := os.Getenv("BARN_TEST_HUT_KEEP"); keep != "" {
-		_ = exec.Command("cp", "-a", filepath.Join(share, "out"), filepath.Join(keep, kind)).Run()
 	}
 	return &hutBoot{t: t, out: filepath.Join(share, "out")}
 }
@@ -352,6 +355,7 @@ func checkNetworkd(t *testing.T, b *hutBoot) {
 	b.sameSnap("netlink-after", "netlink-before")
 	b.refused("unsafe-plan", "4", "networkd_activation_unsafe")
 	contains(t, "the refusal names the unit and the NIC", b.file("unsafe-plan.err")+b.file("unsafe-plan.out"), "20-wired.network", strings.TrimSpace(b.file("nic")))
+	contains(t, "the refusal's hint", b.file("unsafe-plan.err"), "next: barn-net plan --backend netlink")
 	p := b.plan("safe-plan")
 	if p.Backend != hostnet.BackendNetworkd || !slices.ContainsFunc(p.Steps, func(s hostnet.Step) bool { return s.Kind == hostnet.KindUnitStart }) {
 		t.Errorf("the safe activation plan: backend %s, steps %v", p.Backend, p.Steps)

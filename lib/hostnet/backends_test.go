@@ -324,7 +324,11 @@ func newFakeHost(t *testing.T, nm bool, networkdActive string) *fakeHost {
 	} else {
 		state("nm", "asleep")
 	}
+	// As systemd 252: the service requires its socket, so starting the
+	// service starts the socket, stopping the socket stops the service,
+	// and stopping the service leaves the socket active.
 	state("networkd", networkdActive)
+	state("networkd-socket", networkdActive)
 	state("networkd-enabled", "disabled")
 	script := func(name, body string) {
 		must(t, os.WriteFile(filepath.Join(root, "bin", name), []byte("#!/bin/sh\necho \""+name+" $*\" >> "+log+"\nF="+root+"/fake\n"+body), 0o755))
@@ -335,6 +339,9 @@ func newFakeHost(t *testing.T, nm bool, networkdActive string) *fakeHost {
 "-t -f UUID,TYPE,NAME connection show") cat $F/nm-connections ;;
 "connection add type bridge con-name "*) u=$(echo "$*" | sed -n 's/.* connection\.uuid \([^ ]*\).*/\1/p')
   echo "$u:bridge:$6" >> $F/nm-connections
+  # As the real nmcli on a loaded host: libnm's D-Bus call gives up while
+  # NetworkManager still adds the connection.
+  [ -e $F/nm-add-timeout ] && { echo "Error: Failed to add '$6' connection: Timeout was reached" >&2; exit 4; }
   echo "Connection '$6' ($u) successfully added." ;;
 "connection delete uuid "*) grep -v "^$4:" $F/nm-connections > $F/nm-c; mv $F/nm-c $F/nm-connections ;;
 esac
@@ -342,11 +349,14 @@ exit 0
 `)
 	script("systemctl", `case "$1 $2" in
 "is-active systemd-networkd.service") cat $F/networkd; echo; [ "$(cat $F/networkd)" = active ] ;;
+"is-active systemd-networkd.socket") cat $F/networkd-socket; echo; [ "$(cat $F/networkd-socket)" = active ] ;;
 "is-active "*) echo inactive; exit 3 ;;
 "is-enabled systemd-networkd.service") cat $F/networkd-enabled; echo; [ "$(cat $F/networkd-enabled)" = enabled ] ;;
 "is-enabled "*) echo static; exit 0 ;;
-"start systemd-networkd.service") echo -n active > $F/networkd ;;
+"start systemd-networkd.service") echo -n active > $F/networkd; echo -n active > $F/networkd-socket ;;
 "stop systemd-networkd.service") echo -n inactive > $F/networkd ;;
+"start systemd-networkd.socket") echo -n active > $F/networkd-socket ;;
+"stop systemd-networkd.socket") echo -n inactive > $F/networkd-socket; echo -n inactive > $F/networkd ;;
 "enable systemd-networkd.service") echo -n enabled > $F/networkd-enabled ;;
 "disable systemd-networkd.service") echo -n disabled > $F/networkd-enabled ;;
 esac
@@ -455,6 +465,27 @@ func TestNetworkManagerAgainstFakes(t *testing.T) {
 // connection (the old code ran nmcli connection delete barn0, which hits
 // every connection of that name), says it kept it, and still removes
 // everything else Barn wrote.
+// TestNetworkManagerAddTimeoutTookEffect: nmcli connection add failed
+// with "Timeout was reached" (exit 4) although NetworkManager added the
+// connection, as the live host-under-test suite saw on a loaded machine.
+// The rollback finds the recorded UUID and deletes that connection: no
+// orphan, no manifest.
+func TestNetworkManagerAddTimeoutTookEffect(t *testing.T) {
+	f := newFakeHost(t, true, "inactive")
+	must(t, os.WriteFile(filepath.Join(f.root, "fake", "nm-add-timeout"), nil, 0o644))
+	_, err := f.install(t, Options{})
+	if err == nil || !strings.Contains(err.Error(), "Timeout was reached") || !strings.Contains(err.Error(), "rolled back") {
+		t.Fatalf("install: want the nmcli timeout and a rollback, got %v", err)
+	}
+	conns, _ := os.ReadFile(filepath.Join(f.root, "fake", "nm-connections"))
+	if strings.Contains(string(conns), "barn0") {
+		t.Fatalf("the connection NetworkManager added despite the timeout is left behind:\n%s", conns)
+	}
+	if m, _ := f.ReadManifest(); m != nil {
+		t.Fatalf("a manifest is left after the rollback: %+v", m)
+	}
+}
+
 func TestNetworkManagerForeignConnectionKept(t *testing.T) {
 	f := newFakeHost(t, true, "inactive")
 	if _, err := f.install(t, Options{}); err != nil {
@@ -506,10 +537,10 @@ func TestNetworkdAgainstFakes(t *testing.T) {
 	for _, s := range p.Steps {
 		ids = append(ids, s.ID)
 	}
-	if strings.Join(ids, ",") != "write-manifest,networkd-dir,netdev-unit,network-unit,networkd-start,networkd-reload,networkd-reconfigure,qemu-dir,bridge-conf,helper-setuid,attach-proof,networkd-enable" {
+	if strings.Join(ids, ",") != "write-manifest,networkd-dir,netdev-unit,network-unit,networkd-socket-start,networkd-start,networkd-reload,networkd-reconfigure,qemu-dir,bridge-conf,helper-setuid,attach-proof,networkd-enable" {
 		t.Fatalf("steps %v", ids)
 	}
-	wantLog(t, "install", f.mutations(t), "systemctl start systemd-networkd.service", "networkctl reload", "networkctl reconfigure barn0", "systemctl enable systemd-networkd.service")
+	wantLog(t, "install", f.mutations(t), "systemctl start systemd-networkd.socket", "systemctl start systemd-networkd.service", "networkctl reload", "networkctl reconfigure barn0", "systemctl enable systemd-networkd.service")
 	nw, _ := os.ReadFile(f.networkdFile(".network"))
 	if !strings.Contains(string(nw), "Address=10.10.10.1/24\nConfigureWithoutCarrier=yes") {
 		t.Fatalf(".network %q", nw)
@@ -524,7 +555,12 @@ func TestNetworkdAgainstFakes(t *testing.T) {
 	if _, err := f.Uninstall(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	wantLog(t, "uninstall (reverse order)", f.mutations(t), "systemctl disable systemd-networkd.service", "networkctl delete 7", "systemctl stop systemd-networkd.service")
+	wantLog(t, "uninstall (reverse order)", f.mutations(t), "systemctl disable systemd-networkd.service", "networkctl delete 7", "systemctl stop systemd-networkd.service", "systemctl stop systemd-networkd.socket")
+	// Stopping the service alone would leave its socket active, and the
+	// socket restarts networkd at the next netlink event (found live).
+	if b, _ := os.ReadFile(filepath.Join(f.root, "fake", "networkd-socket")); string(b) != "inactive" {
+		t.Fatalf("systemd-networkd.socket is %q after uninstall, want inactive as before install", b)
+	}
 	for _, p := range []string{f.networkdFile(".netdev"), f.NetworkdDir(), f.QemuConfDir()} {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("%s should be gone: %v", p, err)
@@ -534,9 +570,10 @@ func TestNetworkdAgainstFakes(t *testing.T) {
 
 // TestNetworkdForeignBridgeKept: after install the .netdev's bridge was
 // replaced by someone else's barn0 (another MAC, another ifindex), and the
-// unit was stopped and disabled by its admin. Uninstall deletes no link
-// (the old undo was networkctl delete barn0), changes no unit, keeps and
-// names both, and removes Barn's files.
+// service failed under its admin. Uninstall deletes no link (the old undo
+// was networkctl delete barn0), leaves the service alone, keeps and names
+// both, stops only the socket still as Barn left it, and removes Barn's
+// files.
 func TestNetworkdForeignBridgeKept(t *testing.T) {
 	f := newFakeHost(t, false, "inactive")
 	if _, err := f.install(t, Options{Backend: BackendNetworkd}); err != nil {
@@ -551,7 +588,7 @@ func TestNetworkdForeignBridgeKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantLog(t, "uninstall", f.mutations(t), "systemctl disable systemd-networkd.service")
+	wantLog(t, "uninstall", f.mutations(t), "systemctl disable systemd-networkd.service", "systemctl stop systemd-networkd.socket")
 	if !notesContain(p, "kept: barn0 is not the bridge Barn created", "MAC 52:54:00:12:34:56", "ifindex 9, recorded 7", "next: ip -d link show barn0") {
 		t.Fatalf("notes must name the kept bridge, what differs and the next step: %q", p.Notes)
 	}

@@ -13,8 +13,12 @@ func NetdevUnit(bridge string, sn Subnet) string {
 	return "# Managed by Barn (barn-net); removed by barn-net uninstall.\n[NetDev]\nName=" + bridge + "\nKind=bridge\nMACAddress=" + NetworkdMAC(bridge, sn) + "\n"
 }
 
-// networkdService is the unit Barn may start and enable.
-const networkdService = "systemd-networkd.service"
+// networkdService is the unit Barn may start and enable; networkdSocket
+// is the socket it requires, which Barn may start.
+const (
+	networkdService = "systemd-networkd.service"
+	networkdSocket  = "systemd-networkd.socket"
+)
 
 // NetworkUnit is the owned 80-<bridge>.network.
 func NetworkUnit(bridge string, sn Subnet) string {
@@ -39,13 +43,13 @@ func (h *Host) planNetworkd(p *Plan, o Observed, sn Subnet) error {
 	for _, f := range []FileState{n.Netdev, n.Net} {
 		if f.Exists {
 			return exitcode.New(exitcode.Conflict, "%s already exists and no Barn manifest records it; refusing to overwrite it", f.Path).
-				WithReason("unit_foreign")
+				WithReason("unit_foreign").WithNext("cat " + f.Path)
 		}
 	}
 	active := n.Units[networkdService].Active == "active"
 	if !active && len(n.Claims) > 0 {
 		return exitcode.New(exitcode.Conflict, "systemd-networkd is inactive and starting it could reconfigure a real interface: %s", strings.Join(n.Claims, "; ")).
-			WithReason("networkd_activation_unsafe").WithDetail(n.Claims)
+			WithReason("networkd_activation_unsafe").WithDetail(n.Claims).WithNext("barn-net plan --backend netlink")
 	}
 	if !n.Dir.Exists {
 		p.add(Step{ID: "networkd-dir", Kind: KindMkdir, Path: h.NetworkdDir(), Mode: "0755", Summary: "create " + h.NetworkdDir() + " (0755)"})
@@ -56,6 +60,15 @@ func (h *Host) planNetworkd(p *Plan, o Observed, sn Subnet) error {
 	p.add(Step{ID: "network-unit", Kind: KindWriteFile, Path: nw.Path, Mode: "0644", Content: NetworkUnit(br, sn), Prev: &nw,
 		Summary: fmt.Sprintf("write %s (Address=%s, ConfigureWithoutCarrier=yes, LinkLocalAddressing=no, IPv6AcceptRA=no, RequiredForOnline=no)", nw.Path, sn.HostCIDR())})
 	if !active {
+		// systemd-networkd.service requires its socket (ListenNetlink=route),
+		// so starting the service starts the socket too, and stopping the
+		// service alone leaves a socket that restarts networkd at the next
+		// netlink event. The socket is therefore a step of its own: started
+		// first, stopped last by uninstall.
+		if sock := n.Units[networkdSocket].Active; sock != "active" {
+			p.add(Step{ID: "networkd-socket-start", Kind: KindUnitStart, Unit: networkdSocket, Was: sock,
+				Summary: fmt.Sprintf("systemctl start %s (networkd's netlink socket, which the service requires; was %s, stopped again on uninstall while still active)", networkdSocket, sock)})
+		}
 		was := n.Units[networkdService].Active
 		p.add(Step{ID: "networkd-start", Kind: KindUnitStart, Unit: networkdService, Was: was,
 			Summary: fmt.Sprintf("systemctl start %s (activation scan found no unit that could claim a real link; was %s, restored on uninstall while still active)", networkdService, was)})

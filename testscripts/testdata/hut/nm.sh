@@ -7,6 +7,15 @@ snap_service() {
   echo "## firewall-cmd --permanent --list-all-zones"; firewall-cmd --permanent --list-all-zones
 }
 nm-online -s -q -t 120
+# firewalld is Python; under nested TCG on a loaded machine it can miss
+# systemd's default 90 s start timeout at boot. Record why, then start it
+# again without that timeout (systemctl start returns once it is on D-Bus).
+if ! systemctl is-active -q firewalld; then
+  { systemctl status firewalld --no-pager; journalctl -b --no-pager -u firewalld; } > "$OUT/firewalld.boot" 2>&1
+  mkdir -p /run/systemd/system/firewalld.service.d
+  printf '[Service]\nTimeoutStartSec=infinity\n' > /run/systemd/system/firewalld.service.d/hut.conf
+  systemctl daemon-reload && systemctl start firewalld
+fi
 firewall-cmd --state > "$OUT/firewalld.state" 2>&1
 { NetworkManager --version; firewall-cmd --version; systemctl --version | head -n 1; } > "$OUT/versions" 2>&1
 
