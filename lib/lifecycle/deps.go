@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"barn.dev/lib/disk"
+	"barn.dev/lib/hostnet"
 	"barn.dev/lib/hostshare"
 	"barn.dev/lib/imageref"
 	"barn.dev/lib/lazyre"
@@ -135,6 +136,10 @@ type Network interface {
 	// address_in_use (hostnet.AddressInUse). note says what was not
 	// checked (the ARP probe without CAP_NET_RAW); "" when all was.
 	CheckAddress(ctx context.Context, n spec.Node) (note string, err error)
+	// Faults returns the network faults barn-net recorded on this
+	// profile's bridge (its fault record, read-only); an unreadable or
+	// damaged record is an error, never "no fault".
+	Faults() ([]hostnet.Fault, error)
 }
 
 // Readiness waits for a launched guest to finish its setup.
