@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -108,12 +109,42 @@ func runLab(t *testing.T, dir string) {
 		env.Defer(func() { killLab(env.Getenv("BARN_HOME"), run) })
 		return nil
 	}
+	p.Condition = labCondition
 	p.Cmds["inns"] = cmdInNamespace
 	p.Cmds["killqemu"] = cmdKillQEMU
 	p.Cmds["noqemu"] = cmdNoQEMU
 	p.Cmds["robind"] = cmdROBind
 	testscript.Run(t, p)
 }
+
+// labCondition answers the lab scripts' conditions: [netem] is true when
+// this kernel takes a netem qdisc (CONFIG_NET_SCH_NETEM), probed once on a
+// dummy link in a namespace of its own.
+func labCondition(cond string) (bool, error) {
+	if cond != "netem" {
+		return false, fmt.Errorf("unknown condition %q", cond)
+	}
+	netemOnce.Do(func() {
+		ns, err := newNamespace("barn-probe-")
+		if err != nil {
+			netemErr = err
+			return
+		}
+		defer exec.Command("ip", "netns", "del", ns).Run()
+		if out, err := exec.Command("ip", "-n", ns, "link", "add", "probe0", "type", "dummy").CombinedOutput(); err != nil {
+			netemErr = fmt.Errorf("probing netem: %v: %s", err, out)
+			return
+		}
+		netemOK = exec.Command("tc", "-n", ns, "qdisc", "add", "dev", "probe0", "root", "netem", "delay", "1ms").Run() == nil
+	})
+	return netemOK, netemErr
+}
+
+var (
+	netemOnce sync.Once
+	netemOK   bool
+	netemErr  error
+)
 
 func labUnavailable() string {
 	switch {

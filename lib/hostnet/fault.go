@@ -63,7 +63,8 @@ const (
 	FaultHealing    = "healing"
 )
 
-// FaultRecord is <StateDir>/faults.json (0600).
+// FaultRecord is <StateDir>/faults.json: root-owned, 0644 (it holds no
+// secret, and barn-node status, unprivileged, shows the faults from it).
 type FaultRecord struct {
 	Schema string  `json:"schema"`
 	Next   int     `json:"next"` // the number of the next fault's ID
@@ -149,7 +150,7 @@ func (h *Host) FaultsPath() string { return filepath.Join(h.StateDir, "faults.js
 // ReadFaults returns the record, an empty one when there is none, and an
 // integrity (7) error when it is damaged (never "no faults").
 func (h *Host) ReadFaults() (*FaultRecord, error) {
-	b, err := readOwned(h.FaultsPath())
+	b, err := readOwnedMode(h.FaultsPath(), FaultsMode)
 	if err != nil || b == nil {
 		return &FaultRecord{Schema: FaultsSchema, Next: 1, Faults: []Fault{}}, err
 	}
@@ -161,7 +162,10 @@ func (h *Host) ReadFaults() (*FaultRecord, error) {
 	return &r, nil
 }
 
-// writeFaults writes the record (0600), or removes it when it holds no
+// FaultsMode is the fault record's mode.
+const FaultsMode = 0o644
+
+// writeFaults writes the record (FaultsMode), or removes it when it holds no
 // fault, releasing the state directory when Barn created it.
 func (h *Host) writeFaults(r *FaultRecord) error {
 	if len(r.Faults) == 0 {
@@ -181,7 +185,7 @@ func (h *Host) writeFaults(r *FaultRecord) error {
 	if err := h.ensureStateDir(); err != nil {
 		return err
 	}
-	return writeAtomic(h.FaultsPath(), append(b, '\n'), 0o600)
+	return writeAtomic(h.FaultsPath(), append(b, '\n'), FaultsMode)
 }
 
 // checkMembers refuses an address outside the network's /24, the host's

@@ -132,8 +132,11 @@ func (h *Host) setNetem(ctx context.Context, dev string, n *Netem) error {
 	argv := append([]string{"tc", "qdisc", "replace", "dev", dev, "root", "handle", FaultQdiscHandle, "netem"}, n.Args()...)
 	if out, err := h.Runner.Run(ctx, argv); err != nil {
 		if strings.Contains(string(out), "qdisc kind is unknown") {
-			return exitcode.New(exitcode.Capability, "this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM): a degrade cannot be enforced on this host").
-				WithReason("faults_unsupported")
+			// tc loads sch_netem on demand; where it still says "unknown"
+			// the module is missing, or on-demand loading is not allowed
+			// here (a container), and only the host's root can load it.
+			return exitcode.New(exitcode.Capability, "this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM): a degrade cannot be enforced on this host (isolate and partition do not need it)").
+				WithReason("faults_unsupported").WithNext("modprobe sch_netem")
 		}
 		return faultToolError(err, out, strings.Join(argv, " "))
 	}

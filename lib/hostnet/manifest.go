@@ -3,6 +3,7 @@ package hostnet
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"slices"
@@ -119,11 +120,15 @@ func checkUndoCommands(path string, steps []Step) error {
 // check, or a symlink planted at the path, is never what gets trusted.
 // Uninstall acts as root on the paths and modes a manifest lists. An empty
 // or otherwise damaged manifest is integrity (7), never "not installed".
-func readOwned(path string) ([]byte, error) {
+func readOwned(path string) ([]byte, error) { return readOwnedMode(path, 0o600) }
+
+// readOwnedMode is readOwned for a root-owned file of mode perm (the fault
+// record is 0644: barn-node status, unprivileged, reads it).
+func readOwnedMode(path string, perm fs.FileMode) ([]byte, error) {
 	b, _, err := safefile.ReadFile(path, maxManifestBytes, func(fi fs.FileInfo) error {
-		if fi.Mode().Perm() != 0o600 {
-			return exitcode.New(exitcode.Integrity, "manifest %s has mode %04o, want 0600", path, fi.Mode().Perm()).WithReason("manifest_damaged").
-				WithNext("chmod 0600 " + path)
+		if fi.Mode().Perm() != perm {
+			return exitcode.New(exitcode.Integrity, "manifest %s has mode %04o, want %04o", path, fi.Mode().Perm(), perm).WithReason("manifest_damaged").
+				WithNext(fmt.Sprintf("chmod %04o %s", perm, path))
 		}
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Geteuid() {
 			return exitcode.New(exitcode.Integrity, "manifest %s is owned by uid %d, not by root; Barn does not trust it", path, st.Uid).WithReason("manifest_damaged")

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"barn.dev/lib/disk"
+	"barn.dev/lib/hostnet"
 	"barn.dev/lib/hostshare"
 	"barn.dev/lib/imageref"
 	"barn.dev/lib/lazyre"
@@ -137,6 +138,10 @@ type Network interface {
 	// success it holds the host-wide attach lock (hostnet.LockAttach)
 	// until release, which the caller calls once the node's QEMU runs.
 	CheckAddress(ctx context.Context, n spec.Node) (note string, release func(), err error)
+	// Faults returns the network faults barn-net recorded on this
+	// profile's bridge (its fault record, read-only); an unreadable or
+	// damaged record is an error, never "no fault".
+	Faults() ([]hostnet.Fault, error)
 }
 
 // Readiness waits for a launched guest to finish its setup.

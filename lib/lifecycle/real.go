@@ -319,6 +319,15 @@ func (n *realNet) Preflight(ctx context.Context, cidr string) error {
 	return err
 }
 
+func (n *realNet) Faults() ([]hostnet.Fault, error) {
+	h := hostnet.FromEnv(n.getenv)
+	bridge := n.bridge
+	if bridge == "" {
+		bridge = h.Bridge
+	}
+	return recordedFaults(h, bridge)
+}
+
 func (n *realNet) CheckAddress(ctx context.Context, node spec.Node) (string, func(), error) {
 	bridge := n.bridge
 	if bridge == "" {

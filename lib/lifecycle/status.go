@@ -30,6 +30,11 @@ type Status struct {
 	Converged   []string  `json:"converged"` // what status changed in state
 	Failures    []Failure `json:"failures"`
 	CheckedAt   time.Time `json:"checked_at"` // when the audit ran: the text view's UP and AGE are measured to it
+	// NetFaults are barn-net's recorded network faults (netfaults.go);
+	// absent without a private network, or when NetFaultsProblem says
+	// why the record could not be read.
+	NetFaults        []NetFault `json:"net_faults,omitempty"`
+	NetFaultsProblem string     `json:"net_faults_problem,omitempty"`
 }
 
 // NodeStatus is one node's recorded state plus the live audit.
@@ -55,6 +60,9 @@ type NodeStatus struct {
 	// /proc, shown as uptime; absent when not running or unknown).
 	CreatedAt *time.Time `json:"created_at,omitempty"`
 	StartedAt *time.Time `json:"started_at,omitempty"`
+	// NetFaults are the IDs of the recorded network faults that act on
+	// this node's private address (Status.NetFaults).
+	NetFaults []string `json:"net_faults,omitempty"`
 }
 
 // Status reports the selected applied nodes (all when none are named) with
@@ -121,6 +129,7 @@ func (m *Manager) Status(ctx context.Context, selectors []string) (*Status, erro
 			st.Performance = TCGPerformanceNote
 		}
 	}
+	m.addNetFaults(st)
 	if len(st.Failures) > 0 {
 		r := &Result{Failures: st.Failures}
 		return st, r.Err(len(selected))
@@ -293,6 +302,7 @@ func (s *Status) RenderText(w io.Writer) error {
 	for _, c := range s.Converged {
 		writeLine(w, "converged: %s", c)
 	}
+	s.renderNetFaults(w)
 	if s.Performance != "" {
 		writeLine(w, "note: %s", s.Performance)
 	}
