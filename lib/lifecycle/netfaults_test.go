@@ -25,11 +25,11 @@ type faultsNet struct {
 	err    error
 }
 
-func (faultsNet) Preflight(context.Context, string) error                 { return nil }
+func (faultsNet) Preflight(context.Context, string) error { return nil }
 func (faultsNet) CheckAddress(context.Context, spec.Node) (string, func(), error) {
 	return "", func() {}, nil
 }
-func (n faultsNet) Faults() ([]hostnet.Fault, error)                      { return n.faults, n.err }
+func (n faultsNet) Faults() ([]hostnet.Fault, error) { return n.faults, n.err }
 
 // Status shows barn-net's recorded faults with their age, and on each
 // node's row the IDs of the faults acting on its address.
