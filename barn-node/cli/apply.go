@@ -22,5 +22,6 @@ func (c *applyCmd) Run(env *tool.Env) error {
 	}
 	wait := bindReadiness(env, m, c.NoWait)
 	res, err := m.Apply(env.Ctx, &p, lifecycle.ApplyOptions{NoWait: !wait, Rollback: c.Rollback})
+	warnSkew(env, res)
 	return emit(env, resultOrNil(res), err)
 }

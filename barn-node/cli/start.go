@@ -15,6 +15,7 @@ func (c *startCmd) Run(env *tool.Env) error {
 	wait := bindReadiness(env, m, c.NoWait)
 	res, err := m.Start(env.Ctx, c.Nodes, wait)
 	refreshFragment(env, res)
+	warnSkew(env, res)
 	return emit(env, resultOrNil(res), err)
 }
 
@@ -31,5 +32,6 @@ func (c *restartCmd) Run(env *tool.Env) error {
 	wait := bindReadiness(env, m, c.NoWait)
 	res, err := m.Restart(env.Ctx, c.Nodes, wait)
 	refreshFragment(env, res)
+	warnSkew(env, res)
 	return emit(env, resultOrNil(res), err)
 }
