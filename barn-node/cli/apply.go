@@ -7,6 +7,7 @@ import (
 )
 
 type applyCmd struct {
+	jobsFlag
 	NoWait   bool `short:"n" help:"Do not wait for guest readiness."`
 	Rollback bool `help:"Remove the artifacts of nodes that fail to prepare in this run."`
 }
@@ -18,6 +19,9 @@ func (c *applyCmd) Run(env *tool.Env) error {
 	}
 	m, err := manager(env, true, true)
 	if err != nil {
+		return err
+	}
+	if err := c.setJobs(env, m); err != nil {
 		return err
 	}
 	wait := bindReadiness(env, m, c.NoWait)

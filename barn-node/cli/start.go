@@ -3,6 +3,7 @@ package cli
 import "barn.dev/lib/tool"
 
 type startCmd struct {
+	jobsFlag
 	NoWait bool     `short:"n" help:"Do not wait for guest readiness."`
 	Nodes  []string `arg:"" optional:"" name:"node" predictor:"node" help:"Nodes to start (default: all applied nodes)."`
 }
@@ -10,6 +11,9 @@ type startCmd struct {
 func (c *startCmd) Run(env *tool.Env) error {
 	m, err := manager(env, true, true)
 	if err != nil {
+		return err
+	}
+	if err := c.setJobs(env, m); err != nil {
 		return err
 	}
 	wait := bindReadiness(env, m, c.NoWait)
@@ -20,6 +24,7 @@ func (c *startCmd) Run(env *tool.Env) error {
 }
 
 type restartCmd struct {
+	jobsFlag
 	NoWait bool     `short:"n" help:"Do not wait for guest readiness."`
 	Nodes  []string `arg:"" optional:"" name:"node" predictor:"node" help:"Nodes to restart (default: all applied nodes)."`
 }
@@ -27,6 +32,9 @@ type restartCmd struct {
 func (c *restartCmd) Run(env *tool.Env) error {
 	m, err := manager(env, true, true)
 	if err != nil {
+		return err
+	}
+	if err := c.setJobs(env, m); err != nil {
 		return err
 	}
 	wait := bindReadiness(env, m, c.NoWait)

@@ -43,6 +43,7 @@ var reasons = []Reason{
 	{"bad_fault", Usage, "a fault names an address that is not a node on the installed network, or one node twice"},
 	{"bad_hosts_entry", Usage, "a hosts entry has an address that is not IPv4"},
 	{"bad_import_name", Usage, "an imported image file name does not follow the image naming rule"},
+	{"bad_jobs", Usage, "--jobs or BARN_JOBS is not a number of nodes between 1 and 16"},
 	{"bad_public_key", Usage, "the file is not a minisign public key"},
 	{"bad_qcow2", Integrity, "qemu-img check finds the qcow2 image damaged"},
 	{"bad_qcow2_header", Integrity, "a qcow2 header cannot be parsed"},

@@ -176,7 +176,7 @@ type Manager struct {
 	Hook        Hook
 	Command     string // recorded as the lock holder's command
 	Waiting     func(state.LockHolder)
-	Concurrency int // prepare/start batch bound; 0 means 4
+	Concurrency int // nodes worked on at once; 0 means DefaultJobs, capped at MaxJobs
 	PortBase    int // first management SSH port; 0 means 2222
 	// PortFree reports whether 127.0.0.1:port can be bound now; nil binds.
 	PortFree func(port int) bool
@@ -266,14 +266,22 @@ func (m *Manager) logf(format string, args ...any) {
 	}
 }
 
+// DefaultJobs and MaxJobs bound how many nodes a lifecycle operation works
+// on at once (barn-node --jobs, BARN_JOBS). Four keeps a 2-core TCG host
+// responsive while image copies, seeds and boots overlap; sixteen is past
+// the point where more QEMU processes only compete for the same cores and
+// disk.
+const (
+	DefaultJobs = 4
+	MaxJobs     = 16
+)
+
 func (m *Manager) concurrency(n int) int {
 	c := m.Concurrency
 	if c <= 0 {
-		c = 4
+		c = DefaultJobs
 	}
-	if c > 16 {
-		c = 16
-	}
+	c = min(c, MaxJobs)
 	if n < c {
 		c = n
 	}
