@@ -51,7 +51,7 @@ func NewProgress(w io.Writer, terminal bool, now func() time.Time) *Progress {
 func (p *Progress) Underlying() io.Writer { return p.w }
 
 // Set records node's phase; done marks the node finished (its elapsed
-// time stops).
+// time stops until a later phase).
 func (p *Progress) Set(node, phase string, done bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -66,7 +66,7 @@ func (p *Progress) Set(node, phase string, done bool) {
 	if r.phase == phase && r.end.IsZero() == !done {
 		return
 	}
-	r.phase = phase
+	r.phase, r.end = phase, time.Time{}
 	if done {
 		r.end = now
 	}

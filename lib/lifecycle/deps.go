@@ -173,6 +173,10 @@ type Manager struct {
 	Probe RootProbe
 
 	Log         io.Writer // progress lines; nil discards
+	// Phase receives each node's progress: every durable step (as Hook
+	// does), readiness, and with done set the node's outcome in the
+	// result (its action, or "failed at STAGE"). nil discards.
+	Phase       func(node, phase string, done bool)
 	Hook        Hook
 	Command     string // recorded as the lock holder's command
 	Waiting     func(state.LockHolder)
@@ -219,10 +223,27 @@ func (m *Manager) now() time.Time {
 // progress stream: the event log is diagnostics, never a reason to fail a
 // lifecycle step that already happened.
 func (m *Manager) hook(step, node string) {
+	m.phase(node, step)
 	m.event("info", node, step, "")
 	if m.Hook != nil {
 		m.Hook(step, node)
 	}
+}
+
+// phase reports node's progress to Phase.
+func (m *Manager) phase(node, phase string) {
+	if m.Phase != nil {
+		m.Phase(node, phase, false)
+	}
+}
+
+// newResult is a result whose nodes report their outcome to Phase.
+func (m *Manager) newResult(command string) *Result {
+	r := newResult(command)
+	if m.Phase != nil {
+		r.done = func(node, outcome string) { m.Phase(node, outcome, true) }
+	}
+	return r
 }
 
 // gap calls the test hook at a crash window that is not itself a durable
