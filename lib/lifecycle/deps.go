@@ -172,7 +172,7 @@ type Manager struct {
 	// root disk's growth with it); nil verifies nothing (as --no-wait).
 	Probe RootProbe
 
-	Log         io.Writer // progress lines; nil discards
+	Log io.Writer // progress lines; nil discards
 	// Phase receives each node's progress: every durable step (as Hook
 	// does), readiness, and with done set the node's outcome in the
 	// result (its action, or "failed at STAGE"). nil discards.
