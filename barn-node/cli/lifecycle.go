@@ -34,6 +34,7 @@ type lifecycleCommands struct {
 // Environment knobs read by the lifecycle commands.
 //
 //	BARN_STOP_TIMEOUT   graceful powerdown wait of the stop ladder (Go duration, default 2m)
+//	BARN_JOBS           default of --jobs: nodes worked on at once (1-16, default 4; jobs.go)
 //	BARN_SSH_PORT_BASE  first management SSH port to try (default 2222)
 //	BARN_READINESS=none TEST-ONLY: skip guest readiness as --no-wait does
 //
