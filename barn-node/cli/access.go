@@ -12,7 +12,8 @@ import (
 	"barn.dev/lib/vm"
 )
 
-// accessCommands are ssh, exec, ssh-config, logs and provision.
+// accessCommands are ssh, exec, ssh-config, hosts, logs, check,
+// provision and time.
 type accessCommands struct {
 	SSH       sshCmd       `cmd:"" name:"ssh" help:"Open a shell on a node (default: the control node), or run a remote shell command after --."`
 	Exec      execCmd      `cmd:"" aliases:"ex" help:"Run ARGV on NODE with argument boundaries preserved; exits with the remote status."`
@@ -21,6 +22,7 @@ type accessCommands struct {
 	Logs      logsCmd      `cmd:"" aliases:"l" help:"Show a node's serial console, QEMU diagnostics or the deployment event log."`
 	Check     checkCmd     `cmd:"" help:"Check the lab from inside: private reachability of every pair, names on every node, the control node's SSH to peers, clock skew (matrix on a terminal, JSON on a pipe; exit 1 on any failure)."`
 	Provision provisionCmd `cmd:"" help:"Stream a script to running nodes and report per-node exit codes and output."`
+	Time      timeCmd      `cmd:"" help:"Guest clocks: measure them against the host's (time status) or correct them (time sync)."`
 }
 
 // access is the applied state the access commands read.

@@ -69,7 +69,8 @@ var (
 // command that reaches NODE's port runs through a ForceCommand that
 // replaces the guest's state directory (cidata.StateDir, /var/lib/barn) in
 // it with $WORK/guest/NODE, so the readiness probe barn-node really sends
-// reads a ready.json or error.json the script writes there.
+// reads a ready.json or error.json the script writes there, and finds
+// $WORK/guest/NODE/bin first on PATH (see guestclock).
 func cmdSSHD(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) == 0 {
 		ts.Fatalf("usage: sshd [-newkey] [-guest] NODE...")
@@ -130,7 +131,7 @@ func cmdSSHD(ts *testscript.TestScript, neg bool, args []string) {
 			gdir := ts.MkAbs(filepath.Join("guest", n))
 			ts.Check(os.MkdirAll(gdir, 0o755))
 			wrapper := filepath.Join(dir, "guest-"+n+".sh")
-			script := "#!/bin/sh\nexec sh -c \"$(printf '%s' \"$SSH_ORIGINAL_COMMAND\" | sed 's|" + cidata.StateDir + "/|" + gdir + "/|g')\"\n"
+			script := "#!/bin/sh\nPATH=" + gdir + "/bin:$PATH; export PATH\nexec sh -c \"$(printf '%s' \"$SSH_ORIGINAL_COMMAND\" | sed 's|" + cidata.StateDir + "/|" + gdir + "/|g')\"\n"
 			ts.Check(os.WriteFile(wrapper, []byte(script), 0o755))
 			fmt.Fprintf(&conf, "Match LocalPort %d\n  ForceCommand %s\n", ports[n], wrapper)
 		}
@@ -276,4 +277,44 @@ func cmdGuestReady(ts *testscript.TestScript, neg bool, args []string) {
 	dir := ts.MkAbs(filepath.Join("guest", args[0]))
 	ts.Check(os.MkdirAll(dir, 0o755))
 	ts.Check(os.WriteFile(filepath.Join(dir, "ready.json"), b, 0o644))
+}
+
+// guestDate is the fake guest's date: the host's clock plus the offset in
+// ../clock_offset (seconds), for `date +%s.%N`; `date -u -s @T` sets that
+// offset. Any other use fails, so a guest command this harness does not
+// model cannot reach the host's own clock.
+const guestDate = `#!/bin/sh
+d=$(dirname "$0")/..
+off=$(cat "$d/clock_offset")
+host=$(command -p date +%s.%N)
+case "$*" in
+"+%s.%N") awk -v h="$host" -v o="$off" 'BEGIN { printf "%.9f\n", h + o }' ;;
+"-u -s @"*) awk -v t="${3#@}" -v h="$host" 'BEGIN { printf "%.9f\n", t - h }' >"$d/clock_offset" ;;
+*) echo "fake guest date: unsupported: $*" >&2; exit 1 ;;
+esac
+`
+
+// guestSudo is the fake guest's passwordless sudo -n: it runs the command
+// with the guest's PATH (the fake date), never the host's sudo.
+const guestSudo = `#!/bin/sh
+[ "$1" = -n ] && shift
+exec "$@"
+`
+
+// cmdGuestClock is `guestclock NODE OFFSET`: NODE's guest clock (through
+// `sshd -guest`) runs OFFSET seconds (a decimal, negative: behind) from
+// the host's: a fake date and sudo in $WORK/guest/NODE/bin, so time status
+// measures the offset and time sync moves it, without the host's clock.
+func cmdGuestClock(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: guestclock NODE OFFSET")
+	}
+	if _, err := strconv.ParseFloat(args[1], 64); err != nil {
+		ts.Fatalf("guestclock: offset %q is not a number", args[1])
+	}
+	dir := ts.MkAbs(filepath.Join("guest", args[0]))
+	ts.Check(os.MkdirAll(filepath.Join(dir, "bin"), 0o755))
+	ts.Check(os.WriteFile(filepath.Join(dir, "bin", "date"), []byte(guestDate), 0o755))
+	ts.Check(os.WriteFile(filepath.Join(dir, "bin", "sudo"), []byte(guestSudo), 0o755))
+	ts.Check(os.WriteFile(filepath.Join(dir, "clock_offset"), []byte(args[1]+"\n"), 0o644))
 }

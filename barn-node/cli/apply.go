@@ -7,6 +7,7 @@ import (
 )
 
 type applyCmd struct {
+	jobsFlag
 	NoWait   bool     `short:"n" help:"Do not wait for guest readiness."`
 	Rollback bool     `help:"Remove the artifacts of nodes that fail to prepare in this run."`
 	Nodes    []string `arg:"" optional:"" name:"node" predictor:"node" help:"Apply only these nodes of the plan; every other node keeps its applied definition (default: every node of the plan)."`
@@ -21,7 +22,11 @@ func (c *applyCmd) Run(env *tool.Env) error {
 	if err != nil {
 		return err
 	}
+	if err := c.setJobs(env, m); err != nil {
+		return err
+	}
 	wait := bindReadiness(env, m, c.NoWait)
 	res, err := m.Apply(env.Ctx, &p, lifecycle.ApplyOptions{NoWait: !wait, Rollback: c.Rollback, Nodes: c.Nodes})
+	warnSkew(env, res)
 	return emit(env, resultOrNil(res), err)
 }

@@ -6,9 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,13 +19,14 @@ import (
 // checkCmd is what a Pigsty user checks before a test: from every selected
 // node (one SSH session each, over the management NIC, which faults never
 // touch) it pings every other node's private address, resolves every
-// node's name, FQDN and aliases, reads the clock, and on the control node
-// also reads every peer's SSH banner over the private network. The probe
-// is plain POSIX sh with ping, getent and date: nothing is installed in
-// the guest.
+// node's name, FQDN and aliases, and on the control node also reads every
+// peer's SSH banner over the private network; then it measures the clock
+// (guest.ReadClock, the one measurement `time status` and start use). The
+// probe is plain POSIX sh with ping, getent and date: nothing is installed
+// in the guest.
 type checkCmd struct {
 	Nodes   []string      `arg:"" optional:"" name:"node" predictor:"node" help:"Nodes to check from and to (default: every committed node)."`
-	MaxSkew time.Duration `name:"max-skew" default:"1s" help:"Largest clock difference to the host accepted (the SSH round trip's half is added as uncertainty)."`
+	MaxSkew time.Duration `name:"max-skew" default:"1s" help:"Largest clock difference to the host accepted (half the measuring round trip is granted as uncertainty)."`
 	Timeout time.Duration `default:"30s" help:"Bound on each node's probe session (a paused or cut-off node fails within it)."`
 }
 
@@ -63,7 +62,7 @@ type CheckResolve struct {
 type CheckClock struct {
 	Node    string  `json:"node"`
 	SkewMS  float64 `json:"skew_ms"`  // guest minus host at the round trip's middle
-	ErrorMS float64 `json:"error_ms"` // half the round trip
+	ErrorMS float64 `json:"error_ms"` // half the round trip (guest.ClockSample)
 	OK      bool    `json:"ok"`
 }
 
@@ -134,7 +133,6 @@ func (c *checkCmd) Run(env *tool.Env) error {
 //	reach ADDR ok|fail       ping -c1 -W2 over the private network
 //	resolve NAME ADDR|-      getent hosts NAME (first address)
 //	ssh ADDR ok|fail         (control node) an SSH banner from ADDR:22 within 3 s
-//	clock SECONDS.NANOS      date +%s.%N, last, right before the session ends
 func probeScript(peers []string, names []string, ssh bool) string {
 	var b strings.Builder
 	b.WriteString("export LC_ALL=C\n")
@@ -147,7 +145,6 @@ func probeScript(peers []string, names []string, ssh bool) string {
 	for _, n := range names {
 		fmt.Fprintf(&b, "a=$(getent hosts %s | awk '{print $1; exit}'); echo resolve %s ${a:--}\n", n, n)
 	}
-	b.WriteString("echo clock $(date +%s.%N)\n")
 	return b.String()
 }
 
@@ -157,11 +154,9 @@ type probeResult struct {
 	reach   map[string]bool
 	ssh     map[string]bool
 	resolve map[string]string
-	clock   float64
+	clock   guest.ClockSample
 	peers   []checkPeer
 	want    map[string]string
-	rttHalf time.Duration
-	mid     time.Time
 	maxSkew time.Duration
 }
 
@@ -188,9 +183,7 @@ func (c *checkCmd) probe(env *tool.Env, a *access, self checkPeer, peers []check
 	ctx, cancel := context.WithTimeout(env.Ctx, c.Timeout)
 	defer cancel()
 	var out, errb bytes.Buffer
-	start := time.Now()
 	code, err := guest.Run(ctx, argv, guest.Streams{In: strings.NewReader(""), Out: &out, Err: &errb})
-	end := time.Now()
 	if err != nil && ctx.Err() != nil && env.Ctx.Err() == nil {
 		return nil, fmt.Errorf("no answer within %s (paused, or its management link is down)", c.Timeout)
 	}
@@ -202,13 +195,15 @@ func (c *checkCmd) probe(env *tool.Env, a *access, self checkPeer, peers []check
 		return nil, err
 	}
 	r.peers, r.want, r.maxSkew = peers, want, c.MaxSkew
-	r.rttHalf, r.mid = end.Sub(start)/2, start.Add(end.Sub(start)/2)
+	if r.clock, err = guest.ReadClock(ctx, t); err != nil {
+		return nil, fmt.Errorf("clock: %v", err)
+	}
 	return r, nil
 }
 
 // parseProbe reads probeScript's output; a line it does not know is an error.
 func parseProbe(node string, out []byte) (*probeResult, error) {
-	r := &probeResult{node: node, reach: map[string]bool{}, ssh: map[string]bool{}, resolve: map[string]string{}, clock: math.NaN()}
+	r := &probeResult{node: node, reach: map[string]bool{}, ssh: map[string]bool{}, resolve: map[string]string{}}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -219,18 +214,9 @@ func parseProbe(node string, out []byte) (*probeResult, error) {
 			r.ssh[f[1]] = f[2] == "ok"
 		case len(f) == 3 && f[0] == "resolve":
 			r.resolve[f[1]] = strings.TrimPrefix(f[2], "-")
-		case len(f) == 2 && f[0] == "clock":
-			v, err := strconv.ParseFloat(f[1], 64)
-			if err != nil {
-				return nil, fmt.Errorf("probe on %s: clock %q", node, f[1])
-			}
-			r.clock = v
 		default:
 			return nil, fmt.Errorf("probe on %s printed %q", node, sc.Text())
 		}
-	}
-	if math.IsNaN(r.clock) {
-		return nil, fmt.Errorf("probe on %s printed no clock", node)
 	}
 	return r, nil
 }
@@ -249,11 +235,8 @@ func (r *probeResult) mergeInto(d *CheckDoc) {
 		got := r.resolve[n]
 		d.Resolve = append(d.Resolve, CheckResolve{On: r.node, Name: n, Want: addr, Got: got, OK: got == addr})
 	}
-	host := float64(r.mid.UnixNano()) / 1e9
-	skew := (r.clock - host) * 1000
-	errMS := float64(r.rttHalf.Microseconds()) / 1000
-	d.Clock = append(d.Clock, CheckClock{Node: r.node, SkewMS: math.Round(skew*10) / 10, ErrorMS: math.Round(errMS*10) / 10,
-		OK: math.Abs(skew)-errMS <= float64(r.maxSkew.Milliseconds())})
+	d.Clock = append(d.Clock, CheckClock{Node: r.node, SkewMS: guest.Milliseconds(r.clock.Skew()),
+		ErrorMS: guest.Milliseconds(r.clock.Uncertainty()), OK: r.clock.Within(r.maxSkew)})
 }
 
 func (d *CheckDoc) sort() {

@@ -10,6 +10,7 @@ import (
 )
 
 type destroyCmd struct {
+	jobsFlag
 	Force            bool     `help:"Do not ask for confirmation (required without a terminal)."`
 	DeletePersistent bool     `help:"Also delete persistent disks, retained ones included (whole deployment only)."`
 	Purge            bool     `help:"Also delete persistent disks, keys and deployment state, and the state root once only Barn's lock files are left (whole deployment only)."`
@@ -35,6 +36,9 @@ func (c *destroyCmd) Run(env *tool.Env) error {
 	}
 	m, err := manager(env, false, false)
 	if err != nil {
+		return err
+	}
+	if err := c.setJobs(env, m); err != nil {
 		return err
 	}
 	res, err := m.Destroy(env.Ctx, c.Nodes, lifecycle.DestroyOptions{DeletePersistent: c.DeletePersistent, Purge: c.Purge})

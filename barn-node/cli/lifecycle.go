@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/human"
 	"barn.dev/lib/lifecycle"
 	"barn.dev/lib/qemu"
 	"barn.dev/lib/state"
@@ -33,6 +34,7 @@ type lifecycleCommands struct {
 // Environment knobs read by the lifecycle commands.
 //
 //	BARN_STOP_TIMEOUT   graceful powerdown wait of the stop ladder (Go duration, default 2m)
+//	BARN_JOBS           default of --jobs: nodes worked on at once (1-16, default 4; jobs.go)
 //	BARN_SSH_PORT_BASE  first management SSH port to try (default 2222)
 //	BARN_READINESS=none TEST-ONLY: skip guest readiness as --no-wait does
 //
@@ -79,6 +81,7 @@ func manager(env *tool.Env, create, needProfile bool) (*lifecycle.Manager, error
 	if err != nil {
 		return nil, err
 	}
+	prog := startProgress(env)
 	stop := vm.StopOptions{Progress: func(s string) { env.Stderrf("%s", s) }}
 	if v := env.Getenv(envStopTimeout); v != "" {
 		d, err := time.ParseDuration(v)
@@ -102,6 +105,7 @@ func manager(env *tool.Env, create, needProfile bool) (*lifecycle.Manager, error
 		m.PortBase = p
 	}
 	m.Log = env.Err
+	m.Phase = prog.Set
 	m.Command = state.CommandLine(append([]string{env.Tool}, env.Args...))
 	m.Waiting = func(h state.LockHolder) {
 		env.Stderrf("waiting for another barn command: %s (pid %d, since %s)", h.Command, h.PID, h.Started.Local().Format("15:04:05"))
@@ -125,10 +129,11 @@ func bindReadiness(env *tool.Env, m *lifecycle.Manager, noWait bool) bool {
 	return m.Ready != nil
 }
 
-// emit writes the result document (a barn.result/v1 with the command's
-// elapsed time) and turns its failures into the exit status without a
+// emit ends the progress display, writes the result document (a
+// barn.result/v1 with the command's elapsed time) and turns its failures into the exit status without a
 // second document on stdout.
 func emit(env *tool.Env, doc any, err error) error {
+	endProgress(env)
 	if r, ok := doc.(*lifecycle.Result); ok && !env.Started.IsZero() {
 		r.ElapsedMS = max(1, env.Now().Sub(env.Started).Milliseconds())
 	}
@@ -147,4 +152,24 @@ func resultOrNil(r *lifecycle.Result) any {
 		return nil
 	}
 	return r
+}
+
+// startProgress routes the command's stderr through a human.Progress:
+// on a terminal a live per-node table (phase, elapsed) with the progress
+// lines above it, on a pipe one line per node phase change. emit ends it.
+func startProgress(env *tool.Env) *human.Progress {
+	if p, ok := env.Err.(*human.Progress); ok {
+		return p
+	}
+	p := human.NewProgress(env.Err, env.ErrIsTerminal, nil)
+	env.Err = p
+	return p
+}
+
+// endProgress leaves the final table and restores stderr.
+func endProgress(env *tool.Env) {
+	if p, ok := env.Err.(*human.Progress); ok {
+		p.Close()
+		env.Err = p.Underlying()
+	}
 }

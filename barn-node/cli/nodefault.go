@@ -28,6 +28,7 @@ func (c *resumeCmd) Run(env *tool.Env) error {
 		return err
 	}
 	res, err := m.Resume(env.Ctx, c.Nodes)
+	warnSkew(env, res)
 	return emit(env, resultOrNil(res), err)
 }
 

@@ -10,6 +10,7 @@ import (
 )
 
 type recreateCmd struct {
+	jobsFlag
 	Force  bool     `help:"Do not ask for confirmation (required without a controlling terminal, e.g. in scripts)."`
 	NoWait bool     `short:"n" help:"Do not wait for guest readiness."`
 	Nodes  []string `arg:"" optional:"" name:"node" predictor:"node" help:"Nodes to recreate; none means the whole deployment (refused when the plan omits an applied node)."`
@@ -37,6 +38,9 @@ func (c *recreateCmd) Run(env *tool.Env) error {
 	}
 	m, err := manager(env, true, true)
 	if err != nil {
+		return err
+	}
+	if err := c.setJobs(env, m); err != nil {
 		return err
 	}
 	wait := bindReadiness(env, m, c.NoWait)

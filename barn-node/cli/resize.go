@@ -9,6 +9,7 @@ import (
 )
 
 type resizeCmd struct {
+	jobsFlag
 	Force  bool     `help:"Do not ask for confirmation (required without a controlling terminal, e.g. in scripts)."`
 	NoWait bool     `short:"n" help:"Do not wait for guest readiness."`
 	Nodes  []string `arg:"" optional:"" name:"node" predictor:"node" help:"Nodes to resize (default: every node the plan resizes)."`
@@ -34,6 +35,9 @@ func (c *resizeCmd) Run(env *tool.Env) error {
 	}
 	m, err := manager(env, true, true)
 	if err != nil {
+		return err
+	}
+	if err := c.setJobs(env, m); err != nil {
 		return err
 	}
 	wait := bindReadiness(env, m, c.NoWait)

@@ -95,6 +95,7 @@ func params(dir string) testscript.Params {
 			"sshd":       cmdSSHD,
 			"sshport":    cmdSSHPort,
 			"guestready": cmdGuestReady,
+			"guestclock": cmdGuestClock,
 			"event":      cmdEvent,
 			"shipped":    cmdShipped,
 			"specreach":  cmdSpecReach,

@@ -185,7 +185,7 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 			gen++
 		}
 	}
-	res := newResult("apply")
+	res := m.newResult("apply")
 	creates, starts := namesOf(p, plan.Create), namesOf(p, plan.Start)
 	if len(creates) > 0 {
 		if err := m.preflight(ctx, p, creates); err != nil {

@@ -179,11 +179,15 @@ type Manager struct {
 	// root disk's growth with it); nil verifies nothing (as --no-wait).
 	Probe RootProbe
 
-	Log         io.Writer // progress lines; nil discards
+	Log io.Writer // progress lines; nil discards
+	// Phase receives each node's progress: every durable step (as Hook
+	// does), readiness, and with done set the node's outcome in the
+	// result (its action, or "failed at STAGE"). nil discards.
+	Phase       func(node, phase string, done bool)
 	Hook        Hook
 	Command     string // recorded as the lock holder's command
 	Waiting     func(state.LockHolder)
-	Concurrency int // prepare/start batch bound; 0 means 4
+	Concurrency int // nodes worked on at once; 0 means DefaultJobs, capped at MaxJobs
 	PortBase    int // first management SSH port; 0 means 2222
 	// PortFree reports whether 127.0.0.1:port can be bound now; nil binds.
 	PortFree func(port int) bool
@@ -226,10 +230,27 @@ func (m *Manager) now() time.Time {
 // progress stream: the event log is diagnostics, never a reason to fail a
 // lifecycle step that already happened.
 func (m *Manager) hook(step, node string) {
+	m.phase(node, step)
 	m.event("info", node, step, "")
 	if m.Hook != nil {
 		m.Hook(step, node)
 	}
+}
+
+// phase reports node's progress to Phase.
+func (m *Manager) phase(node, phase string) {
+	if m.Phase != nil {
+		m.Phase(node, phase, false)
+	}
+}
+
+// newResult is a result whose nodes report their outcome to Phase.
+func (m *Manager) newResult(command string) *Result {
+	r := newResult(command)
+	if m.Phase != nil {
+		r.done = func(node, outcome string) { m.Phase(node, outcome, true) }
+	}
+	return r
 }
 
 // gap calls the test hook at a crash window that is not itself a durable
@@ -273,14 +294,22 @@ func (m *Manager) logf(format string, args ...any) {
 	}
 }
 
+// DefaultJobs and MaxJobs bound how many nodes a lifecycle operation works
+// on at once (barn-node --jobs, BARN_JOBS). Four keeps a 2-core TCG host
+// responsive while image copies, seeds and boots overlap; sixteen is past
+// the point where more QEMU processes only compete for the same cores and
+// disk.
+const (
+	DefaultJobs = 4
+	MaxJobs     = 16
+)
+
 func (m *Manager) concurrency(n int) int {
 	c := m.Concurrency
 	if c <= 0 {
-		c = 4
+		c = DefaultJobs
 	}
-	if c > 16 {
-		c = 16
-	}
+	c = min(c, MaxJobs)
 	if n < c {
 		c = n
 	}

@@ -31,7 +31,7 @@ func (m *Manager) Destroy(ctx context.Context, selectors []string, o DestroyOpti
 		return nil, exitcode.New(exitcode.Usage, "--delete-persistent and --purge apply to the whole deployment only; they take no node names").
 			WithReason("whole_deployment_only").WithNext("barn-node destroy " + strings.Join(selectors, " "))
 	}
-	res := newResult("destroy")
+	res := m.newResult("destroy")
 	if !m.Root.Exists() {
 		res.Notes = append(res.Notes, "no deployment; nothing to destroy")
 		return res, nil
@@ -213,7 +213,7 @@ func (m *Manager) dropDestroyed(d *state.Deployment, destroyed map[string]bool, 
 // also removes provably owned retained disks and the keys.
 func (m *Manager) Purge(ctx context.Context) (*Result, error) {
 	if !m.Root.Exists() {
-		r := newResult("purge")
+		r := m.newResult("purge")
 		r.Notes = append(r.Notes, "no deployment; nothing to purge")
 		return r, nil
 	}

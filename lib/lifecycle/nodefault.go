@@ -52,7 +52,7 @@ func (m *Manager) nodeFault(ctx context.Context, verb string, selectors []string
 		return nil, err
 	}
 	defer lock.Unlock()
-	res := newResult(verb)
+	res := m.newResult(verb)
 	res.Generation = d.Generation
 	m.runBatch(len(names), func(i int) {
 		n, err := m.readCommitted(names[i])

@@ -386,6 +386,7 @@ func (m *Manager) waitReady(ctx context.Context, n *state.Node, wait bool, nr *N
 	if !wait || m.Ready == nil {
 		return nil
 	}
+	m.phase(n.Node, "waiting for the guest")
 	warnings, repairs, err := m.Ready.WaitReady(ctx, n)
 	nr.Warnings = append(nr.Warnings, warnings...)
 	nr.Repairs = append(nr.Repairs, repairs...)

@@ -55,7 +55,7 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 		return nil, err
 	}
 	gen := applied.Generation + 1
-	res := newResult("recreate")
+	res := m.newResult("recreate")
 	alloc, err := m.newPortAllocator()
 	if err != nil {
 		return nil, err

@@ -56,7 +56,7 @@ func (m *Manager) Resize(ctx context.Context, p *plan.Plan, selectors []string, 
 	if err != nil {
 		return nil, err
 	}
-	res := newResult("resize")
+	res := m.newResult("resize")
 	var mu sync.Mutex
 	var committed []string
 	m.runBatch(len(names), func(i int) {

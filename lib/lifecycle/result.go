@@ -42,6 +42,7 @@ type Result struct {
 	// the tool that ran it (0: not measured).
 	ElapsedMS int64 `json:"elapsed_ms"`
 	mu        sync.Mutex
+	done      func(node, outcome string) // Manager.Phase of each node's outcome; nil: none
 }
 
 // NodeResult is one node's outcome.
@@ -101,15 +102,21 @@ func (r *Result) addNode(n NodeResult) {
 		n.Repairs = []string{}
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.Nodes = append(r.Nodes, n)
+	r.mu.Unlock()
+	if r.done != nil {
+		r.done(n.Name, n.Action)
+	}
 }
 
 func (r *Result) fail(node, stage string, err error) {
 	f := failureOf(node, stage, err)
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.Failures = append(r.Failures, f)
+	r.mu.Unlock()
+	if r.done != nil {
+		r.done(node, "failed at "+stage)
+	}
 }
 
 func (r *Result) rolledBack(paths ...string) {

@@ -82,7 +82,7 @@ func (m *Manager) Start(ctx context.Context, selectors []string, wait bool) (*Re
 	if err != nil {
 		return nil, err
 	}
-	res := newResult("start")
+	res := m.newResult("start")
 	res.Generation = d.Generation
 	m.startBatch(ctx, names, alloc, wait, res)
 	res.sort()
@@ -97,7 +97,7 @@ func (m *Manager) Stop(ctx context.Context, selectors []string) (*Result, error)
 		return nil, err
 	}
 	defer lock.Unlock()
-	res := newResult("stop")
+	res := m.newResult("stop")
 	res.Generation = d.Generation
 	m.stopBatch(ctx, names, res)
 	res.sort()
@@ -152,7 +152,7 @@ func (m *Manager) Restart(ctx context.Context, selectors []string, wait bool) (*
 	defer lock.Unlock()
 	// Share sources are validated before stopping: a node that could not
 	// start again is left as it is and fails.
-	res := newResult("restart")
+	res := m.newResult("restart")
 	res.Generation = d.Generation
 	var stoppable []string
 	for _, name := range names {
@@ -170,7 +170,7 @@ func (m *Manager) Restart(ctx context.Context, selectors []string, wait bool) (*
 		}
 		stoppable = append(stoppable, name)
 	}
-	stopped := newResult("restart")
+	stopped := m.newResult("restart")
 	m.stopBatch(ctx, stoppable, stopped)
 	failed := map[string]bool{}
 	for _, f := range stopped.Failures {

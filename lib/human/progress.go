@@ -1,0 +1,150 @@
+package human
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Progress shows a multi-node operation as it runs, one row per node:
+// its phase and the time since its first phase (frozen once the node is
+// done). On a terminal it keeps a live table at the bottom of the stream,
+// redrawn on every change and every second; lines written through it
+// (Write) appear above the table. Anywhere else it is line-oriented: one
+// "NODE: PHASE (ELAPSED)" line per change, and Write passes through.
+// It is safe for concurrent use; Close ends the redraws.
+type Progress struct {
+	w        io.Writer
+	terminal bool
+	now      func() time.Time
+
+	mu     sync.Mutex
+	rows   []*progressRow
+	drawn  int // table lines on screen (terminal)
+	stop   chan struct{}
+	closed bool
+}
+
+type progressRow struct {
+	node, phase string
+	start, end  time.Time // end is zero while the node is in progress
+}
+
+// NewProgress returns a Progress writing to w; terminal selects the live
+// table. now is the clock (nil: time.Now).
+func NewProgress(w io.Writer, terminal bool, now func() time.Time) *Progress {
+	if now == nil {
+		now = time.Now
+	}
+	p := &Progress{w: w, terminal: terminal, now: now, stop: make(chan struct{})}
+	if terminal {
+		go p.tick()
+	}
+	return p
+}
+
+// Underlying is the writer Progress writes to.
+func (p *Progress) Underlying() io.Writer { return p.w }
+
+// Set records node's phase; done marks the node finished (its elapsed
+// time stops until a later phase).
+func (p *Progress) Set(node, phase string, done bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	i := slices.IndexFunc(p.rows, func(r *progressRow) bool { return r.node == node })
+	if i < 0 {
+		p.rows = append(p.rows, &progressRow{node: node, start: now})
+		slices.SortFunc(p.rows, func(a, b *progressRow) int { return strings.Compare(a.node, b.node) })
+		i = slices.IndexFunc(p.rows, func(r *progressRow) bool { return r.node == node })
+	}
+	r := p.rows[i]
+	if r.phase == phase && r.end.IsZero() == !done {
+		return
+	}
+	r.phase, r.end = phase, time.Time{}
+	if done {
+		r.end = now
+	}
+	if !p.terminal {
+		fmt.Fprintf(p.w, "%s: %s (%s)\n", node, phase, Duration(r.elapsed(now)))
+		return
+	}
+	p.redraw(nil)
+}
+
+// Write writes b (whole lines) above the table on a terminal; elsewhere
+// it passes b through.
+func (p *Progress) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.terminal || p.closed {
+		return p.w.Write(b)
+	}
+	p.redraw(b)
+	return len(b), nil
+}
+
+// Close stops the redraws, leaving the final table on a terminal.
+func (p *Progress) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	p.closed = true
+	close(p.stop)
+	if p.terminal && len(p.rows) > 0 {
+		p.redraw(nil)
+	}
+}
+
+func (p *Progress) tick() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+			p.mu.Lock()
+			if !p.closed && len(p.rows) > 0 {
+				p.redraw(nil)
+			}
+			p.mu.Unlock()
+		}
+	}
+}
+
+// redraw erases the table, writes above (if any), and draws the table
+// again, in one write. Callers hold mu.
+func (p *Progress) redraw(above []byte) {
+	var b bytes.Buffer
+	for ; p.drawn > 0; p.drawn-- {
+		b.WriteString("\x1b[1A\x1b[2K") // cursor up one line, erase it
+	}
+	b.WriteString("\r")
+	b.Write(above)
+	if len(p.rows) > 0 {
+		now := p.now()
+		tw := Table(&b)
+		fmt.Fprintln(tw, "NODE\tPHASE\tELAPSED")
+		for _, r := range p.rows {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", r.node, r.phase, Duration(r.elapsed(now)))
+		}
+		_ = tw.Flush()
+		p.drawn = len(p.rows) + 1
+	}
+	_, _ = p.w.Write(b.Bytes())
+}
+
+func (r *progressRow) elapsed(now time.Time) time.Duration {
+	if !r.end.IsZero() {
+		return r.end.Sub(r.start)
+	}
+	return now.Sub(r.start)
+}

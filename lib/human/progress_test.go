@@ -1,0 +1,120 @@
+package human
+
+import (
+	"bytes"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// screen is a fake terminal: it interprets what Progress writes (text,
+// "\n", "\r", cursor up "\x1b[1A", erase line "\x1b[2K") into lines.
+type screen struct {
+	mu    sync.Mutex
+	lines []string
+	row   int
+}
+
+func (s *screen) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.lines) == 0 {
+		s.lines = []string{""}
+	}
+	for str := string(b); str != ""; {
+		switch {
+		case strings.HasPrefix(str, "\x1b[1A"):
+			s.row = max(0, s.row-1)
+			str = str[4:]
+		case strings.HasPrefix(str, "\x1b[2K"):
+			s.lines[s.row] = ""
+			str = str[4:]
+		case str[0] == '\r':
+			str = str[1:] // column 0: the fake only writes whole lines
+		case str[0] == '\n':
+			s.row++
+			if s.row == len(s.lines) {
+				s.lines = append(s.lines, "")
+			}
+			str = str[1:]
+		default:
+			s.lines[s.row] += str[:1]
+			str = str[1:]
+		}
+	}
+	return len(b), nil
+}
+
+// text is the screen without trailing blank lines and trailing spaces.
+func (s *screen) text() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, l := range s.lines {
+		out = append(out, strings.TrimRight(l, " "))
+	}
+	return strings.TrimRight(strings.Join(out, "\n"), "\n")
+}
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// On a terminal the table stays at the bottom, one row per node sorted by
+// name, updated in place; log lines appear above it; a finished node's
+// elapsed time stops.
+func TestProgressTableOnATerminal(t *testing.T) {
+	var scr screen
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	p := NewProgress(&scr, true, clk.now)
+	p.Set("pg-2", "preparing", false)
+	p.Set("meta", "preparing", false)
+	clk.add(3 * time.Second)
+	p.Set("meta", "starting", false)
+	p.Write([]byte("meta: a log line\n"))
+	clk.add(62 * time.Second)
+	p.Set("pg-2", "running", true)
+	clk.add(10 * time.Second)
+	p.Set("meta", "waiting for the guest", false)
+	p.Close()
+	want := "meta: a log line\n" +
+		"NODE  PHASE                  ELAPSED\n" +
+		"meta  waiting for the guest  1m 15s\n" +
+		"pg-2  running                1m 05s"
+	if got := scr.text(); got != want {
+		t.Fatalf("screen:\n%s\nwant:\n%s", got, want)
+	}
+	// after Close, writes pass through below the final table
+	p.Write([]byte("done\n"))
+	if got := scr.text(); got != want+"\ndone" {
+		t.Fatalf("after close:\n%s", got)
+	}
+}
+
+// On a pipe every change is one line and writes pass through untouched:
+// no escape sequences, no redraws.
+func TestProgressLinesOnAPipe(t *testing.T) {
+	var b bytes.Buffer
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	p := NewProgress(&b, false, clk.now)
+	p.Set("meta", "starting", false)
+	p.Set("meta", "starting", false) // no change, no line
+	clk.add(2 * time.Second)
+	p.Write([]byte("meta: a log line\n"))
+	p.Set("meta", "running", true)
+	clk.add(time.Minute)
+	p.Close()
+	want := "meta: starting (0s)\nmeta: a log line\nmeta: running (2s)\n"
+	if b.String() != want {
+		t.Fatalf("got %q\nwant %q", b.String(), want)
+	}
+}
