@@ -87,10 +87,10 @@ type config struct {
 	paused     bool // -S
 	smoke      bool // -S without -daemonize or -pidfile: a capability smoke start
 	memMiB     int
-	cpus       int   // -smp N
-	maxCPUs    int   // -smp maxcpus= (N when absent)
-	memSlots   int   // -m slots=
-	maxMemMiB  int64 // -m maxmem= (in MiB; memMiB when absent)
+	cpus       int      // -smp N
+	maxCPUs    int      // -smp maxcpus= (N when absent)
+	memSlots   int      // -m slots=
+	maxMemMiB  int64    // -m maxmem= (in MiB; memMiB when absent)
 	files      []string // disk images that must exist
 	// blockNodes maps each qcow2 -blockdev node name to the filename of
 	// the file node under it (the images snapshot-save/load/delete act on).
