@@ -30,7 +30,7 @@ func (c *resizeCmd) Run(env *tool.Env) error {
 	}
 	// The plan took stdin, so the person is asked on the controlling
 	// terminal; with none, --force is required (usage).
-	if err := env.Confirm(c.Force, true, "resize", fmt.Sprintf("Resize %s: running nodes are stopped and started again; UUID, disks, keys and NVRAM are kept.", strings.Join(names, ", "))); err != nil {
+	if err := env.Confirm(c.Force, true, "resize", fmt.Sprintf("Resize %s: vCPU and memory increases within a running node's headroom are hot-plugged; any other change stops and starts the node. UUID, disks, keys and NVRAM are kept.", strings.Join(names, ", "))); err != nil {
 		return err
 	}
 	m, err := manager(env, true, true)

@@ -178,6 +178,21 @@ type cloudConfig struct {
 	Runcmd           [][]string  `yaml:"runcmd"`
 }
 
+// HotplugRulesPath is the udev rule file that onlines hot-plugged vCPUs
+// and memory in the guest (see hotplugRules).
+const HotplugRulesPath = "/etc/udev/rules.d/80-barn-hotplug.rules"
+
+// hotplugRules bring a vCPU or memory block QEMU hot-plugs (barn-node
+// resize) online as soon as the kernel adds it: x86 Linux adds both
+// offline unless built to online memory by default, and a kernel command
+// line (memhp_default_state=online) is not the seed's to change. udevd
+// re-reads its rules directory when it changes, so the rule applies from
+// the first boot on.
+const hotplugRules = `# Barn: bring hot-plugged vCPUs and memory online (barn-node resize).
+SUBSYSTEM=="cpu", ACTION=="add", TEST=="online", ATTR{online}=="0", ATTR{online}="1"
+SUBSYSTEM=="memory", ACTION=="add", TEST=="state", ATTR{state}=="offline", ATTR{state}="online"
+`
+
 // renderUserData: the #cloud-config. No package installs and no NTP, so the
 // guest never needs the internet.
 func renderUserData(in Input, prefix int, stages []string) ([]byte, error) {
@@ -203,6 +218,7 @@ func renderUserData(in Input, prefix int, stages []string) ([]byte, error) {
 		{Path: ConfigDir + "/disks", Owner: "root:root", Permissions: "0644", Content: disksTable(n)},
 		{Path: ConfigDir + "/shares", Owner: "root:root", Permissions: "0644", Content: sharesTable(n)},
 	}
+	files = append(files, writeFile{Path: HotplugRulesPath, Owner: "root:root", Permissions: "0644", Content: hotplugRules})
 	if n.Control && in.ControlPrivateKey != "" {
 		sshConfig, err := ControlSSHConfig(d, in.Peers, n)
 		if err != nil {

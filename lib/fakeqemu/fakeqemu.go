@@ -87,6 +87,10 @@ type config struct {
 	paused     bool // -S
 	smoke      bool // -S without -daemonize or -pidfile: a capability smoke start
 	memMiB     int
+	cpus       int      // -smp N
+	maxCPUs    int      // -smp maxcpus= (N when absent)
+	memSlots   int      // -m slots=
+	maxMemMiB  int64    // -m maxmem= (in MiB; memMiB when absent)
 	files      []string // disk images that must exist
 	// blockNodes maps each qcow2 -blockdev node name to the filename of
 	// the file node under it (the images snapshot-save/load/delete act on).
@@ -193,14 +197,31 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 		case "-accel":
 			cfg.accel = v
 		case "-m":
-			n, err := strconv.Atoi(strings.TrimSuffix(v, "M"))
+			n, err := strconv.Atoi(strings.TrimSuffix(opts[0], "M"))
 			if err != nil || n < 1 {
 				return nil, fmt.Errorf("-m %s: invalid RAM size", v)
 			}
-			cfg.memMiB = n
+			cfg.memMiB, cfg.maxMemMiB = n, int64(n)
+			if s := optValue(opts, "slots"); s != "" {
+				if cfg.memSlots, err = strconv.Atoi(s); err != nil {
+					return nil, fmt.Errorf("-m %s: invalid slots", v)
+				}
+				mm, err := strconv.ParseInt(strings.TrimSuffix(optValue(opts, "maxmem"), "M"), 10, 64)
+				if err != nil || mm < int64(n) {
+					return nil, fmt.Errorf("-m %s: invalid maxmem (the fake wants <MiB>M)", v)
+				}
+				cfg.maxMemMiB = mm
+			}
 		case "-smp":
-			if n, err := strconv.Atoi(opts[0]); err != nil || n < 1 {
+			n, err := strconv.Atoi(opts[0])
+			if err != nil || n < 1 {
 				return nil, fmt.Errorf("-smp %s: invalid CPU count", v)
+			}
+			cfg.cpus, cfg.maxCPUs = n, n
+			if m := optValue(opts, "maxcpus"); m != "" {
+				if cfg.maxCPUs, err = strconv.Atoi(m); err != nil || cfg.maxCPUs < n {
+					return nil, fmt.Errorf("-smp %s: invalid maxcpus", v)
+				}
 			}
 		case "-qmp":
 			p, ok := strings.CutPrefix(opts[0], "unix:")

@@ -19,6 +19,7 @@ type runState struct {
 	mu      sync.Mutex
 	stopped bool // QMP stop after the guest ran
 	jobs    map[string]map[string]any
+	hot     hotplug // vCPUs and memory hot-plugged (hotplug.go)
 }
 
 type snapshotArgs struct {
@@ -43,6 +44,9 @@ func (v *vm) runControl(cmd string, raw json.RawMessage) (ret any, qerr *qmpErro
 	defer rs.mu.Unlock()
 	if rs.jobs == nil {
 		rs.jobs = map[string]map[string]any{}
+	}
+	if ret, qerr, ok := v.runHotplug(cmd, raw); ok {
+		return ret, qerr, true
 	}
 	switch cmd {
 	case "stop":

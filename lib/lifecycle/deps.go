@@ -98,6 +98,11 @@ type Machine interface {
 	// Control sends QMP "stop" or "cont" on a session that proves the
 	// node's identity (lib/vm Control).
 	Control(ctx context.Context, n *state.Node, command string) error
+	// Hotplug brings the node's proven running QEMU to cpus vCPUs and
+	// memBytes of memory by hot-plug, calling step after each device
+	// (lib/vm Hotplug): conflict hotplug_no_headroom or hotplug_refused
+	// when it cannot.
+	Hotplug(ctx context.Context, n *state.Node, cpus int, memBytes int64, step func(string)) error
 	// Kill SIGKILLs the node's proven QEMU and waits for it to be gone
 	// (lib/vm Kill).
 	Kill(ctx context.Context, n *state.Node) error

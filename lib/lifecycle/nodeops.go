@@ -286,10 +286,18 @@ func (m *Manager) rebuildInvocation(ctx context.Context, n *state.Node, alloc *p
 	if err != nil {
 		return nil, err
 	}
-	if len(repairs) == 0 && len(n.Invocation.Args) > 0 && (inv.Binary != n.Invocation.Binary || !slices.Equal(inv.Args, n.Invocation.Args)) {
+	was := inv
+	if h := n.Hotplug; h != nil { // the recorded invocation is the one launched before a hot-plug
+		in := m.launchInput(n, base)
+		in.Node.CPUs, in.Node.MemoryBytes = h.LaunchCPUs, h.LaunchMemoryBytes
+		if was, err = m.Emu.Invocation(in); err != nil {
+			return nil, err
+		}
+	}
+	if len(repairs) == 0 && len(n.Invocation.Args) > 0 && (was.Binary != n.Invocation.Binary || !slices.Equal(was.Args, n.Invocation.Args)) {
 		repairs = append(repairs, "the recorded QEMU invocation was not this Barn's; rebuilt it")
 	}
-	n.Invocation = inv
+	n.Invocation, n.Hotplug = inv, nil
 	return repairs, nil
 }
 

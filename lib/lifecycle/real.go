@@ -220,6 +220,10 @@ func (r *realMachine) Control(ctx context.Context, n *state.Node, command string
 	return vm.Control(ctx, target(n), command, r.stop)
 }
 
+func (r *realMachine) Hotplug(ctx context.Context, n *state.Node, cpus int, memBytes int64, step func(string)) error {
+	return vm.Hotplug(ctx, target(n), cpus, memBytes, r.stop, step)
+}
+
 func (r *realMachine) Kill(ctx context.Context, n *state.Node) error {
 	return vm.Kill(ctx, target(n), r.stop)
 }

@@ -9,6 +9,7 @@ import (
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/plan"
+	"barn.dev/lib/qemu"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
 )
@@ -206,6 +207,11 @@ func (m *Manager) resizeOne(ctx context.Context, c *state.Node, want spec.Node, 
 		return false
 	}
 	ran, oldRoot := c.Phase == state.Running, c.Spec.RootDiskBytes
+	if ran && hotpluggable(c, want) {
+		if handled, ok := m.hotplugOne(ctx, c, want, res); handled {
+			return ok
+		}
+	}
 	if err := m.stop(ctx, c); err != nil {
 		res.addNode(nodeResult(c, "none"))
 		res.fail(name, "stop", err)
@@ -220,11 +226,7 @@ func (m *Manager) resizeOne(ctx context.Context, c *state.Node, want spec.Node, 
 		}
 		m.hook("root-grown", name)
 	}
-	c.SeedSpecHash = c.ReadyHash() // the seed and the guest's marker stay as created
-	c.Spec, c.SpecHash = want, want.SpecHash
-	if c.SeedSpecHash == c.SpecHash {
-		c.SeedSpecHash = ""
-	}
+	adopt(c, want)
 	// The recorded invocation becomes the new definition's (the old one
 	// is expected to differ: no repair), so that the next launch finds it
 	// Barn's.
@@ -261,6 +263,64 @@ func (m *Manager) resizeOne(ctx context.Context, c *state.Node, want spec.Node, 
 		res.fail(name, stage, err)
 	}
 	return true
+}
+
+// adopt makes want c's definition, keeping the seed and the hash the
+// guest's ready marker carries as created.
+func adopt(c *state.Node, want spec.Node) {
+	c.SeedSpecHash = c.ReadyHash()
+	c.Spec, c.SpecHash = want, want.SpecHash
+	if c.SeedSpecHash == c.SpecHash {
+		c.SeedSpecHash = ""
+	}
+}
+
+// hotpluggable reports whether running node c can reach want by hot-plug
+// as its recorded invocation's headroom says: only vCPUs and memory
+// change, neither decreases, both stay within the headroom, and a memory
+// increase is whole memory blocks (qemu.MemoryBlock). A node launched
+// without headroom (before the policy, or arm64) is not.
+func hotpluggable(c *state.Node, want spec.Node) bool {
+	h, have := c.Invocation.Headroom, c.Spec
+	if h == nil || want.RootDiskBytes != have.RootDiskBytes || want.CPUs < have.CPUs || want.MemoryBytes < have.MemoryBytes {
+		return false
+	}
+	grow := want.MemoryBytes - have.MemoryBytes
+	return want.CPUs <= h.MaxCPUs && (grow == 0 || h.MemorySlots > 0 && want.MemoryBytes <= h.MaxMemoryBytes && grow%qemu.MemoryBlock == 0)
+}
+
+// hotplugOne hot-plugs running node c up to want's vCPUs and memory and
+// commits want (keeping the launched invocation, recorded as
+// state.Hotplug). handled is false when QEMU cannot (hotplug_no_headroom,
+// hotplug_refused): the caller stops and starts the node instead; ok is
+// whether want was committed.
+func (m *Manager) hotplugOne(ctx context.Context, c *state.Node, want spec.Node, res *Result) (handled, ok bool) {
+	name := c.Node
+	m.logf("%s: hot-plugging to %d vCPUs and %d MiB of memory", name, want.CPUs, want.MemoryBytes>>20)
+	err := m.VM.Hotplug(ctx, c, want.CPUs, want.MemoryBytes, func(step string) { m.hook(step, name) })
+	if e := exitcode.As(err); e != nil && (e.Reason == "hotplug_no_headroom" || e.Reason == "hotplug_refused") {
+		m.logf("%s: %v; stopping and starting it instead", name, err)
+		return false, false
+	}
+	if err != nil {
+		res.addNode(nodeResult(c, "none"))
+		res.fail(name, "hotplug", err)
+		return true, false
+	}
+	launched := state.Hotplug{LaunchCPUs: c.Spec.CPUs, LaunchMemoryBytes: c.Spec.MemoryBytes}
+	if c.Hotplug != nil {
+		launched = *c.Hotplug
+	}
+	adopt(c, want)
+	c.Hotplug = &launched
+	if err := m.setPhase(c, c.Phase); err != nil {
+		res.addNode(nodeResult(c, "none"))
+		res.fail(name, "hotplug", err)
+		return true, false
+	}
+	m.hook("resized", name)
+	res.addNode(nodeResult(c, "hotplugged"))
+	return true, true
 }
 
 // resizedSpec is the applied spec after resizing names: the applied

@@ -83,8 +83,9 @@ func Invocation(in Input, p Profile) (vmrecord.Invocation, error) {
 	a.add("-machine", p.Machine)
 	a.add("-accel", accel)
 	a.add("-cpu", p.CPU)
-	a.add("-smp", strconv.Itoa(n.CPUs))
-	a.add("-m", strconv.FormatInt(n.MemoryBytes/mib, 10))
+	headroom := HeadroomFor(n, p)
+	a.add("-smp", smpArg(n, headroom))
+	a.add("-m", memArg(n, headroom))
 	a.add("-nodefaults")
 	a.add("-no-user-config")
 	a.add("-display", "none")
@@ -152,7 +153,7 @@ func Invocation(in Input, p Profile) (vmrecord.Invocation, error) {
 		inherited = append(inherited, vmrecord.InheritedFile{FD: s.FD, Kind: "share", ID: s.Tag})
 	}
 
-	return vmrecord.Invocation{Binary: p.Binary, Args: a.args, InheritedFiles: inherited}, nil
+	return vmrecord.Invocation{Binary: p.Binary, Args: a.args, InheritedFiles: inherited, Headroom: headroom}, nil
 }
 
 const mib = 1 << 20

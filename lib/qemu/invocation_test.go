@@ -36,12 +36,13 @@ func baseInput() Input {
 
 func kvmProfile() Profile {
 	return Profile{Binary: "/usr/bin/qemu-system-x86_64", Accel: AccelKVM, Machine: "q35", CPU: "host",
-		Bridge: "barn0", BridgeHelper: "/usr/lib/qemu/qemu-bridge-helper", PrivateNet: PrivateNetBridge}
+		Bridge: "barn0", BridgeHelper: "/usr/lib/qemu/qemu-bridge-helper", PrivateNet: PrivateNetBridge,
+		Host: HostSize{CPUs: 8, MemoryBytes: 16 << 30}}
 }
 
 func tcgProfile() Profile {
 	return Profile{Binary: "/usr/bin/qemu-system-x86_64", Accel: AccelTCG, Machine: "q35", CPU: "max",
-		PrivateNet: PrivateNetNone}
+		PrivateNet: PrivateNetNone, Host: HostSize{CPUs: 2, MemoryBytes: 3 << 30}}
 }
 
 var goldenCases = []struct {

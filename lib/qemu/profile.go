@@ -53,6 +53,9 @@ type Profile struct {
 	BridgeHelper string // absolute path of qemu-bridge-helper
 	PrivateNet   string // "bridge" (default) or "none" (TEST-ONLY, see PrivateNetNone)
 	Version      string // "7.2.22" when probed with ProbeVersion, else ""
+	// Host is the host's size the hot-plug headroom is sized against
+	// (HeadroomFor); zero gives no headroom.
+	Host HostSize
 }
 
 // TCGNotice is the sentence every TCG run prints: figures are not meaningful.
@@ -81,7 +84,7 @@ var bridgeHelperPaths = []string{
 //
 // It runs nothing; see ProbeVersion for the version.
 func DetectProfile(getenv func(string) string, lookPath func(string) (string, error)) (Profile, error) {
-	p := Profile{Arch: "amd64", Machine: "q35", TCGThread: TCGMulti, Bridge: DefaultBridge, PrivateNet: PrivateNetBridge}
+	p := Profile{Arch: "amd64", Machine: "q35", TCGThread: TCGMulti, Bridge: DefaultBridge, PrivateNet: PrivateNetBridge, Host: DetectHostSize()}
 	if runtime.GOARCH != "amd64" {
 		// The command line is built and proven for x86_64 q35 guests only.
 		return Profile{}, exitcode.New(exitcode.Capability,

@@ -42,7 +42,7 @@ func TestDetectProfileExplicitTCG(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Profile{Arch: "amd64", Binary: "/usr/bin/qemu-system-x86_64", Accel: "tcg", TCGThread: "multi", Machine: "q35", CPU: "max",
-		Bridge: "barn0", BridgeHelper: "/h", PrivateNet: "bridge"}
+		Bridge: "barn0", BridgeHelper: "/h", PrivateNet: "bridge", Host: DetectHostSize()}
 	if p != want {
 		t.Fatalf("got %+v\nwant %+v", p, want)
 	}

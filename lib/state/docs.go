@@ -80,6 +80,11 @@ type Node struct {
 	// without rendering the seed again, which would change the guest's
 	// identity. Empty means SpecHash. See ReadyHash.
 	SeedSpecHash string `json:"seed_spec_hash,omitempty"`
+	// Hotplug, when set, says the running QEMU reached Spec's vCPUs and
+	// memory by hot-plug: Invocation is still the one it was launched
+	// with, for the vCPUs and memory recorded here. The next launch builds
+	// the invocation from Spec and clears it.
+	Hotplug *Hotplug `json:"hotplug,omitempty"`
 	// Files is the identity (lib/fileid: device, inode, birth time, inode generation; and
 	// the SHA-256 of seed.iso) of every file Barn created or moved into
 	// the node directory, by its name there: root.qcow2, <disk>.qcow2,
@@ -90,6 +95,12 @@ type Node struct {
 	Files     map[string]fileid.ID `json:"files,omitempty"`
 	CreatedAt time.Time            `json:"created_at"`
 	UpdatedAt time.Time            `json:"updated_at"`
+}
+
+// Hotplug is what a hot-plugged node's QEMU was launched with.
+type Hotplug struct {
+	LaunchCPUs        int   `json:"launch_cpus"`
+	LaunchMemoryBytes int64 `json:"launch_memory_bytes"`
 }
 
 // ReadyHash is the node hash the guest's ready marker carries: the

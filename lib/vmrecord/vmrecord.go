@@ -46,6 +46,9 @@ type Invocation struct {
 	Binary         string          `json:"binary"`
 	Args           []string        `json:"args"`
 	InheritedFiles []InheritedFile `json:"inherited_files"`
+	// Headroom is what the command line lets the running QEMU hot-plug;
+	// nil for none.
+	Headroom *Headroom `json:"headroom,omitempty"`
 }
 
 // InheritedFile is a descriptor passed to QEMU (a share directory).
@@ -67,4 +70,16 @@ type Process struct {
 	Started        string `json:"started"`   // "procstat:<starttime ticks>"
 	ArgvHash       string `json:"argv_hash"` // hex SHA-256 of the NUL-terminated argv
 	Boot           string `json:"boot"`      // host boot id (/proc/sys/kernel/random/boot_id)
+}
+
+// Headroom is the hot-plug capacity a QEMU command line provides beyond
+// the node's vCPUs and memory (lib/qemu's headroom policy): QEMU is
+// started with "-smp N,maxcpus=MaxCPUs" and "-m M,slots=MemorySlots,
+// maxmem=MaxMemoryBytes". A recorded invocation without one (nil) was
+// built before the policy, or for a machine without hot-plug (arm64
+// virt): vCPUs and memory then change only by a stop and start.
+type Headroom struct {
+	MaxCPUs        int   `json:"max_cpus"`         // ≥ the node's vCPUs
+	MemorySlots    int   `json:"memory_slots"`     // pc-dimm slots; 0: no memory hot-plug
+	MaxMemoryBytes int64 `json:"max_memory_bytes"` // ≥ the node's memory
 }

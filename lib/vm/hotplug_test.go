@@ -1,0 +1,94 @@
+package vm_test
+
+import (
+	"context"
+	"testing"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/imageref"
+	"barn.dev/lib/qemu"
+	"barn.dev/lib/qmp"
+	"barn.dev/lib/spec"
+	"barn.dev/lib/vm"
+)
+
+// withHeadroom rebuilds f's invocation with the headroom policy for a
+// host of 4 CPUs and 8 GiB: -smp 1,maxcpus=4, -m 512,slots=8,maxmem=2048M.
+func withHeadroom(t *testing.T, f *fixture) {
+	t.Helper()
+	inv, err := qemu.Invocation(qemu.Input{
+		Node: spec.Node{Name: f.node, CPUs: 1, MemoryBytes: 512 << 20,
+			MAC: spec.NICs{Management: "52:54:00:0a:0a:0b", Private: "52:54:00:0a:0a:0c"}},
+		VMUUID: f.uuid, Image: imageref.Identity{Boot: "bios"},
+		RootDisk: f.dir + "/root.qcow2", Base: f.dir + "/base.qcow2", Seed: f.dir + "/seed.iso", SSHPort: freePort(t), Runtime: f.rt,
+		SerialLog: f.dir + "/serial.log",
+	}, qemu.Profile{Binary: f.inv.Binary, Accel: qemu.AccelTCG, Machine: "q35", CPU: "max", PrivateNet: qemu.PrivateNetNone,
+		Host: qemu.HostSize{CPUs: 4, MemoryBytes: 8 << 30}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv.Headroom == nil || inv.Headroom.MaxCPUs != 4 || inv.Headroom.MaxMemoryBytes != 2<<30 {
+		t.Fatalf("headroom %+v", inv.Headroom)
+	}
+	f.inv = inv
+}
+
+// Hotplug on a QEMU started with headroom: vCPUs and memory grow in the
+// same process, a repeat plugs nothing more, a decrease or a size beyond
+// the headroom is hotplug_no_headroom before anything is plugged.
+func testHotplug(t *testing.T, f *fixture) {
+	withHeadroom(t, f)
+	proc := launchReal(t, f)
+	ctx := context.Background()
+	var steps []string
+	step := func(s string) { steps = append(steps, s) }
+	if err := vm.Hotplug(ctx, f.target(&proc), 3, 1<<30, quick(), step); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"cpu-plugged", "cpu-plugged", "memory-backend", "memory-plugged"}
+	if len(steps) != len(want) {
+		t.Fatalf("steps %v, want %v", steps, want)
+	}
+	var sum struct {
+		Base    int64 `json:"base-memory"`
+		Plugged int64 `json:"plugged-memory"`
+	}
+	m := qmp.Monitor{Socket: f.rt.BarnQMP}
+	if err := m.Execute(ctx, "query-memory-size-summary", nil, &sum); err != nil || sum.Base+sum.Plugged != 1<<30 {
+		t.Fatalf("memory %+v %v, want 1 GiB", sum, err)
+	}
+	var cpus []vm.HotplugCPU
+	if err := m.Execute(ctx, "query-hotpluggable-cpus", nil, &cpus); err != nil {
+		t.Fatal(err)
+	}
+	present := 0
+	for _, c := range cpus {
+		if c.QOMPath != "" {
+			present++
+		}
+	}
+	if len(cpus) != 4 || present != 3 {
+		t.Fatalf("%d vCPU slots, %d present; want 4, 3", len(cpus), present)
+	}
+	steps = nil
+	if err := vm.Hotplug(ctx, f.target(&proc), 3, 1<<30, quick(), step); err != nil || len(steps) != 0 {
+		t.Fatalf("repeat: %v, steps %v", err, steps)
+	}
+	for _, c := range []struct {
+		cpus int
+		mem  int64
+	}{{2, 1 << 30}, {3, 512 << 20}, {5, 1 << 30}} {
+		err := vm.Hotplug(ctx, f.target(&proc), c.cpus, c.mem, quick(), step)
+		if e := exitcode.As(err); e == nil || e.Reason != "hotplug_no_headroom" || len(steps) != 0 {
+			t.Errorf("%d vCPUs, %d bytes: %v (steps %v), want hotplug_no_headroom", c.cpus, c.mem, err, steps)
+		}
+	}
+	// Beyond maxmem: QEMU itself refuses.
+	if err := vm.Hotplug(ctx, f.target(&proc), 3, 3<<30, quick(), step); exitcode.As(err) == nil || exitcode.As(err).Reason != "hotplug_refused" {
+		t.Errorf("beyond maxmem: %v, want hotplug_refused", err)
+	}
+}
+
+func TestHotplugFake(t *testing.T) { testHotplug(t, newFixture(t, fakeBin)) }
+
+func TestRealQEMUHotplug(t *testing.T) { testHotplug(t, realQEMU(t)) }
