@@ -67,10 +67,8 @@ func (e *Engine) restoreNodes(ctx context.Context, r *Record, ns []*state.Node) 
 			return err
 		}
 	}
-	for i, n := range ns {
-		if err := e.restoreNode(ctx, r, &r.Nodes[i], n); err != nil {
-			return err
-		}
+	if err := e.eachNode(ns, func(i int, n *state.Node) error { return e.restoreNode(ctx, r, &r.Nodes[i], n) }); err != nil {
+		return err
 	}
 	if err := e.resume(ctx, r, nodeMap(ns)); err != nil {
 		return err
