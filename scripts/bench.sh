@@ -22,6 +22,8 @@
 #                                    target < 1 s
 #   start-up of every tool           scripts/bench-startup.sh: version and
 #                                    --help vs jq --version, same loop
+#   snapshot restore, 3-node lab     scripts/bench-snapshot.sh: restore of a
+#                                    running lab vs recreate and boot, same run
 #   time to ready, 2-node lab        barn-node apply in a private network
 #                                    namespace (as testscripts/lab_test.go),
 #                                    vs the guests' own boot time read from
@@ -315,6 +317,15 @@ run_lab() {
 	lab_home="" # done: cleanup only removes the namespace and runtime dir
 }
 run_lab
+# --- 4. snapshot restore vs recreate of a running 3-node lab (its own lab,
+# namespace and cleanup; scripts/bench-snapshot.sh). Not run: the section
+# of the previous report is kept.
+snap_section=""
+if [ "${BENCH_LAB:-1}" != 0 ] && [ "$(id -u)" = 0 ] && [ -n "$qemu_bin" ]; then
+	log "snapshot restore vs recreate, 3-node lab (scripts/bench-snapshot.sh)"
+	snap_section=$(BARN_BENCH_REPO=${BARN_BENCH_REPO:-} "$root/scripts/bench-snapshot.sh") || {
+		log "bench-snapshot.sh failed; the previous snapshot section is kept"; snap_section=""; }
+fi
 cleanup_note="destroyed with \`barn-node destroy --force --purge\`, \`barn-net uninstall\`, \`ip netns del\`"
 
 total_s=$(calc "($(now_ns) - $t_start) / 1e9" %.0f)
@@ -455,6 +466,11 @@ $("$root/scripts/bench-startup.sh")
   TCG it moves with the host's load far more than any host-side figure.
 EOF
 } >"$tmp_out"
+if [ -n "$snap_section" ]; then
+	printf '\n%s\n' "$snap_section" >>"$tmp_out"
+elif [ -f "$out" ]; then
+	awk '/^<!-- snapshot:begin/ {keep = 1} keep {print} /^<!-- snapshot:end/ {keep = 0}' "$out" >>"$tmp_out"
+fi
 # The arm64 section is measured by hand (an arm64 image build and lab take
 # far longer than this run); keep it as it was written.
 if [ -f "$out" ]; then

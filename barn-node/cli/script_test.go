@@ -213,6 +213,7 @@ type planOptions struct {
 	memMiB        int64
 	pdisks, disks []string
 	stale         bool
+	resize        bool                    // a changed node is resize, not recreate (only -mem may change)
 	uefi          bool                    // the image boots UEFI
 	uefiOnly      map[string]bool         // only these nodes' image boots UEFI (a forged, mixed plan)
 	arch          string                  // the image's architecture (default amd64)
@@ -293,6 +294,8 @@ func testPlan(getenv func(string) string, names []string, o planOptions) (*plan.
 		switch {
 		case st == nil:
 			np.Outcome = plan.Create
+		case st.SpecHash != n.SpecHash && o.resize:
+			np.Outcome = plan.Resize
 		case st.SpecHash != n.SpecHash:
 			np.Outcome = plan.Recreate
 		case st.Phase == state.Running:
@@ -319,6 +322,8 @@ func testPlan(getenv func(string) string, names []string, o planOptions) (*plan.
 		p.Action = plan.ActionBlocked
 	case counts[plan.Recreate] > 0:
 		p.Action = plan.ActionRecreate
+	case counts[plan.Resize] > 0:
+		p.Action = plan.ActionResize
 	case applied == nil:
 		p.Action = plan.ActionCreate
 	case counts[plan.Create] > 0:
@@ -338,6 +343,7 @@ func testPlan(getenv func(string) string, names []string, o planOptions) (*plan.
 //	-pdisk=NAME         a 64 MiB persistent data disk at /NAME on every node
 //	-disk=NAME          a 64 MiB non-persistent data disk at /NAME
 //	-stale              use based_on generation 99 (a stale plan)
+//	-resize             a node whose spec changed is resize (use with -mem only)
 //	-uefi               the image boots UEFI (firmware: BARN_TEST_FIRMWARE)
 //	-uefi=NODE          only NODE's image boots UEFI (a forged plan: barn-plan refuses it)
 //	-arch=ARCH          the image's architecture
@@ -368,6 +374,8 @@ func cmdTestplan(ts *testscript.TestScript, neg bool, args []string) {
 			o.disks = append(o.disks, strings.TrimPrefix(a, "-disk="))
 		case a == "-stale":
 			o.stale = true
+		case a == "-resize":
+			o.resize = true
 		case a == "-uefi":
 			o.uefi = true
 		case strings.HasPrefix(a, "-uefi="):

@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 	"sort"
+	"sync"
 	"time"
 
 	"barn.dev/lib/disk"
@@ -38,6 +39,33 @@ type Engine struct {
 	// FreeBytes returns the bytes available to Barn under dir; nil means
 	// statfs. Tests inject a full disk.
 	FreeBytes func(dir string) (int64, error)
+
+	mu sync.Mutex // serialises record writes of the per-node steps run at once
+}
+
+// eachNode runs fn for every node of ns at once and returns the error of
+// the first node (in ns's order) that failed, after all have returned.
+// Each node's snapshot job runs in its own QEMU (or qemu-img on its own
+// images), so a lab saves and restores in the time of its slowest node,
+// not the sum; the lab stays paused for that time only.
+func (e *Engine) eachNode(ns []*state.Node, fn func(i int, n *state.Node) error) error {
+	errs := make([]error, len(ns))
+	var wg sync.WaitGroup
+	for i, n := range ns {
+		wg.Go(func() { errs[i] = fn(i, n) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			for _, other := range errs[i+1:] {
+				if other != nil {
+					e.logf("also: %v", other)
+				}
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 func (e *Engine) now() time.Time {

@@ -67,10 +67,8 @@ func (e *Engine) restoreNodes(ctx context.Context, r *Record, ns []*state.Node) 
 			return err
 		}
 	}
-	for i, n := range ns {
-		if err := e.restoreNode(ctx, r, &r.Nodes[i], n); err != nil {
-			return err
-		}
+	if err := e.eachNode(ns, func(i int, n *state.Node) error { return e.restoreNode(ctx, r, &r.Nodes[i], n) }); err != nil {
+		return err
 	}
 	if err := e.resume(ctx, r, nodeMap(ns)); err != nil {
 		return err
@@ -141,7 +139,7 @@ func (e *Engine) matches(ctx context.Context, r *Record, ns []*state.Node) error
 		}
 		if n.SpecHash != sn.SpecHash || n.Generation != sn.Generation {
 			return exitcode.New(exitcode.Conflict, "node %s: applied spec %s (generation %d) is not the snapshot's %s (generation %d)", n.Node, n.SpecHash, n.Generation, sn.SpecHash, sn.Generation).
-				WithReason("snapshot_spec_mismatch").WithNext("barn-node apply with the inventory snapshot " + r.Name + " was taken with (node spec hash " + sn.SpecHash + "), then barn-node snapshot restore " + r.Name)
+				WithReason("snapshot_spec_mismatch").WithNext("barn-node resize " + n.Node + " back to the definition snapshot " + r.Name + " was taken with (node spec hash " + sn.SpecHash + "), then barn-node snapshot restore " + r.Name)
 		}
 		for _, im := range sn.Images {
 			if why := imageDiffers(im); why != "" {

@@ -71,10 +71,8 @@ func (e *Engine) saveNodes(ctx context.Context, r *Record, ns []*state.Node) err
 			return err
 		}
 	}
-	for i, n := range ns {
-		if err := e.saveNode(ctx, r, &r.Nodes[i], n); err != nil {
-			return err
-		}
+	if err := e.eachNode(ns, func(i int, n *state.Node) error { return e.saveNode(ctx, r, &r.Nodes[i], n) }); err != nil {
+		return err
 	}
 	if err := e.resume(ctx, r, nodeMap(ns)); err != nil {
 		return err
@@ -88,22 +86,31 @@ func (e *Engine) saveNodes(ctx context.Context, r *Record, ns []*state.Node) err
 	return nil
 }
 
+// saveNode saves one node into r.Nodes entry sn. It runs at once with
+// the other nodes' saves, so it fills a copy of sn and publishes it into
+// the record under e.mu: once its copies exist, and (written) when done.
 func (e *Engine) saveNode(ctx context.Context, r *Record, sn *Node, n *state.Node) error {
+	e.mu.Lock()
+	done := *sn
+	e.mu.Unlock()
 	var err error
-	sn.StateCopy = n.Node + ".state.json"
-	if sn.StateID, err = copyIn(e.Root.Dir, r.Name, sn.StateCopy, e.Root.NodeFile(n.Node, state.NodeStateName)); err != nil {
+	done.StateCopy = n.Node + ".state.json"
+	if done.StateID, err = copyIn(e.Root.Dir, r.Name, done.StateCopy, e.Root.NodeFile(n.Node, state.NodeStateName)); err != nil {
 		return err
 	}
 	if n.NVRAM != "" {
-		sn.NVRAM, sn.NVRAMPath = n.Node+".nvram.fd", n.NVRAM
-		if sn.NVRAMID, err = copyIn(e.Root.Dir, r.Name, sn.NVRAM, n.NVRAM); err != nil {
+		done.NVRAM, done.NVRAMPath = n.Node+".nvram.fd", n.NVRAM
+		if done.NVRAMID, err = copyIn(e.Root.Dir, r.Name, done.NVRAM, n.NVRAM); err != nil {
 			return err
 		}
 	}
+	e.mu.Lock()
+	*sn = done // the copies are the record's from here on (a rollback removes them)
+	e.mu.Unlock()
 	if r.Memory {
-		err = job(ctx, n, "snapshot-save", r.Name, *sn)
+		err = job(ctx, n, "snapshot-save", r.Name, done)
 	} else {
-		for _, im := range sn.Images {
+		for _, im := range done.Images {
 			if err = e.Disk.CreateSnapshot(ctx, im.Path, Tag(r.Name)); err != nil {
 				break
 			}
@@ -112,8 +119,12 @@ func (e *Engine) saveNode(ctx context.Context, r *Record, sn *Node, n *state.Nod
 	if err != nil {
 		return err
 	}
-	sn.Done = true
-	if err := e.write(r); err != nil {
+	done.Done = true
+	e.mu.Lock()
+	*sn = done
+	err = e.write(r)
+	e.mu.Unlock()
+	if err != nil {
 		return err
 	}
 	e.step("saved", n.Node)

@@ -48,7 +48,7 @@ func TestRestoreRefusals(t *testing.T) {
 	}{
 		{"matches", "", "", func(*state.Node, *Record) {}},
 		{"recreated", "snapshot_stale", "barn-node snapshot delete s1", func(n *state.Node, _ *Record) { n.VMUUID = "u2" }},
-		{"spec", "snapshot_spec_mismatch", "barn-node apply with the inventory snapshot s1 was taken with (node spec hash h1)", func(n *state.Node, _ *Record) { n.SpecHash = "h2" }},
+		{"spec", "snapshot_spec_mismatch", "barn-node resize n1 back to the definition snapshot s1 was taken with (node spec hash h1)", func(n *state.Node, _ *Record) { n.SpecHash = "h2" }},
 		{"generation", "snapshot_spec_mismatch", "then barn-node snapshot restore s1", func(n *state.Node, _ *Record) { n.Generation = 2 }},
 		{"memory-onto-stopped", "snapshot_phase_mismatch", "barn-node start n1 --no-wait", func(_ *state.Node, r *Record) { r.Memory = true }},
 		{"replaced-image", "snapshot_stale", "barn-node snapshot delete s1", func(n *state.Node, _ *Record) {
