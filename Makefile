@@ -6,7 +6,7 @@ GO ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X barn.dev/lib/tool.Version=$(VERSION)
 
-.PHONY: help build test test-units test-ansible check fmt vet clean cross deps ci ci-tests image e2e e2e-arm64 e2e-hut bench golden-update race race-pass
+.PHONY: help build test test-units test-ansible check fmt vet clean cross deps ci ci-tests image e2e e2e-arm64 e2e-next e2e-hut bench golden-update race race-pass
 
 help: ## List the targets
 	@grep -hE '^[a-z][a-z0-9-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -105,6 +105,9 @@ image: build ## Build (or reuse) the local Debian 12 guest image repository (cac
 
 e2e: build ## Run the real-lab suite (root, QEMU under TCG, the local image, a private netns)
 	@repo=$$(scripts/build-image.sh) && cd testscripts && BARN_TEST_REPO=$$repo $(GO) test -count=1 -timeout 60m -run '^TestLab$$' -v .
+
+e2e-next: build ## Run the real-lab sections not yet proven live (testscripts/testdata/lab-next; root, TCG)
+	@repo=$$(scripts/build-image.sh) && cd testscripts && BARN_TEST_REPO=$$repo BARN_TEST_NEXT=1 $(GO) test -count=1 -timeout 60m -run '^TestLabNext$$' -v .
 
 # The hosts under test (issue 23): NetworkManager/firewalld and networkd in
 # Debian 12 guests with systemd as PID 1. Outside `make ci` until it passes

@@ -62,6 +62,21 @@ func TestArm64Lab(t *testing.T) {
 	runLab(t, "testdata/lab-arm64")
 }
 
+// TestLabNext runs testdata/lab-next: real-lab sections that are written
+// but have not yet passed live on this machine class, so `make ci` does
+// not carry them (README: Not verified). It runs only when
+// BARN_TEST_NEXT=1 (`make e2e-next`); a section moves to testdata/lab once
+// it passes there within the CI budget.
+func TestLabNext(t *testing.T) {
+	if os.Getenv("BARN_TEST_NEXT") != "1" {
+		t.Skip("unproven lab sections not requested: run `make e2e-next` (BARN_TEST_NEXT=1)")
+	}
+	if reason := labUnavailable(); reason != "" {
+		t.Fatalf("lab sections requested but cannot run: %s", reason)
+	}
+	runLab(t, "testdata/lab-next")
+}
+
 // requireArm64 fails t when qemu-system-aarch64 is missing.
 func requireArm64(t *testing.T) {
 	t.Helper()

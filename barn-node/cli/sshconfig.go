@@ -38,6 +38,10 @@ type SSHConfigDoc struct {
 	Entries   []guest.HostEntry    `json:"entries"` // empty for remove
 	Installed *guest.InstallResult `json:"installed,omitempty"`
 	Removed   *guest.RemoveResult  `json:"removed,omitempty"`
+	// Rerouted are the user's blocks for every name (Host *, Match all,
+	// a Match on user or exec) that sent a node's name elsewhere before
+	// the install, each with where: Barn's block now answers for it.
+	Rerouted []guest.Shadow `json:"rerouted,omitempty"`
 }
 
 // RenderText prints the fragment (or inventory) itself, or a summary.
@@ -149,14 +153,19 @@ func (c *sshConfigCmd) Run(env *tool.Env) error {
 	if err != nil {
 		return err
 	}
-	if len(shadows) > 0 {
-		return guest.ShadowError(shadows, c.Exclude)
+	claimed, routed := guest.SplitShadows(shadows)
+	if len(claimed) > 0 {
+		return guest.ShadowError(claimed, c.Exclude)
 	}
 	res, err := guest.Install(paths, frag)
 	if err != nil {
 		return err
 	}
-	doc.Action, doc.Installed = "install", &res
+	for _, s := range routed {
+		env.Stderrf("note: %s:%d: %s sends %s to %s; Barn's Include now takes %s out of that route (--exclude %s leaves it to you)\n",
+			s.File, s.Line, s.Block, s.Name, s.Route, s.Name, s.Name)
+	}
+	doc.Action, doc.Installed, doc.Rerouted = "install", &res, routed
 	return env.Emit(doc)
 }
 

@@ -194,6 +194,11 @@ func shadowsOf(ctx context.Context, ssh, config, name string) ([]Shadow, error) 
 		}
 	}
 	if len(only) > 0 {
+		for i, s := range only {
+			if s.conditional { // every name, when its condition holds
+				only[i].Route = "when " + strings.TrimPrefix(s.Block, "Match ") + ": " + blockRoute(s.File, s.Line)
+			}
+		}
 		return only, nil
 	}
 	plain, _, err := sshResolve(ctx, ssh, os.DevNull, name)
@@ -252,24 +257,30 @@ var blockStartRE = lazyre.New(`(?i)^\s*(host|match)(\s|=)`)
 var routeKeywordRE = lazyre.New(`(?i)^\s*(hostname|port|proxyjump|proxycommand)(\s|=)`)
 
 // setsRoute reports whether the block opened at file:line (1-based) sets
-// HostName, Port, ProxyJump or ProxyCommand itself, before the next Host
-// or Match line. A block without a line (0) is not counted as setting it:
-// the Match all Barn appends before the system configuration is one.
-func setsRoute(file string, line int) bool {
+// HostName, Port, ProxyJump or ProxyCommand itself (blockRoute).
+func setsRoute(file string, line int) bool { return blockRoute(file, line) != "" }
+
+// blockRoute returns the route-setting lines (HostName, Port, ProxyJump,
+// ProxyCommand) of the block opened at file:line (1-based), up to the
+// next Host or Match line, joined by ", "; "" when it sets none. A block
+// without a line (0) sets none: the Match all Barn appends before the
+// system configuration is one.
+func blockRoute(file string, line int) string {
 	b, err := os.ReadFile(file)
 	if err != nil || line == 0 {
-		return false
+		return ""
 	}
 	lines := splitLines(b)
+	var r []string
 	for i := line; i < len(lines); i++ {
 		if blockStartRE.MatchString(lines[i]) {
-			return false
+			break
 		}
 		if routeKeywordRE.MatchString(lines[i]) {
-			return true
+			r = append(r, strings.Join(strings.Fields(lines[i]), " "))
 		}
 	}
-	return false
+	return strings.Join(r, ", ")
 }
 
 // sshResolve runs `ssh -G -vvv -F config -- name`: its resolved options
@@ -375,6 +386,23 @@ func route(resolved string) string {
 		}
 	}
 	return strings.Join(r, ", ")
+}
+
+// SplitShadows separates the blocks that single a name out (claimed: a
+// refusal, ShadowError) from those that answer for every name and route
+// it elsewhere (routed: Route set). A catch-all is no evidence that the
+// user uses that name — a global ProxyJump or "HostName %h.corp" covers
+// every name — so the install goes ahead and names each routed block,
+// rather than refusing every node of every such user.
+func SplitShadows(shadows []Shadow) (claimed, routed []Shadow) {
+	for _, s := range shadows {
+		if s.Route != "" {
+			routed = append(routed, s)
+		} else {
+			claimed = append(claimed, s)
+		}
+	}
+	return claimed, routed
 }
 
 // ShadowError is the refusal for shadows: each with file:line, and the

@@ -5,9 +5,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
+	"barn.dev/lib/lazyre"
 	"barn.dev/lib/quote"
 )
 
@@ -124,11 +124,11 @@ func normMAC(s string) string {
 	return hw.String()
 }
 
-var macLikeRE = regexp.MustCompile(`(?i)(?:^|[^0-9a-f])((?:[0-9a-f]{2}[:-]){5}[0-9a-f]{2})(?:$|[^0-9a-f])`)
+var macLikeRE = lazyre.New(`(?i)(?:^|[^0-9a-f])((?:[0-9a-f]{2}[:-]){5}[0-9a-f]{2})(?:$|[^0-9a-f])`)
 
 // carriesMAC reports whether arg spells mac anywhere.
 func carriesMAC(arg, mac string) bool {
-	for _, m := range macLikeRE.FindAllStringSubmatch(arg, -1) {
+	for _, m := range macLikeRE.Compiled().FindAllStringSubmatch(arg, -1) {
 		if normMAC(m[1]) == mac {
 			return true
 		}
