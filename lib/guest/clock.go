@@ -148,13 +148,12 @@ func ParseClock(s string) (time.Time, error) {
 }
 
 // setClockScript moves the guest's system clock by minus $1 seconds,
-// relative to its own reading, so the session's latency does not enter
-// the correction. sudo -n: the login user's passwordless sudo (never a
-// password prompt).
+// relative to its own reading taken under sudo right before the step, so
+// neither the session's latency nor sudo's own start-up (over a second in
+// a TCG guest, seen live) enters the correction. sudo -n: the login
+// user's passwordless sudo (never a password prompt).
 const setClockScript = `export LC_ALL=C
-now=$(date +%s.%N) &&
-t=$(awk -v n="$now" -v d="$1" 'BEGIN { printf "%.6f", n - d }') &&
-sudo -n date -u -s "@$t" >/dev/null`
+exec sudo -n sh -c 'now=$(date +%s.%N) && t=$(awk -v n="$now" -v d="$1" "BEGIN { printf \"%.6f\", n - d }") && date -u -s "@$t" >/dev/null' barn-time-sync "$1"`
 
 // SetClock steps t's system clock back by skew (a skew from ReadClock: the
 // guest minus the host), over the management session; it needs no network
