@@ -207,7 +207,7 @@ func shell(ts *testscript.TestScript, line string) (int, string, string) {
 func scriptEnv(ts *testscript.TestScript) []string {
 	var env []string
 	for _, k := range []string{"PATH", "HOME", "TMPDIR", "WORK", "BARN_HOME", "BARN_RUNTIME_DIR", "BARN_QEMU", "BARN_ACCEL",
-		"BARN_PRIVATE_NET", "BARN_READINESS", "BARN_STOP_TIMEOUT", "BARN_REPO", tool.EnvTerminalPrompt, "BARN_CRASH_AFTER"} {
+		"BARN_PRIVATE_NET", "BARN_READINESS", "BARN_STOP_TIMEOUT", "BARN_REPO", tool.EnvTerminalPrompt, "BARN_CRASH_AFTER", "BARN_HOTPLUG"} {
 		env = append(env, k+"="+ts.Getenv(k))
 	}
 	return env

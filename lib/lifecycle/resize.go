@@ -35,7 +35,11 @@ import (
 // written again without those whose resize failed before its commit.
 func (m *Manager) Resize(ctx context.Context, p *plan.Plan, selectors []string, wait bool) (*Result, error) {
 	src := p.Spec.Source.Inventory()
-	again := spec.PlanPipeline(src, p.PlanArgs(), "barn-node resize "+strings.Join(cmpNames(selectors, namesOf(p, plan.Resize)), " ")+" --force")
+	cmd := "barn-node resize " + strings.Join(cmpNames(selectors, namesOf(p, plan.Resize)), " ") + " --force"
+	if m.Hotplug {
+		cmd += " --hotplug" // a hot-plug cut short resumes as one
+	}
+	again := spec.PlanPipeline(src, p.PlanArgs(), cmd)
 	lock, applied, err := m.lockForPlan(ctx, p, again)
 	if err != nil {
 		return nil, err
@@ -207,7 +211,7 @@ func (m *Manager) resizeOne(ctx context.Context, c *state.Node, want spec.Node, 
 		return false
 	}
 	ran, oldRoot := c.Phase == state.Running, c.Spec.RootDiskBytes
-	if ran && hotpluggable(c, want) {
+	if ran && m.Hotplug && hotpluggable(c, want) {
 		if handled, ok := m.hotplugOne(ctx, c, want, res); handled {
 			return ok
 		}
