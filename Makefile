@@ -107,6 +107,7 @@ e2e: build ## Run the real-lab suite (root, QEMU under TCG, the local image, a p
 	@repo=$$(scripts/build-image.sh) && cd testscripts && BARN_TEST_REPO=$$repo $(GO) test -count=1 -timeout 60m -run '^TestLab$$' -v .
 
 e2e-next: build ## Run the real-lab sections not yet proven live (testscripts/testdata/lab-next; root, TCG)
+	@cd lib && BARN_TEST_NEXT=1 $(GO) test -count=1 -run '^TestRealQEMUHotplug$$' -v ./vm
 	@repo=$$(scripts/build-image.sh) && cd testscripts && BARN_TEST_REPO=$$repo BARN_TEST_NEXT=1 $(GO) test -count=1 -timeout 60m -run '^TestLabNext$$' -v .
 
 # The hosts under test (issue 23): NetworkManager/firewalld and networkd in
