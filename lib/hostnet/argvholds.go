@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"barn.dev/lib/lazyre"
@@ -33,8 +34,8 @@ func argvHolds(args []string, mac, bridge string) bool {
 			parsed[i+1] = true
 		case "nic":
 			o := qemuOpts(args[i+1])
-			o["netdev"] = "\x00nic" // its own backend: itself
-			netdevs["\x00nic"] = o
+			o["netdev"] = "\x00nic" + strconv.Itoa(i) // its own backend: itself
+			netdevs[o["netdev"]] = o
 			nics = append(nics, o)
 			parsed[i+1] = true
 		case "device", "net":

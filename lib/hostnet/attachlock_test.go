@@ -82,6 +82,7 @@ func TestArgvHolds(t *testing.T) {
 		{"-set", []string{"-set", "device.d.mac=" + m}, true},
 		{"-nic on another bridge", []string{"-nic", "bridge,br=other,mac=" + m}, false},
 		{"-nic on the bridge", []string{"-nic", "bridge,br=barn0,mac=" + m}, true},
+		{"two -nic, the MAC's on another bridge", []string{"-nic", "bridge,br=other,mac=" + m, "-nic", "bridge,br=barn0,mac=0a:ba:02:0a:0a:99"}, false},
 		{"type= bridge elsewhere", []string{"-netdev", "type=bridge,id=p,br=other", "-device", "virtio-net-pci,netdev=p,mac=" + m}, false},
 		{"type= user", []string{"-netdev", "type=user,id=p", "-device", "virtio-net-pci,netdev=p,mac=" + m}, false},
 		{"a bridge name with a comma", []string{"-netdev", "bridge,id=p,br=b,,r", "-device", "virtio-net-pci,netdev=p,mac=" + m}, false},
