@@ -147,22 +147,21 @@ func ParseClock(s string) (time.Time, error) {
 	return time.Unix(secs, ns), nil
 }
 
-// setClockScript moves the guest's system clock by minus $1 seconds,
-// relative to its own reading taken under sudo right before the step, so
-// neither the session's latency nor sudo's own start-up (over a second in
-// a TCG guest, seen live) enters the correction. sudo -n: the login
-// user's passwordless sudo (never a password prompt).
-const setClockScript = `export LC_ALL=C
-exec sudo -n sh -c 'now=$(date +%s.%N) && t=$(awk -v n="$now" -v d="$1" "BEGIN { printf \"%.6f\", n - d }") && date -u -s "@$t" >/dev/null' barn-time-sync "$1"`
+// setClockScript steps the guest's system clock by $1 seconds ("+30.25",
+// "-0.8") as a relative date(1) item: GNU date adds the step to its own
+// clock reading the instant it runs, so neither the session's latency nor
+// sudo's start-up (over a second in a TCG guest, seen live) nor any helper
+// process enters the correction. sudo -n: the login user's passwordless
+// sudo (never a password prompt).
+const setClockScript = `export LC_ALL=C; exec sudo -n date -s "$1 seconds" >/dev/null`
 
 // SetClock steps t's system clock back by skew (a skew from ReadClock: the
 // guest minus the host), over the management session; it needs no network
 // in the guest. Only the system clock moves: the emulated RTC is QEMU's,
-// which takes the host's time at every boot. Errors: the remote command's
-// failure with its stderr (runtime), e.g. sudo refused.
+// which takes the host's time (to the second) at every boot. Errors: the
+// remote command's failure with its stderr (runtime), e.g. sudo refused.
 func SetClock(ctx context.Context, t Target, skew time.Duration) error {
-	d := strconv.FormatFloat(skew.Seconds(), 'f', 6, 64)
-	argv, err := ExecArgv(t, []string{"sh", "-c", setClockScript, "barn-time-sync", d})
+	argv, err := ExecArgv(t, []string{"sh", "-c", setClockScript, "barn-time-sync", clockStep(skew)})
 	if err != nil {
 		return err
 	}
@@ -176,6 +175,12 @@ func SetClock(ctx context.Context, t Target, skew time.Duration) error {
 			WithReason("clock_set_failed")
 	}
 	return nil
+}
+
+// clockStep is the signed step, in seconds with microseconds, that undoes
+// skew: "+30.250000" for a guest 30.25 s behind.
+func clockStep(skew time.Duration) string {
+	return strconv.FormatFloat(-skew.Seconds(), 'f', 6, 64)
 }
 
 // Milliseconds renders d in milliseconds rounded to 0.1 ms, as the

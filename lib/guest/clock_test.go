@@ -83,27 +83,24 @@ func TestClockSampleArithmetic(t *testing.T) {
 	}
 }
 
-// SetClock's guest script steps the clock relative to the guest's own
-// reading taken under sudo -n, through date -u -s @T (a sudo that checks
-// -n and runs the rest, and a date that records the step, stand in).
+// SetClock's guest script hands date(1), under sudo -n, the step as a
+// relative item (a sudo that checks -n and a date that records its
+// arguments stand in), and GNU date adds such a fractional step, either
+// sign, to its own reading (the real date, parsing with -d the item -s
+// takes).
 func TestSetClockScriptStepsRelativeToTheGuestClock(t *testing.T) {
 	dir := t.TempDir()
 	rec := filepath.Join(dir, "date.args")
-	realDate, err := exec.LookPath("date")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for name, script := range map[string]string{
 		"sudo": "#!/bin/sh\n[ \"$1\" = -n ] || exit 9\nshift\nexec \"$@\"\n",
-		"date": "#!/bin/sh\ncase \"$1\" in -u) printf '%s ' \"$@\" > " + rec + " ;; *) exec " + realDate + " \"$@\" ;; esac\n",
+		"date": "#!/bin/sh\nprintf '%s\\n' \"$@\" > " + rec + "\n",
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command("sh", "-c", setClockScript, "barn-time-sync", "30.250000")
+	cmd := exec.Command("sh", "-c", setClockScript, "barn-time-sync", clockStep(-30250*time.Millisecond))
 	cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"))
-	before := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
@@ -111,15 +108,22 @@ func TestSetClockScriptStepsRelativeToTheGuestClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := strings.Fields(string(b))
-	if len(f) != 3 || strings.Join(f[:2], " ") != "-u -s" || !strings.HasPrefix(f[2], "@") {
-		t.Fatalf("date got %q", b)
+	if got, want := string(b), "-s\n30.250000 seconds\n"; got != want {
+		t.Fatalf("date got %q, want %q", got, want)
 	}
-	set, err := ParseClock(f[2][1:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := before.Add(-30250 * time.Millisecond); absDuration(set.Sub(want)) > 2*time.Second {
-		t.Fatalf("set to %v, want about %v", set, want)
+
+	for _, skew := range []time.Duration{-30250 * time.Millisecond, 883 * time.Millisecond} {
+		before := time.Now()
+		out, err := exec.Command("date", "-d", clockStep(skew)+" seconds", "+%s.%N").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ParseClock(strings.TrimSpace(string(out)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := got.Sub(before.Add(-skew)); d < 0 || d > time.Second {
+			t.Errorf("date -d %q: %v, want %v plus a little", clockStep(skew)+" seconds", got, before.Add(-skew))
+		}
 	}
 }
