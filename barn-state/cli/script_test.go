@@ -18,6 +18,7 @@ import (
 	"barn.dev/lib/scripttest"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
+	"barn.dev/lib/vmrecord"
 )
 
 func TestMain(m *testing.M) {
@@ -82,7 +83,7 @@ func cmdFixture(ts *testscript.TestScript, neg bool, args []string) {
 				Node: n.Name, VMUUID: fixtureUUID(n.Name), Phase: state.Stopped, Generation: 1, SpecHash: n.SpecHash, Spec: n,
 				Image:    imageref.Identity{Selector: "d12:stable", Image: "d12", Version: "12.13", Arch: "amd64"},
 				RootDisk: r.NodeFile(n.Name, state.RootDiskName), Seed: r.NodeFile(n.Name, state.SeedName),
-				SSHPort: 2222, Accel: "tcg", Runtime: rt, Invocation: state.Invocation{Binary: "/usr/bin/qemu-system-x86_64"},
+				SSHPort: 2222, Accel: "tcg", Runtime: rt, Invocation: vmrecord.Invocation{Binary: "/usr/bin/qemu-system-x86_64"},
 				Files: map[string]fileid.ID{state.RootDiskName: {Device: 2049, Inode: 11}, state.SeedName: {Device: 2049, Inode: 12}},
 			}))
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/vmrecord"
 )
 
 func TestDeploymentRoundTrip(t *testing.T) {
@@ -326,7 +327,7 @@ func TestJournalRejections(t *testing.T) {
 	j = testJournal(r, node)
 	j.Completed = append(j.Completed, Artifact{Kind: DataDiskArt, Path: r.ArtifactPath(node, DataDiskArt, "data"), ID: ptr(testID(13))},
 		Artifact{Kind: Seed, Path: r.ArtifactPath(node, Seed, ""), ID: ptr(testID(12))})
-	j.Prepared, j.Invocation = true, &Invocation{Binary: "q"}
+	j.Prepared, j.Invocation = true, &vmrecord.Invocation{Binary: "q"}
 	j.StateCommitted, j.StatePath = true, r.NodeFile(node, NodeStateName)
 	if err := r.WriteJournal(j); err != nil {
 		t.Fatal(err)

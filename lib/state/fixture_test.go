@@ -9,6 +9,7 @@ import (
 	"barn.dev/lib/fileid"
 	"barn.dev/lib/imageref"
 	"barn.dev/lib/spec"
+	"barn.dev/lib/vmrecord"
 )
 
 // testSpec is a small valid, sealed spec with the given node names.
@@ -63,10 +64,10 @@ func testNode(r *Root, s spec.Spec, name string) *Node {
 		SpecHash: sn.SpecHash, Spec: sn,
 		Image:    imageref.Identity{Selector: "d12:stable", Image: "d12", Version: "12.13", Arch: "amd64"},
 		RootDisk: r.NodeFile(name, RootDiskName), Seed: r.NodeFile(name, SeedName),
-		DataDisks: []DataDisk{{Name: "data", Path: r.NodeFile(name, "data.qcow2"), Serial: "abcdefghijklmnopqrst",
+		DataDisks: []vmrecord.DataDisk{{Name: "data", Path: r.NodeFile(name, "data.qcow2"), Serial: "abcdefghijklmnopqrst",
 			SizeBytes: 1 << 30, Mount: "/data", RequestedFilesystem: "auto"}},
 		SSHPort: 2222, Accel: "tcg", Runtime: rt,
-		Invocation: Invocation{Binary: "/usr/bin/qemu-system-x86_64", Args: []string{"-name", name}, InheritedFiles: []InheritedFile{}},
+		Invocation: vmrecord.Invocation{Binary: "/usr/bin/qemu-system-x86_64", Args: []string{"-name", name}, InheritedFiles: []vmrecord.InheritedFile{}},
 		Files:      map[string]fileid.ID{RootDiskName: testID(11), SeedName: testID(12), "data.qcow2": testID(13)},
 	}
 }
