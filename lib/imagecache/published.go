@@ -35,7 +35,7 @@ type publishedRecord struct {
 // read it, never "empty".
 func readPublished(imagesDir string) (map[string]fileid.ID, error) {
 	var r publishedRecord
-	if _, err := publishedFile.read(imagesDir, &r); err != nil {
+	if err := publishedFile.read(imagesDir, &r); err != nil {
 		return nil, err
 	}
 	for rel, id := range r.Files {

@@ -26,32 +26,30 @@ type recordFile struct {
 }
 
 // read decodes the record of imagesDir strictly (lib/wire) into v, a
-// pointer to the record's struct, and reports whether it exists. A record
-// of the same family with another schema version was written by another
-// development build of Barn: integrity (7), reason "dev_build_format".
-// Any other record that does not decode as this schema is integrity (7),
-// reason c.reason; a damaged record is never read as empty. Both name the
-// file and the way out (devBuildNext).
-func (c recordFile) read(imagesDir string, v any) (bool, error) {
+// pointer to the record's struct, leaving v alone when there is none. A
+// record of the same schema family in another version was written by
+// another development build of Barn: integrity (7), reason
+// "dev_build_format". Any other record that does not decode as this
+// schema is integrity (7), reason c.reason, never read as empty. Both
+// name the file and the way out (next).
+func (c recordFile) read(imagesDir string, v any) error {
 	p := filepath.Join(imagesDir, c.name)
 	data, _, err := safefile.ReadFile(p, c.limit, nil)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, exitcode.Wrap(exitcode.Runtime, err, "reading %s", p)
-	}
 	switch got := wire.SchemaOf(data); {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return exitcode.Wrap(exitcode.Runtime, err, "reading %s", p)
 	case got != c.schema && family(got) == family(c.schema):
-		return false, exitcode.New(exitcode.Integrity, "%s has schema %s, written by another development build of Barn; this Barn reads only %s and %s",
+		return exitcode.New(exitcode.Integrity, "%s has schema %s, written by another development build of Barn; this Barn reads only %s, so it cannot tell %s",
 			p, got, c.schema, c.loses).WithReason("dev_build_format").WithNext(c.next(imagesDir))
 	case got != c.schema:
-		return false, c.damaged(imagesDir, fmt.Sprintf("field schema is %q, not %q", got, c.schema))
+		return c.damaged(imagesDir, fmt.Sprintf("field schema is %q, not %q", got, c.schema))
 	}
 	if err := wire.DecodeStrict(data, v); err != nil {
-		return false, c.damaged(imagesDir, err.Error())
+		return c.damaged(imagesDir, err.Error())
 	}
-	return true, nil
+	return nil
 }
 
 // damaged is the integrity error of a record of imagesDir that Barn
@@ -85,12 +83,9 @@ func (c recordFile) write(imagesDir string, v any) error {
 	return nil
 }
 
-// family is a schema without its version: "barn.images.published" of
-// "barn.images.published/v1"; "" when s has no version.
+// family is schema s without its version: "barn.images.published" of
+// "barn.images.published/v1".
 func family(s string) string {
-	f, _, ok := strings.Cut(s, "/v")
-	if !ok {
-		return ""
-	}
+	f, _, _ := strings.Cut(s, "/v")
 	return f
 }

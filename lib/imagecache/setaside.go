@@ -50,7 +50,7 @@ type setAsideRecord struct {
 // never "empty".
 func readSetAside(imagesDir string) ([]SetAside, error) {
 	var r setAsideRecord
-	if _, err := setAsideFile.read(imagesDir, &r); err != nil {
+	if err := setAsideFile.read(imagesDir, &r); err != nil {
 		return nil, err
 	}
 	for i, f := range r.Files {
