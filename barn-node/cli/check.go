@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/guest"
@@ -25,9 +24,8 @@ import (
 // probe is plain POSIX sh with ping, getent and date: nothing is installed
 // in the guest.
 type checkCmd struct {
-	Nodes   []string      `arg:"" optional:"" name:"node" predictor:"node" help:"Nodes to check from and to (default: every committed node)."`
-	MaxSkew time.Duration `name:"max-skew" default:"1s" help:"Largest clock difference to the host accepted (half the measuring round trip is granted as uncertainty)."`
-	Timeout time.Duration `default:"30s" help:"Bound on each node's probe session (a paused or cut-off node fails within it)."`
+	Nodes []string `arg:"" optional:"" name:"node" predictor:"node" help:"Nodes to check from and to (default: every committed node)."`
+	clockFlags
 }
 
 // CheckDoc is barn.check/v1.

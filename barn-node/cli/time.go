@@ -29,9 +29,15 @@ type timeCmd struct {
 
 // timeFlags are shared by status and sync.
 type timeFlags struct {
-	Nodes   []string      `arg:"" optional:"" name:"node" predictor:"node" help:"Nodes (default: every running committed node)."`
+	Nodes []string `arg:"" optional:"" name:"node" predictor:"node" help:"Nodes (default: every running committed node)."`
+	clockFlags
+}
+
+// clockFlags are the flags of every command that measures guest clocks
+// (time status, time sync, check).
+type clockFlags struct {
 	MaxSkew time.Duration `name:"max-skew" default:"1s" help:"Largest clock difference to the host accepted (half the measuring round trip is granted as uncertainty)."`
-	Timeout time.Duration `default:"30s" help:"Bound on each node's clock session (a paused node fails within it)."`
+	Timeout time.Duration `default:"30s" help:"Bound on each node's session (a paused or cut-off node fails within it)."`
 }
 
 // TimeDoc is barn.time/v1, printed by time status and time sync.
