@@ -280,8 +280,8 @@ func cmdGuestReady(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // guestDate is the fake guest's date: the host's clock plus the offset in
-// ../clock_offset (seconds), for `date +%s.%N`; `date -u -s @T` sets that
-// offset. Any other use fails, so a guest command this harness does not
+// ../clock_offset (seconds), for `date +%s.%N`; `date -s "S seconds"`
+// (SetClock's relative step) adds S to that offset. Any other use fails, so a guest command this harness does not
 // model cannot reach the host's own clock.
 const guestDate = `#!/bin/sh
 d=$(dirname "$0")/..
@@ -289,7 +289,7 @@ off=$(cat "$d/clock_offset")
 host=$(command -p date +%s.%N)
 case "$*" in
 "+%s.%N") awk -v h="$host" -v o="$off" 'BEGIN { printf "%.9f\n", h + o }' ;;
-"-u -s @"*) awk -v t="${3#@}" -v h="$host" 'BEGIN { printf "%.9f\n", t - h }' >"$d/clock_offset" ;;
+"-s "*" seconds") awk -v s="${2% seconds}" -v o="$off" 'BEGIN { printf "%.9f\n", o + s }' >"$d/clock_offset" ;;
 *) echo "fake guest date: unsupported: $*" >&2; exit 1 ;;
 esac
 `
