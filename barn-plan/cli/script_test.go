@@ -116,11 +116,12 @@ func cmdCommit(ts *testscript.TestScript, neg bool, args []string) {
 				File: "images/d12-12.13-amd64.qcow2", SizeBytes: 1 << 20, SHA256: strings.Repeat("ab", 32),
 				VirtualSize: 3 << 30, Boot: "uefi", SourceUser: "debian", Status: "supported"}, // uefi like the official catalog's images
 			RootDisk: root.NodeFile(n.Name, state.RootDiskName), Seed: root.NodeFile(n.Name, state.SeedName),
-			DataDisks: []vmrecord.DataDisk{}, SSHPort: 2222 + i, Accel: *accel, Runtime: rt,
+			SerialLog: root.NodeFile(n.Name, state.SerialLogName), DataDisks: []vmrecord.DataDisk{}, SSHPort: 2222 + i, Accel: *accel, Runtime: rt,
 			Invocation: vmrecord.Invocation{Binary: "/usr/bin/qemu-system-x86_64", Args: []string{"-name", n.Name},
 				InheritedFiles: []vmrecord.InheritedFile{}},
 			CreatedAt: created, UpdatedAt: created,
-			Files: map[string]fileid.ID{state.RootDiskName: {Device: 2049, Inode: 11}, state.SeedName: {Device: 2049, Inode: 12}}}
+			Files: map[string]fileid.ID{state.RootDiskName: {Device: 2049, Inode: 11}, state.SeedName: {Device: 2049, Inode: 12},
+				state.SerialLogName: {Device: 2049, Inode: 10}}}
 		for j, d := range n.Disks {
 			st.Files[state.DataDiskFileName(d.Name)] = fileid.ID{Device: 2049, Inode: uint64(13 + j)}
 			st.DataDisks = append(st.DataDisks, vmrecord.DataDisk{Name: d.Name, Path: root.NodeFile(n.Name, state.DataDiskFileName(d.Name)),

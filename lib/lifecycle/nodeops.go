@@ -354,7 +354,7 @@ func headerRefusal(n *state.Node, what, path string, err error) error {
 
 func (m *Manager) launchInput(n *state.Node, base string) LaunchInput {
 	return LaunchInput{Node: n.Spec, VMUUID: n.VMUUID, Image: n.Image, RootDisk: n.RootDisk, Base: base, DataDisks: n.DataDisks,
-		Seed: n.Seed, NVRAM: n.NVRAM, SSHPort: n.SSHPort, Runtime: n.Runtime, SerialLog: m.Root.NodeFile(n.Node, state.SerialLogName)}
+		Seed: n.Seed, NVRAM: n.NVRAM, SSHPort: n.SSHPort, Runtime: n.Runtime, SerialLog: n.SerialLog}
 }
 
 // stop runs the VM layer's verified stop ladder for n and records stopped.

@@ -506,6 +506,15 @@ func TestEarlierDevBuildDocumentsAreRefused(t *testing.T) {
 	if _, err := r.ReadNode("pg-1"); exitcode.As(err).Reason != EarlierBuildReason || !strings.Contains(err.Error(), "barn_qmp") {
 		t.Fatalf("node state without Barn's monitor: %v", err)
 	}
+	n = testNode(r, s, "pg-1")
+	n.SerialLog = ""
+	delete(n.Files, SerialLogName)
+	if err := r.WriteNode(n); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ReadNode("pg-1"); exitcode.As(err).Reason != EarlierBuildReason || !strings.Contains(err.Error(), "serial_log") {
+		t.Fatalf("node state without a serial console file: %v", err)
+	}
 	for _, strip := range []func(*vmrecord.Process){
 		func(p *vmrecord.Process) { p.ExecutableFile = "" },
 		func(p *vmrecord.Process) { p.Boot = "" },
