@@ -34,55 +34,43 @@ func TestLab(t *testing.T) {
 // TestArm64Node runs testdata/lab-arm64-node: one arm64 node under
 // qemu-system-aarch64 (TCG by policy) from the arm64 variant of the local
 // d12 (`make e2e-arm64`, which publishes that variant, runs it before
-// TestArm64Lab). It runs only when BARN_TEST_ARM64=1; a missing emulator
-// then fails, it does not skip.
+// TestArm64Lab).
 func TestArm64Node(t *testing.T) {
-	if os.Getenv("BARN_TEST_ARM64") != "1" {
-		t.Skip("arm64 node not requested: run `make e2e-arm64` (BARN_TEST_ARM64=1)")
-	}
-	if reason := labUnavailable(); reason != "" {
-		t.Fatalf("arm64 node requested but cannot run: %s", reason)
-	}
-	requireArm64(t)
-	runLab(t, "testdata/lab-arm64-node")
+	runRequestedLab(t, "BARN_TEST_ARM64", "make e2e-arm64", "testdata/lab-arm64-node", "qemu-system-aarch64")
 }
 
 // TestArm64Lab runs testdata/lab-arm64: the 2-node arm64 lab (addresses,
-// ping, exec, NVRAM, the refused recreate without the emulator). It runs
-// only when BARN_TEST_ARM64=1 (`make e2e-arm64`): two arm64 boots under
-// TCG cost more than `make ci` has.
+// ping, exec, NVRAM, the refused recreate without the emulator), outside
+// `make ci`: two arm64 boots under TCG cost more than it has.
 func TestArm64Lab(t *testing.T) {
-	if os.Getenv("BARN_TEST_ARM64") != "1" {
-		t.Skip("arm64 lab not requested: run `make e2e-arm64` (BARN_TEST_ARM64=1)")
-	}
-	if reason := labUnavailable(); reason != "" {
-		t.Fatalf("arm64 lab requested but cannot run: %s", reason)
-	}
-	requireArm64(t)
-	runLab(t, "testdata/lab-arm64")
+	runRequestedLab(t, "BARN_TEST_ARM64", "make e2e-arm64", "testdata/lab-arm64", "qemu-system-aarch64")
 }
 
 // TestLabNext runs testdata/lab-next: real-lab sections that are written
 // but have not yet passed live on this machine class, so `make ci` does
-// not carry them (README: Not verified). It runs only when
-// BARN_TEST_NEXT=1 (`make e2e-next`); a section moves to testdata/lab once
-// it passes there within the CI budget.
+// not carry them (README: Not verified); a section moves to testdata/lab
+// once it passes there within the CI budget.
 func TestLabNext(t *testing.T) {
-	if os.Getenv("BARN_TEST_NEXT") != "1" {
-		t.Skip("unproven lab sections not requested: run `make e2e-next` (BARN_TEST_NEXT=1)")
-	}
-	if reason := labUnavailable(); reason != "" {
-		t.Fatalf("lab sections requested but cannot run: %s", reason)
-	}
-	runLab(t, "testdata/lab-next")
+	runRequestedLab(t, "BARN_TEST_NEXT", "make e2e-next", "testdata/lab-next")
 }
 
-// requireArm64 fails t when qemu-system-aarch64 is missing.
-func requireArm64(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("qemu-system-aarch64"); err != nil {
-		t.Fatalf("arm64 lab needs qemu-system-aarch64 (sudo scripts/install-deps.sh): %v", err)
+// runRequestedLab runs the real-lab scripts in dir only when the
+// environment variable gate is 1 (target, a make target, sets it); once
+// requested, a lab that cannot run — or a missing emulator among needs —
+// fails, it does not skip.
+func runRequestedLab(t *testing.T, gate, target, dir string, needs ...string) {
+	if os.Getenv(gate) != "1" {
+		t.Skipf("%s not requested: run `%s` (%s=1)", dir, target, gate)
 	}
+	if reason := labUnavailable(); reason != "" {
+		t.Fatalf("%s requested but cannot run: %s", dir, reason)
+	}
+	for _, bin := range needs {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Fatalf("%s needs %s (sudo scripts/install-deps.sh): %v", dir, bin, err)
+		}
+	}
+	runLab(t, dir)
 }
 
 // runLab runs the real-lab scripts in dir, each in its own namespace.
@@ -93,38 +81,20 @@ func runLab(t *testing.T, dir string) {
 		if err := setup(env); err != nil {
 			return err
 		}
-		ns, err := newNamespace("barn-e2e-")
+		// The runtime directory is short (QMP socket paths ≤107 bytes),
+		// so it is not under the work dir; it goes once the lab is down.
+		run, err := os.MkdirTemp("/tmp", "barn-e2e-run-")
 		if err != nil {
-			return err
-		}
-		env.Setenv("NS", ns)
-		// The host network is installed for real, but confined to this
-		// namespace: `ip netns exec` bind-mounts /etc/netns/$NS/qemu over
-		// /etc/qemu (so bridge.conf is the namespace's own) and the manifest
-		// goes to the script's work dir.
-		undoEtc, err := namespaceEtc(ns)
-		if err != nil {
-			return err
-		}
-		env.Defer(undoEtc)
-		env.Setenv("BARN_NET_STATE", env.WorkDir+"/netstate")
-		env.Setenv("BARN_REPO", os.Getenv("BARN_TEST_REPO"))
-		env.Setenv("BARN_ACCEL", "tcg")
-		run := "/tmp/barn-e2e-" + ns[len(ns)-6:]
-		if err := os.MkdirAll(run, 0o700); err != nil {
 			return err
 		}
 		env.Defer(func() { _ = os.RemoveAll(run) })
 		env.Setenv("BARN_RUNTIME_DIR", run)
-		// Deferred calls run last-in first-out: kill this lab's QEMUs, then
-		// undo the host network, then drop the namespace.
-		env.Defer(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-		env.Defer(func() {
-			cmd := exec.Command("ip", "netns", "exec", ns, "barn-net", "uninstall", "--yes")
-			cmd.Env = env.Vars
-			_ = cmd.Run()
-		})
-		env.Defer(func() { killLab(env.Getenv("BARN_HOME"), run) })
+		if _, err := labNamespace(env, "barn-e2e-", "BARN_HOME", "BARN_RUNTIME_DIR"); err != nil {
+			return err
+		}
+		env.Setenv("BARN_NET_STATE", env.WorkDir+"/netstate")
+		env.Setenv("BARN_REPO", os.Getenv("BARN_TEST_REPO"))
+		env.Setenv("BARN_ACCEL", "tcg")
 		return nil
 	}
 	p.Condition = labCondition
@@ -133,6 +103,42 @@ func runLab(t *testing.T, dir string) {
 	p.Cmds["noqemu"] = cmdNoQEMU
 	p.Cmds["robind"] = cmdROBind
 	testscript.Run(t, p)
+}
+
+// labNamespace confines a lab script to a new network namespace named
+// prefix plus 8 hex digits, set as $NS: the host network is installed
+// for real, but `ip netns exec` bind-mounts /etc/netns/$NS/qemu over
+// /etc/qemu (so bridge.conf is the namespace's own). When the script
+// ends (deferred calls run last-in first-out) it kills the QEMUs whose
+// command line mentions the final value of any of the variables marks,
+// undoes the host network (barn-net uninstall in $NS), drops the
+// namespace and removes /etc/netns/$NS.
+func labNamespace(env *testscript.Env, prefix string, marks ...string) (string, error) {
+	ns, err := newNamespace(prefix)
+	if err != nil {
+		return "", err
+	}
+	env.Setenv("NS", ns)
+	undoEtc, err := namespaceEtc(ns)
+	if err != nil {
+		_ = exec.Command("ip", "netns", "del", ns).Run()
+		return "", err
+	}
+	env.Defer(undoEtc)
+	env.Defer(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	env.Defer(func() {
+		cmd := exec.Command("ip", "netns", "exec", ns, "barn-net", "uninstall", "--yes")
+		cmd.Env = env.Vars
+		_ = cmd.Run()
+	})
+	env.Defer(func() {
+		var paths []string
+		for _, m := range marks {
+			paths = append(paths, env.Getenv(m))
+		}
+		killLab(paths...)
+	})
+	return ns, nil
 }
 
 // labCondition answers the lab scripts' conditions: [netem] is true when

@@ -50,16 +50,10 @@ func TestUninstall(t *testing.T) {
 		if err := setup(env); err != nil {
 			return err
 		}
-		ns, err := newNamespace("barn-uninst-")
+		ns, err := labNamespace(env, "barn-uninst-", "HOME", "XDG_RUNTIME_DIR")
 		if err != nil {
 			return err
 		}
-		env.Setenv("NS", ns)
-		undoEtc, err := namespaceEtc(ns)
-		if err != nil {
-			return err
-		}
-		env.Defer(undoEtc)
 		// The namespace name demo.sh down is run with (never created as a
 		// namespace); its /etc/netns directory is the script's own.
 		env.Setenv("DEMO_NS", ns+"d")
@@ -105,13 +99,6 @@ func TestUninstall(t *testing.T) {
 		// the go command's telemetry counters go to the user config
 		// directory: keep them out of the snapshot's HOME
 		env.Setenv("XDG_CONFIG_HOME", w+"/go-config")
-		env.Defer(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-		env.Defer(func() {
-			cmd := exec.Command("ip", "netns", "exec", ns, "barn-net", "uninstall", "--yes")
-			cmd.Env = env.Vars
-			_ = cmd.Run()
-		})
-		env.Defer(func() { killLab(home, xdg) })
 		return nil
 	}
 	p.Cmds["inns"] = cmdInNamespace

@@ -280,10 +280,10 @@ func cmdGuestReady(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // guestDate is the fake guest's date: the host's clock plus the offset in
-// ../clock_offset (seconds), for `date +%s.%N`; `date -s "STEP seconds"`
-// (a relative item, as GNU date reads it) adds STEP to that offset. Any
-// other use fails, so a guest command this harness does not
-// model cannot reach the host's own clock.
+// ../clock_offset (seconds), for `date +%s.%N`; `date -s "S seconds"`
+// (SetClock's relative step) adds S to that offset. Any other use fails,
+// so a guest command this harness does not model cannot reach the host's
+// own clock.
 const guestDate = `#!/bin/sh
 d=$(dirname "$0")/..
 off=$(cat "$d/clock_offset")

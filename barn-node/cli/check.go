@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/guest"
@@ -25,9 +24,8 @@ import (
 // probe is plain POSIX sh with ping, getent and date: nothing is installed
 // in the guest.
 type checkCmd struct {
-	Nodes   []string      `arg:"" optional:"" name:"node" predictor:"node" help:"Nodes to check from and to (default: every committed node)."`
-	MaxSkew time.Duration `name:"max-skew" default:"1s" help:"Largest clock difference to the host accepted (half the measuring round trip is granted as uncertainty)."`
-	Timeout time.Duration `default:"30s" help:"Bound on each node's probe session (a paused or cut-off node fails within it)."`
+	Nodes []string `arg:"" optional:"" name:"node" predictor:"node" help:"Nodes to check from and to (default: every committed node)."`
+	clockFlags
 }
 
 // CheckDoc is barn.check/v1.
@@ -60,10 +58,8 @@ type CheckResolve struct {
 
 // CheckClock is one node's clock against the host's.
 type CheckClock struct {
-	Node    string  `json:"node"`
-	SkewMS  float64 `json:"skew_ms"`  // guest minus host at the round trip's middle
-	ErrorMS float64 `json:"error_ms"` // half the round trip (guest.ClockSample)
-	OK      bool    `json:"ok"`
+	Node string `json:"node"`
+	ClockReading
 }
 
 // CheckError is a node whose probe could not run.
@@ -154,10 +150,9 @@ type probeResult struct {
 	reach   map[string]bool
 	ssh     map[string]bool
 	resolve map[string]string
-	clock   guest.ClockSample
+	clock   ClockReading
 	peers   []checkPeer
 	want    map[string]string
-	maxSkew time.Duration
 }
 
 func (c *checkCmd) probe(env *tool.Env, a *access, self checkPeer, peers []checkPeer, want map[string]string, control bool) (*probeResult, error) {
@@ -194,8 +189,8 @@ func (c *checkCmd) probe(env *tool.Env, a *access, self checkPeer, peers []check
 	if err != nil {
 		return nil, err
 	}
-	r.peers, r.want, r.maxSkew = peers, want, c.MaxSkew
-	if r.clock, err = guest.ReadClock(ctx, t); err != nil {
+	r.peers, r.want = peers, want
+	if r.clock, err = measureClock(ctx, t, c.MaxSkew); err != nil {
 		return nil, fmt.Errorf("clock: %v", err)
 	}
 	return r, nil
@@ -235,8 +230,7 @@ func (r *probeResult) mergeInto(d *CheckDoc) {
 		got := r.resolve[n]
 		d.Resolve = append(d.Resolve, CheckResolve{On: r.node, Name: n, Want: addr, Got: got, OK: got == addr})
 	}
-	d.Clock = append(d.Clock, CheckClock{Node: r.node, SkewMS: guest.Milliseconds(r.clock.Skew()),
-		ErrorMS: guest.Milliseconds(r.clock.Uncertainty()), OK: r.clock.Within(r.maxSkew)})
+	d.Clock = append(d.Clock, CheckClock{Node: r.node, ClockReading: r.clock})
 }
 
 func (d *CheckDoc) sort() {
@@ -315,7 +309,7 @@ func (d CheckDoc) RenderText(w io.Writer) error {
 	}
 	for _, c := range d.Clock {
 		if !c.OK {
-			fmt.Fprintf(w, "clock %s: %+.1f ms (±%.1f) from the host\n", c.Node, c.SkewMS, c.ErrorMS)
+			fmt.Fprintf(w, "clock %s: %+.1f ms (±%.1f) from the host\n", c.Node, c.SkewMS, c.UncertaintyMS)
 		}
 	}
 	for _, e := range d.Errors {

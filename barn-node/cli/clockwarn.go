@@ -15,7 +15,7 @@ import (
 // resume (the guest answered readiness, or was running before its pause).
 const clockWarnTimeout = 15 * time.Second
 
-// warnSkew measures (guest.ReadClock, as `time status` does) the clock of
+// warnSkew measures (measureClock, as `time status` does) the clock of
 // every node res shows freshly running — started or restarted with its
 // readiness proven, or resumed — and, beyond guest.DefaultMaxSkew, adds a
 // "clock" warning to the node's result and prints it on stderr, naming
@@ -62,13 +62,13 @@ func skewWarning(env *tool.Env, a *access, name string) string {
 	if err == nil {
 		ctx, cancel := context.WithTimeout(env.Ctx, clockWarnTimeout)
 		defer cancel()
-		var s guest.ClockSample
-		if s, err = guest.ReadClock(ctx, t); err == nil {
-			if s.Within(guest.DefaultMaxSkew) {
+		var c ClockReading
+		if c, err = measureClock(ctx, t, guest.DefaultMaxSkew); err == nil {
+			if c.OK {
 				return ""
 			}
 			return fmt.Sprintf("guest clock is %+.1f s from the host's (±%.1f ms), beyond %s; correct it with: barn-node time sync %s",
-				s.Skew().Seconds(), guest.Milliseconds(s.Uncertainty()), guest.DefaultMaxSkew, name)
+				c.skew.Seconds(), c.UncertaintyMS, guest.DefaultMaxSkew, name)
 		}
 	}
 	return fmt.Sprintf("guest clock not measured (%v); check it with: barn-node time status %s", err, name)

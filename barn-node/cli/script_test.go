@@ -27,6 +27,7 @@ import (
 	"barn.dev/lib/scripttest"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
+	"barn.dev/lib/vmrecord"
 	"barn.dev/lib/wire"
 )
 
@@ -434,7 +435,7 @@ func cmdSetPID(ts *testscript.TestScript, neg bool, args []string) {
 		// started at another time (so the live PID is provably foreign)
 		boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 		ts.Check(err)
-		n.Process = &state.Process{PID: pid, Executable: "/usr/bin/qemu-system-x86_64", ExecutableFile: "1:1", Started: "procstat:1",
+		n.Process = &vmrecord.Process{PID: pid, Executable: "/usr/bin/qemu-system-x86_64", ExecutableFile: "1:1", Started: "procstat:1",
 			ArgvHash: strings.Repeat("0", 64), Boot: strings.TrimSpace(string(boot))}
 		n.Phase = state.Running
 	}

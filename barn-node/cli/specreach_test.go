@@ -24,6 +24,7 @@ import (
 	"barn.dev/lib/plan"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
+	"barn.dev/lib/vmrecord"
 	"barn.dev/lib/wire"
 )
 
@@ -296,7 +297,7 @@ func reachApply(ts *testscript.TestScript, r reachResolver, s *spec.Spec, planOn
 		// The committed state beyond its spec copy, without what each
 		// apply makes anew (identity, process, times) or the argv.
 		c := *n
-		c.Spec, c.VMUUID, c.Process, c.Invocation = spec.Node{}, "", nil, state.Invocation{}
+		c.Spec, c.VMUUID, c.Process, c.Invocation = spec.Node{}, "", nil, vmrecord.Invocation{}
 		c.CreatedAt, c.UpdatedAt = time.Time{}, time.Time{}
 		j, err := json.Marshal(c)
 		ts.Check(err)

@@ -1,14 +1,29 @@
 package cli
 
-import "barn.dev/lib/tool"
+import (
+	"context"
+
+	"barn.dev/lib/lifecycle"
+	"barn.dev/lib/tool"
+)
 
 type startCmd struct {
 	jobsFlag
 	NoWait bool     `short:"n" help:"Do not wait for guest readiness."`
-	Nodes  []string `arg:"" optional:"" name:"node" predictor:"node" help:"Nodes to start (default: all applied nodes)."`
+	Nodes  []string `arg:"" optional:"" name:"node" predictor:"node" help:"Nodes (default: all applied nodes)."`
 }
 
-func (c *startCmd) Run(env *tool.Env) error {
+// restartCmd takes start's flags and arguments.
+type restartCmd struct{ startCmd }
+
+func (c *startCmd) Run(env *tool.Env) error { return c.run(env, (*lifecycle.Manager).Start) }
+
+func (c *restartCmd) Run(env *tool.Env) error { return c.run(env, (*lifecycle.Manager).Restart) }
+
+// run runs op (Manager.Start or Restart) on the nodes, waiting for guest
+// readiness unless --no-wait, then refreshes the SSH fragment and warns
+// of skewed guest clocks.
+func (c *startCmd) run(env *tool.Env, op func(*lifecycle.Manager, context.Context, []string, bool) (*lifecycle.Result, error)) error {
 	m, err := manager(env, true, true)
 	if err != nil {
 		return err
@@ -16,29 +31,7 @@ func (c *startCmd) Run(env *tool.Env) error {
 	if err := c.setJobs(env, m); err != nil {
 		return err
 	}
-	wait := bindReadiness(env, m, c.NoWait)
-	res, err := m.Start(env.Ctx, c.Nodes, wait)
-	refreshFragment(env, res)
-	warnSkew(env, res)
-	return emit(env, resultOrNil(res), err)
-}
-
-type restartCmd struct {
-	jobsFlag
-	NoWait bool     `short:"n" help:"Do not wait for guest readiness."`
-	Nodes  []string `arg:"" optional:"" name:"node" predictor:"node" help:"Nodes to restart (default: all applied nodes)."`
-}
-
-func (c *restartCmd) Run(env *tool.Env) error {
-	m, err := manager(env, true, true)
-	if err != nil {
-		return err
-	}
-	if err := c.setJobs(env, m); err != nil {
-		return err
-	}
-	wait := bindReadiness(env, m, c.NoWait)
-	res, err := m.Restart(env.Ctx, c.Nodes, wait)
+	res, err := op(m, env.Ctx, c.Nodes, bindReadiness(env, m, c.NoWait))
 	refreshFragment(env, res)
 	warnSkew(env, res)
 	return emit(env, resultOrNil(res), err)

@@ -29,9 +29,15 @@ type timeCmd struct {
 
 // timeFlags are shared by status and sync.
 type timeFlags struct {
-	Nodes   []string      `arg:"" optional:"" name:"node" predictor:"node" help:"Nodes (default: every running committed node)."`
+	Nodes []string `arg:"" optional:"" name:"node" predictor:"node" help:"Nodes (default: every running committed node)."`
+	clockFlags
+}
+
+// clockFlags are the flags of every command that measures guest clocks
+// (time status, time sync, check).
+type clockFlags struct {
 	MaxSkew time.Duration `name:"max-skew" default:"1s" help:"Largest clock difference to the host accepted (half the measuring round trip is granted as uncertainty)."`
-	Timeout time.Duration `default:"30s" help:"Bound on each node's clock session (a paused node fails within it)."`
+	Timeout time.Duration `default:"30s" help:"Bound on each node's session (a paused or cut-off node fails within it)."`
 }
 
 // TimeDoc is barn.time/v1, printed by time status and time sync.
@@ -43,18 +49,38 @@ type TimeDoc struct {
 	Nodes     []TimeNode `json:"nodes"` // sorted by node
 }
 
-// TimeNode is one guest's clock. Skew is the guest minus the host
-// (positive: ahead), at the measuring round trip's middle; uncertainty is
-// half that round trip. For sync, before_ms is the skew that was
-// corrected and skew_ms the one measured after.
+// TimeNode is one guest's clock. For sync, before_ms is the skew that was
+// corrected and the reading the one measured after.
 type TimeNode struct {
-	Node          string   `json:"node"`
-	SkewMS        float64  `json:"skew_ms"`
-	UncertaintyMS float64  `json:"uncertainty_ms"`
-	RTTMS         float64  `json:"rtt_ms"`
-	BeforeMS      *float64 `json:"before_ms,omitempty"`
-	OK            bool     `json:"ok"`
-	Error         string   `json:"error,omitempty"` // the node could not be measured or set
+	Node string `json:"node"`
+	ClockReading
+	BeforeMS *float64 `json:"before_ms,omitempty"`
+	Error    string   `json:"error,omitempty"` // the node could not be measured or set
+}
+
+// ClockReading is one measurement of a guest's clock against the host's,
+// as time status, time sync, check and the warning after start report
+// it: skew is the guest minus the host (positive: ahead) at the measuring
+// round trip's middle, uncertainty half that round trip, all in
+// milliseconds; ok when the skew is within the command's maximum.
+type ClockReading struct {
+	SkewMS        float64       `json:"skew_ms"`
+	UncertaintyMS float64       `json:"uncertainty_ms"`
+	RTTMS         float64       `json:"rtt_ms"`
+	OK            bool          `json:"ok"`
+	skew          time.Duration // SkewMS unrounded, the step time sync makes
+}
+
+// measureClock is the one clock measurement: guest.ReadClock over t's
+// management connection, judged against maxSkew (guest.ClockSample.Within,
+// which grants the uncertainty). It fails as ReadClock does.
+func measureClock(ctx context.Context, t guest.Target, maxSkew time.Duration) (ClockReading, error) {
+	s, err := guest.ReadClock(ctx, t)
+	if err != nil {
+		return ClockReading{}, err
+	}
+	return ClockReading{SkewMS: guest.Milliseconds(s.Skew()), UncertaintyMS: guest.Milliseconds(s.Uncertainty()),
+		RTTMS: guest.Milliseconds(s.RTT()), OK: s.Within(maxSkew), skew: s.Skew()}, nil
 }
 
 type timeStatusCmd struct{ timeFlags }
@@ -130,20 +156,19 @@ func (f *timeFlags) node(env *tool.Env, a *access, name string, set bool) TimeNo
 	}
 	ctx, cancel := context.WithTimeout(env.Ctx, f.Timeout)
 	defer cancel()
-	s, err := guest.ReadClock(ctx, t)
+	c, err := measureClock(ctx, t, f.MaxSkew)
 	if err == nil && set {
-		before := guest.Milliseconds(s.Skew())
+		before := c.SkewMS
 		r.BeforeMS = &before
-		if err = guest.SetClock(ctx, t, s.Skew()); err == nil {
-			s, err = guest.ReadClock(ctx, t)
+		if err = guest.SetClock(ctx, t, c.skew); err == nil {
+			c, err = measureClock(ctx, t, f.MaxSkew)
 		}
 	}
 	if err != nil {
 		r.Error = exitcode.As(err).Message
 		return r
 	}
-	r.SkewMS, r.UncertaintyMS, r.RTTMS = guest.Milliseconds(s.Skew()), guest.Milliseconds(s.Uncertainty()), guest.Milliseconds(s.RTT())
-	r.OK = s.Within(f.MaxSkew)
+	r.ClockReading = c
 	return r
 }
 

@@ -21,6 +21,7 @@ import (
 	"barn.dev/lib/scripttest"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
+	"barn.dev/lib/vmrecord"
 	"barn.dev/lib/wire"
 )
 
@@ -115,14 +116,15 @@ func cmdCommit(ts *testscript.TestScript, neg bool, args []string) {
 				File: "images/d12-12.13-amd64.qcow2", SizeBytes: 1 << 20, SHA256: strings.Repeat("ab", 32),
 				VirtualSize: 3 << 30, Boot: "uefi", SourceUser: "debian", Status: "supported"}, // uefi like the official catalog's images
 			RootDisk: root.NodeFile(n.Name, state.RootDiskName), Seed: root.NodeFile(n.Name, state.SeedName),
-			DataDisks: []state.DataDisk{}, SSHPort: 2222 + i, Accel: *accel, Runtime: rt,
-			Invocation: state.Invocation{Binary: "/usr/bin/qemu-system-x86_64", Args: []string{"-name", n.Name},
-				InheritedFiles: []state.InheritedFile{}},
+			SerialLog: root.NodeFile(n.Name, state.SerialLogName), DataDisks: []vmrecord.DataDisk{}, SSHPort: 2222 + i, Accel: *accel, Runtime: rt,
+			Invocation: vmrecord.Invocation{Binary: "/usr/bin/qemu-system-x86_64", Args: []string{"-name", n.Name},
+				InheritedFiles: []vmrecord.InheritedFile{}},
 			CreatedAt: created, UpdatedAt: created,
-			Files: map[string]fileid.ID{state.RootDiskName: {Device: 2049, Inode: 11}, state.SeedName: {Device: 2049, Inode: 12}}}
+			Files: map[string]fileid.ID{state.RootDiskName: {Device: 2049, Inode: 11}, state.SeedName: {Device: 2049, Inode: 12},
+				state.SerialLogName: {Device: 2049, Inode: 10}}}
 		for j, d := range n.Disks {
 			st.Files[state.DataDiskFileName(d.Name)] = fileid.ID{Device: 2049, Inode: uint64(13 + j)}
-			st.DataDisks = append(st.DataDisks, state.DataDisk{Name: d.Name, Path: root.NodeFile(n.Name, state.DataDiskFileName(d.Name)),
+			st.DataDisks = append(st.DataDisks, vmrecord.DataDisk{Name: d.Name, Path: root.NodeFile(n.Name, state.DataDiskFileName(d.Name)),
 				Serial: d.Serial, SizeBytes: d.SizeBytes, Mount: d.Mount, Persistent: d.Persistent,
 				RequestedFilesystem: d.FS, ActualFilesystem: "xfs"})
 		}
@@ -146,7 +148,7 @@ func cmdCommit(ts *testscript.TestScript, neg bool, args []string) {
 // spawnSleep starts a real process and returns its identity tuple. With
 // keep it runs until the script ends; otherwise it is killed and reaped
 // at once, leaving a tuple whose process is gone.
-func spawnSleep(ts *testscript.TestScript, keep bool) *state.Process {
+func spawnSleep(ts *testscript.TestScript, keep bool) *vmrecord.Process {
 	bin, err := exec.LookPath("sleep")
 	ts.Check(err)
 	bin, err = filepath.EvalSymlinks(bin)
@@ -156,8 +158,8 @@ func spawnSleep(ts *testscript.TestScript, keep bool) *state.Process {
 	// Capture only once the child has fully exec'ed sleep: right after
 	// fork /proc still shows this test binary, and mid-exec the new
 	// cmdline can still be empty.
-	want := procid.ArgvHash(state.Invocation{Binary: bin, Args: []string{"120"}})
-	var p state.Process
+	want := procid.ArgvHash(vmrecord.Invocation{Binary: bin, Args: []string{"120"}})
+	var p vmrecord.Process
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		p, err = procid.Capture(cmd.Process.Pid)
 		ts.Check(err)

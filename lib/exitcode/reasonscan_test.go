@@ -26,7 +26,8 @@ type site struct {
 //   - an argument passed for a parameter named reason (of a function, a
 //     method or a func literal bound to a name);
 //   - a value assigned to a variable named reason;
-//   - the field reason of a table (a slice of anonymous structs);
+//   - the field reason of a table (a slice of anonymous structs), and a
+//     value keyed reason in any struct literal;
 //   - a string returned by a function whose name ends in "Reason".
 //
 // arg resolves when it is a string literal, a string constant, or a
@@ -228,8 +229,8 @@ func (s *scanner) call(c *ast.CallExpr) {
 	}
 }
 
-// composite handles exitcode.Error{Reason: ...} and tables of anonymous
-// structs with a reason field.
+// composite handles exitcode.Error{Reason: ...}, {reason: ...} in any
+// struct literal, and tables of anonymous structs with a reason field.
 func (s *scanner) composite(cl *ast.CompositeLit) {
 	if sel, ok := cl.Type.(*ast.SelectorExpr); ok && sel.Sel.Name == "Error" && fmt.Sprint(sel.X) == "exitcode" {
 		class := ""
@@ -244,6 +245,11 @@ func (s *scanner) composite(cl *ast.CompositeLit) {
 			}
 		}
 		return
+	}
+	for _, el := range cl.Elts {
+		if kv, ok := el.(*ast.KeyValueExpr); ok && fmt.Sprint(kv.Key) == "reason" {
+			s.emit(kv.Value, "")
+		}
 	}
 	at, ok := cl.Type.(*ast.ArrayType)
 	if !ok {

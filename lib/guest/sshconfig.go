@@ -252,8 +252,8 @@ type InstallResult struct {
 // and inserts the marked Include block at the top of p.Config (creating it
 // 0600 when missing): ssh_config keeps the first value it obtains, so only
 // there do the fragment's options win over the user's own, top-level
-// options included. A marked Include left below other options by an
-// older Barn is moved to the top ("moved"). What it creates (p.Dir, 0700,
+// options included. A marked Include that options have since been put
+// above is moved back to the top ("moved"). What it creates (p.Dir, 0700,
 // and p.Config) is recorded in the fragment as "# barn:created PATH"
 // lines, kept across later installs, so Remove can leave ~/.ssh as it was.
 //

@@ -1,16 +1,10 @@
 package imagecache
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io/fs"
 	"path/filepath"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/fileid"
-	"barn.dev/lib/safefile"
 )
 
 // PublishedSchema is the schema of the publication record.
@@ -18,6 +12,13 @@ const PublishedSchema = "barn.images.published/v1"
 
 // publishedName is the publication record's file in the images directory.
 const publishedName = "published.json"
+
+// publishedFile is the publication record.
+var publishedFile = recordFile{
+	name: publishedName, schema: PublishedSchema, limit: 4 << 20,
+	reason: "bad_published_record", loses: "which cached images it downloaded",
+	moved: "files it named are then never deleted as Barn's",
+}
 
 // publishedRecord is published.json: for each cache path (relative to
 // the images directory) the lib/fileid identity of the file Barn last
@@ -30,33 +31,16 @@ type publishedRecord struct {
 }
 
 // readPublished reads the publication record of imagesDir: empty when
-// there is none, an integrity error (reason "bad_published_record") when
-// it does not decode as this schema, never "empty".
+// there is none, an integrity error (recordFile.read) when Barn cannot
+// read it, never "empty".
 func readPublished(imagesDir string) (map[string]fileid.ID, error) {
-	p := filepath.Join(imagesDir, publishedName)
-	data, _, err := safefile.ReadFile(p, 4<<20, nil)
-	if errors.Is(err, fs.ErrNotExist) {
-		return map[string]fileid.ID{}, nil
-	}
-	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", p)
-	}
 	var r publishedRecord
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	bad := func(why string) error {
-		return exitcode.New(exitcode.Integrity, "%s: %s; Barn cannot tell which cached images it downloaded", p, why).
-			WithReason("bad_published_record").WithNext("move " + p + " out of the image cache; files it named are then never deleted as Barn's")
-	}
-	if err := dec.Decode(&r); err != nil {
-		return nil, bad(err.Error())
-	}
-	if r.Schema != PublishedSchema {
-		return nil, bad(fmt.Sprintf("field schema is %q, not %q", r.Schema, PublishedSchema))
+	if err := publishedFile.read(imagesDir, &r); err != nil {
+		return nil, err
 	}
 	for rel, id := range r.Files {
 		if why := id.Valid(); why != "" || !filepath.IsLocal(rel) {
-			return nil, bad(fmt.Sprintf("files[%q]: %s", rel, why))
+			return nil, publishedFile.damaged(imagesDir, "files["+rel+"]: "+why)
 		}
 	}
 	if r.Files == nil {
@@ -81,15 +65,7 @@ func notePublished(imagesDir, dest string) error {
 		return exitcode.Wrap(exitcode.Runtime, err, "recording %s", dest)
 	}
 	files[rel] = id
-	b, err := json.MarshalIndent(publishedRecord{Schema: PublishedSchema, Files: files}, "", "  ")
-	if err != nil {
-		return err
-	}
-	p := filepath.Join(imagesDir, publishedName)
-	if err := safefile.Write(p, append(b, '\n'), 0o600); err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "writing %s", p)
-	}
-	return nil
+	return publishedFile.write(imagesDir, publishedRecord{Schema: PublishedSchema, Files: files})
 }
 
 // wasPublished reports whether fid (a file found at cache path dest) is

@@ -1,11 +1,7 @@
 package imagecache
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"time"
 
@@ -14,14 +10,18 @@ import (
 	"barn.dev/lib/safefile"
 )
 
-// SetAsideSchema is the schema of the set-aside record. Version 1 had no
-// "published" field: its entries are read as not published (kept).
+// SetAsideSchema is the schema of the set-aside record.
 const SetAsideSchema = "barn.images.set-aside/v2"
-
-const setAsideSchemaV1 = "barn.images.set-aside/v1"
 
 // setAsideName is the set-aside record's file in the images directory.
 const setAsideName = "set-aside.json"
+
+// setAsideFile is the set-aside record.
+var setAsideFile = recordFile{
+	name: setAsideName, schema: SetAsideSchema, limit: 1 << 20,
+	reason: "bad_set_aside_record", loses: "which set-aside files it moved",
+	moved: "the .corrupt-* files it named are then kept; delete them yourself once checked",
+}
 
 // SetAside is one damaged cache file Ensure moved out of the way: where it
 // went (Path), the cache path it was at (From), both relative to the images
@@ -46,33 +46,16 @@ type setAsideRecord struct {
 }
 
 // readSetAside reads the record of imagesDir; a missing record is empty.
-// A record that does not decode as this schema is an integrity error
-// (reason "bad_set_aside_record"), never "empty".
+// A record Barn cannot read is an integrity error (recordFile.read),
+// never "empty".
 func readSetAside(imagesDir string) ([]SetAside, error) {
-	p := filepath.Join(imagesDir, setAsideName)
-	data, _, err := safefile.ReadFile(p, 1<<20, nil)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", p)
-	}
 	var r setAsideRecord
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	bad := func(why string) error {
-		return exitcode.New(exitcode.Integrity, "%s: %s; Barn cannot tell which set-aside files it moved", p, why).
-			WithReason("bad_set_aside_record").WithNext("move " + p + " out of the image cache; the .corrupt-* files it named are then kept")
-	}
-	if err := dec.Decode(&r); err != nil {
-		return nil, bad(err.Error())
-	}
-	if r.Schema != SetAsideSchema && r.Schema != setAsideSchemaV1 {
-		return nil, bad(fmt.Sprintf("field schema is %q, not %q", r.Schema, SetAsideSchema))
+	if err := setAsideFile.read(imagesDir, &r); err != nil {
+		return nil, err
 	}
 	for i, f := range r.Files {
 		if why := f.ID.Valid(); why != "" || f.Path == "" || !filepath.IsLocal(f.Path) {
-			return nil, bad(fmt.Sprintf("files[%d]: path %q, id %s", i, f.Path, why))
+			return nil, setAsideFile.damaged(imagesDir, fmt.Sprintf("files[%d]: path %q, id %s", i, f.Path, why))
 		}
 	}
 	return r.Files, nil
@@ -84,15 +67,7 @@ func writeSetAside(imagesDir string, files []SetAside) error {
 	if files == nil {
 		files = []SetAside{}
 	}
-	b, err := json.MarshalIndent(setAsideRecord{Schema: SetAsideSchema, Files: files}, "", "  ")
-	if err != nil {
-		return err
-	}
-	p := filepath.Join(imagesDir, setAsideName)
-	if err := safefile.Write(p, append(b, '\n'), 0o600); err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "writing %s", p)
-	}
-	return nil
+	return setAsideFile.write(imagesDir, setAsideRecord{Schema: SetAsideSchema, Files: files})
 }
 
 // setAside moves the damaged file at dest (identity fid, failure why) to

@@ -229,33 +229,46 @@ func TestUsersFileAtACachePathIsNeverDeleted(t *testing.T) {
 	}
 }
 
-// A set-aside record of schema v1 (no "published") is read, each entry
-// as not published: kept by prune.
-func TestSetAsideRecordV1IsReadAsNotPublished(t *testing.T) {
-	root, p, id := tamperedCache(t)
-	if _, err := fixedCache(root, nil).Fetch(context.Background(), id, nil); err != nil {
-		t.Fatal(err)
-	}
-	rec := filepath.Join(root.ImagesDir(), setAsideName)
-	b, err := os.ReadFile(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v1 := strings.Replace(strings.Replace(string(b), SetAsideSchema, setAsideSchemaV1, 1), `,
-      "published": true`, "", 1)
-	if err := os.WriteFile(rec, []byte(v1), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	files, err := readSetAside(root.ImagesDir())
-	if err != nil || len(files) != 1 || files[0].Published {
-		t.Fatalf("v1 record read as %+v, %v", files, err)
-	}
-	res, err := Prune(context.Background(), root, false)
-	if err != nil || len(res.Kept) != 1 {
-		t.Fatalf("prune with a v1 record: %+v %v", res, err)
-	}
-	if _, err := os.Lstat(p + ".corrupt-20261202T150000Z"); err != nil {
-		t.Fatal("prune deleted a file a v1 record named: ", err)
+// A set-aside record of another schema version — v1, which an earlier
+// development build wrote without "published", or any other — is refused
+// as integrity (7, dev_build_format) naming the file, never read; its
+// next: hint, followed literally, lets prune run and keep the .corrupt-*
+// file the record named.
+func TestSetAsideRecordOfAnotherBuildIsRefused(t *testing.T) {
+	for _, schema := range []string{"barn.images.set-aside/v1", "barn.images.set-aside/v3"} {
+		t.Run(schema, func(t *testing.T) {
+			root, p, id := tamperedCache(t)
+			if _, err := fixedCache(root, nil).Fetch(context.Background(), id, nil); err != nil {
+				t.Fatal(err)
+			}
+			rec := filepath.Join(root.ImagesDir(), setAsideName)
+			b, err := os.ReadFile(rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(rec, []byte(strings.Replace(string(b), SetAsideSchema, schema, 1)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err = Prune(context.Background(), root, false)
+			e := exitcode.As(err)
+			if e == nil || e.Class.Code() != 7 || e.Reason != "dev_build_format" || !strings.Contains(e.Message, rec) || !strings.Contains(e.Message, schema) {
+				t.Fatalf("prune with a %s record: %#v", schema, e)
+			}
+			hint := strings.Fields(e.Next)
+			if len(hint) < 3 || hint[0] != "mv" || hint[1] != rec {
+				t.Fatalf("next: %q, want mv %s ...", e.Next, rec)
+			}
+			if err := os.Rename(hint[1], hint[2]); err != nil {
+				t.Fatal(err)
+			}
+			res, err := Prune(context.Background(), root, false)
+			if err != nil || len(res.Kept) != 1 {
+				t.Fatalf("prune after %q: %+v %v", e.Next, res, err)
+			}
+			if _, err := os.Lstat(p + ".corrupt-20261202T150000Z"); err != nil {
+				t.Fatal("prune deleted a file the unread record named: ", err)
+			}
+		})
 	}
 }
 

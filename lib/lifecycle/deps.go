@@ -18,6 +18,7 @@ import (
 	"barn.dev/lib/lazyre"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
+	"barn.dev/lib/vmrecord"
 )
 
 // LaunchInput is what the emulator needs to build one node's invocation.
@@ -27,11 +28,11 @@ type LaunchInput struct {
 	Image     imageref.Identity
 	RootDisk  string
 	Base      string // the verified base image file RootDisk backs onto
-	DataDisks []state.DataDisk
+	DataDisks []vmrecord.DataDisk
 	Seed      string
 	NVRAM     string // "" for bios images
 	SSHPort   int
-	Runtime   state.Runtime
+	Runtime   vmrecord.Runtime
 	SerialLog string
 }
 
@@ -53,7 +54,7 @@ type Emulator interface {
 	// (firmware_missing).
 	Supports(id imageref.Identity) error
 	// Invocation builds the typed QEMU command line.
-	Invocation(in LaunchInput) (state.Invocation, error)
+	Invocation(in LaunchInput) (vmrecord.Invocation, error)
 }
 
 // Liveness is the VM layer's read-only audit of one node.
@@ -76,7 +77,7 @@ type Liveness struct {
 	Busy bool
 	// Found is the process the process table shows running the node's
 	// recorded invocation when no live recorded tuple proves it.
-	Found *state.Process
+	Found *vmrecord.Process
 	// Unproven lists the PIDs that keep the evidence ambiguous (see
 	// vm.Liveness.Unproven).
 	Unproven []int
@@ -87,14 +88,14 @@ type Machine interface {
 	// Launch runs inv; files are inherited by QEMU at descriptors 3, 4, …
 	// and must match inv.InheritedFiles (the share directories). The
 	// caller closes them after Launch returns.
-	Launch(ctx context.Context, inv state.Invocation, node, vmUUID string, rt state.Runtime, files []*os.File) (state.Process, error)
+	Launch(ctx context.Context, inv vmrecord.Invocation, node, vmUUID string, rt vmrecord.Runtime, files []*os.File) (vmrecord.Process, error)
 	// Stop and Audit judge the node's recorded runtime, invocation and
 	// process tuple (lib/vm Target).
 	Stop(ctx context.Context, n *state.Node) error
 	Audit(ctx context.Context, n *state.Node) Liveness
 	// Adopt proves an interrupted start: QMP identity, then the pidfile's
 	// process tuple whose argv hash must match inv.
-	Adopt(ctx context.Context, node, vmUUID string, rt state.Runtime, inv state.Invocation) (state.Process, error)
+	Adopt(ctx context.Context, node, vmUUID string, rt vmrecord.Runtime, inv vmrecord.Invocation) (vmrecord.Process, error)
 	// Control sends QMP "stop" or "cont" on a session that proves the
 	// node's identity (lib/vm Control).
 	Control(ctx context.Context, n *state.Node, command string) error

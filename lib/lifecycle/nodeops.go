@@ -261,9 +261,9 @@ func (m *Manager) checkAddress(ctx context.Context, n *state.Node) (release func
 // invocation anew into n.Invocation: the base image's bytes (once per
 // command for a base several nodes share), the disk headers (the root
 // overlay still backs onto exactly that file), and a free management
-// port (a taken one is replaced: a repair). The invocation is never
-// replayed: one recorded by an older Barn (before the base was passed as
-// an explicit backing node) must not let QEMU follow a header again.
+// port (a taken one is replaced: a repair). The recorded invocation is
+// never replayed: only one built now from verified inputs passes the base
+// as an explicit backing node, so QEMU never follows a header.
 func (m *Manager) rebuildInvocation(ctx context.Context, n *state.Node, alloc *portAllocator) ([]string, error) {
 	base, err := m.verifyBase(ctx, n.Image)
 	if err != nil {
@@ -354,7 +354,7 @@ func headerRefusal(n *state.Node, what, path string, err error) error {
 
 func (m *Manager) launchInput(n *state.Node, base string) LaunchInput {
 	return LaunchInput{Node: n.Spec, VMUUID: n.VMUUID, Image: n.Image, RootDisk: n.RootDisk, Base: base, DataDisks: n.DataDisks,
-		Seed: n.Seed, NVRAM: n.NVRAM, SSHPort: n.SSHPort, Runtime: n.Runtime, SerialLog: m.Root.NodeFile(n.Node, state.SerialLogName)}
+		Seed: n.Seed, NVRAM: n.NVRAM, SSHPort: n.SSHPort, Runtime: n.Runtime, SerialLog: n.SerialLog}
 }
 
 // stop runs the VM layer's verified stop ladder for n and records stopped.

@@ -9,6 +9,7 @@ import (
 	"barn.dev/lib/nodedir"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
+	"barn.dev/lib/vmrecord"
 )
 
 // createJob is one node to create: its definition, exact image and the
@@ -115,9 +116,9 @@ func (m *Manager) createDisks(ctx context.Context, c *nodedir.Create, job create
 		return nil, err
 	}
 	var warnings []Warning
-	n.DataDisks = make([]state.DataDisk, 0, len(job.Node.Disks))
+	n.DataDisks = make([]vmrecord.DataDisk, 0, len(job.Node.Disks))
 	for _, d := range job.Node.Disks {
-		dd := state.DataDisk{Name: d.Name, Path: c.Path(state.DataDiskFileName(d.Name)), Serial: d.Serial, SizeBytes: d.SizeBytes,
+		dd := vmrecord.DataDisk{Name: d.Name, Path: c.Path(state.DataDiskFileName(d.Name)), Serial: d.Serial, SizeBytes: d.SizeBytes,
 			Mount: d.Mount, Persistent: d.Persistent, RequestedFilesystem: d.FS}
 		reused, err := c.Reattach(d, dd.Path)
 		switch {

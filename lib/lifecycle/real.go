@@ -22,6 +22,7 @@ import (
 	"barn.dev/lib/sshkeys"
 	"barn.dev/lib/state"
 	"barn.dev/lib/vm"
+	"barn.dev/lib/vmrecord"
 )
 
 // RealOptions configure the production bindings.
@@ -176,14 +177,14 @@ func (e *realEmulator) Supports(id imageref.Identity) error {
 	return err
 }
 
-func (e *realEmulator) Invocation(in LaunchInput) (state.Invocation, error) {
+func (e *realEmulator) Invocation(in LaunchInput) (vmrecord.Invocation, error) {
 	p, err := e.profile(in.Image.Arch)
 	if err != nil {
-		return state.Invocation{}, err
+		return vmrecord.Invocation{}, err
 	}
 	code, _, err := e.Firmware(in.Image)
 	if err != nil {
-		return state.Invocation{}, err
+		return vmrecord.Invocation{}, err
 	}
 	return qemu.Invocation(qemu.Input{Node: in.Node, VMUUID: in.VMUUID, Image: in.Image, RootDisk: in.RootDisk, Base: in.Base,
 		DataDisks: in.DataDisks, Seed: in.Seed, NVRAM: in.NVRAM, Firmware: code, SSHPort: in.SSHPort,
@@ -204,7 +205,7 @@ func ShareFDs(shares []spec.Share) []qemu.ShareFD {
 
 type realMachine struct{ stop vm.StopOptions }
 
-func (r *realMachine) Launch(ctx context.Context, inv state.Invocation, node, vmUUID string, rt state.Runtime, files []*os.File) (state.Process, error) {
+func (r *realMachine) Launch(ctx context.Context, inv vmrecord.Invocation, node, vmUUID string, rt vmrecord.Runtime, files []*os.File) (vmrecord.Process, error) {
 	return vm.Launch(ctx, inv, node, vmUUID, rt, files...)
 }
 
@@ -212,7 +213,7 @@ func (r *realMachine) Stop(ctx context.Context, n *state.Node) error {
 	return vm.Stop(ctx, vm.Target{Node: n.Node, UUID: n.VMUUID, Runtime: n.Runtime, Invocation: n.Invocation, Process: n.Process}, r.stop)
 }
 
-func (r *realMachine) Adopt(ctx context.Context, node, vmUUID string, rt state.Runtime, inv state.Invocation) (state.Process, error) {
+func (r *realMachine) Adopt(ctx context.Context, node, vmUUID string, rt vmrecord.Runtime, inv vmrecord.Invocation) (vmrecord.Process, error) {
 	return vm.Adopt(ctx, inv, node, vmUUID, rt, vm.LaunchOptions{})
 }
 
@@ -373,6 +374,6 @@ func (b brokenEmulator) Accel(string) string                                { re
 func (b brokenEmulator) PrivateNet() string                                 { return "" }
 func (b brokenEmulator) Firmware(imageref.Identity) (string, string, error) { return "", "", b.err }
 func (b brokenEmulator) Supports(imageref.Identity) error                   { return b.err }
-func (b brokenEmulator) Invocation(LaunchInput) (state.Invocation, error) {
-	return state.Invocation{}, b.err
+func (b brokenEmulator) Invocation(LaunchInput) (vmrecord.Invocation, error) {
+	return vmrecord.Invocation{}, b.err
 }

@@ -12,6 +12,7 @@ import (
 	"barn.dev/lib/safefile"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
+	"barn.dev/lib/vmrecord"
 )
 
 // Create is one node's write-ahead create: its journal
@@ -188,7 +189,7 @@ func (s *Store) CheckRetained(node string, d spec.Disk) error {
 
 // Prepared records the node's invocation in the journal with
 // prepared=true (step "prepared").
-func (c *Create) Prepared(inv state.Invocation) error {
+func (c *Create) Prepared(inv vmrecord.Invocation) error {
 	c.J.Invocation = &inv
 	c.J.Prepared = true
 	if err := c.write(); err != nil {

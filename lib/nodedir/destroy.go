@@ -10,6 +10,7 @@ import (
 	"barn.dev/lib/disk"
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/state"
+	"barn.dev/lib/vmrecord"
 )
 
 // Destroy is one node's resumable destroy: its transaction record
@@ -69,7 +70,7 @@ func (d *Destroy) Step(step, resource string) error {
 // done, and records that step; true when it moved the disk now. A file at
 // the disk's path that is not the disk Barn created is not moved: it is
 // kept (named by Finish) and false is returned.
-func (d *Destroy) Preserve(dd state.DataDisk) (bool, error) {
+func (d *Destroy) Preserve(dd vmrecord.DataDisk) (bool, error) {
 	step := "preserved:" + dd.Name
 	if d.Done(step) {
 		return false, nil
@@ -229,7 +230,7 @@ func (s *Store) RemoveNodesDir() { _ = syscall.Rmdir(s.Root.NodesDir()) }
 
 // RemoveRuntimeDir removes the node's runtime directory when it is empty
 // (its sockets and pidfile are gone once the VM is proven stopped).
-func RemoveRuntimeDir(rt state.Runtime) {
+func RemoveRuntimeDir(rt vmrecord.Runtime) {
 	if rt.Directory != "" {
 		_ = syscall.Rmdir(rt.Directory)
 	}

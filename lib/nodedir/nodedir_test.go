@@ -15,6 +15,7 @@ import (
 	"barn.dev/lib/safefile"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
+	"barn.dev/lib/vmrecord"
 )
 
 const (
@@ -127,7 +128,7 @@ func createN1(s *Store) error {
 		return err
 	}
 	for _, d := range []spec.Disk{dataDisk, scratchDisk} {
-		dd := state.DataDisk{Name: d.Name, Path: c.Path(state.DataDiskFileName(d.Name)), Serial: d.Serial, SizeBytes: d.SizeBytes,
+		dd := vmrecord.DataDisk{Name: d.Name, Path: c.Path(state.DataDiskFileName(d.Name)), Serial: d.Serial, SizeBytes: d.SizeBytes,
 			Mount: d.Mount, Persistent: d.Persistent, RequestedFilesystem: d.FS}
 		if own, err := c.Reattach(d, dd.Path); err != nil {
 			return err
@@ -151,8 +152,8 @@ func createN1(s *Store) error {
 	if n.Runtime, err = s.Root.EnsureNodeRuntime("n1"); err != nil {
 		return err
 	}
-	n.Invocation = state.Invocation{Binary: "qemu-system-x86_64", Args: []string{"-name", "n1", "-pidfile", n.Runtime.Pidfile},
-		InheritedFiles: []state.InheritedFile{}}
+	n.Invocation = vmrecord.Invocation{Binary: "qemu-system-x86_64", Args: []string{"-name", "n1", "-pidfile", n.Runtime.Pidfile},
+		InheritedFiles: []vmrecord.InheritedFile{}}
 	if err := c.Prepared(n.Invocation); err != nil {
 		return err
 	}

@@ -34,8 +34,7 @@ func EmptyFile(stage string) error {
 // no record proves it created. (A start killed between re-creating a
 // deleted log and writing n leaves such a file: the next start names it.)
 func (s *Store) RecordSerialLog(n *state.Node) error {
-	p := s.Root.NodeFile(n.Node, state.SerialLogName)
-	n.SerialLog = p
+	p := n.SerialLog
 	if id, ok := n.Files[state.SerialLogName]; ok {
 		why, err := id.Differs(p)
 		switch {

@@ -8,6 +8,7 @@ import (
 	"barn.dev/lib/imageref"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
+	"barn.dev/lib/vmrecord"
 )
 
 const gib = int64(1) << 30
@@ -63,7 +64,7 @@ func applied(s *spec.Spec, phase state.Phase) (*state.Deployment, map[string]*st
 		nodes[n.Name] = &state.Node{Schema: state.NodeSchema, Node: n.Name,
 			VMUUID: "00000000-0000-4000-8000-0000000000" + n.Address[len(n.Address)-2:],
 			Phase:  phase, Generation: 1, SpecHash: n.SpecHash, Spec: n, Image: d12, Accel: "tcg",
-			DataDisks: []state.DataDisk{{Name: "data", Path: "/x/data.qcow2", SizeBytes: n.Disks[0].SizeBytes,
+			DataDisks: []vmrecord.DataDisk{{Name: "data", Path: "/x/data.qcow2", SizeBytes: n.Disks[0].SizeBytes,
 				Mount: "/data", Persistent: n.Disks[0].Persistent, RequestedFilesystem: "auto", ActualFilesystem: "xfs"}}}
 	}
 	return dep, nodes

@@ -28,7 +28,7 @@ type BuildResult struct {
 	SHA256   string `json:"sha256"`   // digest of catalog.json
 	Changed  bool   `json:"changed"`  // false when catalog.json already said this (and was kept)
 	// Canonical is false when the kept catalog.json says the same thing in
-	// another layout than Encode's (written by an older tool).
+	// another layout than Encode's (written by hand or another tool).
 	Canonical bool        `json:"canonical"`
 	QemuImg   bool        `json:"qemu_img"` // artifacts were also checked with qemu-img check
 	Scan      *ScanResult `json:"scan"`
@@ -179,7 +179,7 @@ type VerifyResult struct {
 	Revision uint64 `json:"revision"`
 	SHA256   string `json:"sha256"` // digest of catalog.json as published
 	// Canonical is true when catalog.json is byte-identical to the rebuild;
-	// false when it says the same in another layout (an older writer).
+	// false when it says the same in another layout (another writer).
 	Canonical bool `json:"canonical"`
 	QemuImg   bool `json:"qemu_img"`
 }

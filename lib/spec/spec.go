@@ -31,7 +31,7 @@ type Spec struct {
 	SpecHash   string     `json:"spec_hash"`
 	// Warnings are resolve-time notes for later stages (for example the
 	// interface names the inventory's opaque vars reference, which
-	// barn-plan surfaces). Not hashed; may be absent in older documents.
+	// barn-plan surfaces). Not hashed; absent when there are none.
 	Warnings []Warning `json:"warnings,omitempty"`
 }
 

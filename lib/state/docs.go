@@ -52,23 +52,23 @@ type Deployment struct {
 // in the node directory; data disk paths are <node dir>/<name>.qcow2;
 // runtime.qmp ≤107 bytes; files names an identity for each of those files.
 type Node struct {
-	Schema     string            `json:"schema"`
-	Node       string            `json:"node"`
-	VMUUID     string            `json:"vm_uuid"`
-	Phase      Phase             `json:"phase"`
-	Generation int64             `json:"generation"` // ≥1; the seed's instance-id changes with it
-	SpecHash   string            `json:"spec_hash"`  // node hash of the spec it was built from
-	Spec       spec.Node         `json:"spec"`       // the node definition it was built from
-	Image      imageref.Identity `json:"image"`      // exact base image
-	RootDisk   string            `json:"root_disk"`  // absolute path of root.qcow2
-	DataDisks  []DataDisk        `json:"data_disks"`
-	Seed       string            `json:"seed"`            // absolute path of seed.iso
-	NVRAM      string            `json:"nvram,omitempty"` // absolute path of nvram.fd for uefi
-	SSHPort    int               `json:"ssh_port"`        // management SSH forward on 127.0.0.1
-	Accel      string            `json:"accel"`           // kvm or tcg
-	Runtime    Runtime           `json:"runtime"`
-	Invocation Invocation        `json:"invocation"`
-	Process    *Process          `json:"process,omitempty"` // required when running; allowed only when starting, running or stopping
+	Schema     string              `json:"schema"`
+	Node       string              `json:"node"`
+	VMUUID     string              `json:"vm_uuid"`
+	Phase      Phase               `json:"phase"`
+	Generation int64               `json:"generation"` // ≥1; the seed's instance-id changes with it
+	SpecHash   string              `json:"spec_hash"`  // node hash of the spec it was built from
+	Spec       spec.Node           `json:"spec"`       // the node definition it was built from
+	Image      imageref.Identity   `json:"image"`      // exact base image
+	RootDisk   string              `json:"root_disk"`  // absolute path of root.qcow2
+	DataDisks  []vmrecord.DataDisk `json:"data_disks"`
+	Seed       string              `json:"seed"`            // absolute path of seed.iso
+	NVRAM      string              `json:"nvram,omitempty"` // absolute path of nvram.fd for uefi
+	SSHPort    int                 `json:"ssh_port"`        // management SSH forward on 127.0.0.1
+	Accel      string              `json:"accel"`           // kvm or tcg
+	Runtime    vmrecord.Runtime    `json:"runtime"`
+	Invocation vmrecord.Invocation `json:"invocation"`
+	Process    *vmrecord.Process   `json:"process,omitempty"` // required when running; allowed only when starting, running or stopping
 	// SerialLog is the serial console file QEMU writes (-serial file:,
 	// which opens it with O_TRUNC and keeps the inode), created empty by
 	// the node's create as a journaled artifact: files records it, and
@@ -112,17 +112,6 @@ func (n *Node) ReadyHash() string {
 	return n.SpecHash
 }
 
-// The records of a node's QEMU (lib/vmrecord): they live below this
-// package so that the packages that launch and signal QEMU (lib/qemu,
-// lib/procid, lib/vm) need no lock or event-log code.
-type (
-	DataDisk      = vmrecord.DataDisk
-	Runtime       = vmrecord.Runtime
-	Invocation    = vmrecord.Invocation
-	InheritedFile = vmrecord.InheritedFile
-	Process       = vmrecord.Process
-)
-
 // Journal is <BARN_HOME>/nodes/<node>/prepare.json, a write-ahead record
 // of one create: written before the first artifact, rewritten with Intent
 // before each artifact exists and again, the artifact moved to Completed,
@@ -143,13 +132,13 @@ type Journal struct {
 	Completed   []Artifact `json:"completed"`
 	// Intent is the artifact being created (or reattached) now, recorded
 	// before it exists; nil between artifacts and once prepared.
-	Intent         *Artifact   `json:"intent,omitempty"`
-	Invocation     *Invocation `json:"invocation,omitempty"` // set once prepared
-	Prepared       bool        `json:"prepared"`
-	StateCommitted bool        `json:"state_committed"`
-	StatePath      string      `json:"state_path,omitempty"` // <nodeDir>/state.json once committed
-	StartedAt      time.Time   `json:"started_at"`
-	UpdatedAt      time.Time   `json:"updated_at"`
+	Intent         *Artifact            `json:"intent,omitempty"`
+	Invocation     *vmrecord.Invocation `json:"invocation,omitempty"` // set once prepared
+	Prepared       bool                 `json:"prepared"`
+	StateCommitted bool                 `json:"state_committed"`
+	StatePath      string               `json:"state_path,omitempty"` // <nodeDir>/state.json once committed
+	StartedAt      time.Time            `json:"started_at"`
+	UpdatedAt      time.Time            `json:"updated_at"`
 }
 
 // ArtifactKind is one kind in the journal's fixed allowlist.

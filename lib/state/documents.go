@@ -5,6 +5,7 @@ import (
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/spec"
+	"barn.dev/lib/vmrecord"
 )
 
 // invalid joins validation problems into one integrity error naming path.
@@ -131,7 +132,7 @@ func (r *Root) WriteNode(n *Node) error {
 	}
 	n.UpdatedAt = now
 	if n.DataDisks == nil {
-		n.DataDisks = []DataDisk{}
+		n.DataDisks = []vmrecord.DataDisk{}
 	}
 	normaliseInvocation(&n.Invocation)
 	path := r.NodeFile(n.Node, NodeStateName)
@@ -159,12 +160,12 @@ func (r *Root) RemoveNode(node string) error {
 // durably; a missing one is fine.
 func (r *Root) RemoveDeployment() error { return RemoveFileDurable(r.DeploymentFile()) }
 
-func normaliseInvocation(inv *Invocation) {
+func normaliseInvocation(inv *vmrecord.Invocation) {
 	if inv.Args == nil {
 		inv.Args = []string{}
 	}
 	if inv.InheritedFiles == nil {
-		inv.InheritedFiles = []InheritedFile{}
+		inv.InheritedFiles = []vmrecord.InheritedFile{}
 	}
 }
 

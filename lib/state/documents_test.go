@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/vmrecord"
 )
 
 func TestDeploymentRoundTrip(t *testing.T) {
@@ -326,7 +327,7 @@ func TestJournalRejections(t *testing.T) {
 	j = testJournal(r, node)
 	j.Completed = append(j.Completed, Artifact{Kind: DataDiskArt, Path: r.ArtifactPath(node, DataDiskArt, "data"), ID: ptr(testID(13))},
 		Artifact{Kind: Seed, Path: r.ArtifactPath(node, Seed, ""), ID: ptr(testID(12))})
-	j.Prepared, j.Invocation = true, &Invocation{Binary: "q"}
+	j.Prepared, j.Invocation = true, &vmrecord.Invocation{Binary: "q"}
 	j.StateCommitted, j.StatePath = true, r.NodeFile(node, NodeStateName)
 	if err := r.WriteJournal(j); err != nil {
 		t.Fatal(err)
@@ -478,7 +479,8 @@ func TestReadInterruptedWrite(t *testing.T) {
 }
 
 // TestEarlierDevBuildDocumentsAreRefused: node state or a prepare journal
-// from a development build that recorded no file identities is refused
+// from a development build that recorded no file identities (or a QEMU
+// process tuple without its executable's file or boot id) is refused
 // as integrity (7), reason dev_build_format, naming the file and the one
 // action that helps — never read as if Barn owned its files.
 func TestEarlierDevBuildDocumentsAreRefused(t *testing.T) {
@@ -503,6 +505,33 @@ func TestEarlierDevBuildDocumentsAreRefused(t *testing.T) {
 	}
 	if _, err := r.ReadNode("pg-1"); exitcode.As(err).Reason != EarlierBuildReason || !strings.Contains(err.Error(), "barn_qmp") {
 		t.Fatalf("node state without Barn's monitor: %v", err)
+	}
+	n = testNode(r, s, "pg-1")
+	n.SerialLog = ""
+	delete(n.Files, SerialLogName)
+	if err := r.WriteNode(n); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ReadNode("pg-1"); exitcode.As(err).Reason != EarlierBuildReason || !strings.Contains(err.Error(), "serial_log") {
+		t.Fatalf("node state without a serial console file: %v", err)
+	}
+	for _, strip := range []func(*vmrecord.Process){
+		func(p *vmrecord.Process) { p.ExecutableFile = "" },
+		func(p *vmrecord.Process) { p.Boot = "" },
+	} {
+		n = testNode(r, s, "pg-1")
+		n.Phase = Running
+		n.Process = &vmrecord.Process{PID: 4242, Executable: "/usr/bin/qemu-system-x86_64", ExecutableFile: "1:1",
+			Started: "procstat:1", ArgvHash: strings.Repeat("0", 64), Boot: "b0"}
+		strip(n.Process)
+		if err := r.WriteNode(n); err != nil {
+			t.Fatal(err)
+		}
+		_, err = r.ReadNode("pg-1")
+		if e := exitcode.As(err); e == nil || e.Class != exitcode.Integrity || e.Reason != EarlierBuildReason ||
+			!strings.Contains(e.Message, "process 4242") || !strings.Contains(e.Next, "stop pg-1's QEMU") {
+			t.Fatalf("node state with an incomplete process tuple: %+v", e)
+		}
 	}
 	if err := r.RemoveNode("pg-1"); err != nil {
 		t.Fatal(err)

@@ -16,10 +16,19 @@ import (
 // the node again. README "State layout" says so.
 
 // earlierNode refuses node state in which a file the node records has no
-// identity in files, or whose runtime has no Barn QMP monitor of its own.
+// identity in files, that records no serial console file (every create
+// makes one), whose runtime has no Barn QMP monitor of its own, or whose
+// QEMU process tuple lacks the executable's file or the boot id
+// (procid.Capture records both).
 func (r *Root) earlierNode(path string, n *Node) error {
 	if n.Runtime.Directory != "" && n.Runtime.BarnQMP == "" {
 		return r.earlier(path, n.Node, "its runtime records no Barn QMP monitor (runtime.barn_qmp)")
+	}
+	if n.SerialLog == "" {
+		return r.earlier(path, n.Node, "it records no serial console file (serial_log)")
+	}
+	if p := n.Process; p != nil && (p.ExecutableFile == "" || p.Boot == "") {
+		return r.earlier(path, n.Node, fmt.Sprintf("its QEMU process %d is recorded without process.executable_file or process.boot", p.PID))
 	}
 	recorded := []string{n.RootDisk, n.Seed, n.NVRAM, n.SerialLog}
 	for _, d := range n.DataDisks {

@@ -8,6 +8,7 @@ import (
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/spec"
+	"barn.dev/lib/vmrecord"
 )
 
 // The state root layout: every file name Barn uses under BARN_HOME and the
@@ -197,9 +198,9 @@ func (r *Root) lockFile(lockName string) (string, error) {
 // SHA-256(node)> ('@' is never in a node name). When even that is too
 // long it returns a usage error (reason "socket_path_too_long") naming the
 // path and its length; a path is never truncated.
-func (r *Root) NodeRuntime(node string) (Runtime, error) {
+func (r *Root) NodeRuntime(node string) (vmrecord.Runtime, error) {
 	if err := checkNodeName(node); err != nil {
-		return Runtime{}, err
+		return vmrecord.Runtime{}, err
 	}
 	rt := runtimeIn(filepath.Join(r.RuntimeDir, node))
 	if len(rt.BarnQMP) > MaxSocketPath {
@@ -208,14 +209,14 @@ func (r *Root) NodeRuntime(node string) (Runtime, error) {
 	}
 	for _, s := range rt.Sockets() {
 		if err := CheckSocketPath(s); err != nil {
-			return Runtime{}, err
+			return vmrecord.Runtime{}, err
 		}
 	}
 	return rt, nil
 }
 
-func runtimeIn(dir string) Runtime {
-	return Runtime{Directory: dir, QMP: filepath.Join(dir, QMPSocketName),
+func runtimeIn(dir string) vmrecord.Runtime {
+	return vmrecord.Runtime{Directory: dir, QMP: filepath.Join(dir, QMPSocketName),
 		BarnQMP: filepath.Join(dir, BarnQMPSocketName), Pidfile: filepath.Join(dir, PidfileName)}
 }
 

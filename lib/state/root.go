@@ -12,6 +12,7 @@ import (
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/quote"
+	"barn.dev/lib/vmrecord"
 )
 
 // DefaultLockWait bounds how long a waiting LockDeployment or LockNode
@@ -288,19 +289,19 @@ func (r *Root) EnsureRetainedDiskDir(node, disk string) (string, error) {
 // paths, with the socket length check of NodeRuntime. The default runtime
 // directory, <Dir>/run, is created like every state directory (the root
 // first).
-func (r *Root) EnsureNodeRuntime(node string) (Runtime, error) {
+func (r *Root) EnsureNodeRuntime(node string) (vmrecord.Runtime, error) {
 	rt, err := r.NodeRuntime(node)
 	if err != nil {
-		return Runtime{}, err
+		return vmrecord.Runtime{}, err
 	}
 	if r.RuntimeDir == filepath.Join(r.Dir, RunDirName) {
 		if _, err := r.ensureSubdir(RunDirName); err != nil {
-			return Runtime{}, err
+			return vmrecord.Runtime{}, err
 		}
 	}
 	for _, d := range []string{r.RuntimeDir, rt.Directory} {
 		if err := r.ensureDir(d, false); err != nil {
-			return Runtime{}, err
+			return vmrecord.Runtime{}, err
 		}
 	}
 	return rt, nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/vmrecord"
 )
 
 func wantClass(t *testing.T, err error, class exitcode.Class, substr string) {
@@ -220,7 +221,7 @@ func TestNodeRuntimeSocketLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Runtime{Directory: "/run/user/1000/barn/pg-meta-1", QMP: "/run/user/1000/barn/pg-meta-1/qmp.sock",
+	want := vmrecord.Runtime{Directory: "/run/user/1000/barn/pg-meta-1", QMP: "/run/user/1000/barn/pg-meta-1/qmp.sock",
 		BarnQMP: "/run/user/1000/barn/pg-meta-1/barn-qmp.sock", Pidfile: "/run/user/1000/barn/pg-meta-1/qemu.pid"}
 	if rt != want {
 		t.Fatalf("NodeRuntime = %+v, want %+v", rt, want)

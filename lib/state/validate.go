@@ -11,6 +11,7 @@ import (
 
 	"barn.dev/lib/lazyre"
 	"barn.dev/lib/spec"
+	"barn.dev/lib/vmrecord"
 )
 
 var hex64RE = lazyre.New(`^[0-9a-f]{64}$`)
@@ -194,8 +195,8 @@ func (r *Root) checkNodePath(p *problems, node, field, got, name string) {
 	}
 }
 
-func checkRuntime(p *problems, rt Runtime) {
-	if rt == (Runtime{}) {
+func checkRuntime(p *problems, rt vmrecord.Runtime) {
+	if rt == (vmrecord.Runtime{}) {
 		return
 	}
 	if !filepath.IsAbs(rt.Directory) || filepath.Clean(rt.Directory) != rt.Directory {

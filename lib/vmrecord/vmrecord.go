@@ -75,9 +75,10 @@ type Process struct {
 // Headroom is the hot-plug capacity a QEMU command line provides beyond
 // the node's vCPUs and memory (lib/qemu's headroom policy): QEMU is
 // started with "-smp N,maxcpus=MaxCPUs" and "-m M,slots=MemorySlots,
-// maxmem=MaxMemoryBytes". A recorded invocation without one (nil) was
-// built before the policy, or for a machine without hot-plug (arm64
-// virt): vCPUs and memory then change only by a stop and start.
+// maxmem=MaxMemoryBytes". An invocation without one (nil) is for a
+// machine without hot-plug (arm64 virt) or a host whose size is unknown
+// (qemu.HeadroomFor): vCPUs and memory then change only by a stop and
+// start.
 type Headroom struct {
 	MaxCPUs        int   `json:"max_cpus"`         // ≥ the node's vCPUs
 	MemorySlots    int   `json:"memory_slots"`     // pc-dimm slots; 0: no memory hot-plug
