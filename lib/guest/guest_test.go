@@ -2,6 +2,7 @@ package guest
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -174,6 +175,7 @@ func onProbe(t *testing.T, f func(probe int, last string)) {
 func TestWaitReadyAgainstRealSSHD(t *testing.T) {
 	s := startSSHD(t)
 	dir := withStateDir(t)
+	withProbeWait(t, 0)
 	tg := s.target(uuidA)
 	var seen []string
 	onProbe(t, func(probe int, last string) {
@@ -198,6 +200,62 @@ func TestWaitReadyAgainstRealSSHD(t *testing.T) {
 	if len(seen) != 2 || !strings.HasPrefix(seen[0], "guest setup has not finished") || !strings.Contains(seen[1], "generation 0") {
 		t.Fatalf("probes saw %q, want pending, then the previous generation's marker", seen)
 	}
+}
+
+// withProbeWait sets ProbeWait for the rest of the test.
+func withProbeWait(t *testing.T, d time.Duration) {
+	old := ProbeWait
+	ProbeWait = d
+	t.Cleanup(func() { ProbeWait = old })
+}
+
+// TestWaitReadyWaitsInTheGuest: a probe that finds no marker stays in the
+// guest and returns the marker written while it waits: one SSH login, not
+// one per PollInterval. The marker is written once the probe's loop is
+// seen running (a process with the loop in its command line), so the
+// probe count is exact.
+func TestWaitReadyWaitsInTheGuest(t *testing.T) {
+	s := startSSHD(t)
+	dir := withStateDir(t)
+	withProbeWait(t, 5*time.Minute)
+	noSecondProbe(t)
+	wrote := make(chan error, 1)
+	go func() {
+		deadline := time.Now().Add(time.Minute)
+		for !probeWaiting(dir) {
+			if time.Now().After(deadline) {
+				wrote <- errors.New("no probe loop seen waiting within a minute")
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		tmp := filepath.Join(dir, ".tmp")
+		err := os.WriteFile(tmp, []byte(`{"node":"meta","generation":1,"spec_hash":"abc","setup_version":"`+cidata.SetupVersion+`","warnings":[]}`), 0o644)
+		if err == nil {
+			err = os.Rename(tmp, filepath.Join(dir, "ready.json"))
+		}
+		wrote <- err
+	}()
+	r, err := WaitReady(context.Background(), s.target(uuidA), 5*time.Minute)
+	if werr := <-wrote; werr != nil {
+		t.Fatal(werr)
+	}
+	if err != nil || r.Probes != 1 || r.Marker.Generation != 1 {
+		t.Fatalf("WaitReady = %+v, %v; want the marker on the first probe", r, err)
+	}
+}
+
+// probeWaiting reports whether a probe's loop for dir is running: a
+// process whose command line holds the probe's marker path and its loop.
+func probeWaiting(dir string) bool {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err == nil && strings.Contains(string(b), dir+"/ready.json") && strings.Contains(string(b), "while :") {
+			return true
+		}
+	}
+	return false
 }
 
 // noSecondProbe fails the test if WaitReady probes more than once.
@@ -238,6 +296,7 @@ func TestWaitReadyTimeoutNamesLastError(t *testing.T) {
 func TestWaitReadyCancelled(t *testing.T) {
 	s := startSSHD(t)
 	withStateDir(t)
+	withProbeWait(t, 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	onProbe(t, func(int, string) { cancel() })

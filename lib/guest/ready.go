@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,9 +18,18 @@ import (
 // DefaultReadyTimeout is the readiness wait when the spec sets none.
 const DefaultReadyTimeout = 180 * time.Second
 
-// PollInterval is the pause between readiness probes. Each probe is one
-// ssh round trip; together they keep detection latency under a second.
+// PollInterval is the pause between looks at the guest's markers, in the
+// guest while a probe waits and on the host between probes.
 var PollInterval = 500 * time.Millisecond
+
+// ProbeWait bounds how long one probe waits in the guest for a marker.
+// A probe is one SSH session whose command looks at the state directory
+// every PollInterval until error.json or ready.json exists or ProbeWait
+// has passed: one login per ProbeWait rather than per PollInterval, so
+// the guest's only (emulated) vCPU runs its setup instead of a stream of
+// sshd handshakes and PAM sessions, while detection latency stays one
+// PollInterval.
+var ProbeWait = 20 * time.Second
 
 // Warning is a failed optional stage: the node is usable with a limitation.
 type Warning struct {
@@ -71,15 +81,28 @@ var probed func(probe int, last string)
 // temporary directory served by a local sshd).
 var stateDir = cidata.StateDir
 
-// probeCommand prints "error <json>", "ready <json>" or "pending".
-func probeCommand() string {
+// probeCommand prints "error <json>", "ready <json>" or, when neither
+// marker appears within wait (whole seconds, at least 0; measured on the
+// guest's /proc/uptime with the shell's builtin read, so the loop forks
+// only sleep), "pending".
+func probeCommand(wait time.Duration) string {
 	e, r := quote.Shell(stateDir+"/error.json"), quote.Shell(stateDir+"/ready.json")
-	return "if [ -r " + e + " ]; then printf 'error '; cat " + e + "; elif [ -r " + r + " ]; then printf 'ready '; cat " + r + "; else echo pending; fi"
+	poll := strconv.FormatFloat(PollInterval.Seconds(), 'f', -1, 64)
+	secs := strconv.Itoa(max(0, int(wait/time.Second)))
+	return "read up _ </proc/uptime; end=$((${up%.*} + " + secs + ")); " +
+		"while :; do " +
+		"if [ -r " + e + " ]; then printf 'error '; cat " + e + "; exit; fi; " +
+		"if [ -r " + r + " ]; then printf 'ready '; cat " + r + "; exit; fi; " +
+		"read up _ </proc/uptime; [ \"${up%.*}\" -lt \"$end\" ] || break; " +
+		"sleep " + poll + "; done; echo pending"
 }
 
-// WaitReady polls the guest over SSH (every PollInterval, each probe
-// bounded by ConnectTimeout=5 and 15 s overall) until its ready marker
-// proves the expected identity: node, generation and node spec hash.
+// WaitReady probes the guest over SSH until its ready marker proves the
+// expected identity: node, generation and node spec hash. Each probe waits
+// in the guest for a marker (probeCommand: up to ProbeWait, looking every
+// PollInterval) and is bounded by ConnectTimeout=5 and ProbeWait+15 s
+// overall; a probe that ends without the expected marker is followed by
+// the next one PollInterval later.
 //
 // Errors (all *exitcode.Error):
 //   - the guest wrote error.json: runtime, reason "guest_setup_failed",
@@ -97,12 +120,13 @@ func WaitReady(ctx context.Context, t Target, timeout time.Duration) (Ready, err
 	}
 	deadline := time.Now().Add(timeout)
 	last := "no answer yet"
-	probe, err := ExecArgv(t, []string{"sh", "-c", probeCommand()})
-	if err != nil {
-		return Ready{}, err
-	}
 	for probes := 1; ; probes++ {
-		pctx, cancel := context.WithTimeout(ctx, min(15*time.Second, time.Until(deadline)+time.Second))
+		wait := min(ProbeWait, time.Until(deadline))
+		probe, err := ExecArgv(t, []string{"sh", "-c", probeCommand(wait)})
+		if err != nil {
+			return Ready{}, err
+		}
+		pctx, cancel := context.WithTimeout(ctx, min(wait+15*time.Second, time.Until(deadline)+time.Second))
 		var out, errb bytes.Buffer
 		code, err := Run(pctx, probe, Streams{Out: &out, Err: &errb})
 		cancel()
