@@ -2,6 +2,7 @@ package vm_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"testing"
 
@@ -91,6 +92,20 @@ func testHotplug(t *testing.T, f *fixture) {
 }
 
 func TestHotplugFake(t *testing.T) { testHotplug(t, newFixture(t, fakeBin)) }
+
+// A QEMU that dies at a vCPU device_add leaves Barn's session without a
+// reply: Hotplug says the process exited (hotplug_qemu_exited), not that
+// QMP is merely unavailable, so the failure is not read as a busy or
+// refusing monitor.
+func TestHotplugQEMUExits(t *testing.T) {
+	f := newFixture(t, fakeBin)
+	withHeadroom(t, f)
+	proc := f.launch(t, "crash-at-cpu-plug")
+	err := vm.Hotplug(context.Background(), f.target(&proc), 2, 512<<20, quick(), nil)
+	if e := exitcode.As(err); e == nil || e.Reason != "hotplug_qemu_exited" || e.Class != exitcode.Runtime || !errors.Is(err, qmp.ErrUnavailable) {
+		t.Fatalf("QEMU dying at device_add: %v, want runtime hotplug_qemu_exited wrapping QMP unavailable", err)
+	}
+}
 
 // TestRealQEMUHotplug is the same contract on the real QEMU. Hot-plug is
 // experimental and opt-in (barn-node resize --hotplug): on QEMU 7.2 under
