@@ -125,6 +125,7 @@ var reasons = []Reason{
 	{"hosts_not_namespaced", Conflict, "barn-net runs in a network namespace that has no hosts file of its own"},
 	{"hosts_other_namespace", Conflict, "Barn's hosts block was written in another namespace"},
 	{"hotplug_no_headroom", Conflict, "a running node's QEMU cannot reach the new vCPUs or memory by hot-plug (no headroom, or a decrease); resize stops and starts it instead"},
+	{"hotplug_qemu_exited", Runtime, "a node's QEMU exited during a vCPU or memory hot-plug; start it again"},
 	{"hotplug_refused", Conflict, "QEMU refused a vCPU or memory hot-plug; resize stops and starts the node instead"},
 	{"identity_mismatch", Integrity, "QMP answers with another VM identity than the node's"},
 	{"image_mismatch", Integrity, "an image file's sha256 differs from its catalog digest"},

@@ -23,6 +23,8 @@
 //	crash-after        the daemon dies by itself FAKEQEMU_EXIT_DELAY after it is ready,
 //	                   leaving pidfile and socket behind
 //	ignore-term        SIGTERM is ignored (only SIGKILL ends it)
+//	crash-at-cpu-plug  a vCPU device_add kills the daemon before it replies
+//	                   (a QEMU that dies hot-plugging), leaving pidfile and socket
 //	kvm-broken         a smoke start with -accel kvm aborts ("failed to set MSR")
 //	no-9p, no-bridge-netdev, no-q35
 //	                   -device/-netdev/-machine help leave virtio-9p-pci,
@@ -69,6 +71,7 @@ const (
 	ExitLate        = "exit-late"
 	CrashAfter      = "crash-after"
 	IgnoreTerm      = "ignore-term"
+	CrashAtCPUPlug  = "crash-at-cpu-plug"
 )
 
 // WrongUUIDValue is what query-uuid answers in wrong-uuid mode.

@@ -118,6 +118,9 @@ func (v *vm) deviceAdd(a hotplugArgs) (any, *qmpError, bool) {
 		}
 	}
 	switch {
+	case a.Driver == fakeCPUType && v.cfg.modes[CrashAtCPUPlug]:
+		v.exiting <- 9 // a crash: no reply, no cleanup
+		select {}
 	case a.Driver == fakeCPUType:
 		if a.SocketID == nil || a.CoreID == nil || a.ThreadID == nil || *a.SocketID >= v.cfg.maxCPUs || *a.CoreID != 0 || *a.ThreadID != 0 {
 			return fail("Invalid CPU [socket: %v, core: %v, thread: %v]; the fake has maxcpus=%d", a.SocketID, a.CoreID, a.ThreadID, v.cfg.maxCPUs)

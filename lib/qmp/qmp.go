@@ -49,7 +49,8 @@ import (
 	"time"
 )
 
-// DefaultTimeout bounds one Session (connect to the last reply).
+// DefaultTimeout bounds each wait of a Session: connecting with the
+// greeting and capabilities, then each command's reply.
 const DefaultTimeout = 5 * time.Second
 
 // maxRead bounds the bytes read from one connection.
@@ -158,16 +159,19 @@ type Monitor struct {
 }
 
 // Session is one negotiated QMP connection. Every command sent on it
-// reaches the QEMU that greeted it. It is bounded, from Open, by the
-// Monitor's Timeout and the ctx given to Open; it is not safe for
-// concurrent use.
+// reaches the QEMU that greeted it. Each wait on it is bounded by the
+// Monitor's Timeout: Open (connect, greeting, capabilities) as one, then
+// each command from its send to its reply, so a session of many commands
+// (a hot-plug of several devices) is not cut short by their sum, while a
+// monitor that stays silent for one Timeout is still busy. The ctx given
+// to Open bounds the whole session. It is not safe for concurrent use.
 type Session struct {
 	socket      string
 	conn        net.Conn
 	dec         *json.Decoder
 	ctx         context.Context // the caller's
-	parentBound bool            // the caller's deadline ends before ours
-	cancel      context.CancelFunc
+	timeout     time.Duration
+	parentBound bool // the current wait ends at the caller's deadline, not ours
 	stop        func() bool
 }
 
@@ -181,21 +185,17 @@ func (m Monitor) Open(ctx context.Context) (*Session, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	parentDL, hasParentDL := ctx.Deadline()
-	s := &Session{socket: m.Socket, ctx: ctx,
-		parentBound: hasParentDL && !parentDL.After(time.Now().Add(timeout))}
-	opCtx, cancel := context.WithTimeout(ctx, timeout)
-	s.cancel = cancel
-
-	conn, err := dial(opCtx, m.Socket)
+	s := &Session{socket: m.Socket, ctx: ctx, timeout: timeout}
+	deadline := s.waitDeadline()
+	dialCtx, cancel := context.WithDeadline(ctx, deadline)
+	conn, err := dial(dialCtx, m.Socket)
+	cancel()
 	if err != nil {
-		cancel()
 		return nil, s.transport("connect", "connect", err)
 	}
 	s.conn = conn
-	deadline, _ := opCtx.Deadline()
 	conn.SetDeadline(deadline)
-	s.stop = context.AfterFunc(opCtx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	s.stop = context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	s.dec = json.NewDecoder(io.LimitReader(conn, maxRead))
 
 	var greeting map[string]json.RawMessage
@@ -210,11 +210,24 @@ func (m Monitor) Open(ctx context.Context) (*Session, error) {
 		s.Close()
 		return nil, &ProtocolError{Socket: m.Socket, Msg: "first message is not a QMP greeting"}
 	}
-	if err := s.Execute("qmp_capabilities", nil, nil); err != nil {
+	if err := s.execute("qmp_capabilities", nil, nil); err != nil {
 		s.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// waitDeadline starts one wait: Timeout from now, or the caller's
+// deadline when that comes first (recorded in parentBound, so that its
+// expiry is not read as a busy monitor).
+func (s *Session) waitDeadline() time.Time {
+	d := time.Now().Add(s.timeout)
+	parentDL, ok := s.ctx.Deadline()
+	s.parentBound = ok && !parentDL.After(d)
+	if s.parentBound {
+		return parentDL
+	}
+	return d
 }
 
 // dial connects to the unix socket path. A full listen backlog (EAGAIN:
@@ -250,7 +263,6 @@ func (s *Session) Close() error {
 	if s.stop != nil {
 		s.stop()
 	}
-	s.cancel()
 	if s.conn == nil {
 		return nil
 	}
@@ -291,7 +303,17 @@ type reply struct {
 // Errors: *Error for a QMP error reply, *UnavailableError, *BusyError,
 // ctx's error when ctx ends, *ProtocolError otherwise. A quit that closes
 // the connection before replying succeeded (QEMU closes as it quits).
+// The reply is waited for up to the Monitor's Timeout (see Session).
 func (s *Session) Execute(command string, args any, out any) error {
+	s.conn.SetDeadline(s.waitDeadline())
+	if s.ctx.Err() != nil { // ended before the deadline above was set: keep it ended
+		s.conn.SetDeadline(time.Unix(1, 0))
+	}
+	return s.execute(command, args, out)
+}
+
+// execute is Execute within the current wait.
+func (s *Session) execute(command string, args any, out any) error {
 	err := s.call(command, args, out)
 	if err != nil && isTransport(err) {
 		if command == "quit" && !isTimeout(err) {

@@ -197,6 +197,55 @@ func TestBusyIsNotUnavailable(t *testing.T) {
 	}
 }
 
+// TestTimeoutBoundsEachWait: Timeout bounds each reply, not the session.
+// A peer that takes most of a Timeout to answer each of several commands
+// (QEMU realizing a hot-plugged vCPU on a loaded host) is served to the
+// end although the session outlasts several Timeouts; the same peer's
+// silence for a whole Timeout is still busy.
+func TestTimeoutBoundsEachWait(t *testing.T) {
+	const timeout = 400 * time.Millisecond
+	sock := serve(t, qemuLike(func(cmd string) map[string]any {
+		if cmd == "mute" {
+			time.Sleep(5 * time.Second)
+			return nil
+		}
+		time.Sleep(timeout / 2)
+		return map[string]any{"return": map[string]any{}}
+	}))
+	s, err := Monitor{Socket: sock, Timeout: timeout}.Open(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	start := time.Now()
+	for i := 0; i < 5; i++ {
+		if err := s.Execute("slow", nil, nil); err != nil {
+			t.Fatalf("slow command %d, %s into the session: %v", i+1, time.Since(start).Round(time.Millisecond), err)
+		}
+	}
+	if d := time.Since(start); d < 2*timeout {
+		t.Fatalf("the session took %s, not longer than its Timeout: the test proves nothing", d)
+	}
+	if err := s.Execute("mute", nil, nil); !errors.Is(err, ErrBusy) {
+		t.Errorf("a reply silent for the whole Timeout: %v, want busy", err)
+	}
+
+	// The caller's deadline still bounds the whole session.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*timeout)
+	defer cancel()
+	s2, err := Monitor{Socket: sock, Timeout: timeout}.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	for err == nil {
+		err = s2.Execute("slow", nil, nil)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrBusy) {
+		t.Errorf("past the caller's deadline: %v, want its deadline, not busy", err)
+	}
+}
+
 // backlogListener binds a unix socket with listen(2) backlog n and never
 // accepts, like a QEMU monitor another client holds.
 func backlogListener(t *testing.T, n int) string {

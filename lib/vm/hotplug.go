@@ -81,14 +81,14 @@ func Hotplug(ctx context.Context, t Target, cpus int, memBytes int64, o StopOpti
 			args[k] = v
 		}
 		if err := s.Execute("device_add", args, nil); err != nil {
-			return hotplugFailed(t.Node, "vCPU "+cpuID(c), err)
+			return hotplugFailed(ctx, t, o, "vCPU "+cpuID(c), err)
 		}
 		step("cpu-plugged")
 	}
 	if memBytes == have {
 		return nil
 	}
-	return plugMemory(s, t.Node, len(devs), memBytes-have, step)
+	return plugMemory(ctx, s, t, o, len(devs), memBytes-have, step)
 }
 
 // missingCPUs lists, in topology order, the unplugged vCPU slots that
@@ -122,26 +122,26 @@ func cpuID(c HotplugCPU) string {
 }
 
 // plugMemory adds one backend of size bytes and plugs it as DIMM k.
-func plugMemory(s *qmp.Session, node string, k int, size int64, step func(string)) error {
+func plugMemory(ctx context.Context, s *qmp.Session, t Target, o StopOptions, k int, size int64, step func(string)) error {
 	backend, dimm := fmt.Sprintf("barn-mem-%d", k), fmt.Sprintf("barn-dimm-%d", k)
 	var objs []qomProperty
 	if err := s.Execute("qom-list", map[string]any{"path": "/objects"}, &objs); err != nil {
 		return err
 	}
-	for _, o := range objs {
-		if o.Name == backend { // left by an interrupted hot-plug: no DIMM uses it
+	for _, obj := range objs {
+		if obj.Name == backend { // left by an interrupted hot-plug: no DIMM uses it
 			if err := s.Execute("object-del", map[string]any{"id": backend}, nil); err != nil {
-				return hotplugFailed(node, "stale memory backend "+backend, err)
+				return hotplugFailed(ctx, t, o, "stale memory backend "+backend, err)
 			}
 		}
 	}
 	if err := s.Execute("object-add", map[string]any{"qom-type": "memory-backend-ram", "id": backend, "size": size}, nil); err != nil {
-		return hotplugFailed(node, "memory backend "+backend, err)
+		return hotplugFailed(ctx, t, o, "memory backend "+backend, err)
 	}
 	step("memory-backend")
 	if err := s.Execute("device_add", map[string]any{"driver": "pc-dimm", "id": dimm, "memdev": backend}, nil); err != nil {
 		s.Execute("object-del", map[string]any{"id": backend}, nil) // best effort: an orphan is deleted next time
-		return hotplugFailed(node, "DIMM "+dimm, err)
+		return hotplugFailed(ctx, t, o, "DIMM "+dimm, err)
 	}
 	step("memory-plugged")
 	return nil
@@ -153,11 +153,19 @@ func noHeadroom(node, format string, args ...any) error {
 
 // hotplugFailed: QEMU refused to plug what (conflict, hotplug_refused:
 // no free slot, no room below maxmem, a firmware that did not enable
-// vCPU hot-plug); QMP transport errors stay as they are.
-func hotplugFailed(node, what string, err error) error {
+// vCPU hot-plug). A monitor lost mid-plug is otherwise ambiguous: when
+// the recorded process is gone within one QMP timeout (an exiting
+// process closes its sockets before it is reaped), it is said (runtime,
+// hotplug_qemu_exited: QEMU's own message went to the /dev/null
+// -daemonize gives it); other QMP transport errors stay as they are.
+func hotplugFailed(ctx context.Context, t Target, o StopOptions, what string, err error) error {
 	var qe *qmp.Error
-	if !errors.As(err, &qe) {
-		return err
+	if errors.As(err, &qe) {
+		return exitcode.Wrap(exitcode.Conflict, err, "%s: QEMU refused to hot-plug %s", t.Node, what).WithReason("hotplug_refused")
 	}
-	return exitcode.Wrap(exitcode.Conflict, err, "%s: QEMU refused to hot-plug %s", node, what).WithReason("hotplug_refused")
+	if p := t.Process; p != nil && errors.Is(err, qmp.ErrUnavailable) && waitGone(ctx, processGone(*p), o.QMPTimeout, o.Poll) {
+		return exitcode.Wrap(exitcode.Runtime, err, "%s: QEMU (pid %d) exited while hot-plugging %s", t.Node, p.PID, what).
+			WithReason("hotplug_qemu_exited").WithNext("barn-node logs " + t.Node + "; barn-node start " + t.Node)
+	}
+	return err
 }
