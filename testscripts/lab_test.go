@@ -137,7 +137,8 @@ func runLab(t *testing.T, dir string) {
 
 // labCondition answers the lab scripts' conditions: [netem] is true when
 // this kernel takes a netem qdisc (CONFIG_NET_SCH_NETEM), probed once on a
-// dummy link in a namespace of its own.
+// tap (the device a degrade puts it on; a dummy link would need
+// CONFIG_DUMMY, which this CI kernel lacks) in a namespace of its own.
 func labCondition(cond string) (bool, error) {
 	if cond != "netem" {
 		return false, fmt.Errorf("unknown condition %q", cond)
@@ -149,7 +150,7 @@ func labCondition(cond string) (bool, error) {
 			return
 		}
 		defer exec.Command("ip", "netns", "del", ns).Run()
-		if out, err := exec.Command("ip", "-n", ns, "link", "add", "probe0", "type", "dummy").CombinedOutput(); err != nil {
+		if out, err := exec.Command("ip", "-n", ns, "tuntap", "add", "probe0", "mode", "tap").CombinedOutput(); err != nil {
 			netemErr = fmt.Errorf("probing netem: %v: %s", err, out)
 			return
 		}
