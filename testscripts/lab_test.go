@@ -143,7 +143,8 @@ func labNamespace(env *testscript.Env, prefix string, marks ...string) (string, 
 
 // labCondition answers the lab scripts' conditions: [netem] is true when
 // this kernel takes a netem qdisc (CONFIG_NET_SCH_NETEM), probed once on a
-// dummy link in a namespace of its own.
+// tap (the device a degrade puts it on; a dummy link would need
+// CONFIG_DUMMY, which this CI kernel lacks) in a namespace of its own.
 func labCondition(cond string) (bool, error) {
 	if cond != "netem" {
 		return false, fmt.Errorf("unknown condition %q", cond)
@@ -155,7 +156,7 @@ func labCondition(cond string) (bool, error) {
 			return
 		}
 		defer exec.Command("ip", "netns", "del", ns).Run()
-		if out, err := exec.Command("ip", "-n", ns, "link", "add", "probe0", "type", "dummy").CombinedOutput(); err != nil {
+		if out, err := exec.Command("ip", "-n", ns, "tuntap", "add", "probe0", "mode", "tap").CombinedOutput(); err != nil {
 			netemErr = fmt.Errorf("probing netem: %v: %s", err, out)
 			return
 		}

@@ -47,33 +47,49 @@ func (r FaultResult) RenderText(w io.Writer) error {
 	return nil
 }
 
-// members resolves NODE arguments: an IPv4 address stands for itself, a
-// name needs the hosts document on stdin.
-func members(env *tool.Env, args []string) ([]hostnet.Member, error) {
+// members resolves groups of NODE arguments, one []Member per group: an
+// IPv4 address stands for itself, a name needs the barn.hosts/v1 document
+// on stdin, read at most once for all groups (stdin can be read only once,
+// so a partition's second group looks names up in the same document).
+func members(env *tool.Env, groups ...[]string) ([][]hostnet.Member, error) {
 	var doc *HostsDoc
-	out := []hostnet.Member{}
-	for _, a := range args {
-		if ip, err := netip.ParseAddr(a); err == nil && ip.Is4() {
-			out = append(out, hostnet.Member{Name: a, Address: a})
-			continue
-		}
-		if doc == nil {
-			if env.InIsTerminal {
-				return nil, exitcode.New(exitcode.Usage, "node %q is a name, and no hosts document is on stdin to look it up", a).
-					WithReason("bad_fault").WithNext("barn-node hosts | sudo barn-net " + strings.Join(env.Args, " "))
+	out := make([][]hostnet.Member, len(groups))
+	for g, args := range groups {
+		out[g] = []hostnet.Member{}
+		for _, a := range args {
+			if ip, err := netip.ParseAddr(a); err == nil && ip.Is4() {
+				out[g] = append(out[g], hostnet.Member{Name: a, Address: a})
+				continue
 			}
-			doc = &HostsDoc{}
-			if err := env.ReadDocument(env.In, "stdin", "barn.hosts/v1", doc); err != nil {
-				return nil, err
+			if doc == nil {
+				d, err := readHosts(env, a)
+				if err != nil {
+					return nil, err
+				}
+				doc = d
 			}
+			m, ok := lookup(doc, a)
+			if !ok {
+				return nil, exitcode.New(exitcode.Usage, "node %q is not in the hosts document on stdin", a).WithReason("bad_fault").WithNext("barn-node hosts")
+			}
+			out[g] = append(out[g], m)
 		}
-		m, ok := lookup(doc, a)
-		if !ok {
-			return nil, exitcode.New(exitcode.Usage, "node %q is not in the hosts document on stdin", a).WithReason("bad_fault").WithNext("barn-node hosts")
-		}
-		out = append(out, m)
 	}
 	return out, nil
+}
+
+// readHosts reads the barn.hosts/v1 document on stdin, needed to look up
+// the node name first.
+func readHosts(env *tool.Env, first string) (*HostsDoc, error) {
+	if env.InIsTerminal {
+		return nil, exitcode.New(exitcode.Usage, "node %q is a name, and no hosts document is on stdin to look it up", first).
+			WithReason("bad_fault").WithNext("barn-node hosts | sudo barn-net " + strings.Join(env.Args, " "))
+	}
+	doc := &HostsDoc{}
+	if err := env.ReadDocument(env.In, "stdin", "barn.hosts/v1", doc); err != nil {
+		return nil, err
+	}
+	return doc, nil
 }
 
 func lookup(doc *HostsDoc, name string) (hostnet.Member, bool) {
@@ -100,11 +116,11 @@ type faultIsolateCmd struct {
 }
 
 func (c *faultIsolateCmd) Run(env *tool.Env) error {
-	a, err := members(env, []string{c.Node})
+	m, err := members(env, []string{c.Node})
 	if err != nil {
 		return err
 	}
-	return inject(env, hostnet.FaultRequest{Kind: hostnet.FaultIsolate, A: a})
+	return inject(env, hostnet.FaultRequest{Kind: hostnet.FaultIsolate, A: m[0]})
 }
 
 type faultPartitionCmd struct {
@@ -114,15 +130,11 @@ type faultPartitionCmd struct {
 }
 
 func (c *faultPartitionCmd) Run(env *tool.Env) error {
-	a, err := members(env, strings.Split(c.Group1, ","))
+	m, err := members(env, strings.Split(c.Group1, ","), strings.Split(c.Group2, ","))
 	if err != nil {
 		return err
 	}
-	b, err := members(env, strings.Split(c.Group2, ","))
-	if err != nil {
-		return err
-	}
-	return inject(env, hostnet.FaultRequest{Kind: hostnet.FaultPartition, A: a, B: b, OneWay: c.OneWay})
+	return inject(env, hostnet.FaultRequest{Kind: hostnet.FaultPartition, A: m[0], B: m[1], OneWay: c.OneWay})
 }
 
 type faultDegradeCmd struct {
@@ -138,11 +150,11 @@ func (c *faultDegradeCmd) Run(env *tool.Env) error {
 	if err := checkNetem(c, n); err != nil {
 		return err
 	}
-	a, err := members(env, []string{c.Node})
+	m, err := members(env, []string{c.Node})
 	if err != nil {
 		return err
 	}
-	return inject(env, hostnet.FaultRequest{Kind: hostnet.FaultDegrade, A: a, Netem: n})
+	return inject(env, hostnet.FaultRequest{Kind: hostnet.FaultDegrade, A: m[0], Netem: n})
 }
 
 // rateRE is tc's rate syntax.
