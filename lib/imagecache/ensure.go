@@ -189,6 +189,11 @@ func (c *Cache) ensure(ctx context.Context, id imageref.Identity, src *catalog.S
 		}
 		src = &s
 	}
+	// The publication record must be readable before a pull: a pull whose
+	// record then refuses would leave an image Barn never recorded as its.
+	if _, err := readPublished(imagesDir); err != nil {
+		return "", nil, err
+	}
 	if damaged != nil {
 		aside, err := c.setAside(dest, fid, damaged)
 		if err != nil {

@@ -149,3 +149,28 @@ func TestEnsureNeverCachesIntoTheStore(t *testing.T) {
 		}
 	}
 }
+
+// An unreadable publication record (here an earlier build's) refuses
+// Ensure before it downloads: a pull whose record then refused would leave
+// an image Barn never recorded as its own.
+func TestEnsureReadsThePublicationRecordBeforePulling(t *testing.T) {
+	img := realQcow2(t, "64M", 13)
+	id := identity(img, "images/d12-1-amd64.qcow2")
+	repo := &fakeRepo{files: map[string][]byte{id.File: img}}
+	src := serve(t, repo)
+	root := testRoot(t)
+	if err := os.MkdirAll(root.ImagesDir(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	rec := filepath.Join(root.ImagesDir(), "published.json")
+	if err := os.WriteFile(rec, []byte(`{"schema":"barn.images.published/v0","files":{}}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := newCache(root).Ensure(context.Background(), id, &src)
+	if e := exitcode.As(err); e == nil || e.Class.Code() != 7 || !strings.Contains(e.Message, rec) {
+		t.Fatalf("Ensure with an earlier build's record: %v, want exit 7 naming %s", err, rec)
+	}
+	if ranges, _ := repo.stats(); len(ranges) != 0 {
+		t.Fatalf("%d downloads before the refusal, want 0", len(ranges))
+	}
+}

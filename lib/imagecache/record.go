@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/quote"
@@ -61,12 +62,14 @@ func (c recordFile) damaged(imagesDir, why string) error {
 }
 
 // next is the one way out of an unreadable record: move it out of the
-// image cache into the directory above it (where nothing reads it), after
-// which the cache starts a new record.
+// image cache into the directory above it (where nothing reads it), under
+// a name stamped with the time (mv -n: never over another file), after
+// which the cache starts a new record. The command pastes as is; what
+// moving it means follows as a shell comment.
 func (c recordFile) next(imagesDir string) string {
 	from := filepath.Join(imagesDir, c.name)
-	to := filepath.Join(filepath.Dir(imagesDir), c.name+".unread")
-	return fmt.Sprintf("mv %s %s (%s)", quote.ShellIfNeeded(from), quote.ShellIfNeeded(to), c.moved)
+	to := filepath.Join(filepath.Dir(imagesDir), c.name+".unread-"+time.Now().UTC().Format("20060102T150405Z"))
+	return fmt.Sprintf("mv -n %s %s   # %s", quote.ShellIfNeeded(from), quote.ShellIfNeeded(to), c.moved)
 }
 
 // write replaces the record of imagesDir with v (the caller holds the

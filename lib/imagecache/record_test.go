@@ -52,7 +52,7 @@ func TestCacheRecordsRefuseWhatTheyCannotRead(t *testing.T) {
 				}
 				e := exitcode.As(err)
 				if e == nil || e.Class != exitcode.Integrity || e.Reason != c.reason || !strings.Contains(e.Message, p) ||
-					!strings.HasPrefix(e.Next, "mv "+p+" "+filepath.Join(filepath.Dir(dir), name+".unread")+" (") {
+					!strings.HasPrefix(e.Next, "mv -n "+p+" "+filepath.Join(filepath.Dir(dir), name+".unread-")) {
 					t.Fatalf("%s: got %#v, want integrity %s naming %s with an mv hint", c.body, e, c.reason, p)
 				}
 			})

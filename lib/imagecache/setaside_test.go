@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -255,10 +256,13 @@ func TestSetAsideRecordOfAnotherBuildIsRefused(t *testing.T) {
 				t.Fatalf("prune with a %s record: %#v", schema, e)
 			}
 			hint := strings.Fields(e.Next)
-			if len(hint) < 3 || hint[0] != "mv" || hint[1] != rec {
-				t.Fatalf("next: %q, want mv %s ...", e.Next, rec)
+			if len(hint) < 5 || hint[0] != "mv" || hint[1] != "-n" || hint[2] != rec || hint[4] != "#" {
+				t.Fatalf("next: %q, want mv -n %s TARGET   # why", e.Next, rec)
 			}
-			if err := os.Rename(hint[1], hint[2]); err != nil {
+			if _, err := os.Lstat(hint[3]); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("next: %q moves onto an existing path: %v", e.Next, err)
+			}
+			if err := os.Rename(hint[2], hint[3]); err != nil {
 				t.Fatal(err)
 			}
 			res, err := Prune(context.Background(), root, false)
