@@ -84,7 +84,8 @@ var stateDir = cidata.StateDir
 // probeCommand prints "error <json>", "ready <json>" or, when neither
 // marker appears within wait (whole seconds, at least 0; measured on the
 // guest's /proc/uptime with the shell's builtin read, so the loop forks
-// only sleep), "pending".
+// only sleep, which falls back to whole seconds where fractions are
+// refused), "pending".
 func probeCommand(wait time.Duration) string {
 	e, r := quote.Shell(stateDir+"/error.json"), quote.Shell(stateDir+"/ready.json")
 	poll := strconv.FormatFloat(PollInterval.Seconds(), 'f', -1, 64)
@@ -94,7 +95,7 @@ func probeCommand(wait time.Duration) string {
 		"if [ -r " + e + " ]; then printf 'error '; cat " + e + "; exit; fi; " +
 		"if [ -r " + r + " ]; then printf 'ready '; cat " + r + "; exit; fi; " +
 		"read up _ </proc/uptime; [ \"${up%.*}\" -lt \"$end\" ] || break; " +
-		"sleep " + poll + "; done; echo pending"
+		"sleep " + poll + " 2>/dev/null || sleep 1; done; echo pending"
 }
 
 // WaitReady probes the guest over SSH until its ready marker proves the
@@ -138,7 +139,9 @@ func WaitReady(ctx context.Context, t Target, timeout time.Duration) (Ready, err
 		}
 		switch {
 		case err != nil:
-			last = "probe timed out"
+			if last == "no answer yet" { // keep what an earlier probe learnt
+				last = "probe timed out"
+			}
 		case code == 0:
 			r, done, why, ferr := parseProbe(t, out.Bytes())
 			if ferr != nil {
