@@ -11,6 +11,8 @@ import (
 
 	"barn.dev/lib/catalog"
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/imageref"
+	"barn.dev/lib/state"
 )
 
 // oneImageRepository is a repository directory holding d12@1 amd64 (a
@@ -108,11 +110,7 @@ func TestProgressOutputs(t *testing.T) {
 // Concurrent Ensure calls for one image (parallel node preparation) pull it
 // once and all succeed.
 func TestConcurrentEnsurePullsOnce(t *testing.T) {
-	img := realQcow2(t, "64M", 12)
-	id := identity(img, "images/d12-1-amd64.qcow2")
-	repo := &fakeRepo{files: map[string][]byte{id.File: img}}
-	src := serve(t, repo)
-	root := testRoot(t)
+	id, repo, src, root := servedImage(t, 12)
 	errs := make(chan error, 4)
 	for i := 0; i < 4; i++ {
 		go func() {
@@ -154,11 +152,7 @@ func TestEnsureNeverCachesIntoTheStore(t *testing.T) {
 // Ensure before it downloads: a pull whose record then refused would leave
 // an image Barn never recorded as its own.
 func TestEnsureReadsThePublicationRecordBeforePulling(t *testing.T) {
-	img := realQcow2(t, "64M", 13)
-	id := identity(img, "images/d12-1-amd64.qcow2")
-	repo := &fakeRepo{files: map[string][]byte{id.File: img}}
-	src := serve(t, repo)
-	root := testRoot(t)
+	id, repo, src, root := servedImage(t, 13)
 	if err := os.MkdirAll(root.ImagesDir(), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -173,4 +167,13 @@ func TestEnsureReadsThePublicationRecordBeforePulling(t *testing.T) {
 	if ranges, _ := repo.stats(); len(ranges) != 0 {
 		t.Fatalf("%d downloads before the refusal, want 0", len(ranges))
 	}
+}
+
+// servedImage serves one real qcow2 image (seed picks its bytes) from a
+// fake repository and gives a fresh state root to cache it in.
+func servedImage(t *testing.T, seed byte) (imageref.Identity, *fakeRepo, catalog.Source, *state.Root) {
+	img := realQcow2(t, "64M", seed)
+	id := identity(img, "images/d12-1-amd64.qcow2")
+	repo := &fakeRepo{files: map[string][]byte{id.File: img}}
+	return id, repo, serve(t, repo), testRoot(t)
 }
