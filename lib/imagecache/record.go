@@ -31,7 +31,8 @@ type recordFile struct {
 // record of the same schema family in another version was written by
 // another development build of Barn: integrity (7), reason
 // "dev_build_format". Any other record that does not decode as this
-// schema is integrity (7), reason c.reason, never read as empty. Both
+// schema, and a record that is not a regular file or is larger than
+// c.limit, is integrity (7), reason c.reason, never read as empty. Both
 // name the file and the way out (next).
 func (c recordFile) read(imagesDir string, v any) error {
 	p := filepath.Join(imagesDir, c.name)
@@ -39,11 +40,15 @@ func (c recordFile) read(imagesDir string, v any) error {
 	switch got := wire.SchemaOf(data); {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
+	case errors.Is(err, safefile.ErrNotRegular), errors.Is(err, safefile.ErrTooLarge):
+		return c.damaged(imagesDir, err.Error())
 	case err != nil:
 		return exitcode.Wrap(exitcode.Runtime, err, "reading %s", p)
 	case got != c.schema && family(got) == family(c.schema):
 		return exitcode.New(exitcode.Integrity, "%s has schema %s, written by another development build of Barn; this Barn reads only %s, so it cannot tell %s",
 			p, got, c.schema, c.loses).WithReason("dev_build_format").WithNext(c.next(imagesDir))
+	case got == "":
+		return c.damaged(imagesDir, noSchema(data))
 	case got != c.schema:
 		return c.damaged(imagesDir, fmt.Sprintf("field schema is %q, not %q", got, c.schema))
 	}
@@ -51,6 +56,16 @@ func (c recordFile) read(imagesDir string, v any) error {
 		return c.damaged(imagesDir, err.Error())
 	}
 	return nil
+}
+
+// noSchema says why data has no schema string: the JSON decoder's
+// error (with its line and column) when data is not a JSON object.
+func noSchema(data []byte) string {
+	var probe map[string]any
+	if err := wire.DecodeStrict(data, &probe); err != nil {
+		return err.Error()
+	}
+	return "it has no schema string"
 }
 
 // damaged is the integrity error of a record of imagesDir that Barn

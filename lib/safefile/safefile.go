@@ -102,6 +102,10 @@ func SyncDir(dir string) error {
 // is a symlink, a directory, a FIFO, a device or a socket.
 var ErrNotRegular = errors.New("not a regular file")
 
+// ErrTooLarge is returned (wrapped) by ReadFile for a file larger than the
+// caller's limit.
+var ErrTooLarge = errors.New("larger than the limit")
+
 // Open opens path read-only without following a symlink in its last
 // component (O_NOFOLLOW) and without blocking on a FIFO (O_NONBLOCK), and
 // returns the file with the FileInfo of the open descriptor: every check a
@@ -130,7 +134,7 @@ func Open(path string) (*os.File, fs.FileInfo, error) {
 
 // ReadFile reads at most max bytes of path through Open, after check
 // (when non-nil) accepted the opened descriptor's FileInfo. A file larger
-// than max is an error.
+// than max wraps ErrTooLarge.
 func ReadFile(path string, max int64, check func(fs.FileInfo) error) ([]byte, fs.FileInfo, error) {
 	f, fi, err := Open(path)
 	if err != nil {
@@ -147,7 +151,7 @@ func ReadFile(path string, max int64, check func(fs.FileInfo) error) ([]byte, fs
 		return nil, fi, err
 	}
 	if int64(len(data)) > max {
-		return nil, fi, fmt.Errorf("%s: larger than %d bytes", path, max)
+		return nil, fi, fmt.Errorf("%s: larger than %d bytes: %w", path, max, ErrTooLarge)
 	}
 	return data, fi, nil
 }
