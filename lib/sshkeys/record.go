@@ -3,13 +3,16 @@ package sshkeys
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/fileid"
+	"barn.dev/lib/quote"
 	"barn.dev/lib/safefile"
 	"barn.dev/lib/wire"
 )
@@ -38,6 +41,16 @@ type Record struct {
 	Files  map[string]fileid.ID `json:"files"`
 }
 
+// setAsideHint is the way out of a keys directory Barn cannot read: move
+// it beside itself under a time-stamped name (mv -n: never over another
+// file). Barn then makes new deployment keys, which the guests made with
+// the old ones do not trust: the comment says to recreate them.
+func setAsideHint(dir string) string {
+	to := dir + ".unread-" + time.Now().UTC().Format("20060102T150405Z")
+	return fmt.Sprintf("mv -n %s %s   # Barn then makes new deployment keys; guests made with the old ones trust only those: barn-node recreate them",
+		quote.ShellIfNeeded(dir), quote.ShellIfNeeded(to))
+}
+
 // readRecord reads keys.json: an empty record when it does not exist, an
 // integrity error naming it when it is damaged or written by an earlier
 // development build.
@@ -58,7 +71,7 @@ func readRecord(dir string) (*Record, error) {
 		err = wire.DecodeStrict(data, rec)
 	} else {
 		return nil, exitcode.New(exitcode.Integrity, "keys record %s was written by an earlier development build of Barn (schema %s: device and inode only); this Barn does not read it", p, probe.Schema).
-			WithReason("dev_build_format").WithNext("move " + dir + " out of the state root (Barn then makes new deployment keys), then plan and apply again")
+			WithReason("dev_build_format").WithNext(setAsideHint(dir))
 	}
 	if err == nil && rec.Schema != RecordSchema {
 		err = errors.New("schema " + rec.Schema + ", want " + RecordSchema)

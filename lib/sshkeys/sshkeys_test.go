@@ -303,6 +303,11 @@ func TestEarlierDevBuildRecordIsRefused(t *testing.T) {
 	if e := exitcode.As(err); e == nil || e.Class != exitcode.Integrity || e.Reason != "dev_build_format" || !strings.Contains(e.Message, rec) || e.Next == "" {
 		t.Fatalf("Purge with a v1 record: %v", err)
 	}
+	// the way out moves the directory aside (never over a file) and says
+	// that guests made with the old keys must be recreated
+	if e := exitcode.As(err); !strings.HasPrefix(e.Next, "mv -n "+dir+" "+dir+".unread-") || !strings.Contains(e.Next, "barn-node recreate") {
+		t.Fatalf("next: %q", e.Next)
+	}
 	if _, err := os.Stat(kp.PrivatePath); err != nil {
 		t.Fatalf("private key deleted: %v", err)
 	}
