@@ -290,8 +290,11 @@ func cmdNoQEMU(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // killLab SIGKILLs every QEMU whose command line mentions the lab's state
-// root or runtime directory (cleanup after a failed script).
+// root or runtime directory (cleanup after a failed script), and waits up
+// to 10 s for them to be gone, so their taps and files are released
+// before the namespace and directories are removed.
 func killLab(marks ...string) {
+	var killed []int
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
 		cmdline, err := os.ReadFile(p)
@@ -300,13 +303,18 @@ func killLab(marks ...string) {
 		}
 		for _, m := range marks {
 			if m != "" && bytes.Contains(cmdline, []byte(m)) {
-				if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
-					_ = syscall.Kill(pid, syscall.SIGKILL)
+				if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil && syscall.Kill(pid, syscall.SIGKILL) == nil {
+					killed = append(killed, pid)
 				}
+				break
 			}
 		}
 	}
-	time.Sleep(500 * time.Millisecond)
+	for deadline := time.Now().Add(10 * time.Second); len(killed) > 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if syscall.Kill(killed[0], 0) != nil {
+			killed = killed[1:]
+		}
+	}
 }
 
 // namespaceEtc prepares /etc/netns/NS/qemu, which `ip netns exec NS`
