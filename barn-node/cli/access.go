@@ -161,14 +161,3 @@ func editDistance(a, b string) int {
 	}
 	return prev[len(b)]
 }
-
-// dashDash reports whether the raw command line separates a command with
-// "--".
-func dashDash(env *tool.Env) bool {
-	for _, a := range env.Args {
-		if a == "--" {
-			return true
-		}
-	}
-	return false
-}

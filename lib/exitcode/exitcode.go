@@ -76,7 +76,7 @@ func ClassOfCode(code int) (Class, bool) {
 
 // Error is a failure with an exit class. Message is the one-line text shown
 // after "<tool>: error:"; Reason is a stable snake_case machine reason such as
-// "stale_plan", one of the reason table's (Reasons; a test fails on any
+// "stale_plan", one of the reason table's (LookupReason; a test fails on any
 // other); Next is one command that settles the failure, when one clear
 // action exists; Detail is any JSON-encodable value giving structure (for
 // example the list of all inventory errors).

@@ -10,7 +10,6 @@ import (
 
 	"barn.dev/lib/catalog"
 	"barn.dev/lib/exitcode"
-	"barn.dev/lib/imageref"
 	"barn.dev/lib/lazyre"
 	"barn.dev/lib/safefile"
 	"barn.dev/lib/state"
@@ -142,17 +141,4 @@ func copyFile(from, to string) error {
 		return exitcode.Wrap(exitcode.Runtime, err, "copying %s", from)
 	}
 	return out.Sync()
-}
-
-// ResolveLocal resolves a "local-NAME" selector against the import registry.
-func ResolveLocal(imagesDir, selector string) (imageref.Identity, error) {
-	reg, err := catalog.ReadLocal(imagesDir)
-	if err != nil {
-		return imageref.Identity{}, err
-	}
-	li, ok := reg.Lookup(selector)
-	if !ok {
-		return imageref.Identity{}, exitcode.New(exitcode.Usage, "no imported image is named %s", selector).WithReason("unknown_image").WithNext("barn-repo list")
-	}
-	return li.Identity(selector), nil
 }
