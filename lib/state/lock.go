@@ -321,7 +321,7 @@ func (r *Root) acquire(ctx context.Context, name, command string, wait bool, wai
 		return nil, exitcode.Wrap(exitcode.Runtime, err, "locking %s", path)
 	}
 	if !ok {
-		holder, _ := r.readHolder(path, false)
+		holder, _ := r.readHolder(path)
 		busy := func() error {
 			msg := what + " is busy"
 			if holder != nil {
@@ -356,7 +356,7 @@ func (r *Root) acquire(ctx context.Context, name, command string, wait bool, wai
 			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 				return nil, exitcode.Wrap(exitcode.Runtime, err, "locking %s", path)
 			}
-			if h, _ := r.readHolder(path, false); h != nil {
+			if h, _ := r.readHolder(path); h != nil {
 				holder = h
 			}
 			return nil, busy()
@@ -405,20 +405,13 @@ func (r *Root) Holder(lockName string) (*LockHolder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.readHolder(path, true)
+	return r.readHolder(path)
 }
 
-func (r *Root) readHolder(path string, strict bool) (*LockHolder, error) {
-	fi, err := os.Lstat(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, integrity(path, "unreadable: %v", unwrapPath(err))
-	}
-	if err := r.checkFileInfo(path, fi); err != nil {
-		return nil, err
-	}
+// readHolder reads the holder record of the lock file at path: nil when
+// there is none or its process is gone; the integrity errors of
+// readFileStrict and of a malformed record.
+func (r *Root) readHolder(path string) (*LockHolder, error) {
 	data, err := r.readFileStrict(path, MaxHolderBytes)
 	if err != nil || len(data) == 0 {
 		return nil, err
