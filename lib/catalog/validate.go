@@ -151,53 +151,59 @@ func validateShape(ps *problems, schema, wantSchema int, revision uint64, d Defa
 	}
 	owner := map[string]string{}
 	for _, name := range sortedKeys(families) {
-		f := families[name]
-		field := "images." + name
-		if !ValidName(name) {
-			ps.add(field, name, "image name must match %s and not be %s", nameRE, reservedNames)
+		validateFamily(ps, name, families[name], d.Channel, owner)
+	}
+}
+
+// validateFamily checks family name: its name and aliases (unique across
+// families: owner maps each name taken to its family), boot, channels
+// (defaultChannel among them) and version keys.
+func validateFamily(ps *problems, name string, f familyView, defaultChannel string, owner map[string]string) {
+	field := "images." + name
+	if !ValidName(name) {
+		ps.add(field, name, "image name must match %s and not be %s", nameRE, reservedNames)
+	}
+	if prev, ok := owner[name]; ok {
+		ps.add(field, name, "name is already an alias of %s", prev)
+	}
+	owner[name] = name
+	for i, a := range f.aliases {
+		af := fmt.Sprintf("%s.aliases[%d]", field, i)
+		if !ValidName(a) {
+			ps.add(af, a, "alias must match %s and not be %s", nameRE, reservedNames)
 		}
-		if prev, ok := owner[name]; ok {
-			ps.add(field, name, "name is already an alias of %s", prev)
+		if prev, ok := owner[a]; ok {
+			ps.add(af, a, "duplicate: already used by %s", prev)
+			continue
 		}
-		owner[name] = name
-		for i, a := range f.aliases {
-			af := fmt.Sprintf("%s.aliases[%d]", field, i)
-			if !ValidName(a) {
-				ps.add(af, a, "alias must match %s and not be %s", nameRE, reservedNames)
-			}
-			if prev, ok := owner[a]; ok {
-				ps.add(af, a, "duplicate: already used by %s", prev)
-				continue
-			}
-			owner[a] = name
+		owner[a] = name
+	}
+	if f.boot != "" && !slices.Contains(Boots, f.boot) {
+		ps.add(field+".boot", f.boot, "must be bios or uefi")
+	}
+	if len(f.versions) == 0 {
+		ps.add(field+".versions", "", "must name at least one version")
+	}
+	if _, ok := f.channels[defaultChannel]; !ok {
+		ps.add(field+".channels", "", "must define the default channel %q", defaultChannel)
+	}
+	for _, ch := range sortedKeys(f.channels) {
+		v := f.channels[ch]
+		if !channelRE.MatchString(ch) {
+			ps.add(field+".channels."+ch, ch, "channel name must match %s", channelRE)
 		}
-		if f.boot != "" && !slices.Contains(Boots, f.boot) {
-			ps.add(field+".boot", f.boot, "must be bios or uefi")
+		if !slices.Contains(f.versions, v) {
+			ps.add(field+".channels."+ch, v, "targets a version that does not exist")
 		}
-		if len(f.versions) == 0 {
-			ps.add(field+".versions", "", "must name at least one version")
+	}
+	for i, v := range f.versions {
+		vf := field + ".versions." + v
+		if !ValidRelease(v) {
+			ps.add(vf, v, "version must match %s", releaseRE)
 		}
-		if _, ok := f.channels[d.Channel]; !ok {
-			ps.add(field+".channels", "", "must define the default channel %q", d.Channel)
-		}
-		for _, ch := range sortedKeys(f.channels) {
-			v := f.channels[ch]
-			if !channelRE.MatchString(ch) {
-				ps.add(field+".channels."+ch, ch, "channel name must match %s", channelRE)
-			}
-			if !slices.Contains(f.versions, v) {
-				ps.add(field+".channels."+ch, v, "targets a version that does not exist")
-			}
-		}
-		for i, v := range f.versions {
-			vf := field + ".versions." + v
-			if !ValidRelease(v) {
-				ps.add(vf, v, "version must match %s", releaseRE)
-			}
-			for _, w := range f.versions[:i] {
-				if CompareVersions(v, w) == 0 {
-					ps.add(vf, v, "ranks the same as version %q; numeric versions are ambiguous", w)
-				}
+		for _, w := range f.versions[:i] {
+			if CompareVersions(v, w) == 0 {
+				ps.add(vf, v, "ranks the same as version %q; numeric versions are ambiguous", w)
 			}
 		}
 	}
