@@ -110,8 +110,33 @@ func (r *Root) ValidateNode(node string, n *Node) []string {
 	r.checkNodePath(&p, node, "seed", n.Seed, SeedName)
 	r.checkNodePath(&p, node, "nvram", n.NVRAM, NVRAMName)
 	r.checkNodePath(&p, node, "serial_log", n.SerialLog, SerialLogName)
+	r.validateDataDisks(&p, node, n.DataDisks)
+	r.validateFiles(&p, n)
+	if n.SSHPort < 0 || n.SSHPort > 65535 {
+		p.addf("ssh_port %d is out of range", n.SSHPort)
+	}
+	switch n.Accel {
+	case "", "kvm", "tcg":
+	default:
+		p.addf("accel %q is not kvm or tcg", n.Accel)
+	}
+	checkRuntime(&p, n.Runtime)
+	checkProcess(&p, n)
+	if n.CreatedAt.IsZero() {
+		p.addf("created_at is missing")
+	}
+	if n.UpdatedAt.Before(n.CreatedAt) {
+		p.addf("updated_at is before created_at")
+	}
+	return p
+}
+
+// validateDataDisks adds the problems of node's data disk records: names
+// (DNS labels, each once), paths inside the node directory, sizes and
+// filesystems.
+func (r *Root) validateDataDisks(p *problems, node string, disks []vmrecord.DataDisk) {
 	seen := map[string]bool{}
-	for i, d := range n.DataDisks {
+	for i, d := range disks {
 		if !ValidDiskName(d.Name) {
 			p.addf("data_disks[%d].name %q is not a DNS label other than root", i, d.Name)
 			continue
@@ -137,16 +162,11 @@ func (r *Root) ValidateNode(node string, n *Node) []string {
 			p.addf("data_disks[%d].actual_filesystem %q is not xfs or ext4", i, d.ActualFilesystem)
 		}
 	}
-	r.validateFiles(&p, n)
-	if n.SSHPort < 0 || n.SSHPort > 65535 {
-		p.addf("ssh_port %d is out of range", n.SSHPort)
-	}
-	switch n.Accel {
-	case "", "kvm", "tcg":
-	default:
-		p.addf("accel %q is not kvm or tcg", n.Accel)
-	}
-	checkRuntime(&p, n.Runtime)
+}
+
+// checkProcess adds the problems of the recorded process identity: only
+// starting, running and stopping nodes have one, and a running node must.
+func checkProcess(p *problems, n *Node) {
 	if n.Process != nil {
 		switch n.Phase {
 		case Starting, Running, Stopping:
@@ -159,13 +179,6 @@ func (r *Root) ValidateNode(node string, n *Node) []string {
 	} else if n.Phase == Running {
 		p.addf("phase is running but no process identity is recorded")
 	}
-	if n.CreatedAt.IsZero() {
-		p.addf("created_at is missing")
-	}
-	if n.UpdatedAt.Before(n.CreatedAt) {
-		p.addf("updated_at is before created_at")
-	}
-	return p
 }
 
 // validateFiles adds the problems of a node's file identities: each names
