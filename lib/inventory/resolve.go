@@ -525,48 +525,9 @@ func (a *analysis) disks(hr *hostResult) []spec.Disk {
 	}
 	out := []spec.Disk{}
 	for _, it := range items {
-		f, ok := v.fields(it, "", []string{"path", "size", "fs", "persistent"})
+		d, pn, ok := dataDisk(v, it)
 		if !ok {
 			continue
-		}
-		d := spec.Disk{SizeBytes: DefaultDataGiB << 30, FS: "auto"}
-		pn := f["path"]
-		if pn == nil {
-			v.fail(it, "", "a data disk needs a path", "write {path: /data}")
-			continue
-		}
-		p, ok := v.str(pn, "vm_disks.path")
-		if !ok {
-			continue
-		}
-		d.Mount, d.Name = p, diskName(p)
-		if viol := cmp.Or(spec.CheckGuestPath(p), spec.CheckDiskName(d.Name)); viol != nil {
-			v.fail(pn, "vm_disks.path", viol.Problem, viol.Hint)
-			continue
-		}
-		if sn := f["size"]; sn != nil {
-			if b, ok := v.size(sn, "vm_disks.size", 1<<30, "GiB"); ok {
-				if viol := spec.CheckDiskSize(b); viol != nil {
-					v.fail(sn, "vm_disks.size", viol.Problem, viol.Hint)
-				}
-				d.SizeBytes = b
-			}
-		}
-		if fn := f["fs"]; fn != nil {
-			if fs, ok := v.str(fn, "vm_disks.fs"); ok {
-				if viol := spec.CheckFS(fs); viol != nil {
-					v.fail(fn, "vm_disks.fs", viol.Problem, viol.Hint)
-				} else {
-					d.FS = fs
-				}
-			}
-		}
-		if viol := spec.CheckDataDiskFits(d.SizeBytes, d.FS); viol != nil && spec.CheckDiskSize(d.SizeBytes) == nil {
-			at := cmp.Or(f["size"], f["fs"], it)
-			v.fail(at, "vm_disks.size", viol.Problem, viol.Hint)
-		}
-		if pn := f["persistent"]; pn != nil {
-			d.Persistent, _ = v.boolean(pn, "vm_disks.persistent")
 		}
 		bad := false
 		for _, o := range out {
@@ -582,6 +543,55 @@ func (a *analysis) disks(hr *hostResult) []spec.Disk {
 		out = append(out, d)
 	}
 	return out
+}
+
+// dataDisk reads one vm_disks item it: the disk, its path node (where an
+// overlap is reported) and false when the item is unusable.
+func dataDisk(v *val, it *yaml.Node) (spec.Disk, *yaml.Node, bool) {
+	d := spec.Disk{SizeBytes: DefaultDataGiB << 30, FS: "auto"}
+	f, ok := v.fields(it, "", []string{"path", "size", "fs", "persistent"})
+	if !ok {
+		return d, nil, false
+	}
+	pn := f["path"]
+	if pn == nil {
+		v.fail(it, "", "a data disk needs a path", "write {path: /data}")
+		return d, nil, false
+	}
+	p, ok := v.str(pn, "vm_disks.path")
+	if !ok {
+		return d, nil, false
+	}
+	d.Mount, d.Name = p, diskName(p)
+	if viol := cmp.Or(spec.CheckGuestPath(p), spec.CheckDiskName(d.Name)); viol != nil {
+		v.fail(pn, "vm_disks.path", viol.Problem, viol.Hint)
+		return d, nil, false
+	}
+	if sn := f["size"]; sn != nil {
+		if b, ok := v.size(sn, "vm_disks.size", 1<<30, "GiB"); ok {
+			if viol := spec.CheckDiskSize(b); viol != nil {
+				v.fail(sn, "vm_disks.size", viol.Problem, viol.Hint)
+			}
+			d.SizeBytes = b
+		}
+	}
+	if fn := f["fs"]; fn != nil {
+		if fs, ok := v.str(fn, "vm_disks.fs"); ok {
+			if viol := spec.CheckFS(fs); viol != nil {
+				v.fail(fn, "vm_disks.fs", viol.Problem, viol.Hint)
+			} else {
+				d.FS = fs
+			}
+		}
+	}
+	if viol := spec.CheckDataDiskFits(d.SizeBytes, d.FS); viol != nil && spec.CheckDiskSize(d.SizeBytes) == nil {
+		at := cmp.Or(f["size"], f["fs"], it)
+		v.fail(at, "vm_disks.size", viol.Problem, viol.Hint)
+	}
+	if bn := f["persistent"]; bn != nil {
+		d.Persistent, _ = v.boolean(bn, "vm_disks.persistent")
+	}
+	return d, pn, true
 }
 
 func (a *analysis) aliases(hr *hostResult) []string {
@@ -625,33 +635,11 @@ func (a *analysis) shares(hr *hostResult) []spec.Share {
 		return out
 	}
 	for _, it := range items {
-		f, ok := v.fields(it, "", []string{"host", "guest", "readonly"})
+		sh, hn, gn, ok := share(v, it)
 		if !ok {
 			continue
 		}
-		sh := spec.Share{Readonly: true}
-		hn, gn := f["host"], f["guest"]
-		if hn == nil || gn == nil {
-			v.fail(it, "", "a share needs host and guest paths", "write {host: /srv/src, guest: /src}")
-			continue
-		}
-		hp, ok1 := v.str(hn, "vm_shares.host")
-		gp, ok2 := v.str(gn, "vm_shares.guest")
-		if !ok1 || !ok2 {
-			continue
-		}
-		if viol := spec.CheckHostPath(hp); viol != nil {
-			v.fail(hn, "vm_shares.host", viol.Problem, viol.Hint)
-			continue
-		}
-		if viol := spec.CheckGuestPath(gp); viol != nil {
-			v.fail(gn, "vm_shares.guest", viol.Problem, viol.Hint)
-			continue
-		}
-		if rn := f["readonly"]; rn != nil {
-			sh.Readonly, _ = v.boolean(rn, "vm_shares.readonly")
-		}
-		sh.Host, sh.Guest = hp, gp
+		hp, gp := sh.Host, sh.Guest
 		bad := false
 		for _, d := range hr.node.Disks {
 			if overlaps(d.Mount, gp) {
@@ -675,6 +663,40 @@ func (a *analysis) shares(hr *hostResult) []spec.Share {
 		out = append(out, sh)
 	}
 	return out
+}
+
+// share reads one vm_shares item it: the share (read-only unless it says
+// otherwise), its host and guest path nodes (where overlaps are reported)
+// and false when the item is unusable.
+func share(v *val, it *yaml.Node) (spec.Share, *yaml.Node, *yaml.Node, bool) {
+	sh := spec.Share{Readonly: true}
+	f, ok := v.fields(it, "", []string{"host", "guest", "readonly"})
+	if !ok {
+		return sh, nil, nil, false
+	}
+	hn, gn := f["host"], f["guest"]
+	if hn == nil || gn == nil {
+		v.fail(it, "", "a share needs host and guest paths", "write {host: /srv/src, guest: /src}")
+		return sh, nil, nil, false
+	}
+	hp, ok1 := v.str(hn, "vm_shares.host")
+	gp, ok2 := v.str(gn, "vm_shares.guest")
+	if !ok1 || !ok2 {
+		return sh, nil, nil, false
+	}
+	if viol := spec.CheckHostPath(hp); viol != nil {
+		v.fail(hn, "vm_shares.host", viol.Problem, viol.Hint)
+		return sh, nil, nil, false
+	}
+	if viol := spec.CheckGuestPath(gp); viol != nil {
+		v.fail(gn, "vm_shares.guest", viol.Problem, viol.Hint)
+		return sh, nil, nil, false
+	}
+	if rn := f["readonly"]; rn != nil {
+		sh.Readonly, _ = v.boolean(rn, "vm_shares.readonly")
+	}
+	sh.Host, sh.Guest = hp, gp
+	return sh, hn, gn, true
 }
 
 // deployment runs the whole-inventory checks and builds the spec.
