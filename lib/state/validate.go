@@ -259,15 +259,7 @@ func (r *Root) ArtifactPath(node string, kind ArtifactKind, disk string) string 
 // invocation present exactly when prepared, and the state_path rule.
 func (r *Root) ValidateJournal(node string, j *Journal) []string {
 	var p problems
-	if j.Schema != JournalSchema {
-		p.addf("schema is %q, want %s", j.Schema, JournalSchema)
-	}
-	if !validUUID(j.OperationID) {
-		p.addf("operation_id %q is not a UUID", j.OperationID)
-	}
-	if j.Node != node {
-		p.addf("node is %q but the file is in the directory of node %q", j.Node, node)
-	}
+	p.operation(j.Schema, JournalSchema, j.OperationID, j.Node, node)
 	if !validUUID(j.VMUUID) {
 		p.addf("vm_uuid %q is not a UUID", j.VMUUID)
 	}
@@ -351,19 +343,26 @@ func (r *Root) validateArtifact(p *problems, node, field string, a Artifact, see
 	seen[a.Path] = true
 }
 
+// operation adds the problems of an operation record's header: its
+// schema (want), its operation UUID and its node (the directory it is in
+// is dirNode's).
+func (p *problems) operation(schema, want, opID, recNode, dirNode string) {
+	if schema != want {
+		p.addf("schema is %q, want %s", schema, want)
+	}
+	if !validUUID(opID) {
+		p.addf("operation_id %q is not a UUID", opID)
+	}
+	if recNode != dirNode {
+		p.addf("node is %q but the file is in the directory of node %q", recNode, dirNode)
+	}
+}
+
 // ValidateTransaction returns every problem of a decoded transaction record
 // read from nodes/<node>/transaction.json.
 func ValidateTransaction(node string, t *Transaction) []string {
 	var p problems
-	if t.Schema != TransactionSchema {
-		p.addf("schema is %q, want %s", t.Schema, TransactionSchema)
-	}
-	if !validUUID(t.OperationID) {
-		p.addf("operation_id %q is not a UUID", t.OperationID)
-	}
-	if t.Node != node {
-		p.addf("node is %q but the file is in the directory of node %q", t.Node, node)
-	}
+	p.operation(t.Schema, TransactionSchema, t.OperationID, t.Node, node)
 	if !t.From.Valid() {
 		p.addf("from %q is not a node phase", t.From)
 	}
