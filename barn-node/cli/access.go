@@ -5,6 +5,7 @@ import (
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/guest"
+	"barn.dev/lib/human"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/sshkeys"
 	"barn.dev/lib/state"
@@ -92,7 +93,7 @@ func (a *access) nearMiss(s string) string {
 		if len(n) <= 4 {
 			limit = 1
 		}
-		if d := editDistance(s, n); d > 0 && d <= limit {
+		if d := human.EditDistance(s, n); d > 0 && d <= limit {
 			return n
 		}
 	}
@@ -140,35 +141,4 @@ func (a *access) target(env *tool.Env, name string) (guest.Target, error) {
 		Node: name, Port: st.SSHPort, User: a.dep.Spec.Deployment.User.Name, Keys: a.keys,
 		VMUUID: st.VMUUID, Generation: st.Generation, SpecHash: st.ReadyHash(), SSH: env.Getenv("BARN_SSH"),
 	}, nil
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
-}
-
-// dashDash reports whether the raw command line separates a command with
-// "--".
-func dashDash(env *tool.Env) bool {
-	for _, a := range env.Args {
-		if a == "--" {
-			return true
-		}
-	}
-	return false
 }

@@ -66,9 +66,33 @@ func (c *provisionCmd) Run(env *tool.Env) error {
 		return err
 	}
 	sum := sha256.Sum256(script)
-	a, err := loadAccess(env)
+	targets, err := c.targets(env)
 	if err != nil {
 		return err
+	}
+	results := c.runAll(env, targets, script)
+	doc := ProvisionDoc{Schema: "barn.provision/v1", ScriptSHA256: hex.EncodeToString(sum[:]), Sudo: c.Sudo, Results: results}
+	failedCode := -1 // the remote status of the (last) failed node; -1 when it has none
+	for _, r := range results {
+		if r.ExitCode == 0 && r.Error == "" {
+			doc.Successful++
+		} else {
+			doc.Failed++
+			failedCode = r.ExitCode
+		}
+	}
+	if err := env.Emit(doc); err != nil {
+		return err
+	}
+	return provisionVerdict(env, doc, failedCode)
+}
+
+// targets are the SSH targets of the named nodes (default: every committed
+// node), each once, in the order named; any node not running refuses.
+func (c *provisionCmd) targets(env *tool.Env) ([]guest.Target, error) {
+	a, err := loadAccess(env)
+	if err != nil {
+		return nil, err
 	}
 	nodes := c.Nodes
 	if len(nodes) == 0 {
@@ -78,7 +102,7 @@ func (c *provisionCmd) Run(env *tool.Env) error {
 	seen := map[string]bool{}
 	for _, n := range nodes {
 		if _, err := a.resolve(n); err != nil {
-			return err
+			return nil, err
 		}
 		if seen[n] {
 			continue // a node named twice runs the script once
@@ -86,10 +110,16 @@ func (c *provisionCmd) Run(env *tool.Env) error {
 		seen[n] = true
 		t, err := a.target(env, n)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		targets = append(targets, t)
 	}
+	return targets, nil
+}
+
+// runAll runs script on every target, --parallel at a time, all within
+// --timeout, and returns each node's result in target order.
+func (c *provisionCmd) runAll(env *tool.Env, targets []guest.Target, script []byte) []ProvisionResult {
 	ctx, cancel := context.WithTimeout(env.Ctx, c.Timeout)
 	defer cancel()
 	remote := []string{"bash", "-s"}
@@ -123,19 +153,13 @@ func (c *provisionCmd) Run(env *tool.Env) error {
 		}()
 	}
 	wg.Wait()
-	doc := ProvisionDoc{Schema: "barn.provision/v1", ScriptSHA256: hex.EncodeToString(sum[:]), Sudo: c.Sudo, Results: results}
-	failedCode := -1 // the remote status of the (last) failed node; -1 when it has none
-	for _, r := range results {
-		if r.ExitCode == 0 && r.Error == "" {
-			doc.Successful++
-		} else {
-			doc.Failed++
-			failedCode = r.ExitCode
-		}
-	}
-	if err := env.Emit(doc); err != nil {
-		return err
-	}
+	return results
+}
+
+// provisionVerdict is the exit of an emitted provision document: one
+// node's own script status as ssh passes it through, else the batch rule.
+func provisionVerdict(env *tool.Env, doc ProvisionDoc, failedCode int) error {
+	results := doc.Results
 	switch {
 	case env.Ctx.Err() != nil:
 		return tool.Reported(exitcode.New(exitcode.Cancelled, "provision interrupted"))

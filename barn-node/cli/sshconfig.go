@@ -73,17 +73,8 @@ func (d SSHConfigDoc) RenderText(w io.Writer) error {
 }
 
 func (c *sshConfigCmd) Run(env *tool.Env) error {
-	if c.Install && c.Remove {
-		return exitcode.New(exitcode.Usage, "--install and --remove exclude each other")
-	}
-	if len(c.Exclude) > 0 && (c.Ansible || c.Remove) {
-		return exitcode.New(exitcode.Usage, "--exclude shapes the ssh-config fragment; it does not combine with --ansible or --remove")
-	}
-	if (c.Inventory != "" || len(c.Playbooks) > 0) && !c.Ansible {
-		return exitcode.New(exitcode.Usage, "--inventory and --playbook-dir go with --ansible")
-	}
-	if c.Ansible && (c.Install || c.Remove) {
-		return exitcode.New(exitcode.Usage, "--ansible prints an inventory; it does not combine with --install or --remove")
+	if err := c.checkFlags(); err != nil {
+		return err
 	}
 	home := env.Getenv("HOME")
 	if home == "" {
@@ -107,19 +98,9 @@ func (c *sshConfigCmd) Run(env *tool.Env) error {
 	if err != nil {
 		return err
 	}
-	user := a.dep.Spec.Deployment.User.Name
-	var hosts []guest.AnsibleHost
 	doc.Entries = fragmentEntries(a)
-	for _, n := range a.names {
-		st := a.nodes[n]
-		alias := sshkeys.HostKeyAlias(st.VMUUID)
-		h := guest.AnsibleHost{Address: st.Spec.Address, Host: st.Spec.Address, Port: 22, User: user, IdentityFile: a.keys.PrivatePath, KnownHosts: a.keys.KnownHosts, HostKeyAlias: alias}
-		if c.Via == "management" {
-			h.Host, h.Port = "127.0.0.1", st.SSHPort
-		}
-		hosts = append(hosts, h)
-	}
 	if c.Ansible {
+		hosts := c.ansibleHosts(a)
 		if err := c.checkAnsibleOverrides(env, a, hosts); err != nil {
 			return err
 		}
@@ -142,6 +123,49 @@ func (c *sshConfigCmd) Run(env *tool.Env) error {
 		doc.Action = "print"
 		return env.Emit(doc)
 	}
+	if err := c.install(env, paths, frag, &doc); err != nil {
+		return err
+	}
+	return env.Emit(doc)
+}
+
+// checkFlags refuses the flag combinations that have no meaning.
+func (c *sshConfigCmd) checkFlags() error {
+	switch {
+	case c.Install && c.Remove:
+		return exitcode.New(exitcode.Usage, "--install and --remove exclude each other")
+	case len(c.Exclude) > 0 && (c.Ansible || c.Remove):
+		return exitcode.New(exitcode.Usage, "--exclude shapes the ssh-config fragment; it does not combine with --ansible or --remove")
+	case (c.Inventory != "" || len(c.Playbooks) > 0) && !c.Ansible:
+		return exitcode.New(exitcode.Usage, "--inventory and --playbook-dir go with --ansible")
+	case c.Ansible && (c.Install || c.Remove):
+		return exitcode.New(exitcode.Usage, "--ansible prints an inventory; it does not combine with --install or --remove")
+	}
+	return nil
+}
+
+// ansibleHosts are the connection settings of every committed node, by its
+// private address or (--via management) its forwarded port.
+func (c *sshConfigCmd) ansibleHosts(a *access) []guest.AnsibleHost {
+	user := a.dep.Spec.Deployment.User.Name
+	var hosts []guest.AnsibleHost
+	for _, n := range a.names {
+		st := a.nodes[n]
+		alias := sshkeys.HostKeyAlias(st.VMUUID)
+		h := guest.AnsibleHost{Address: st.Spec.Address, Host: st.Spec.Address, Port: 22, User: user, IdentityFile: a.keys.PrivatePath, KnownHosts: a.keys.KnownHosts, HostKeyAlias: alias}
+		if c.Via == "management" {
+			h.Host, h.Port = "127.0.0.1", st.SSHPort
+		}
+		hosts = append(hosts, h)
+	}
+	return hosts
+}
+
+// install checks that ssh parses frag and that no earlier block of the
+// user's config claims its names, installs it with its Include, notes the
+// names Barn's Include takes out of another route, and records the result
+// in doc.
+func (c *sshConfigCmd) install(env *tool.Env, paths guest.SSHConfigPaths, frag []byte, doc *SSHConfigDoc) error {
 	if err := guest.CheckFragmentParses(env.Ctx, "", frag); err != nil {
 		return err
 	}
@@ -166,7 +190,7 @@ func (c *sshConfigCmd) Run(env *tool.Env) error {
 			s.File, s.Line, s.Block, s.Name, s.Route, s.Name, s.Name)
 	}
 	doc.Action, doc.Installed, doc.Rerouted = "install", &res, routed
-	return env.Emit(doc)
+	return nil
 }
 
 // checkAnsibleOverrides refuses the export when the inventory it goes with

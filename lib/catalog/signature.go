@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"aead.dev/minisign"
@@ -102,15 +101,4 @@ func VerifySignature(trusted []minisign.PublicKey, data, sig []byte, revision ui
 	}
 	return id, exitcode.New(exitcode.Integrity, "%s: signed by key %s, which is not trusted", source, id).
 		WithReason("unknown_signer").WithNext("barn-repo trust add KEY.pub   # only after checking the key out of band")
-}
-
-// RevisionOf returns the "revision:N" value of a trusted comment, or 0.
-func RevisionOf(comment string) uint64 {
-	for _, f := range strings.Fields(comment) {
-		if v, ok := strings.CutPrefix(f, "revision:"); ok {
-			n, _ := strconv.ParseUint(v, 10, 64)
-			return n
-		}
-	}
-	return 0
 }

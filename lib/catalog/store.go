@@ -332,13 +332,6 @@ func (s *Store) ActiveCatalogs() (map[string]*Catalog, error) {
 	return out, nil
 }
 
-// LoadActive returns the active catalog of the official repository under
-// root's images directory (the compiled default). Commands that see the
-// environment use LoadSelected to honour --repo and BARN_REPO.
-func LoadActive(root *state.Root) (*Catalog, error) {
-	return LoadSelected(root, "", "")
-}
-
 // LoadSelected returns the active catalog of the repository selected by
 // flag (--repo) > env (BARN_REPO) > the official repository, with the
 // import registry attached. A selected repository with nothing active is an

@@ -151,53 +151,59 @@ func validateShape(ps *problems, schema, wantSchema int, revision uint64, d Defa
 	}
 	owner := map[string]string{}
 	for _, name := range sortedKeys(families) {
-		f := families[name]
-		field := "images." + name
-		if !ValidName(name) {
-			ps.add(field, name, "image name must match %s and not be %s", nameRE, reservedNames)
+		validateFamily(ps, name, families[name], d.Channel, owner)
+	}
+}
+
+// validateFamily checks family name: its name and aliases (unique across
+// families: owner maps each name taken to its family), boot, channels
+// (defaultChannel among them) and version keys.
+func validateFamily(ps *problems, name string, f familyView, defaultChannel string, owner map[string]string) {
+	field := "images." + name
+	if !ValidName(name) {
+		ps.add(field, name, "image name must match %s and not be %s", nameRE, reservedNames)
+	}
+	if prev, ok := owner[name]; ok {
+		ps.add(field, name, "name is already an alias of %s", prev)
+	}
+	owner[name] = name
+	for i, a := range f.aliases {
+		af := fmt.Sprintf("%s.aliases[%d]", field, i)
+		if !ValidName(a) {
+			ps.add(af, a, "alias must match %s and not be %s", nameRE, reservedNames)
 		}
-		if prev, ok := owner[name]; ok {
-			ps.add(field, name, "name is already an alias of %s", prev)
+		if prev, ok := owner[a]; ok {
+			ps.add(af, a, "duplicate: already used by %s", prev)
+			continue
 		}
-		owner[name] = name
-		for i, a := range f.aliases {
-			af := fmt.Sprintf("%s.aliases[%d]", field, i)
-			if !ValidName(a) {
-				ps.add(af, a, "alias must match %s and not be %s", nameRE, reservedNames)
-			}
-			if prev, ok := owner[a]; ok {
-				ps.add(af, a, "duplicate: already used by %s", prev)
-				continue
-			}
-			owner[a] = name
+		owner[a] = name
+	}
+	if f.boot != "" && !slices.Contains(Boots, f.boot) {
+		ps.add(field+".boot", f.boot, "must be bios or uefi")
+	}
+	if len(f.versions) == 0 {
+		ps.add(field+".versions", "", "must name at least one version")
+	}
+	if _, ok := f.channels[defaultChannel]; !ok {
+		ps.add(field+".channels", "", "must define the default channel %q", defaultChannel)
+	}
+	for _, ch := range sortedKeys(f.channels) {
+		v := f.channels[ch]
+		if !channelRE.MatchString(ch) {
+			ps.add(field+".channels."+ch, ch, "channel name must match %s", channelRE)
 		}
-		if f.boot != "" && !slices.Contains(Boots, f.boot) {
-			ps.add(field+".boot", f.boot, "must be bios or uefi")
+		if !slices.Contains(f.versions, v) {
+			ps.add(field+".channels."+ch, v, "targets a version that does not exist")
 		}
-		if len(f.versions) == 0 {
-			ps.add(field+".versions", "", "must name at least one version")
+	}
+	for i, v := range f.versions {
+		vf := field + ".versions." + v
+		if !ValidRelease(v) {
+			ps.add(vf, v, "version must match %s", releaseRE)
 		}
-		if _, ok := f.channels[d.Channel]; !ok {
-			ps.add(field+".channels", "", "must define the default channel %q", d.Channel)
-		}
-		for _, ch := range sortedKeys(f.channels) {
-			v := f.channels[ch]
-			if !channelRE.MatchString(ch) {
-				ps.add(field+".channels."+ch, ch, "channel name must match %s", channelRE)
-			}
-			if !slices.Contains(f.versions, v) {
-				ps.add(field+".channels."+ch, v, "targets a version that does not exist")
-			}
-		}
-		for i, v := range f.versions {
-			vf := field + ".versions." + v
-			if !ValidRelease(v) {
-				ps.add(vf, v, "version must match %s", releaseRE)
-			}
-			for _, w := range f.versions[:i] {
-				if CompareVersions(v, w) == 0 {
-					ps.add(vf, v, "ranks the same as version %q; numeric versions are ambiguous", w)
-				}
+		for _, w := range f.versions[:i] {
+			if CompareVersions(v, w) == 0 {
+				ps.add(vf, v, "ranks the same as version %q; numeric versions are ambiguous", w)
 			}
 		}
 	}
@@ -252,24 +258,11 @@ func (r *Repo) Validate() []Problem {
 	}
 	validateShape(&ps, r.Schema, RepoSchema, r.Revision, r.Defaults, fams)
 	for _, name := range sortedKeys(r.Images) {
-		im := r.Images[name]
-		for _, v := range sortedKeys(im.Versions) {
-			ver := im.Versions[v]
-			vf := "images." + name + ".versions." + v
-			checkStatus(&ps, vf+".status", ver.Status)
-			if len(ver.Variants) == 0 {
-				ps.add(vf+".variants", "", "must name at least one variant")
+		eachVariant(&ps, name, r.Images[name].Versions, func(f string, va RepoVariant) {
+			if va.File != "" && !SafeBasename(va.File) {
+				ps.add(f+".file", va.File, "must be a safe basename ending in .qcow2 (the file lives in images/)")
 			}
-			for _, arch := range sortedKeys(ver.Variants) {
-				va := ver.Variants[arch]
-				f := vf + ".variants." + arch
-				checkCommonVariant(&ps, f, arch, va.Upstream, va.SourceUser, va.Boot)
-				checkStatus(&ps, f+".status", va.Status)
-				if va.File != "" && !SafeBasename(va.File) {
-					ps.add(f+".file", va.File, "must be a safe basename ending in .qcow2 (the file lives in images/)")
-				}
-			}
-		}
+		})
 	}
 	return ps
 }
@@ -286,41 +279,80 @@ func (c *Catalog) Validate() []Problem {
 	validateShape(&ps, c.Schema, CatalogSchema, c.Revision, c.Defaults, fams)
 	files := map[string]string{}
 	for _, name := range sortedKeys(c.Images) {
-		im := c.Images[name]
-		for _, v := range sortedKeys(im.Versions) {
-			ver := im.Versions[v]
-			vf := "images." + name + ".versions." + v
-			checkStatus(&ps, vf+".status", ver.Status)
-			if len(ver.Variants) == 0 {
-				ps.add(vf+".variants", "", "must name at least one variant")
-			}
-			for _, arch := range sortedKeys(ver.Variants) {
-				va := ver.Variants[arch]
-				f := vf + ".variants." + arch
-				checkCommonVariant(&ps, f, arch, va.Upstream, va.SourceUser, va.Boot)
-				checkStatus(&ps, f+".status", va.Status)
-				dir, base := path.Split(va.File)
-				if !SafeBasename(base) || (dir != ImagesDir+"/" && dir != name+"/") {
-					ps.add(f+".file", va.File, "must be images/<name>.qcow2 or %s/<name>.qcow2", name)
-				}
-				if prev, ok := files[va.File]; ok {
-					ps.add(f+".file", va.File, "already used by %s", prev)
-				}
-				files[va.File] = f
-				if !sha256RE.MatchString(va.SHA256) {
-					ps.add(f+".sha256", va.SHA256, "must be 64 lower-case hex digits")
-				}
-				if va.Format != "qcow2" {
-					ps.add(f+".format", va.Format, "must be qcow2")
-				}
-				if va.ArtifactSize <= 0 || va.ArtifactSize > MaxArtifactBytes {
-					ps.add(f+".artifact_size", fmt.Sprint(va.ArtifactSize), "must be 1..%d bytes", int64(MaxArtifactBytes))
-				}
-				if va.VirtualSize <= 0 {
-					ps.add(f+".virtual_size", fmt.Sprint(va.VirtualSize), "must be positive")
-				}
-			}
-		}
+		eachVariant(&ps, name, c.Images[name].Versions, func(f string, va Variant) {
+			checkArtifact(&ps, f, name, va, files)
+		})
 	}
 	return ps
+}
+
+// checkArtifact checks the measured fields of catalog.json's variant f of
+// family name: file (unique: files maps each file seen to its variant),
+// sha256, format and sizes.
+func checkArtifact(ps *problems, f, name string, va Variant, files map[string]string) {
+	dir, base := path.Split(va.File)
+	if !SafeBasename(base) || (dir != ImagesDir+"/" && dir != name+"/") {
+		ps.add(f+".file", va.File, "must be images/<name>.qcow2 or %s/<name>.qcow2", name)
+	}
+	if prev, ok := files[va.File]; ok {
+		ps.add(f+".file", va.File, "already used by %s", prev)
+	}
+	files[va.File] = f
+	if !sha256RE.MatchString(va.SHA256) {
+		ps.add(f+".sha256", va.SHA256, "must be 64 lower-case hex digits")
+	}
+	if va.Format != "qcow2" {
+		ps.add(f+".format", va.Format, "must be qcow2")
+	}
+	if va.ArtifactSize <= 0 || va.ArtifactSize > MaxArtifactBytes {
+		ps.add(f+".artifact_size", fmt.Sprint(va.ArtifactSize), "must be 1..%d bytes", int64(MaxArtifactBytes))
+	}
+	if va.VirtualSize <= 0 {
+		ps.add(f+".virtual_size", fmt.Sprint(va.VirtualSize), "must be positive")
+	}
+}
+
+// policy is what repo.yaml's and catalog.json's variants share.
+type policy interface {
+	policy() (upstream, user, boot, status string)
+}
+
+func (v Variant) policy() (string, string, string, string) {
+	return v.Upstream, v.SourceUser, v.Boot, v.Status
+}
+
+func (v RepoVariant) policy() (string, string, string, string) {
+	return v.Upstream, v.SourceUser, v.Boot, v.Status
+}
+
+// release is what repo.yaml's and catalog.json's versions share.
+type release[V policy] interface {
+	release() (status string, variants map[string]V)
+}
+
+func (v Version) release() (string, map[string]Variant) { return v.Status, v.Variants }
+
+func (v RepoVersion) release() (string, map[string]RepoVariant) { return v.Status, v.Variants }
+
+// eachVariant walks family name's versions and their variants in sorted
+// order, checks the rules repo.yaml and catalog.json share (statuses, at
+// least one variant, the arch key, upstream, source_user, boot) and calls
+// check with each variant and its field path for the rest.
+func eachVariant[R release[V], V policy](ps *problems, name string, versions map[string]R, check func(f string, va V)) {
+	for _, v := range sortedKeys(versions) {
+		status, variants := versions[v].release()
+		vf := "images." + name + ".versions." + v
+		checkStatus(ps, vf+".status", status)
+		if len(variants) == 0 {
+			ps.add(vf+".variants", "", "must name at least one variant")
+		}
+		for _, arch := range sortedKeys(variants) {
+			va := variants[arch]
+			f := vf + ".variants." + arch
+			upstream, user, boot, vs := va.policy()
+			checkCommonVariant(ps, f, arch, upstream, user, boot)
+			checkStatus(ps, f+".status", vs)
+			check(f, va)
+		}
+	}
 }

@@ -29,12 +29,8 @@ var scriptNames = []string{
 	"barn-finalize",
 }
 
-// Script returns the content of the named guest helper (for tests and for
-// updating helpers in place on a running guest).
+// Script returns the content of the named guest helper.
 func Script(name string) ([]byte, error) { return scriptFS.ReadFile("scripts/" + name) }
-
-// ScriptNames lists the guest helpers installed under LibexecDir.
-func ScriptNames() []string { return append([]string(nil), scriptNames...) }
 
 // q is a string always emitted double-quoted, so YAML 1.1 readers
 // (cloud-init's PyYAML) never resolve a MAC such as 52:54:00:12:34:56 as a

@@ -47,11 +47,6 @@ var codes = map[Class]int{
 	Partial: 5, Resource: 6, Integrity: 7, Cancelled: 130,
 }
 
-// Classes lists every class in table order.
-func Classes() []Class {
-	return []Class{OK, Runtime, Usage, Capability, Conflict, Partial, Resource, Integrity, Cancelled}
-}
-
 // Code is the process exit status of c; an unknown class is runtime (1).
 func (c Class) Code() int {
 	if n, ok := codes[c]; ok {
@@ -63,20 +58,9 @@ func (c Class) Code() int {
 // Valid reports whether c is one of the table's classes.
 func (c Class) Valid() bool { _, ok := codes[c]; return ok }
 
-// ClassOfCode returns the class whose exit status is code, and false when no
-// class has that status.
-func ClassOfCode(code int) (Class, bool) {
-	for c, n := range codes {
-		if n == code {
-			return c, true
-		}
-	}
-	return "", false
-}
-
 // Error is a failure with an exit class. Message is the one-line text shown
 // after "<tool>: error:"; Reason is a stable snake_case machine reason such as
-// "stale_plan", one of the reason table's (Reasons; a test fails on any
+// "stale_plan", one of the reason table's (LookupReason; a test fails on any
 // other); Next is one command that settles the failure, when one clear
 // action exists; Detail is any JSON-encodable value giving structure (for
 // example the list of all inventory errors).

@@ -107,10 +107,8 @@ var reasons = []Reason{
 	{"fetch_failed", Runtime, "fetching a catalog or signature failed"},
 	{"firmware_missing", Capability, "the UEFI firmware (OVMF) the images need is not installed"},
 	{"guest_arch_unsupported", Capability, "the guest's architecture cannot run on this host"},
-	{"guest_helpers_update_failed", Runtime, "updating Barn's helpers inside a guest failed"},
 	{"guest_probe_failed", Runtime, "a command Barn runs in the guest to read its state failed"},
 	{"guest_setup_failed", Runtime, "cloud-init or Barn's guest setup failed"},
-	{"guest_stages_failed", Runtime, "running guest stages failed"},
 	{"helper_missing", Capability, "qemu-bridge-helper is not installed where barn-net looks"},
 	{"helper_statoverride_foreign", Conflict, "a foreign dpkg-statoverride governs qemu-bridge-helper"},
 	{"helper_unsafe", Capability, "qemu-bridge-helper has unsafe ownership or mode"},
@@ -296,7 +294,6 @@ var reasons = []Reason{
 	{"unknown_image", Usage, "no image of that name exists"},
 	{"unknown_node", Usage, "no node of that name exists"},
 	{"unknown_signer", Integrity, "the catalog is signed by a key not in the trust store"},
-	{"unknown_stage", Usage, "no guest stage of that name exists"},
 	{"unknown_template", Usage, "no barn-inventory init template of that name exists"},
 	{"unrepresentable_value", Usage, "a value cannot be written in the target file's syntax"},
 	{"unsafe_artifact", Integrity, "a repository artifact is unsafe (link, mode or type)"},
@@ -308,9 +305,6 @@ var reasons = []Reason{
 	{"watch_timeout", Runtime, "status --watch reached its timeout before the nodes were ready"},
 	{"whole_deployment_only", Usage, "the option applies to the whole deployment only"},
 }
-
-// Reasons returns the reason table, sorted by name.
-func Reasons() []Reason { return slices.Clone(reasons) }
 
 // LookupReason returns the table's entry for name, and false when the
 // table does not list it.

@@ -3,7 +3,6 @@ package guest
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -223,63 +222,4 @@ func parseProbe(t Target, out []byte) (r Ready, done bool, why string, err error
 	default:
 		return r, false, "unexpected probe output " + fmt.Sprintf("%.80q", s), nil
 	}
-}
-
-// UpdateHelpers rewrites the guest helper scripts under
-// /usr/local/libexec from this Barn's cidata (one ssh round trip, sudo -n),
-// so re-running stages on an old guest uses current helpers.
-func UpdateHelpers(ctx context.Context, t Target) error {
-	var b strings.Builder
-	b.WriteString("set -e\n")
-	for _, name := range cidata.ScriptNames() {
-		body, err := cidata.Script(name)
-		if err != nil {
-			return err
-		}
-		path := cidata.LibexecDir + "/" + name
-		fmt.Fprintf(&b, "printf %%s %s | base64 -d > %s.new && chmod 0755 %s.new && mv -f %s.new %s\n",
-			base64.StdEncoding.EncodeToString(body), path, path, path, path)
-	}
-	argv, err := ExecArgv(t, []string{"sudo", "-n", "sh", "-c", b.String()})
-	if err != nil {
-		return err
-	}
-	var errb bytes.Buffer
-	code, err := Run(ctx, argv, Streams{Err: &errb})
-	if err != nil {
-		return err
-	}
-	if code != 0 {
-		return exitcode.New(exitcode.Runtime, "update guest helpers on %s: exit %d: %s", t.Node, code, lastLine(errb.String())).WithReason("guest_helpers_update_failed")
-	}
-	return nil
-}
-
-// RunStages re-runs the given optional stages (cidata.OptionalStages
-// names; the required identity stage always runs first) on a running
-// guest, after updating its helpers in place. The guest rewrites its ready
-// marker (or error.json); call WaitReady afterwards for the outcome.
-func RunStages(ctx context.Context, t Target, stages []string) error {
-	for _, s := range stages {
-		if !cidata.IsOptionalStage(s) {
-			return exitcode.New(exitcode.Usage, "unknown guest stage %q", s).WithReason("unknown_stage")
-		}
-	}
-	if err := UpdateHelpers(ctx, t); err != nil {
-		return err
-	}
-	argv, err := ExecArgv(t, append([]string{"sudo", "-n", cidata.Finalize}, stages...))
-	if err != nil {
-		return err
-	}
-	var errb bytes.Buffer
-	code, err := Run(ctx, argv, Streams{Out: &bytes.Buffer{}, Err: &errb})
-	if err != nil {
-		return err
-	}
-	// 0: ready; 1: a required stage failed (error.json says which).
-	if code != 0 && code != 1 {
-		return exitcode.New(exitcode.Runtime, "run guest stages on %s: exit %d: %s", t.Node, code, lastLine(errb.String())).WithReason("guest_stages_failed")
-	}
-	return nil
 }

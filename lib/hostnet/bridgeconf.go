@@ -207,7 +207,6 @@ type aclReader struct {
 	cwd    string // the helper's working directory, for relative includes
 	open   func(string) ([]byte, error)
 	notes  []string        // what the helper silently ignores
-	files  []string        // every file read
 	stack  map[string]bool // includes being read
 	cycle  string          // the first include cycle
 }

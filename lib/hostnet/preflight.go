@@ -61,16 +61,6 @@ type Report struct {
 	Findings    []Finding `json:"findings"`
 }
 
-// Preflight checks the private network of this machine (real paths, with the
-// BARN_NET_* overrides not applied; use (*Host).Preflight or
-// PreflightEnv for those). cidr "" means DefaultCIDR, bridge "" means
-// DefaultBridge. When the network is not usable it returns the report and a
-// capability (3) *exitcode.Error with reason "network_unusable", next
-// "barn-net install" and the report as Detail; a bad cidr is usage (2).
-func Preflight(ctx context.Context, cidr, bridge string) (Report, error) {
-	return FromEnv(nil).Preflight(ctx, cidr, bridge)
-}
-
 // PreflightEnv is Preflight with the documented environment overrides
 // (BARN_NET_ETC, BARN_NET_HELPER, BARN_BRIDGE when bridge is "", …).
 func PreflightEnv(ctx context.Context, getenv func(string) string, cidr, bridge string) (Report, error) {

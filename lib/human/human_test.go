@@ -64,3 +64,21 @@ func TestTableAligns(t *testing.T) {
 		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
+
+func TestEditDistance(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0}, {"pg-test-1", "pg-test-1", 0}, {"pg-test-1", "pg-test-2", 1},
+		{"vm_cpus", "vm_cpu", 1}, {"vm_cpu", "cpu_vm", 6}, {"", "abc", 3},
+		{"größe", "grosse", 3}, {"ö", "o", 1}, // runes, not bytes
+	} {
+		if got := EditDistance(c.a, c.b); got != c.want {
+			t.Errorf("EditDistance(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
+		}
+		if got := EditDistance(c.b, c.a); got != c.want {
+			t.Errorf("EditDistance(%q, %q) = %d, want %d (symmetric)", c.b, c.a, got, c.want)
+		}
+	}
+}

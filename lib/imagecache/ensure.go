@@ -132,13 +132,8 @@ func (c *Cache) Fetch(ctx context.Context, id imageref.Identity, src *catalog.So
 }
 
 func (c *Cache) ensure(ctx context.Context, id imageref.Identity, src *catalog.Source) (string, *SetAside, error) {
-	if id.SHA256 == "" || id.SizeBytes <= 0 || id.File == "" {
-		return "", nil, exitcode.New(exitcode.Usage, "image identity %s@%s is incomplete (no file, size or digest)", id.Image, id.Version)
-	}
-	if !catalog.IsLocalName(id.Image) && !catalog.ValidName(id.Image) {
-		// catalogs refuse such names; never let one reach the store's own directories
-		return "", nil, exitcode.New(exitcode.Usage, "image %q cannot have a cache directory (not a valid image name; manifests and trust are the catalog store's)", id.Image).
-			WithReason("invalid_image_name")
+	if err := checkEnsurable(id); err != nil {
+		return "", nil, err
 	}
 	imagesDir, err := c.Root.EnsureImagesDir()
 	if err != nil {
@@ -155,25 +150,12 @@ func (c *Cache) ensure(ctx context.Context, id imageref.Identity, src *catalog.S
 		return "", nil, err
 	}
 	defer lock.Unlock()
-	// A damaged cached copy's verification failure is what the user learns
-	// when no fresh copy can be had, with the lookup or pull failure
-	// attached — never "not in catalog" or "artifact unavailable" alone.
 	fid, damaged := verifyCached(dest, id)
-	switch {
-	case damaged == nil:
+	if damaged == nil {
 		return dest, nil, nil
-	case errors.Is(damaged, fs.ErrNotExist):
-		damaged = nil
-	case catalog.IsLocalName(id.Image):
-		return "", nil, damaged // imported images cannot be pulled again
-	default:
-		users, uerr := c.users(dest)
-		if uerr != nil {
-			return "", nil, uerr
-		}
-		if len(users) > 0 {
-			return "", nil, exitcode.As(damaged).WithNext(fmt.Sprintf("the base is used by %v; it is left in place — destroy those nodes before replacing it", users))
-		}
+	}
+	if damaged, err = c.replaceable(dest, id, damaged); err != nil {
+		return "", nil, err
 	}
 	if catalog.IsLocalName(id.Image) {
 		return "", nil, exitcode.New(exitcode.Usage, "imported image %s is not in the cache", dest).WithReason("unknown_image").WithNext("barn-repo import FILE --sha256 HEX")
@@ -194,26 +176,69 @@ func (c *Cache) ensure(ctx context.Context, id imageref.Identity, src *catalog.S
 	if _, err := readPublished(imagesDir); err != nil {
 		return "", nil, err
 	}
+	return c.pull(ctx, imagesDir, dest, id, *src, fid, damaged)
+}
+
+// checkEnsurable refuses an incomplete identity and an image name that
+// cannot have a cache directory.
+func checkEnsurable(id imageref.Identity) error {
+	if id.SHA256 == "" || id.SizeBytes <= 0 || id.File == "" {
+		return exitcode.New(exitcode.Usage, "image identity %s@%s is incomplete (no file, size or digest)", id.Image, id.Version)
+	}
+	if !catalog.IsLocalName(id.Image) && !catalog.ValidName(id.Image) {
+		// catalogs refuse such names; never let one reach the store's own directories
+		return exitcode.New(exitcode.Usage, "image %q cannot have a cache directory (not a valid image name; manifests and trust are the catalog store's)", id.Image).
+			WithReason("invalid_image_name")
+	}
+	return nil
+}
+
+// replaceable judges the cached copy's verification failure damaged: nil
+// when there is no file (a plain pull); the failure itself as the error
+// for an imported image (it cannot be pulled again) and, with a next step,
+// for a base nodes use; else damaged, for the pull to set aside.
+//
+// A damaged cached copy's verification failure is what the user learns
+// when no fresh copy can be had, with the lookup or pull failure attached
+// — never "not in catalog" or "artifact unavailable" alone.
+func (c *Cache) replaceable(dest string, id imageref.Identity, damaged error) (damage, err error) {
+	switch {
+	case errors.Is(damaged, fs.ErrNotExist):
+		return nil, nil
+	case catalog.IsLocalName(id.Image):
+		return nil, damaged // imported images cannot be pulled again
+	}
+	users, err := c.users(dest)
+	if err != nil {
+		return nil, err
+	}
+	if len(users) > 0 {
+		return nil, exitcode.As(damaged).WithNext(fmt.Sprintf("the base is used by %v; it is left in place — destroy those nodes before replacing it", users))
+	}
+	return damaged, nil
+}
+
+// pull fetches id from src to dest and records the publication; a damaged
+// copy (fid) is set aside first, and its failure stays in the error when
+// no fresh copy arrives.
+func (c *Cache) pull(ctx context.Context, imagesDir, dest string, id imageref.Identity, src catalog.Source, fid fileid.ID, damaged error) (string, *SetAside, error) {
+	var aside *SetAside
 	if damaged != nil {
-		aside, err := c.setAside(dest, fid, damaged)
-		if err != nil {
+		var err error
+		if aside, err = c.setAside(dest, fid, damaged); err != nil {
 			return "", nil, err
 		}
-		if err := c.Puller.Pull(ctx, *src, id, dest); err != nil {
+	}
+	if err := c.Puller.Pull(ctx, src, id, dest); err != nil {
+		if damaged != nil {
 			return "", aside, keepDamage(damaged, "the damaged file was set aside as "+filepath.Join(c.Root.ImagesDir(), aside.Path)+"; a fresh copy could not be pulled", err)
 		}
-		if err := notePublished(imagesDir, dest); err != nil {
-			return "", aside, err
-		}
-		return dest, aside, nil
-	}
-	if err := c.Puller.Pull(ctx, *src, id, dest); err != nil {
 		return "", nil, err
 	}
 	if err := notePublished(imagesDir, dest); err != nil {
-		return "", nil, err
+		return "", aside, err
 	}
-	return dest, nil, nil
+	return dest, aside, nil
 }
 
 // keepDamage is the error of a damaged cached copy that could not be

@@ -62,6 +62,32 @@ func Prune(ctx context.Context, root *state.Root, dryRun bool) (*PruneResult, er
 		return nil, err
 	}
 	defer lock.Unlock()
+	remove, err := pruneCandidates(root, dir, res)
+	if err != nil {
+		return nil, err
+	}
+	if local, err := os.ReadDir(filepath.Join(dir, LocalDir)); err == nil {
+		for _, f := range local {
+			res.Protected = append(res.Protected, LocalDir+"/"+f.Name())
+		}
+	}
+	sort.Strings(res.Candidates)
+	sort.Strings(res.Protected)
+	if dryRun {
+		return res, nil
+	}
+	if err := removeProven(remove); err != nil {
+		return nil, err
+	}
+	if err := forgetRemoved(dir); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// protectedPaths are the cache paths of every active catalog's images and
+// of every node's recorded base image.
+func protectedPaths(root *state.Root, dir string) (map[string]bool, error) {
 	protected := map[string]bool{}
 	cats, err := (&catalog.Store{Dir: dir}).ActiveCatalogs()
 	if err != nil {
@@ -84,6 +110,18 @@ func Prune(ctx context.Context, root *state.Root, dryRun bool) (*PruneResult, er
 		if nd != nil && nd.Image.File != "" {
 			protected[CachePath(dir, nd.Image)] = true
 		}
+	}
+	return protected, nil
+}
+
+// pruneCandidates walks the family directories of the cache dir and
+// returns the files prune may delete, each proven Barn's by its records
+// and bytes, noting candidates, protected and kept entries in res. Any
+// entry it cannot account for refuses the whole prune (unsafe_cache_entry).
+func pruneCandidates(root *state.Root, dir string, res *PruneResult) ([]proven, error) {
+	protected, err := protectedPaths(root, dir)
+	if err != nil {
+		return nil, err
 	}
 	owned, err := ownedFiles(dir)
 	if err != nil {
@@ -108,54 +146,55 @@ func Prune(ctx context.Context, root *state.Root, dryRun bool) (*PruneResult, er
 			return nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", famDir)
 		}
 		for _, f := range files {
-			p := filepath.Join(famDir, f.Name())
-			rel := name + "/" + f.Name()
-			fi, err := f.Info()
+			pr, err := pruneFile(owned, protected, famDir, name, f, res)
 			if err != nil {
-				return nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", p)
+				return nil, err
 			}
-			why := owned.prove(p, fi)
-			if why == errUnrecordedSetAside || why == errForeignSetAside {
-				res.Kept = append(res.Kept, ForeignEntry{Path: rel, Why: why})
-				continue
+			if pr != nil {
+				remove = append(remove, *pr)
 			}
-			if why != "" {
-				return nil, exitcode.New(exitcode.Integrity, "%s: %s; prune deletes only files Barn's records prove it wrote, and nothing was removed", p, why).
-					WithReason("unsafe_cache_entry").WithNext("move " + p + " out of the image cache")
-			}
-			if protected[p] {
-				res.Protected = append(res.Protected, rel)
-				continue
-			}
-			// A published image is deleted only with the catalog's bytes:
-			// name and size alone do not prove whose file it is.
-			id, why := owned.proveBytes(p)
-			if why != "" {
-				return nil, exitcode.New(exitcode.Integrity, "%s: %s; prune deletes only files Barn's records prove it wrote, and nothing was removed", p, why).
-					WithReason("unsafe_cache_entry").WithNext("move " + p + " out of the image cache")
-			}
-			res.Bytes += fi.Size()
-			res.Candidates = append(res.Candidates, rel)
-			remove = append(remove, proven{p, id})
 		}
 	}
-	if local, err := os.ReadDir(filepath.Join(dir, LocalDir)); err == nil {
-		for _, f := range local {
-			res.Protected = append(res.Protected, LocalDir+"/"+f.Name())
-		}
+	return remove, nil
+}
+
+// pruneFile judges file f of family directory famDir: kept (a set-aside
+// file Barn cannot prove it published), protected, or a candidate (nil,
+// or the proven file); any other file refuses the prune.
+func pruneFile(owned *cacheRecord, protected map[string]bool, famDir, family string, f os.DirEntry, res *PruneResult) (*proven, error) {
+	p := filepath.Join(famDir, f.Name())
+	rel := family + "/" + f.Name()
+	fi, err := f.Info()
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", p)
 	}
-	sort.Strings(res.Candidates)
-	sort.Strings(res.Protected)
-	if dryRun {
-		return res, nil
+	why := owned.prove(p, fi)
+	if why == errUnrecordedSetAside || why == errForeignSetAside {
+		res.Kept = append(res.Kept, ForeignEntry{Path: rel, Why: why})
+		return nil, nil
 	}
-	if err := removeProven(remove); err != nil {
-		return nil, err
+	if why != "" {
+		return nil, unprovenEntry(p, why)
 	}
-	if err := forgetRemoved(dir); err != nil {
-		return nil, err
+	if protected[p] {
+		res.Protected = append(res.Protected, rel)
+		return nil, nil
 	}
-	return res, nil
+	// A published image is deleted only with the catalog's bytes:
+	// name and size alone do not prove whose file it is.
+	id, why := owned.proveBytes(p)
+	if why != "" {
+		return nil, unprovenEntry(p, why)
+	}
+	res.Bytes += fi.Size()
+	res.Candidates = append(res.Candidates, rel)
+	return &proven{p, id}, nil
+}
+
+// unprovenEntry is prune's refusal of a file at p it cannot prove Barn's.
+func unprovenEntry(p, why string) error {
+	return exitcode.New(exitcode.Integrity, "%s: %s; prune deletes only files Barn's records prove it wrote, and nothing was removed", p, why).
+		WithReason("unsafe_cache_entry").WithNext("move " + p + " out of the image cache")
 }
 
 // forgetRemoved drops from the set-aside record the files no longer there

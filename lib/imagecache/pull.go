@@ -307,8 +307,8 @@ func (q Puller) attempt(ctx context.Context, url, staging string, id imageref.Id
 		return exitcode.Wrap(exitcode.Runtime, err, "opening %s", staging)
 	}
 	defer f.Close()
-	fid, err := fileid.OfFile(f)
-	if err != nil {
+	st := staged{f: f, path: staging}
+	if st.id, err = fileid.OfFile(f); err != nil {
 		return exitcode.Wrap(exitcode.Runtime, err, "reading %s", staging)
 	}
 	have, err := f.Seek(0, io.SeekEnd)
@@ -326,47 +326,80 @@ func (q Puller) attempt(ctx context.Context, url, staging string, id imageref.Id
 	}
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	req, err := http.NewRequestWithContext(rctx, http.MethodGet, url, nil)
+	resp, err := q.request(rctx, url, have)
 	if err != nil {
-		return exitcode.Wrap(exitcode.Usage, err, "bad artifact URL")
+		return err
+	}
+	defer resp.Body.Close()
+	if have, err = resumes(resp, f, url, have); err != nil {
+		return err
+	}
+	return q.receive(ctx, rctx, cancel, resp.Body, st, url, id, label, have)
+}
+
+// staged is the open staging file of a download and its identity.
+type staged struct {
+	f    *os.File
+	id   fileid.ID
+	path string
+}
+
+// request asks url for the bytes from have on (a Range request when have
+// is positive); a refused redirect is redirect_refused.
+func (q Puller) request(ctx context.Context, url string, have int64) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Usage, err, "bad artifact URL")
 	}
 	if have > 0 {
 		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", have))
 	}
 	resp, err := q.Client.Do(req)
 	if errors.Is(err, catalog.ErrRedirectRefused) {
-		return exitcode.Wrap(exitcode.Runtime, err, "downloading %s", url).WithReason("redirect_refused")
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "downloading %s", url).WithReason("redirect_refused")
 	}
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
+	return resp, err
+}
+
+// resumes judges resp against the have bytes already in f and returns
+// where its body starts: have for a matching partial answer, 0 (f
+// emptied) for a whole one; errRestart (f emptied) for a partial answer
+// that does not continue f; artifact_unavailable for 403/404/410.
+func resumes(resp *http.Response, f *os.File, url string, have int64) (int64, error) {
 	switch {
 	case resp.StatusCode == http.StatusPartialContent && have > 0:
 		if start, ok := rangeStart(resp.Header.Get("Content-Range")); !ok || start != have {
 			if err := restartAt0(f); err != nil {
-				return err
+				return 0, err
 			}
-			return errRestart
+			return 0, errRestart
 		}
+		return have, nil
 	case resp.StatusCode == http.StatusOK:
 		if have > 0 {
 			// The server ignored Range: start over, never splice.
 			if err := restartAt0(f); err != nil {
-				return err
+				return 0, err
 			}
-			have = 0
 		}
+		return 0, nil
 	case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable:
 		if err := restartAt0(f); err != nil {
-			return err
+			return 0, err
 		}
-		return errRestart
+		return 0, errRestart
 	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone || resp.StatusCode == http.StatusForbidden:
-		return exitcode.New(exitcode.Runtime, "%s: HTTP %s", url, resp.Status).WithReason("artifact_unavailable")
+		return 0, exitcode.New(exitcode.Runtime, "%s: HTTP %s", url, resp.Status).WithReason("artifact_unavailable")
 	default:
-		return fmt.Errorf("%s: HTTP %s", url, resp.Status)
+		return 0, fmt.Errorf("%s: HTTP %s", url, resp.Status)
 	}
+}
+
+// receive appends body to the staging file until id.SizeBytes (have
+// already there), showing progress and cancelling rctx (cancel) when no
+// byte arrives for q.Stall. More bytes than the catalog's size discard
+// the staging file; a broken transfer keeps what arrived for a resume.
+func (q Puller) receive(ctx, rctx context.Context, cancel context.CancelCauseFunc, body io.Reader, st staged, url string, id imageref.Identity, label string, have int64) error {
 	pr := newProgress(q.Progress, label, id.SizeBytes, have, q.Now)
 	defer pr.Done()
 	// Stall watchdog: cancel the request when no byte arrives for q.Stall.
@@ -375,17 +408,17 @@ func (q Puller) attempt(ctx context.Context, url, staging string, id imageref.Id
 	buf := make([]byte, 256<<10)
 	remaining := id.SizeBytes - have
 	for remaining > 0 {
-		n, rerr := resp.Body.Read(buf)
+		n, rerr := body.Read(buf)
 		if n > 0 {
 			watchdog.Reset(q.Stall)
 			if int64(n) > remaining {
-				return discardStaging(staging, fid, mismatch(id, url, "size", strconv.FormatInt(id.SizeBytes, 10), "more bytes than that"))
+				return discardStaging(st.path, st.id, mismatch(id, url, "size", strconv.FormatInt(id.SizeBytes, 10), "more bytes than that"))
 			}
-			if _, werr := f.Write(buf[:n]); werr != nil {
+			if _, werr := st.f.Write(buf[:n]); werr != nil {
 				if strings.Contains(werr.Error(), "no space left") {
-					return exitcode.Wrap(exitcode.Resource, werr, "writing %s", staging).WithReason("no_space")
+					return exitcode.Wrap(exitcode.Resource, werr, "writing %s", st.path).WithReason("no_space")
 				}
-				return exitcode.Wrap(exitcode.Runtime, werr, "writing %s", staging)
+				return exitcode.Wrap(exitcode.Runtime, werr, "writing %s", st.path)
 			}
 			remaining -= int64(n)
 			pr.Add(int64(n))
@@ -394,7 +427,7 @@ func (q Puller) attempt(ctx context.Context, url, staging string, id imageref.Id
 			break
 		}
 		if rerr != nil {
-			if serr := f.Sync(); serr != nil {
+			if serr := st.f.Sync(); serr != nil {
 				rerr = errors.Join(rerr, fmt.Errorf("saving the partial download for a resume: %w", serr))
 			}
 			if cause := context.Cause(rctx); cause != nil && ctx.Err() == nil {
@@ -403,8 +436,8 @@ func (q Puller) attempt(ctx context.Context, url, staging string, id imageref.Id
 			return rerr
 		}
 	}
-	if err := f.Sync(); err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "writing %s", staging)
+	if err := st.f.Sync(); err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "writing %s", st.path)
 	}
 	if remaining > 0 {
 		return fmt.Errorf("connection closed with %d bytes to go", remaining)

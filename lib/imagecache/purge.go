@@ -83,45 +83,9 @@ func Purge(ctx context.Context, root *state.Root, dryRun bool) (*PurgeResult, er
 		return nil, exitcode.New(exitcode.Conflict, "a deployment is applied (%d node(s) under %s); its nodes' base images are in the cache — destroy the deployment first", len(names), root.NodesDir()).
 			WithReason("images_in_use").WithNext("barn-node destroy")
 	}
-	proof, err := purgeProof(dir)
+	files, dirs, err := purgeEntries(dir, res)
 	if err != nil {
 		return nil, err
-	}
-	var files []proven
-	var dirs []string
-	var foreign []ForeignEntry
-	err = filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if e.IsDir() {
-			if !proof.dirs[p] {
-				foreign = append(foreign, ForeignEntry{Path: p, Why: "a directory Barn does not make here"})
-				return filepath.SkipDir
-			}
-			dirs = append(dirs, p)
-			return nil
-		}
-		fi, err := e.Info()
-		if err != nil {
-			return err
-		}
-		id, why := proof.file(p, fi)
-		if why != "" {
-			foreign = append(foreign, ForeignEntry{Path: p, Why: why})
-			return nil
-		}
-		rel, _ := filepath.Rel(dir, p)
-		res.Bytes += fi.Size()
-		files = append(files, proven{p, id})
-		res.Removed = append(res.Removed, rel)
-		return nil
-	})
-	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", dir)
-	}
-	if len(foreign) > 0 {
-		return nil, foreignEntries(dir, foreign)
 	}
 	for _, p := range dirs[1:] {
 		rel, _ := filepath.Rel(dir, p)
@@ -166,6 +130,53 @@ type cacheProof struct {
 	images *cacheRecord    // accepted catalogs' and imports' artifacts
 	store  map[string]bool // catalog store files and local-images.json
 	dirs   map[string]bool // directories Barn makes
+}
+
+// purgeEntries walks the cache dir and returns every file (proven Barn's)
+// and directory (parents first) to remove, noting the files in res; any
+// entry Barn's records do not prove its own refuses the whole purge.
+func purgeEntries(dir string, res *PurgeResult) ([]proven, []string, error) {
+	proof, err := purgeProof(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	var files []proven
+	var dirs []string
+	var foreign []ForeignEntry
+	err = filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.IsDir() {
+			if !proof.dirs[p] {
+				foreign = append(foreign, ForeignEntry{Path: p, Why: "a directory Barn does not make here"})
+				return filepath.SkipDir
+			}
+			dirs = append(dirs, p)
+			return nil
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return err
+		}
+		id, why := proof.file(p, fi)
+		if why != "" {
+			foreign = append(foreign, ForeignEntry{Path: p, Why: why})
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, p)
+		res.Bytes += fi.Size()
+		files = append(files, proven{p, id})
+		res.Removed = append(res.Removed, rel)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", dir)
+	}
+	if len(foreign) > 0 {
+		return nil, nil, foreignEntries(dir, foreign)
+	}
+	return files, dirs, nil
 }
 
 func purgeProof(dir string) (*cacheProof, error) {

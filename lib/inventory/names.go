@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"barn.dev/lib/human"
 	"barn.dev/lib/lazyre"
 	"barn.dev/lib/spec"
 )
@@ -95,7 +96,7 @@ func ShareTag(host, guest string, readonly bool) string {
 func suggest(s string, candidates []string) string {
 	best, bestD := "", 1<<30
 	for _, c := range candidates {
-		d := editDistance(s, c)
+		d := human.EditDistance(s, c)
 		limit := 2
 		if len(c) <= 4 || len(s) <= 4 {
 			limit = 1
@@ -105,26 +106,6 @@ func suggest(s string, candidates []string) string {
 		}
 	}
 	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // ImageSelector canonicalises an image selector given outside the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -213,14 +214,7 @@ func (r *reader) flatMap(n *yaml.Node, stack []*yaml.Node) []entry {
 	if n == nil || !r.spend() {
 		return nil
 	}
-	for _, s := range stack {
-		if s == n {
-			r.at(n, Problem{Message: "alias cycle: a mapping contains itself (Ansible: maximum recursion depth exceeded)"})
-			return nil
-		}
-	}
-	if len(stack) > maxValueDepth {
-		r.at(n, Problem{Message: "mapping nesting is deeper than 64 levels"})
+	if !r.nested(n, stack, "mapping", "mapping") {
 		return nil
 	}
 	stack = append(stack, n)
@@ -233,39 +227,7 @@ func (r *reader) flatMap(n *yaml.Node, stack []*yaml.Node) []entry {
 			continue
 		}
 		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
-			vd := r.deref(v)
-			if vd == nil {
-				continue
-			}
-			switch {
-			case vd == n: // PyYAML drops the merge key first: merging a mapping into itself adds nothing
-			case vd.Kind == yaml.MappingNode:
-				for _, e := range r.flatMap(vd, stack) {
-					e.Merged = true
-					merged = append(merged, e)
-				}
-			case vd.Kind == yaml.SequenceNode:
-				var subs [][]entry
-				for _, item := range vd.Content {
-					it := r.deref(item)
-					if it == nil {
-						continue
-					}
-					if it.Kind != yaml.MappingNode {
-						r.at(it, Problem{Key: "<<", Value: written(it), Message: "a merge key sequence may hold only mappings", Hint: "write <<: [*a, *b] with anchors of mappings"})
-						continue
-					}
-					subs = append(subs, r.flatMap(it, stack))
-				}
-				for i := len(subs) - 1; i >= 0; i-- {
-					for _, e := range subs[i] {
-						e.Merged = true
-						merged = append(merged, e)
-					}
-				}
-			default:
-				r.at(vd, Problem{Key: "<<", Value: vd.Value, Message: "a merge key needs a mapping or a sequence of mappings", Hint: "write <<: *anchor or <<: [*a, *b]"})
-			}
+			merged = append(merged, r.mergeKey(n, v, stack)...)
 			continue
 		}
 		if k.Kind != yaml.ScalarNode {
@@ -298,6 +260,61 @@ func (r *reader) flatMap(n *yaml.Node, stack []*yaml.Node) []entry {
 	return out
 }
 
+// nested reports whether n may be read inside stack: not one of its own
+// ancestors (an alias cycle, which Ansible's recursion limit refuses) and
+// no deeper than maxValueDepth; else a problem at n naming the kind of
+// node and of nesting.
+func (r *reader) nested(n *yaml.Node, stack []*yaml.Node, kind, nesting string) bool {
+	if slices.Contains(stack, n) {
+		r.at(n, Problem{Message: "alias cycle: a " + kind + " contains itself (Ansible: maximum recursion depth exceeded)"})
+		return false
+	}
+	if len(stack) > maxValueDepth {
+		r.at(n, Problem{Message: nesting + " nesting is deeper than 64 levels"})
+		return false
+	}
+	return true
+}
+
+// mergeKey returns the entries the merge key "<<: v" of mapping n brings
+// in, marked Merged: a mapping's, or a sequence of mappings' with the
+// earlier ones winning (PyYAML's order); nothing for n itself.
+func (r *reader) mergeKey(n, v *yaml.Node, stack []*yaml.Node) []entry {
+	vd := r.deref(v)
+	var merged []entry
+	switch {
+	case vd == nil:
+	case vd == n: // PyYAML drops the merge key first: merging a mapping into itself adds nothing
+	case vd.Kind == yaml.MappingNode:
+		for _, e := range r.flatMap(vd, stack) {
+			e.Merged = true
+			merged = append(merged, e)
+		}
+	case vd.Kind == yaml.SequenceNode:
+		var subs [][]entry
+		for _, item := range vd.Content {
+			it := r.deref(item)
+			if it == nil {
+				continue
+			}
+			if it.Kind != yaml.MappingNode {
+				r.at(it, Problem{Key: "<<", Value: written(it), Message: "a merge key sequence may hold only mappings", Hint: "write <<: [*a, *b] with anchors of mappings"})
+				continue
+			}
+			subs = append(subs, r.flatMap(it, stack))
+		}
+		for i := len(subs) - 1; i >= 0; i-- {
+			for _, e := range subs[i] {
+				e.Merged = true
+				merged = append(merged, e)
+			}
+		}
+	default:
+		r.at(vd, Problem{Key: "<<", Value: vd.Value, Message: "a merge key needs a mapping or a sequence of mappings", Hint: "write <<: *anchor or <<: [*a, *b]"})
+	}
+	return merged
+}
+
 // generic converts a value node into plain Go values as PyYAML constructs
 // them (map[string]any, []any, and yaml11 scalar values), for comparisons
 // and for the Ansible cross-check. stack guards cycles.
@@ -314,14 +331,7 @@ func (r *reader) generic(n *yaml.Node, stack []*yaml.Node) any {
 		}
 		return m
 	case yaml.SequenceNode:
-		for _, s := range stack {
-			if s == n {
-				r.at(n, Problem{Message: "alias cycle: a sequence contains itself (Ansible: maximum recursion depth exceeded)"})
-				return nil
-			}
-		}
-		if len(stack) > maxValueDepth {
-			r.at(n, Problem{Message: "value nesting is deeper than 64 levels"})
+		if !r.nested(n, stack, "sequence", "value") {
 			return nil
 		}
 		out := []any{}

@@ -235,9 +235,38 @@ func (a *analysis) sources() []string {
 	return append(out, read...)
 }
 
+// resolveHost reads host h's consumed settings into its node, in key order,
+// each problem at the setting (or host) it concerns.
 func (a *analysis) resolveHost(h *host) *hostResult {
-	r := a.r
-	hr := &hostResult{h: h, settings: map[string]*setting{}}
+	hr := &hostResult{h: h, settings: a.settings(h)}
+	a.address(hr)
+	a.adminIP(hr)
+	if s := hr.settings["vm_skip"]; s != nil {
+		hr.skip, _ = a.r.val(h.Name, s).boolean(s.Value, "")
+	}
+	a.name(hr)
+	if hr.skip {
+		return hr
+	}
+	n := &hr.node
+	n.Address = h.Name
+	if hr.addrOK {
+		n.MAC.Management, n.MAC.Private = MACs(hr.addr)
+	}
+	n.Image = a.image(hr)
+	a.sizes(hr)
+	a.arch(hr)
+	a.login(hr)
+	n.Disks = a.disks(hr)
+	n.Aliases = a.aliases(hr)
+	n.Shares = a.shares(hr)
+	return hr
+}
+
+// settings resolves every consumed key for host h as Ansible does; an
+// ambiguous key is a problem at its definition and absent.
+func (a *analysis) settings(h *host) map[string]*setting {
+	out := map[string]*setting{}
 	groups := a.m.hostGroups(h)
 	for _, k := range ConsumedKeys() {
 		res := a.resolve(h, groups, k)
@@ -246,43 +275,46 @@ func (a *analysis) resolveHost(h *host) *hostResult {
 			continue
 		}
 		if res.pick != nil {
-			hr.settings[k] = res.pick.setting()
+			out[k] = res.pick.setting()
 		}
 	}
+	return out
+}
+
+// address reads the host key as the node's IPv4 address.
+func (a *analysis) address(hr *hostResult) {
+	h := hr.h
 	ip, err := netip.ParseAddr(h.Name)
-	switch {
-	case err != nil || !ip.Is4():
-		hint := "host keys must be IPv4 addresses such as 10.10.10.11"
-		if strings.Contains(h.Name, ":") && !strings.Contains(h.Name, "::") {
-			hint = "write the address without a port"
-		}
-		h.src.at(h.Node, Problem{Host: h.Name, Message: "is not an IPv4 address", Hint: hint})
-	default:
+	if err == nil && ip.Is4() {
 		hr.addr, hr.addrOK = ip, true
+		return
 	}
-	if s := hr.settings["admin_ip"]; s != nil {
-		v := r.val(h.Name, s)
-		if str, ok := v.str(s.Value, ""); ok {
-			if ip, err := netip.ParseAddr(str); err != nil || !ip.Is4() {
-				v.fail(s.Value, "", "is not an IPv4 address", "write a dotted quad such as 10.10.10.10")
-			} else {
-				hr.adminIP = ip
-			}
+	hint := "host keys must be IPv4 addresses such as 10.10.10.11"
+	if strings.Contains(h.Name, ":") && !strings.Contains(h.Name, "::") {
+		hint = "write the address without a port"
+	}
+	h.src.at(h.Node, Problem{Host: h.Name, Message: "is not an IPv4 address", Hint: hint})
+}
+
+// adminIP reads admin_ip, when set, as an IPv4 address.
+func (a *analysis) adminIP(hr *hostResult) {
+	s := hr.settings["admin_ip"]
+	if s == nil {
+		return
+	}
+	v := a.r.val(hr.h.Name, s)
+	if str, ok := v.str(s.Value, ""); ok {
+		if ip, err := netip.ParseAddr(str); err != nil || !ip.Is4() {
+			v.fail(s.Value, "", "is not an IPv4 address", "write a dotted quad such as 10.10.10.10")
+		} else {
+			hr.adminIP = ip
 		}
 	}
-	if s := hr.settings["vm_skip"]; s != nil {
-		hr.skip, _ = r.val(h.Name, s).boolean(s.Value, "")
-	}
-	a.name(hr)
-	if hr.skip {
-		return hr
-	}
+}
+
+// sizes reads vm_cpu, vm_mem (MiB) and vm_disk (GiB) within spec's limits.
+func (a *analysis) sizes(hr *hostResult) {
 	n := &hr.node
-	n.Name, n.Address = hr.node.Name, h.Name
-	if hr.addrOK {
-		n.MAC.Management, n.MAC.Private = MACs(hr.addr)
-	}
-	n.Image = a.image(hr)
 	n.CPUs = int(a.intSetting(hr, "vm_cpu", DefaultCPUs, spec.MinCPUs, spec.MaxCPUs))
 	n.MemoryBytes = a.sizeSetting(hr, "vm_mem", DefaultMemoryMiB<<20, 1<<20, "MiB")
 	if s := hr.settings["vm_mem"]; s != nil && n.MemoryBytes > 0 {
@@ -292,22 +324,33 @@ func (a *analysis) resolveHost(h *host) *hostResult {
 	if s := hr.settings["vm_disk"]; s != nil && n.RootDiskBytes > 0 {
 		a.check(hr, s, spec.CheckDiskSize(n.RootDiskBytes))
 	}
+}
+
+// arch reads vm_arch (default DefaultArch), aliases read as Barn's names.
+func (a *analysis) arch(hr *hostResult) {
 	hr.arch = DefaultArch
-	if s := hr.settings["vm_arch"]; s != nil {
-		v := r.val(h.Name, s)
-		if str, ok := v.str(s.Value, ""); ok {
-			// x86_64/x64 and aarch64/a64 are read as amd64 and arm64.
-			str = spec.CanonicalArch(str)
-			if viol := spec.CheckArch(str); viol != nil {
-				v.fail(s.Value, "", viol.Problem, viol.Hint+" (or an alias: x86_64, x64, aarch64, a64)")
-			} else {
-				hr.arch = str
-			}
+	s := hr.settings["vm_arch"]
+	if s == nil {
+		return
+	}
+	v := a.r.val(hr.h.Name, s)
+	if str, ok := v.str(s.Value, ""); ok {
+		// x86_64/x64 and aarch64/a64 are read as amd64 and arm64.
+		str = spec.CanonicalArch(str)
+		if viol := spec.CheckArch(str); viol != nil {
+			v.fail(s.Value, "", viol.Problem, viol.Hint+" (or an alias: x86_64, x64, aarch64, a64)")
+		} else {
+			hr.arch = str
 		}
 	}
+}
+
+// login reads node_admin_username and node_admin_uid (Pigsty's dba user
+// always has DbaUID).
+func (a *analysis) login(hr *hostResult) {
 	hr.user, hr.uid = DefaultUser, 0
 	if s := hr.settings["node_admin_username"]; s != nil {
-		v := r.val(h.Name, s)
+		v := a.r.val(hr.h.Name, s)
 		if str, ok := v.str(s.Value, ""); ok {
 			if viol := spec.CheckUserName(str); viol != nil {
 				v.fail(s.Value, "", viol.Problem, viol.Hint)
@@ -317,7 +360,7 @@ func (a *analysis) resolveHost(h *host) *hostResult {
 		}
 	}
 	if s := hr.settings["node_admin_uid"]; s != nil {
-		v := r.val(h.Name, s)
+		v := a.r.val(hr.h.Name, s)
 		if uid, ok := v.integer(s.Value, "", 1, 1<<31-2); ok {
 			hr.uid, hr.uidSet = uid, true
 			if viol := spec.CheckUID(hr.user, int(uid)); viol != nil {
@@ -328,10 +371,6 @@ func (a *analysis) resolveHost(h *host) *hostResult {
 	if hr.user == DefaultUser {
 		hr.uid = DbaUID
 	}
-	n.Disks = a.disks(hr)
-	n.Aliases = a.aliases(hr)
-	n.Shares = a.shares(hr)
-	return hr
 }
 
 // check reports viol (a spec rule's verdict on setting s of host hr), if
@@ -486,48 +525,9 @@ func (a *analysis) disks(hr *hostResult) []spec.Disk {
 	}
 	out := []spec.Disk{}
 	for _, it := range items {
-		f, ok := v.fields(it, "", []string{"path", "size", "fs", "persistent"})
+		d, pn, ok := dataDisk(v, it)
 		if !ok {
 			continue
-		}
-		d := spec.Disk{SizeBytes: DefaultDataGiB << 30, FS: "auto"}
-		pn := f["path"]
-		if pn == nil {
-			v.fail(it, "", "a data disk needs a path", "write {path: /data}")
-			continue
-		}
-		p, ok := v.str(pn, "vm_disks.path")
-		if !ok {
-			continue
-		}
-		d.Mount, d.Name = p, diskName(p)
-		if viol := cmp.Or(spec.CheckGuestPath(p), spec.CheckDiskName(d.Name)); viol != nil {
-			v.fail(pn, "vm_disks.path", viol.Problem, viol.Hint)
-			continue
-		}
-		if sn := f["size"]; sn != nil {
-			if b, ok := v.size(sn, "vm_disks.size", 1<<30, "GiB"); ok {
-				if viol := spec.CheckDiskSize(b); viol != nil {
-					v.fail(sn, "vm_disks.size", viol.Problem, viol.Hint)
-				}
-				d.SizeBytes = b
-			}
-		}
-		if fn := f["fs"]; fn != nil {
-			if fs, ok := v.str(fn, "vm_disks.fs"); ok {
-				if viol := spec.CheckFS(fs); viol != nil {
-					v.fail(fn, "vm_disks.fs", viol.Problem, viol.Hint)
-				} else {
-					d.FS = fs
-				}
-			}
-		}
-		if viol := spec.CheckDataDiskFits(d.SizeBytes, d.FS); viol != nil && spec.CheckDiskSize(d.SizeBytes) == nil {
-			at := cmp.Or(f["size"], f["fs"], it)
-			v.fail(at, "vm_disks.size", viol.Problem, viol.Hint)
-		}
-		if pn := f["persistent"]; pn != nil {
-			d.Persistent, _ = v.boolean(pn, "vm_disks.persistent")
 		}
 		bad := false
 		for _, o := range out {
@@ -543,6 +543,55 @@ func (a *analysis) disks(hr *hostResult) []spec.Disk {
 		out = append(out, d)
 	}
 	return out
+}
+
+// dataDisk reads one vm_disks item it: the disk, its path node (where an
+// overlap is reported) and false when the item is unusable.
+func dataDisk(v *val, it *yaml.Node) (spec.Disk, *yaml.Node, bool) {
+	d := spec.Disk{SizeBytes: DefaultDataGiB << 30, FS: "auto"}
+	f, ok := v.fields(it, "", []string{"path", "size", "fs", "persistent"})
+	if !ok {
+		return d, nil, false
+	}
+	pn := f["path"]
+	if pn == nil {
+		v.fail(it, "", "a data disk needs a path", "write {path: /data}")
+		return d, nil, false
+	}
+	p, ok := v.str(pn, "vm_disks.path")
+	if !ok {
+		return d, nil, false
+	}
+	d.Mount, d.Name = p, diskName(p)
+	if viol := cmp.Or(spec.CheckGuestPath(p), spec.CheckDiskName(d.Name)); viol != nil {
+		v.fail(pn, "vm_disks.path", viol.Problem, viol.Hint)
+		return d, nil, false
+	}
+	if sn := f["size"]; sn != nil {
+		if b, ok := v.size(sn, "vm_disks.size", 1<<30, "GiB"); ok {
+			if viol := spec.CheckDiskSize(b); viol != nil {
+				v.fail(sn, "vm_disks.size", viol.Problem, viol.Hint)
+			}
+			d.SizeBytes = b
+		}
+	}
+	if fn := f["fs"]; fn != nil {
+		if fs, ok := v.str(fn, "vm_disks.fs"); ok {
+			if viol := spec.CheckFS(fs); viol != nil {
+				v.fail(fn, "vm_disks.fs", viol.Problem, viol.Hint)
+			} else {
+				d.FS = fs
+			}
+		}
+	}
+	if viol := spec.CheckDataDiskFits(d.SizeBytes, d.FS); viol != nil && spec.CheckDiskSize(d.SizeBytes) == nil {
+		at := cmp.Or(f["size"], f["fs"], it)
+		v.fail(at, "vm_disks.size", viol.Problem, viol.Hint)
+	}
+	if bn := f["persistent"]; bn != nil {
+		d.Persistent, _ = v.boolean(bn, "vm_disks.persistent")
+	}
+	return d, pn, true
 }
 
 func (a *analysis) aliases(hr *hostResult) []string {
@@ -586,33 +635,11 @@ func (a *analysis) shares(hr *hostResult) []spec.Share {
 		return out
 	}
 	for _, it := range items {
-		f, ok := v.fields(it, "", []string{"host", "guest", "readonly"})
+		sh, hn, gn, ok := share(v, it)
 		if !ok {
 			continue
 		}
-		sh := spec.Share{Readonly: true}
-		hn, gn := f["host"], f["guest"]
-		if hn == nil || gn == nil {
-			v.fail(it, "", "a share needs host and guest paths", "write {host: /srv/src, guest: /src}")
-			continue
-		}
-		hp, ok1 := v.str(hn, "vm_shares.host")
-		gp, ok2 := v.str(gn, "vm_shares.guest")
-		if !ok1 || !ok2 {
-			continue
-		}
-		if viol := spec.CheckHostPath(hp); viol != nil {
-			v.fail(hn, "vm_shares.host", viol.Problem, viol.Hint)
-			continue
-		}
-		if viol := spec.CheckGuestPath(gp); viol != nil {
-			v.fail(gn, "vm_shares.guest", viol.Problem, viol.Hint)
-			continue
-		}
-		if rn := f["readonly"]; rn != nil {
-			sh.Readonly, _ = v.boolean(rn, "vm_shares.readonly")
-		}
-		sh.Host, sh.Guest = hp, gp
+		hp, gp := sh.Host, sh.Guest
 		bad := false
 		for _, d := range hr.node.Disks {
 			if overlaps(d.Mount, gp) {
@@ -638,10 +665,65 @@ func (a *analysis) shares(hr *hostResult) []spec.Share {
 	return out
 }
 
+// share reads one vm_shares item it: the share (read-only unless it says
+// otherwise), its host and guest path nodes (where overlaps are reported)
+// and false when the item is unusable.
+func share(v *val, it *yaml.Node) (spec.Share, *yaml.Node, *yaml.Node, bool) {
+	sh := spec.Share{Readonly: true}
+	f, ok := v.fields(it, "", []string{"host", "guest", "readonly"})
+	if !ok {
+		return sh, nil, nil, false
+	}
+	hn, gn := f["host"], f["guest"]
+	if hn == nil || gn == nil {
+		v.fail(it, "", "a share needs host and guest paths", "write {host: /srv/src, guest: /src}")
+		return sh, nil, nil, false
+	}
+	hp, ok1 := v.str(hn, "vm_shares.host")
+	gp, ok2 := v.str(gn, "vm_shares.guest")
+	if !ok1 || !ok2 {
+		return sh, nil, nil, false
+	}
+	if viol := spec.CheckHostPath(hp); viol != nil {
+		v.fail(hn, "vm_shares.host", viol.Problem, viol.Hint)
+		return sh, nil, nil, false
+	}
+	if viol := spec.CheckGuestPath(gp); viol != nil {
+		v.fail(gn, "vm_shares.guest", viol.Problem, viol.Hint)
+		return sh, nil, nil, false
+	}
+	if rn := f["readonly"]; rn != nil {
+		sh.Readonly, _ = v.boolean(rn, "vm_shares.readonly")
+	}
+	sh.Host, sh.Guest = hp, gp
+	return sh, hn, gn, true
+}
+
 // deployment runs the whole-inventory checks and builds the spec.
 func (a *analysis) deployment() {
-	r := a.r
-	var managed, skipped []*hostResult
+	managed, skipped, ok := a.partition()
+	if !ok {
+		return
+	}
+	a.limitNodes(managed)
+	cidr := a.subnet(managed)
+	// Per-deployment agreement: arch, user, uid.
+	a.agreeAll(managed, "vm_arch", func(hr *hostResult) string { return hr.arch }, "define it once in all.vars")
+	a.agreeAll(managed, "node_admin_username", func(hr *hostResult) string { return hr.user }, "define it once in all.vars; Barn has one login user for all nodes")
+	a.agreeAll(managed, "node_admin_uid", func(hr *hostResult) string { return fmt.Sprint(hr.uid) }, "define it once in all.vars")
+	a.uniqueNames(managed)
+	a.sshOverlaps(managed, "/home/"+managed[0].user+"/.ssh")
+	a.sharedSources(managed)
+	if !a.r.probs.empty() {
+		return
+	}
+	a.build(managed, skipped, cidr)
+}
+
+// partition splits the hosts with a valid address into managed and
+// skipped (vm_skip) ones; ok is false, after a problem where one is due,
+// when no host is managed.
+func (a *analysis) partition() (managed, skipped []*hostResult, ok bool) {
 	for _, hr := range a.hosts {
 		if !hr.addrOK {
 			continue
@@ -654,31 +736,35 @@ func (a *analysis) deployment() {
 	}
 	switch {
 	case len(a.hosts) == 0:
-		r.fileProblem("the inventory has no hosts", "list hosts under all.children.<group>.hosts, e.g. 10.10.10.10: {}")
-		return
+		a.r.fileProblem("the inventory has no hosts", "list hosts under all.children.<group>.hosts, e.g. 10.10.10.10: {}")
+		return nil, nil, false
 	case len(managed) == 0 && len(skipped) == len(a.hosts):
-		r.fileProblem("every host sets vm_skip: true; at least one managed host is required", "remove vm_skip from one host")
-		return
+		a.r.fileProblem("every host sets vm_skip: true; at least one managed host is required", "remove vm_skip from one host")
+		return nil, nil, false
 	case len(managed) == 0:
+		return nil, nil, false
+	}
+	return managed, skipped, true
+}
+
+// limitNodes refuses more than MaxNodes managed hosts, at the first one
+// over the limit.
+func (a *analysis) limitNodes(managed []*hostResult) {
+	if len(managed) <= MaxNodes {
 		return
 	}
-	if len(managed) > MaxNodes {
-		var extra []string
-		for _, hr := range managed[MaxNodes:] {
-			extra = append(extra, hr.h.Name)
-		}
-		managed[MaxNodes].h.src.at(managed[MaxNodes].h.Node, Problem{
-			Message: fmt.Sprintf("%d managed hosts; at most %d are allowed (over the limit: %s)", len(managed), MaxNodes, strings.Join(extra, ", ")),
-			Hint:    "mark the extra hosts vm_skip: true or split the inventory"})
+	var extra []string
+	for _, hr := range managed[MaxNodes:] {
+		extra = append(extra, hr.h.Name)
 	}
-	cidr := a.subnet(managed)
-	// Per-deployment agreement: arch, user, uid.
-	a.agreeAll(managed, "vm_arch", func(hr *hostResult) string { return hr.arch }, "define it once in all.vars")
-	a.agreeAll(managed, "node_admin_username", func(hr *hostResult) string { return hr.user }, "define it once in all.vars; Barn has one login user for all nodes")
-	a.agreeAll(managed, "node_admin_uid", func(hr *hostResult) string { return fmt.Sprint(hr.uid) }, "define it once in all.vars")
-	user := managed[0].user
-	ssh := "/home/" + user + "/.ssh"
-	// Names, FQDNs and aliases unique; .ssh overlaps.
+	managed[MaxNodes].h.src.at(managed[MaxNodes].h.Node, Problem{
+		Message: fmt.Sprintf("%d managed hosts; at most %d are allowed (over the limit: %s)", len(managed), MaxNodes, strings.Join(extra, ", ")),
+		Hint:    "mark the extra hosts vm_skip: true or split the inventory"})
+}
+
+// uniqueNames refuses a node name, FQDN or alias that two managed hosts
+// claim, at the second claim's setting (or host).
+func (a *analysis) uniqueNames(managed []*hostResult) {
 	type owner struct {
 		hr         *hostResult
 		kind, from string
@@ -710,21 +796,30 @@ func (a *analysis) deployment() {
 			claim(al, owner{hr, "alias", "vm_alias at " + where(hr.settings["vm_alias"])}, hr.settings["vm_alias"])
 		}
 	}
+}
+
+// sshOverlaps refuses data disks and share targets that overlap the login
+// user's ~/.ssh (ssh).
+func (a *analysis) sshOverlaps(managed []*hostResult, ssh string) {
 	for _, hr := range managed {
 		for _, d := range hr.node.Disks {
 			if overlaps(d.Mount, ssh) {
 				s := hr.settings["vm_disks"]
-				r.val(hr.h.Name, s).fail(s.Value, "", fmt.Sprintf("data disk %s overlaps %s", d.Mount, ssh), "mount data disks elsewhere, e.g. /data")
+				a.r.val(hr.h.Name, s).fail(s.Value, "", fmt.Sprintf("data disk %s overlaps %s", d.Mount, ssh), "mount data disks elsewhere, e.g. /data")
 			}
 		}
 		for _, sh := range hr.node.Shares {
 			if overlaps(sh.Guest, ssh) {
 				s := hr.settings["vm_shares"]
-				r.val(hr.h.Name, s).fail(s.Value, "", fmt.Sprintf("share target %s overlaps %s", sh.Guest, ssh), "share into another directory")
+				a.r.val(hr.h.Name, s).fail(s.Value, "", fmt.Sprintf("share target %s overlaps %s", sh.Guest, ssh), "share into another directory")
 			}
 		}
 	}
-	// Across nodes, overlapping host sources must all be read-only.
+}
+
+// sharedSources refuses host share sources of different nodes that
+// overlap unless all of them are read-only.
+func (a *analysis) sharedSources(managed []*hostResult) {
 	type src struct {
 		hr *hostResult
 		sh spec.Share
@@ -735,16 +830,17 @@ func (a *analysis) deployment() {
 			for _, o := range srcs {
 				if o.hr != hr && overlaps(o.sh.Host, sh.Host) && !(o.sh.Readonly && sh.Readonly) {
 					s := hr.settings["vm_shares"]
-					r.val(hr.h.Name, s).fail(s.Value, "", fmt.Sprintf("host source %s overlaps %s shared by host %s, and not all of them are read-only", sh.Host, o.sh.Host, o.hr.h.Name), "make the overlapping shares readonly: true")
+					a.r.val(hr.h.Name, s).fail(s.Value, "", fmt.Sprintf("host source %s overlaps %s shared by host %s, and not all of them are read-only", sh.Host, o.sh.Host, o.hr.h.Name), "make the overlapping shares readonly: true")
 				}
 			}
 			srcs = append(srcs, src{hr, sh})
 		}
 	}
-	if !r.probs.empty() {
-		return
-	}
-	// Build.
+}
+
+// build seals the spec of the checked managed and skipped hosts on cidr
+// (nodes and skipped hosts in address order) into a.spec.
+func (a *analysis) build(managed, skipped []*hostResult, cidr string) {
 	sort.Slice(managed, func(i, j int) bool { return managed[i].addr.Less(managed[j].addr) })
 	control := a.control(managed)
 	p := netip.MustParsePrefix(cidr)
@@ -758,7 +854,7 @@ func (a *analysis) deployment() {
 			Arch:   managed[0].arch,
 			Image:  DefaultImage,
 			Subnet: spec.Subnet{CIDR: cidr, Host: at(1), Reserved: at(2) + "-" + at(8), Pool: at(9) + "-" + at(254)},
-			User:   spec.User{Name: user, UID: int(managed[0].uid)},
+			User:   spec.User{Name: managed[0].user, UID: int(managed[0].uid)},
 		},
 		Nodes:   []spec.Node{},
 		Skipped: []spec.Skipped{},
@@ -781,7 +877,7 @@ func (a *analysis) deployment() {
 	s.Warnings = a.warnings
 	s.Seal()
 	if err := s.Validate(); err != nil { // every rule was checked at its key above
-		r.fileProblem("the resolved spec breaks a rule Barn failed to check at its key: "+err.Error(), err.Hint)
+		a.r.fileProblem("the resolved spec breaks a rule Barn failed to check at its key: "+err.Error(), err.Hint)
 		return
 	}
 	a.spec = s

@@ -286,52 +286,59 @@ func (m *model) section(r *reader, g *group, kind string, entries []entry) {
 		}
 	case "hosts":
 		for _, e := range entries {
-			if !r.stringKey(e, "host") {
-				continue
-			}
-			names, port, err := expandHostPattern(e.Key)
-			if err == nil && len(names) == 0 {
-				err = fmt.Errorf("expands to no host at all (Ansible: an empty range, silently)")
-			}
-			if err != nil {
-				r.at(e.KeyNode, Problem{Host: e.Key, Message: err.Error(), Hint: "write [first:last] with numbers, e.g. 10.10.10.[11:13]"})
-				continue
-			}
-			if port != "" { // refused, and read on as Ansible reads it
-				r.at(e.KeyNode, Problem{Host: e.Key, Message: fmt.Sprintf("ends in the port :%s; Ansible reads it as %s with ansible_port %s, and Barn's nodes take SSH on port 22", port, strings.Join(names, ", "), port),
-					Hint: "remove :" + port})
-			}
-			var vars []entry
-			if v := r.deref(e.Value); v != nil && !falsy(r, v) {
-				// Ansible reads `host: <falsy>` as no vars (`or {}`).
-				if v.Kind != yaml.MappingNode {
-					r.at(v, Problem{Host: e.Key, Message: "host variables must be a mapping", Hint: "write " + e.Key + ": { key: value }"})
-				} else {
-					vars = r.flatMap(v, nil)
-				}
-			}
-			for _, e2 := range vars {
-				r.checkVMKey(e2, e.Key, "host")
-			}
-			for _, n := range names {
-				h := m.Hosts[n]
-				if h == nil {
-					h = &host{Name: n, Node: e.KeyNode, src: r, Vars: map[string][]varDef{}, Order: len(m.HostOrder)}
-					m.Hosts[n] = h
-					m.HostOrder = append(m.HostOrder, n)
-				}
-				h.Groups = append(h.Groups, g.Name)
-				target := h.Vars
-				if same := m.Groups[n]; same != nil && len(vars) > 0 {
-					// InventoryData.set_variable looks the name up among
-					// the groups first: the variables go to that group.
-					m.warn(r, e.KeyNode, "host_vars_to_group", fmt.Sprintf("the variables of host %s go to the group %s, as Ansible's set_variable finds a group of that name first", n, n))
-					target = same.Vars
-				}
-				for _, e2 := range vars {
-					target[e2.Key] = append(target[e2.Key], varDef{Key: e2.Key, KeyNode: e2.KeyNode, Value: r.deref(e2.Value), src: r, Origin: g.Name})
-				}
-			}
+			m.hostEntry(r, g, e)
+		}
+	}
+}
+
+// hostEntry reads one entry e of group g's hosts: a host pattern, each
+// host it expands to joining g, with its variables (which go to a group of
+// the same name when there is one, as in Ansible).
+func (m *model) hostEntry(r *reader, g *group, e entry) {
+	if !r.stringKey(e, "host") {
+		return
+	}
+	names, port, err := expandHostPattern(e.Key)
+	if err == nil && len(names) == 0 {
+		err = fmt.Errorf("expands to no host at all (Ansible: an empty range, silently)")
+	}
+	if err != nil {
+		r.at(e.KeyNode, Problem{Host: e.Key, Message: err.Error(), Hint: "write [first:last] with numbers, e.g. 10.10.10.[11:13]"})
+		return
+	}
+	if port != "" { // refused, and read on as Ansible reads it
+		r.at(e.KeyNode, Problem{Host: e.Key, Message: fmt.Sprintf("ends in the port :%s; Ansible reads it as %s with ansible_port %s, and Barn's nodes take SSH on port 22", port, strings.Join(names, ", "), port),
+			Hint: "remove :" + port})
+	}
+	var vars []entry
+	if v := r.deref(e.Value); v != nil && !falsy(r, v) {
+		// Ansible reads `host: <falsy>` as no vars (`or {}`).
+		if v.Kind != yaml.MappingNode {
+			r.at(v, Problem{Host: e.Key, Message: "host variables must be a mapping", Hint: "write " + e.Key + ": { key: value }"})
+		} else {
+			vars = r.flatMap(v, nil)
+		}
+	}
+	for _, e2 := range vars {
+		r.checkVMKey(e2, e.Key, "host")
+	}
+	for _, n := range names {
+		h := m.Hosts[n]
+		if h == nil {
+			h = &host{Name: n, Node: e.KeyNode, src: r, Vars: map[string][]varDef{}, Order: len(m.HostOrder)}
+			m.Hosts[n] = h
+			m.HostOrder = append(m.HostOrder, n)
+		}
+		h.Groups = append(h.Groups, g.Name)
+		target := h.Vars
+		if same := m.Groups[n]; same != nil && len(vars) > 0 {
+			// InventoryData.set_variable looks the name up among
+			// the groups first: the variables go to that group.
+			m.warn(r, e.KeyNode, "host_vars_to_group", fmt.Sprintf("the variables of host %s go to the group %s, as Ansible's set_variable finds a group of that name first", n, n))
+			target = same.Vars
+		}
+		for _, e2 := range vars {
+			target[e2.Key] = append(target[e2.Key], varDef{Key: e2.Key, KeyNode: e2.KeyNode, Value: r.deref(e2.Value), src: r, Origin: g.Name})
 		}
 	}
 }

@@ -178,13 +178,7 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 	if err != nil {
 		return nil, err
 	}
-	gen := int64(1)
-	if applied != nil {
-		gen = applied.Generation
-		if applied.SpecHash != after.SpecHash {
-			gen++
-		}
-	}
+	gen := nextGeneration(applied, after.SpecHash)
 	res := m.newResult("apply")
 	creates, starts := namesOf(p, plan.Create), namesOf(p, plan.Start)
 	if len(creates) > 0 {
@@ -218,6 +212,19 @@ func (m *Manager) Apply(ctx context.Context, p *plan.Plan, o ApplyOptions) (*Res
 	// failed create beside kept peers is partial (5), never that create's
 	// class alone.
 	return res, res.Err(len(creates) + len(starts) + len(namesOf(p, plan.Unchanged)))
+}
+
+// nextGeneration is the deployment generation after applying a spec with
+// hash specHash over applied: 1 for the first apply, one more when the
+// spec changes.
+func nextGeneration(applied *state.Deployment, specHash string) int64 {
+	if applied == nil {
+		return 1
+	}
+	if applied.SpecHash != specHash {
+		return applied.Generation + 1
+	}
+	return applied.Generation
 }
 
 // scopePlan is p restricted to the named nodes (p itself when none are

@@ -80,10 +80,3 @@ func (a *portAllocator) next() (int, error) {
 	return 0, exitcode.New(exitcode.Resource, "no free management SSH port on 127.0.0.1 between %d and %d", a.m.portBase(), MaxPort).
 		WithReason("no_free_port")
 }
-
-// release forgets a port handed out for a node that was not created.
-func (a *portAllocator) release(port int) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	delete(a.taken, port)
-}

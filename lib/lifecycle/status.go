@@ -112,6 +112,19 @@ func (m *Manager) Status(ctx context.Context, selectors []string) (*Status, erro
 		}
 		lock = all
 	}
+	m.statusNodes(ctx, st, d, selected, act)
+	m.addNetFaults(st)
+	if len(st.Failures) > 0 {
+		r := &Result{Failures: st.Failures}
+		return st, r.Err(len(selected))
+	}
+	return st, nil
+}
+
+// statusNodes adds the status of each selected node to st (converging
+// what it proves when act), its failures, and the TCG performance note
+// when any node runs under TCG.
+func (m *Manager) statusNodes(ctx context.Context, st *Status, d *state.Deployment, selected []string, act bool) {
 	for _, name := range selected {
 		ns, conv, err := m.statusOne(ctx, d, name, act)
 		if conv != "" {
@@ -129,12 +142,6 @@ func (m *Manager) Status(ctx context.Context, selectors []string) (*Status, erro
 			st.Performance = TCGPerformanceNote
 		}
 	}
-	m.addNetFaults(st)
-	if len(st.Failures) > 0 {
-		r := &Result{Failures: st.Failures}
-		return st, r.Err(len(selected))
-	}
-	return st, nil
 }
 
 // tryDeploymentLock takes the deployment lock without waiting: nil and

@@ -100,15 +100,7 @@ func Compute(in Input) (*Plan, error) {
 	}
 	d := in.Desired
 	committed := committedNodes(in.Nodes)
-
-	known := d.NodeNames()
-	for name := range committed {
-		if d.Node(name) == nil {
-			known = append(known, name)
-		}
-	}
-	slices.Sort(known)
-	sel, err := selection(in.Selected, known)
+	sel, err := selection(in.Selected, knownNodes(d, committed))
 	if err != nil {
 		return nil, err
 	}
@@ -116,10 +108,62 @@ func Compute(in Input) (*Plan, error) {
 		return nil, err
 	}
 	in.Desired = d
+	p := newPlan(in)
+	var envChanges []Change
+	var envLines []string
+	if in.Applied != nil {
+		envChanges, envLines = envelopeChanges(in.Applied.Spec.Deployment, d.Deployment)
+	}
+	// Classify every node, selected or not: the launch checks see the
+	// whole deployment.
+	all := classifyAll(in, committed, envChanges, envLines)
+	for _, np := range all {
+		if sel == nil || sel[np.Name] {
+			p.Nodes = append(p.Nodes, np)
+		}
+	}
+	p.Nodes = nonNil(p.Nodes)
+	if err := resolveImages(p, in); err != nil {
+		return nil, err
+	}
+	if err := checkLaunch(p, all, sel, in); err != nil {
+		return nil, err
+	}
+	p.Totals = totals(p)
+	downloads(p, in.Cached)
+	p.Action, p.Destructive = summarize(p.Nodes, in.Applied == nil && len(committed) == 0, len(envChanges) > 0)
+	p.Blocked = blocked(sel, len(envChanges) > 0)
+	p.Next = nextCommands(p.Nodes, d.Source.Inventory(), p.PlanArgs())
+	if disks := rootDiskBlockers(p); len(disks) > 0 {
+		// No command can build these nodes: the inventory must change.
+		p.Action, p.Blocked, p.Next = ActionBlocked, append(p.Blocked, disks...), []string{}
+	}
+	p.Warnings = append(p.Warnings, configWarnings(p, in)...)
+	if w := controlWarning(in, d); w != nil {
+		p.Warnings = append(p.Warnings, *w)
+	}
+	sortWarnings(p.Warnings)
+	return p, nil
+}
 
+// knownNodes are the names a selection may use: the desired nodes and the
+// committed ones the desired spec omits, sorted.
+func knownNodes(d *spec.Spec, committed map[string]*state.Node) []string {
+	known := d.NodeNames()
+	for name := range committed {
+		if d.Node(name) == nil {
+			known = append(known, name)
+		}
+	}
+	slices.Sort(known)
+	return known
+}
+
+// newPlan is the empty plan of in (its desired spec already overridden).
+func newPlan(in Input) *Plan {
 	p := &Plan{
 		Schema:    Schema,
-		Spec:      *d,
+		Spec:      *in.Desired,
 		Selected:  nonNil(slices.Clone(in.Selected)),
 		Overrides: overridesOrNil(in.Overrides),
 		Images:    []imageref.Identity{},
@@ -132,19 +176,17 @@ func Compute(in Input) (*Plan, error) {
 	if in.Applied != nil {
 		p.BasedOn = BasedOn{Generation: in.Applied.Generation, SpecHash: in.Applied.SpecHash}
 	}
+	return p
+}
 
-	var envChanges []Change
-	var envLines []string
-	if in.Applied != nil {
-		envChanges, envLines = envelopeChanges(in.Applied.Spec.Deployment, d.Deployment)
-	}
+// classifyAll classifies every desired node (by address), then every
+// committed node the desired spec omits (missing, by address).
+func classifyAll(in Input, committed map[string]*state.Node, envChanges []Change, envLines []string) []NodePlan {
+	d := in.Desired
 	running := in.Running
 	if running == nil {
 		running = func(n *state.Node) bool { return n.Phase == state.Running }
 	}
-
-	// Classify every node, selected or not: the launch checks see the
-	// whole deployment.
 	all := make([]NodePlan, 0, len(d.Nodes)+len(committed))
 	for _, want := range d.Nodes {
 		all = append(all, classify(want, committed[want.Name], in, envChanges, envLines, running))
@@ -169,36 +211,7 @@ func Compute(in Input) (*Plan, error) {
 		missing = append(missing, np)
 	}
 	sortByAddress(missing)
-	all = append(all, missing...)
-
-	for _, np := range all {
-		if sel == nil || sel[np.Name] {
-			p.Nodes = append(p.Nodes, np)
-		}
-	}
-	p.Nodes = nonNil(p.Nodes)
-
-	if err := resolveImages(p, in); err != nil {
-		return nil, err
-	}
-	if err := checkLaunch(p, all, sel, in); err != nil {
-		return nil, err
-	}
-	p.Totals = totals(p)
-	downloads(p, in.Cached)
-	p.Action, p.Destructive = summarize(p.Nodes, in.Applied == nil && len(committed) == 0, len(envChanges) > 0)
-	p.Blocked = blocked(sel, len(envChanges) > 0)
-	p.Next = nextCommands(p.Nodes, d.Source.Inventory(), p.PlanArgs())
-	if disks := rootDiskBlockers(p); len(disks) > 0 {
-		// No command can build these nodes: the inventory must change.
-		p.Action, p.Blocked, p.Next = ActionBlocked, append(p.Blocked, disks...), []string{}
-	}
-	p.Warnings = append(p.Warnings, configWarnings(p, in)...)
-	if w := controlWarning(in, d); w != nil {
-		p.Warnings = append(p.Warnings, *w)
-	}
-	sortWarnings(p.Warnings)
-	return p, nil
+	return append(all, missing...)
 }
 
 // committedNodes drops nil entries and nodes whose committed phase is

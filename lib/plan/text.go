@@ -46,33 +46,8 @@ func (p *Plan) RenderText(w io.Writer) error {
 		fmt.Fprintf(b, "overrides (this plan only): %s\n", strings.Join(p.Overrides.Args, " "))
 	}
 
-	// The nodes are a table: the marked outcome is the first column and
-	// each node's detail lines start under its name.
-	tw := human.Table(b)
-	detail := func(format string, args ...any) { fmt.Fprintf(tw, "\t"+format+"\n", args...) }
 	sharedDisks := commonDisks(p)
-	for _, np := range p.Nodes {
-		fmt.Fprintf(tw, "%s %s\t%s %s", outcomeMarks[np.Outcome], np.Outcome, np.Name, np.Address)
-		if np.Reason != "" {
-			fmt.Fprintf(tw, " (%s)", np.Reason)
-		}
-		fmt.Fprintln(tw)
-		if np.Outcome == Missing || np.Outcome == Recreate || np.Outcome == Resize {
-			for _, l := range np.Summary {
-				detail("%s", l)
-			}
-		}
-		if np.Outcome == Missing {
-			continue
-		}
-		n := p.Spec.Node(np.Name)
-		detail("image %s%s", imageText(np), downloadText(np.Download))
-		detail("%d vCPU, %s memory, %s root disk", n.CPUs, human.Size(n.MemoryBytes), human.Size(n.RootDiskBytes))
-		if sharedDisks == "" {
-			detail("data disks: %s", disksText(n.Disks))
-		}
-	}
-	if err := tw.Flush(); err != nil {
+	if err := p.nodeTable(b, sharedDisks); err != nil {
 		return err
 	}
 	if sharedDisks != "" {
@@ -101,6 +76,37 @@ func (p *Plan) RenderText(w io.Writer) error {
 		fmt.Fprintf(b, "next: %s\n", next)
 	}
 	return b.Flush()
+}
+
+// nodeTable writes the plan's nodes to b as a table: the marked outcome is
+// the first column and each node's detail lines start under its name
+// (data disks per node unless sharedDisks, the disks every node has, is
+// set).
+func (p *Plan) nodeTable(b io.Writer, sharedDisks string) error {
+	tw := human.Table(b)
+	detail := func(format string, args ...any) { fmt.Fprintf(tw, "\t"+format+"\n", args...) }
+	for _, np := range p.Nodes {
+		fmt.Fprintf(tw, "%s %s\t%s %s", outcomeMarks[np.Outcome], np.Outcome, np.Name, np.Address)
+		if np.Reason != "" {
+			fmt.Fprintf(tw, " (%s)", np.Reason)
+		}
+		fmt.Fprintln(tw)
+		if np.Outcome == Missing || np.Outcome == Recreate || np.Outcome == Resize {
+			for _, l := range np.Summary {
+				detail("%s", l)
+			}
+		}
+		if np.Outcome == Missing {
+			continue
+		}
+		n := p.Spec.Node(np.Name)
+		detail("image %s%s", imageText(np), downloadText(np.Download))
+		detail("%d vCPU, %s memory, %s root disk", n.CPUs, human.Size(n.MemoryBytes), human.Size(n.RootDiskBytes))
+		if sharedDisks == "" {
+			detail("data disks: %s", disksText(n.Disks))
+		}
+	}
+	return tw.Flush()
 }
 
 func imageText(np NodePlan) string {

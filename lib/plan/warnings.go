@@ -40,6 +40,22 @@ func configWarnings(p *Plan, in Input) []Warning {
 		w = append(w, Warning{Code: "non_default_subnet",
 			Message: fmt.Sprintf("using the non-default Barn network %s; the installed network (barn-net) and every node address must use it", sub.CIDR)})
 	}
+	w = append(w, interfaceWarnings(p)...)
+	for _, id := range p.Images {
+		switch id.Status {
+		case "preview", "testing", "deprecated":
+			w = append(w, Warning{Code: "image_" + id.Status,
+				Message: fmt.Sprintf("image %s is %s in the catalog", IdentityLabel(id), id.Status)})
+		}
+	}
+	w = append(w, shrinkWarnings(p, in)...)
+	return w
+}
+
+// interfaceWarnings repeats, for the selected nodes, the inventory's
+// warnings about interface names Barn does not create.
+func interfaceWarnings(p *Plan) []Warning {
+	var w []Warning
 	selected := make(map[string]bool, len(p.Nodes))
 	for _, np := range p.Nodes {
 		selected[np.Name] = true
@@ -64,13 +80,13 @@ func configWarnings(p *Plan, in Input) []Warning {
 				Message: fmt.Sprintf("%s = %s (%s): Barn does not create or rename guest interfaces; the fixed-IP NIC is matched by MAC, so check that %s exists in the guest", iw.Key, iw.Value, where, iw.Value)})
 		}
 	}
-	for _, id := range p.Images {
-		switch id.Status {
-		case "preview", "testing", "deprecated":
-			w = append(w, Warning{Code: "image_" + id.Status,
-				Message: fmt.Sprintf("image %s is %s in the catalog", IdentityLabel(id), id.Status)})
-		}
-	}
+	return w
+}
+
+// shrinkWarnings warns, for each node being recreated, of a persistent
+// disk the desired spec would shrink.
+func shrinkWarnings(p *Plan, in Input) []Warning {
+	var w []Warning
 	for _, np := range p.Nodes {
 		n := p.Spec.Node(np.Name)
 		if n == nil || (np.Outcome != Create && np.Outcome != Recreate) {

@@ -106,8 +106,7 @@ func Capture(pid int) (vmrecord.Process, error) {
 	if st.state == "Z" || st.state == "X" {
 		return vmrecord.Process{}, fmt.Errorf("capturing pid %d: zombie: %w", pid, ErrNoProcess)
 	}
-	exe, err := readExe(pid)
-	if err != nil {
+	if _, err := readExe(pid); err != nil { // an unreadable executable refuses before any wait
 		return vmrecord.Process{}, err
 	}
 	// A process caught inside execve shows an empty command line for a
@@ -127,7 +126,8 @@ func Capture(pid int) (vmrecord.Process, error) {
 	if len(cmdline) == 0 {
 		return vmrecord.Process{}, fmt.Errorf("capturing pid %d: it has no command line (a kernel thread, or still inside exec)", pid)
 	}
-	if exe, err = readExe(pid); err != nil { // re-read: exec may have just replaced it
+	exe, err := readExe(pid) // read after the command line: exec may have just replaced it
+	if err != nil {
 		return vmrecord.Process{}, err
 	}
 	file, err := exeFile(pid)

@@ -121,59 +121,78 @@ func Inspect(r io.ReaderAt) (Header, error) {
 
 	h.HeaderLength, h.RefcountOrder, h.CompressionType = 72, 4, "zlib"
 	if version == 3 {
-		if n < 104 {
-			return h, fmt.Errorf("%w: version 3 header has %d bytes, need 104", ErrTruncated, n)
-		}
-		h.IncompatibleFeatures = be.Uint64(buf[72:])
-		h.CompatibleFeatures = be.Uint64(buf[80:])
-		h.AutoclearFeatures = be.Uint64(buf[88:])
-		h.RefcountOrder = int(be.Uint32(buf[96:]))
-		hl := be.Uint32(buf[100:])
-		if hl < 104 || hl%8 != 0 || hl > uint32(h.ClusterSize) {
-			return h, fmt.Errorf("%w: header_length %d (want a multiple of 8, 104..cluster size)", ErrMalformed, hl)
-		}
-		h.HeaderLength = int(hl)
-		if h.RefcountOrder > 6 {
-			return h, fmt.Errorf("%w: refcount_order %d (max 6)", ErrMalformed, h.RefcountOrder)
-		}
-		if hl > 104 {
-			if n < 105 {
-				return h, fmt.Errorf("%w: header_length %d but file ends at %d", ErrTruncated, hl, n)
-			}
-			switch buf[104] {
-			case 0:
-				h.CompressionType = "zlib"
-			case 1:
-				h.CompressionType = "zstd"
-			default:
-				return h, fmt.Errorf("%w: unknown compression type %d", ErrIncompatible, buf[104])
-			}
+		if err := readV3(buf, &h); err != nil {
+			return h, err
 		}
 	}
-
-	inc := h.IncompatibleFeatures
-	switch {
-	case backingOffset != 0 || backingSize != 0:
-		return h, fmt.Errorf("%w (backing_file_offset %d, size %d); a base image must be self-contained", ErrBackingFile, backingOffset, backingSize)
-	case cryptMethod != 0:
-		return h, fmt.Errorf("%w (crypt_method %d)", ErrEncrypted, cryptMethod)
-	case inc&IncompatCorrupt != 0:
-		return h, fmt.Errorf("%w (incompatible bit 1); repair with qemu-img check -r all on a copy", ErrCorrupt)
-	case inc&IncompatDataFile != 0:
-		return h, fmt.Errorf("%w (incompatible bit 2)", ErrDataFile)
-	case inc&^incompatKnown != 0:
-		return h, fmt.Errorf("%w: bits %#x", ErrIncompatible, inc&^incompatKnown)
-	case inc&IncompatDirty != 0:
-		return h, fmt.Errorf("%w (incompatible bit 0): it was not closed cleanly", ErrDirty)
-	case inc&IncompatExtendedL2 != 0:
-		return h, fmt.Errorf("%w (incompatible bit 4)", ErrExtendedL2)
-	case inc&IncompatCompressionTyp != 0 && h.HeaderLength <= 104:
-		return h, fmt.Errorf("%w: compression-type bit set without a compression_type field", ErrMalformed)
+	if err := refuseFeatures(&h, backingOffset, backingSize, cryptMethod); err != nil {
+		return h, err
 	}
 	if err := walkExtensions(r, int64(h.HeaderLength)); err != nil {
 		return h, err
 	}
 	return h, nil
+}
+
+// readV3 reads the version 3 fields of header buf into h.
+func readV3(buf []byte, h *Header) error {
+	be := binary.BigEndian
+	n := len(buf)
+	if n < 104 {
+		return fmt.Errorf("%w: version 3 header has %d bytes, need 104", ErrTruncated, n)
+	}
+	h.IncompatibleFeatures = be.Uint64(buf[72:])
+	h.CompatibleFeatures = be.Uint64(buf[80:])
+	h.AutoclearFeatures = be.Uint64(buf[88:])
+	h.RefcountOrder = int(be.Uint32(buf[96:]))
+	hl := be.Uint32(buf[100:])
+	if hl < 104 || hl%8 != 0 || hl > uint32(h.ClusterSize) {
+		return fmt.Errorf("%w: header_length %d (want a multiple of 8, 104..cluster size)", ErrMalformed, hl)
+	}
+	h.HeaderLength = int(hl)
+	if h.RefcountOrder > 6 {
+		return fmt.Errorf("%w: refcount_order %d (max 6)", ErrMalformed, h.RefcountOrder)
+	}
+	if hl > 104 {
+		if n < 105 {
+			return fmt.Errorf("%w: header_length %d but file ends at %d", ErrTruncated, hl, n)
+		}
+		switch buf[104] {
+		case 0:
+			h.CompressionType = "zlib"
+		case 1:
+			h.CompressionType = "zstd"
+		default:
+			return fmt.Errorf("%w: unknown compression type %d", ErrIncompatible, buf[104])
+		}
+	}
+	return nil
+}
+
+// refuseFeatures refuses what a base image may not use: a backing file,
+// encryption, the corrupt, data-file, dirty or extended-L2 bits, unknown
+// incompatible bits, and a compression-type bit without its field.
+func refuseFeatures(h *Header, backingOffset uint64, backingSize, cryptMethod uint32) error {
+	inc := h.IncompatibleFeatures
+	switch {
+	case backingOffset != 0 || backingSize != 0:
+		return fmt.Errorf("%w (backing_file_offset %d, size %d); a base image must be self-contained", ErrBackingFile, backingOffset, backingSize)
+	case cryptMethod != 0:
+		return fmt.Errorf("%w (crypt_method %d)", ErrEncrypted, cryptMethod)
+	case inc&IncompatCorrupt != 0:
+		return fmt.Errorf("%w (incompatible bit 1); repair with qemu-img check -r all on a copy", ErrCorrupt)
+	case inc&IncompatDataFile != 0:
+		return fmt.Errorf("%w (incompatible bit 2)", ErrDataFile)
+	case inc&^incompatKnown != 0:
+		return fmt.Errorf("%w: bits %#x", ErrIncompatible, inc&^incompatKnown)
+	case inc&IncompatDirty != 0:
+		return fmt.Errorf("%w (incompatible bit 0): it was not closed cleanly", ErrDirty)
+	case inc&IncompatExtendedL2 != 0:
+		return fmt.Errorf("%w (incompatible bit 4)", ErrExtendedL2)
+	case inc&IncompatCompressionTyp != 0 && h.HeaderLength <= 104:
+		return fmt.Errorf("%w: compression-type bit set without a compression_type field", ErrMalformed)
+	}
+	return nil
 }
 
 // walkExtensions reads the header extensions starting at off and refuses a

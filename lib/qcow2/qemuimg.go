@@ -10,39 +10,12 @@ import (
 	"time"
 )
 
-// ImgInfo is the part of `qemu-img info --output=json` Barn cross-checks.
-type ImgInfo struct {
-	Format          string `json:"format"`
-	VirtualSize     int64  `json:"virtual-size"`
-	BackingFilename string `json:"backing-filename"`
-	Encrypted       bool   `json:"encrypted"`
-	DirtyFlag       bool   `json:"dirty-flag"`
-	FormatSpecific  struct {
-		Type string `json:"type"`
-		Data struct {
-			Compat     string `json:"compat"`
-			Corrupt    bool   `json:"corrupt"`
-			ExtendedL2 bool   `json:"extended-l2"`
-			DataFile   string `json:"data-file"`
-		} `json:"data"`
-	} `json:"format-specific"`
-}
-
 // ImgCheck is the part of `qemu-img check --output=json` Barn requires.
 type ImgCheck struct {
 	Format      string `json:"format"`
 	CheckErrors int    `json:"check-errors"`
 	Corruptions int    `json:"corruptions"`
 	Leaks       int    `json:"leaks"`
-}
-
-// ParseInfo decodes `qemu-img info --output=json` output.
-func ParseInfo(out []byte) (ImgInfo, error) {
-	var i ImgInfo
-	if err := json.Unmarshal(out, &i); err != nil {
-		return i, fmt.Errorf("parsing qemu-img info output: %w", err)
-	}
-	return i, nil
 }
 
 // ParseCheck decodes `qemu-img check --output=json` output.
@@ -54,46 +27,11 @@ func ParseCheck(out []byte) (ImgCheck, error) {
 	return c, nil
 }
 
-// Validate applies the base-image rules to a qemu-img info result: format
-// qcow2, virtual size > 0, no backing file, no data file, not encrypted,
-// not corrupt, not dirty, no extended L2. It wraps the same sentinels as
-// Inspect.
-func (i ImgInfo) Validate() error {
-	switch {
-	case i.Format != "qcow2":
-		return fmt.Errorf("%w: qemu-img reports format %q", ErrNotQcow2, i.Format)
-	case i.VirtualSize <= 0:
-		return fmt.Errorf("%w: qemu-img reports virtual size %d", ErrMalformed, i.VirtualSize)
-	case i.BackingFilename != "":
-		return fmt.Errorf("%w (%s)", ErrBackingFile, i.BackingFilename)
-	case i.FormatSpecific.Data.DataFile != "":
-		return fmt.Errorf("%w (%s)", ErrDataFile, i.FormatSpecific.Data.DataFile)
-	case i.Encrypted:
-		return ErrEncrypted
-	case i.FormatSpecific.Data.Corrupt:
-		return ErrCorrupt
-	case i.DirtyFlag:
-		return ErrDirty
-	case i.FormatSpecific.Data.ExtendedL2:
-		return ErrExtendedL2
-	}
-	return nil
-}
-
-// ErrNoQemuImg is returned by Info and Check when qemu-img is not installed.
+// ErrNoQemuImg is returned by Check when qemu-img is not installed.
 var ErrNoQemuImg = errors.New("qemu-img is not installed")
 
 // qemuImgTimeout bounds one qemu-img run (check reads every cluster table).
 const qemuImgTimeout = 5 * time.Minute
-
-// Info runs `qemu-img info --output=json -f qcow2 --force-share path`.
-func Info(ctx context.Context, path string) (ImgInfo, error) {
-	out, err := runQemuImg(ctx, "info", "--output=json", "-f", "qcow2", "--force-share", path)
-	if err != nil {
-		return ImgInfo{}, err
-	}
-	return ParseInfo(out)
-}
 
 // Check runs `qemu-img check --output=json -f qcow2 --force-share path` and
 // returns an error wrapping ErrCorrupt when it reports check errors or

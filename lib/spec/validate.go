@@ -141,6 +141,48 @@ func (sn Subnet) validate() *FieldError {
 // user's ~/.ssh.
 func ValidateNode(d Deployment, n Node) *FieldError {
 	at := "nodes[" + n.Name + "]"
+	if err := validateIdentity(d, n, at); err != nil {
+		return err
+	}
+	if err := field(at+".cpus", n.CPUs, CheckCPUs(n.CPUs)); err != nil {
+		return err
+	}
+	if err := field(at+".memory_bytes", n.MemoryBytes, CheckMemory(n.MemoryBytes)); err != nil {
+		return err
+	}
+	if err := field(at+".root_disk_bytes", n.RootDiskBytes, CheckDiskSize(n.RootDiskBytes)); err != nil {
+		return err
+	}
+	ssh := "/home/" + d.User.Name + "/.ssh"
+	var mounts []string
+	for i, dk := range n.Disks {
+		df := fmt.Sprintf("%s.disks[%d]", at, i)
+		if err := validateDisk(dk, df, ssh, mounts); err != nil {
+			return err
+		}
+		mounts = append(mounts, dk.Mount)
+	}
+	for i, a := range n.Aliases {
+		if err := field(fmt.Sprintf("%s.aliases[%d]", at, i), a, CheckAlias(a)); err != nil {
+			return err
+		}
+	}
+	if len(n.Shares) > MaxShares {
+		return field(at+".shares", len(n.Shares), violation(fmt.Sprintf("at most %d shares per node", MaxShares), "merge shares into fewer directories"))
+	}
+	for i, sh := range n.Shares {
+		sf := fmt.Sprintf("%s.shares[%d]", at, i)
+		if err := validateShare(sh, sf, ssh, mounts); err != nil {
+			return err
+		}
+		mounts = append(mounts, sh.Guest)
+	}
+	return nil
+}
+
+// validateIdentity checks node n's name, FQDN, pool address and MACs (at
+// is its field path).
+func validateIdentity(d Deployment, n Node, at string) *FieldError {
 	if err := field(at+".name", n.Name, CheckNodeName(n.Name)); err != nil {
 		return err
 	}
@@ -162,78 +204,64 @@ func ValidateNode(d Deployment, n Node) *FieldError {
 	if n.MAC.Management == n.MAC.Private {
 		return field(at+".mac.private", n.MAC.Private, violation("equals the management MAC", "re-run barn-inventory resolve"))
 	}
-	if err := field(at+".cpus", n.CPUs, CheckCPUs(n.CPUs)); err != nil {
+	return nil
+}
+
+// validateDisk checks data disk dk (field path df): its own fields, and a
+// mount apart from ~/.ssh (ssh) and from the earlier mounts.
+func validateDisk(dk Disk, df, ssh string, mounts []string) *FieldError {
+	if err := field(df+".mount", dk.Mount, CheckGuestPath(dk.Mount)); err != nil {
 		return err
 	}
-	if err := field(at+".memory_bytes", n.MemoryBytes, CheckMemory(n.MemoryBytes)); err != nil {
+	if err := field(df+".name", dk.Name, CheckDiskName(dk.Name)); err != nil {
 		return err
 	}
-	if err := field(at+".root_disk_bytes", n.RootDiskBytes, CheckDiskSize(n.RootDiskBytes)); err != nil {
+	if dk.Name != DiskName(dk.Mount) {
+		return field(df+".name", dk.Name, violation("is not derived from the mount "+dk.Mount, "re-run barn-inventory resolve"))
+	}
+	if err := field(df+".size_bytes", dk.SizeBytes, CheckDiskSize(dk.SizeBytes)); err != nil {
 		return err
 	}
-	ssh := "/home/" + d.User.Name + "/.ssh"
-	var mounts []string
-	for i, dk := range n.Disks {
-		df := fmt.Sprintf("%s.disks[%d]", at, i)
-		if err := field(df+".mount", dk.Mount, CheckGuestPath(dk.Mount)); err != nil {
-			return err
-		}
-		if err := field(df+".name", dk.Name, CheckDiskName(dk.Name)); err != nil {
-			return err
-		}
-		if dk.Name != DiskName(dk.Mount) {
-			return field(df+".name", dk.Name, violation("is not derived from the mount "+dk.Mount, "re-run barn-inventory resolve"))
-		}
-		if err := field(df+".size_bytes", dk.SizeBytes, CheckDiskSize(dk.SizeBytes)); err != nil {
-			return err
-		}
-		if err := field(df+".fs", dk.FS, CheckFS(dk.FS)); err != nil {
-			return err
-		}
-		if err := field(df+".size_bytes", dk.SizeBytes, CheckDataDiskFits(dk.SizeBytes, dk.FS)); err != nil {
-			return err
-		}
-		if err := field(df+".serial", dk.Serial, CheckDiskSerial(dk.Serial)); err != nil {
-			return err
-		}
-		if Overlaps(dk.Mount, ssh) {
-			return field(df+".mount", dk.Mount, violation("overlaps "+ssh, "mount data disks elsewhere, e.g. /data"))
-		}
-		for _, o := range mounts {
-			if Overlaps(o, dk.Mount) {
-				return field(df+".mount", dk.Mount, violation("overlaps data disk "+o, "give each disk its own, non-nested mount"))
-			}
-		}
-		mounts = append(mounts, dk.Mount)
+	if err := field(df+".fs", dk.FS, CheckFS(dk.FS)); err != nil {
+		return err
 	}
-	for i, a := range n.Aliases {
-		if err := field(fmt.Sprintf("%s.aliases[%d]", at, i), a, CheckAlias(a)); err != nil {
-			return err
+	if err := field(df+".size_bytes", dk.SizeBytes, CheckDataDiskFits(dk.SizeBytes, dk.FS)); err != nil {
+		return err
+	}
+	if err := field(df+".serial", dk.Serial, CheckDiskSerial(dk.Serial)); err != nil {
+		return err
+	}
+	if Overlaps(dk.Mount, ssh) {
+		return field(df+".mount", dk.Mount, violation("overlaps "+ssh, "mount data disks elsewhere, e.g. /data"))
+	}
+	for _, o := range mounts {
+		if Overlaps(o, dk.Mount) {
+			return field(df+".mount", dk.Mount, violation("overlaps data disk "+o, "give each disk its own, non-nested mount"))
 		}
 	}
-	if len(n.Shares) > MaxShares {
-		return field(at+".shares", len(n.Shares), violation(fmt.Sprintf("at most %d shares per node", MaxShares), "merge shares into fewer directories"))
+	return nil
+}
+
+// validateShare checks share sh (field path sf): its own fields, and a
+// guest target apart from ~/.ssh (ssh) and from the data disks' and
+// earlier shares' mounts.
+func validateShare(sh Share, sf, ssh string, mounts []string) *FieldError {
+	if err := field(sf+".host", sh.Host, CheckHostPath(sh.Host)); err != nil {
+		return err
 	}
-	for i, sh := range n.Shares {
-		sf := fmt.Sprintf("%s.shares[%d]", at, i)
-		if err := field(sf+".host", sh.Host, CheckHostPath(sh.Host)); err != nil {
-			return err
+	if err := field(sf+".guest", sh.Guest, CheckGuestPath(sh.Guest)); err != nil {
+		return err
+	}
+	if err := field(sf+".tag", sh.Tag, CheckShareTag(sh.Tag)); err != nil {
+		return err
+	}
+	if Overlaps(sh.Guest, ssh) {
+		return field(sf+".guest", sh.Guest, violation("overlaps "+ssh, "share into another directory"))
+	}
+	for _, o := range mounts {
+		if Overlaps(o, sh.Guest) {
+			return field(sf+".guest", sh.Guest, violation("overlaps "+o, "give each share its own target, apart from the data disks"))
 		}
-		if err := field(sf+".guest", sh.Guest, CheckGuestPath(sh.Guest)); err != nil {
-			return err
-		}
-		if err := field(sf+".tag", sh.Tag, CheckShareTag(sh.Tag)); err != nil {
-			return err
-		}
-		if Overlaps(sh.Guest, ssh) {
-			return field(sf+".guest", sh.Guest, violation("overlaps "+ssh, "share into another directory"))
-		}
-		for _, o := range mounts {
-			if Overlaps(o, sh.Guest) {
-				return field(sf+".guest", sh.Guest, violation("overlaps "+o, "give each share its own target, apart from the data disks"))
-			}
-		}
-		mounts = append(mounts, sh.Guest)
 	}
 	return nil
 }

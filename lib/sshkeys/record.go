@@ -117,18 +117,6 @@ func note(dir, name string, digest bool) error {
 	return nil
 }
 
-// recorded reports whether the file at dir/name is the one keys.json
-// records Barn created (fileid: the same file and, when a digest was
-// recorded, the same bytes).
-func (r *Record) recorded(dir, name string) bool {
-	want, ok := r.Files[name]
-	if !ok {
-		return false
-	}
-	why, err := want.Differs(filepath.Join(dir, name))
-	return err == nil && why == ""
-}
-
 // Purge deletes the files keys.json records Barn created in keysDir — the
 // private key and public key only with their recorded bytes, known_hosts
 // only as the very file Barn created — then the record and the emptied

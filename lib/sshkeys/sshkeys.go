@@ -114,30 +114,8 @@ func Ensure(keysDir string, haveVMs bool) (KeyPair, error) {
 	case err != nil:
 		return kp, err
 	}
-	sshPub, err := ssh.NewPublicKey(priv.Public())
-	if err != nil {
-		return kp, exitcode.Wrap(exitcode.Runtime, err, "derive public key")
-	}
-	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshPub))) + " " + Comment
-	kp.Public = line
-	have, err := os.ReadFile(kp.PublicPath)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		if err := safefile.Write(kp.PublicPath, []byte(line+"\n"), 0o644); err != nil {
-			return kp, exitcode.Wrap(exitcode.Runtime, err, "write %s", kp.PublicPath)
-		}
-		if err := note(keysDir, PublicName, true); err != nil {
-			return kp, err
-		}
-	case err != nil:
-		return kp, exitcode.Wrap(exitcode.Runtime, err, "read %s", kp.PublicPath)
-	default:
-		got, _, _, _, perr := ssh.ParseAuthorizedKey(have)
-		if perr != nil || !bytes.Equal(got.Marshal(), sshPub.Marshal()) {
-			return kp, exitcode.New(exitcode.Integrity, "public key %s does not match private key %s", kp.PublicPath, kp.PrivatePath).
-				WithReason("deployment_key_mismatch").
-				WithNext("rm " + kp.PublicPath + " (it is re-derived from the private key)")
-		}
+	if kp.Public, err = ensurePublic(keysDir, kp, priv); err != nil {
+		return kp, err
 	}
 	if _, err := os.Lstat(kp.KnownHosts); errors.Is(err, fs.ErrNotExist) {
 		if err := safefile.Write(kp.KnownHosts, nil, 0o600); err != nil {
@@ -148,6 +126,37 @@ func Ensure(keysDir string, haveVMs bool) (KeyPair, error) {
 		}
 	}
 	return kp, nil
+}
+
+// ensurePublic returns the authorized_keys line of private key priv and
+// writes it to kp.PublicPath when that file is missing; an existing file
+// must hold the same key (deployment_key_mismatch).
+func ensurePublic(keysDir string, kp KeyPair, priv ed25519.PrivateKey) (string, error) {
+	sshPub, err := ssh.NewPublicKey(priv.Public())
+	if err != nil {
+		return "", exitcode.Wrap(exitcode.Runtime, err, "derive public key")
+	}
+	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshPub))) + " " + Comment
+	have, err := os.ReadFile(kp.PublicPath)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := safefile.Write(kp.PublicPath, []byte(line+"\n"), 0o644); err != nil {
+			return "", exitcode.Wrap(exitcode.Runtime, err, "write %s", kp.PublicPath)
+		}
+		if err := note(keysDir, PublicName, true); err != nil {
+			return "", err
+		}
+	case err != nil:
+		return "", exitcode.Wrap(exitcode.Runtime, err, "read %s", kp.PublicPath)
+	default:
+		got, _, _, _, perr := ssh.ParseAuthorizedKey(have)
+		if perr != nil || !bytes.Equal(got.Marshal(), sshPub.Marshal()) {
+			return "", exitcode.New(exitcode.Integrity, "public key %s does not match private key %s", kp.PublicPath, kp.PrivatePath).
+				WithReason("deployment_key_mismatch").
+				WithNext("rm " + kp.PublicPath + " (it is re-derived from the private key)")
+		}
+	}
+	return line, nil
 }
 
 // dropStalePublic removes the public key at pub, left without its private

@@ -319,7 +319,10 @@ func TestEarlierDevBuildRecordIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := readRecord(dir)
-	if err != nil || r.Schema != RecordSchema || r.Files[PrivateName].SHA256 == "" || !r.recorded(dir, PrivateName) {
+	if err != nil || r.Schema != RecordSchema || r.Files[PrivateName].SHA256 == "" {
 		t.Fatalf("record = %+v, %v", r, err)
+	}
+	if why, err := r.Files[PrivateName].Differs(filepath.Join(dir, PrivateName)); err != nil || why != "" {
+		t.Fatalf("the recorded identity does not match the key it names: %q, %v", why, err)
 	}
 }

@@ -321,45 +321,8 @@ func (r *Root) acquire(ctx context.Context, name, command string, wait bool, wai
 		return nil, exitcode.Wrap(exitcode.Runtime, err, "locking %s", path)
 	}
 	if !ok {
-		holder, _ := r.readHolder(path, false)
-		busy := func() error {
-			msg := what + " is busy"
-			if holder != nil {
-				msg = fmt.Sprintf("%s is busy: %s (pid %d) holds it since %s", what, holder.Command, holder.PID, holder.Started.Local().Format(time.RFC3339))
-			}
-			e := exitcode.New(exitcode.Conflict, "%s", msg).WithReason(reason).WithNext("retry when it finishes")
-			if holder != nil {
-				e = e.WithDetail(*holder)
-			}
-			return e
-		}
-		if !wait {
-			return nil, busy()
-		}
-		if waiting != nil {
-			h := LockHolder{Command: "another barn command"}
-			if holder != nil {
-				h = *holder
-			}
-			waiting(h)
-		}
-		if bound <= 0 {
-			bound = DefaultLockWait
-		}
-		wctx, cancel := context.WithTimeout(ctx, bound)
-		defer cancel()
-		ok, err = fl.TryLockContext(wctx, LockPollInterval)
-		if !ok {
-			if ctx.Err() != nil {
-				return nil, exitcode.Wrap(exitcode.Cancelled, ctx.Err(), "cancelled while waiting for %s", what)
-			}
-			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-				return nil, exitcode.Wrap(exitcode.Runtime, err, "locking %s", path)
-			}
-			if h, _ := r.readHolder(path, false); h != nil {
-				holder = h
-			}
-			return nil, busy()
+		if err := r.waitLock(ctx, fl, path, wait, waiting, bound, reason, what); err != nil {
+			return nil, err
 		}
 	}
 	l := &heldLock{fl: fl, path: path, root: r, key: keyOf(name)}
@@ -369,6 +332,53 @@ func (r *Root) acquire(ctx context.Context, name, command string, wait bool, wai
 		return nil, err
 	}
 	return l, nil
+}
+
+// waitLock handles a lock (what, at path) another process holds: busy
+// (reason, naming the holder) without wait; else it reports the holder to
+// waiting and waits up to bound (DefaultLockWait when ≤0) for fl.
+func (r *Root) waitLock(ctx context.Context, fl *flock.Flock, path string, wait bool, waiting func(LockHolder), bound time.Duration, reason, what string) error {
+	holder, _ := r.readHolder(path)
+	busy := func() error {
+		msg := what + " is busy"
+		if holder != nil {
+			msg = fmt.Sprintf("%s is busy: %s (pid %d) holds it since %s", what, holder.Command, holder.PID, holder.Started.Local().Format(time.RFC3339))
+		}
+		e := exitcode.New(exitcode.Conflict, "%s", msg).WithReason(reason).WithNext("retry when it finishes")
+		if holder != nil {
+			e = e.WithDetail(*holder)
+		}
+		return e
+	}
+	if !wait {
+		return busy()
+	}
+	if waiting != nil {
+		h := LockHolder{Command: "another barn command"}
+		if holder != nil {
+			h = *holder
+		}
+		waiting(h)
+	}
+	if bound <= 0 {
+		bound = DefaultLockWait
+	}
+	wctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	ok, err := fl.TryLockContext(wctx, LockPollInterval)
+	if !ok {
+		if ctx.Err() != nil {
+			return exitcode.Wrap(exitcode.Cancelled, ctx.Err(), "cancelled while waiting for %s", what)
+		}
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return exitcode.Wrap(exitcode.Runtime, err, "locking %s", path)
+		}
+		if h, _ := r.readHolder(path); h != nil {
+			holder = h
+		}
+		return busy()
+	}
+	return nil
 }
 
 // writeHolder replaces the holder record in the (held) lock file:
@@ -405,20 +415,13 @@ func (r *Root) Holder(lockName string) (*LockHolder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.readHolder(path, true)
+	return r.readHolder(path)
 }
 
-func (r *Root) readHolder(path string, strict bool) (*LockHolder, error) {
-	fi, err := os.Lstat(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, integrity(path, "unreadable: %v", unwrapPath(err))
-	}
-	if err := r.checkFileInfo(path, fi); err != nil {
-		return nil, err
-	}
+// readHolder reads the holder record of the lock file at path: nil when
+// there is none or its process is gone; the integrity errors of
+// readFileStrict and of a malformed record.
+func (r *Root) readHolder(path string) (*LockHolder, error) {
 	data, err := r.readFileStrict(path, MaxHolderBytes)
 	if err != nil || len(data) == 0 {
 		return nil, err

@@ -110,8 +110,33 @@ func (r *Root) ValidateNode(node string, n *Node) []string {
 	r.checkNodePath(&p, node, "seed", n.Seed, SeedName)
 	r.checkNodePath(&p, node, "nvram", n.NVRAM, NVRAMName)
 	r.checkNodePath(&p, node, "serial_log", n.SerialLog, SerialLogName)
+	r.validateDataDisks(&p, node, n.DataDisks)
+	r.validateFiles(&p, n)
+	if n.SSHPort < 0 || n.SSHPort > 65535 {
+		p.addf("ssh_port %d is out of range", n.SSHPort)
+	}
+	switch n.Accel {
+	case "", "kvm", "tcg":
+	default:
+		p.addf("accel %q is not kvm or tcg", n.Accel)
+	}
+	checkRuntime(&p, n.Runtime)
+	checkProcess(&p, n)
+	if n.CreatedAt.IsZero() {
+		p.addf("created_at is missing")
+	}
+	if n.UpdatedAt.Before(n.CreatedAt) {
+		p.addf("updated_at is before created_at")
+	}
+	return p
+}
+
+// validateDataDisks adds the problems of node's data disk records: names
+// (DNS labels, each once), paths inside the node directory, sizes and
+// filesystems.
+func (r *Root) validateDataDisks(p *problems, node string, disks []vmrecord.DataDisk) {
 	seen := map[string]bool{}
-	for i, d := range n.DataDisks {
+	for i, d := range disks {
 		if !ValidDiskName(d.Name) {
 			p.addf("data_disks[%d].name %q is not a DNS label other than root", i, d.Name)
 			continue
@@ -137,16 +162,11 @@ func (r *Root) ValidateNode(node string, n *Node) []string {
 			p.addf("data_disks[%d].actual_filesystem %q is not xfs or ext4", i, d.ActualFilesystem)
 		}
 	}
-	r.validateFiles(&p, n)
-	if n.SSHPort < 0 || n.SSHPort > 65535 {
-		p.addf("ssh_port %d is out of range", n.SSHPort)
-	}
-	switch n.Accel {
-	case "", "kvm", "tcg":
-	default:
-		p.addf("accel %q is not kvm or tcg", n.Accel)
-	}
-	checkRuntime(&p, n.Runtime)
+}
+
+// checkProcess adds the problems of the recorded process identity: only
+// starting, running and stopping nodes have one, and a running node must.
+func checkProcess(p *problems, n *Node) {
 	if n.Process != nil {
 		switch n.Phase {
 		case Starting, Running, Stopping:
@@ -159,13 +179,6 @@ func (r *Root) ValidateNode(node string, n *Node) []string {
 	} else if n.Phase == Running {
 		p.addf("phase is running but no process identity is recorded")
 	}
-	if n.CreatedAt.IsZero() {
-		p.addf("created_at is missing")
-	}
-	if n.UpdatedAt.Before(n.CreatedAt) {
-		p.addf("updated_at is before created_at")
-	}
-	return p
 }
 
 // validateFiles adds the problems of a node's file identities: each names
@@ -246,15 +259,7 @@ func (r *Root) ArtifactPath(node string, kind ArtifactKind, disk string) string 
 // invocation present exactly when prepared, and the state_path rule.
 func (r *Root) ValidateJournal(node string, j *Journal) []string {
 	var p problems
-	if j.Schema != JournalSchema {
-		p.addf("schema is %q, want %s", j.Schema, JournalSchema)
-	}
-	if !validUUID(j.OperationID) {
-		p.addf("operation_id %q is not a UUID", j.OperationID)
-	}
-	if j.Node != node {
-		p.addf("node is %q but the file is in the directory of node %q", j.Node, node)
-	}
+	p.operation(j.Schema, JournalSchema, j.OperationID, j.Node, node)
 	if !validUUID(j.VMUUID) {
 		p.addf("vm_uuid %q is not a UUID", j.VMUUID)
 	}
@@ -338,19 +343,26 @@ func (r *Root) validateArtifact(p *problems, node, field string, a Artifact, see
 	seen[a.Path] = true
 }
 
+// operation adds the problems of an operation record's header: its
+// schema (want), its operation UUID and its node (the directory it is in
+// is dirNode's).
+func (p *problems) operation(schema, want, opID, recNode, dirNode string) {
+	if schema != want {
+		p.addf("schema is %q, want %s", schema, want)
+	}
+	if !validUUID(opID) {
+		p.addf("operation_id %q is not a UUID", opID)
+	}
+	if recNode != dirNode {
+		p.addf("node is %q but the file is in the directory of node %q", recNode, dirNode)
+	}
+}
+
 // ValidateTransaction returns every problem of a decoded transaction record
 // read from nodes/<node>/transaction.json.
 func ValidateTransaction(node string, t *Transaction) []string {
 	var p problems
-	if t.Schema != TransactionSchema {
-		p.addf("schema is %q, want %s", t.Schema, TransactionSchema)
-	}
-	if !validUUID(t.OperationID) {
-		p.addf("operation_id %q is not a UUID", t.OperationID)
-	}
-	if t.Node != node {
-		p.addf("node is %q but the file is in the directory of node %q", t.Node, node)
-	}
+	p.operation(t.Schema, TransactionSchema, t.OperationID, t.Node, node)
 	if !t.From.Valid() {
 		p.addf("from %q is not a node phase", t.From)
 	}

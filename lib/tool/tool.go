@@ -223,23 +223,8 @@ func Main(ctx context.Context, name, help string, args []string, stdio Stdio, ge
 		return runCompletion(env, parser, grammar, args)
 	}
 	if flags, bare := bareInvocation(args); bare {
-		if w, ok := grammar.(Welcomer); ok {
-			if doc := w.Welcome(env); doc != nil {
-				if doc.Err != nil {
-					return report(env, doc.Err)
-				}
-				if env.Output, err = resolveOutput(flags, env.Getenv, env.OutIsTerminal); err != nil {
-					return report(env, err)
-				}
-				doc.Schema, doc.Tool = WelcomeSchema, name
-				if doc.Summary == "" {
-					doc.Summary = help
-				}
-				if err := env.Emit(doc); err != nil {
-					return report(env, err)
-				}
-				return 0
-			}
+		if code, welcomed := welcome(env, grammar, flags, help); welcomed {
+			return code
 		}
 	}
 	kctx, err := parser.Parse(args)
@@ -257,6 +242,35 @@ func Main(ctx context.Context, name, help string, args []string, stdio Stdio, ge
 		return report(env, err)
 	}
 	return 0
+}
+
+// welcome answers a bare invocation (output flags only) with the
+// grammar's Welcome document, when it has one; welcomed is false when it
+// has none and the command line is parsed as usual.
+func welcome(env *Env, grammar any, flags OutputFlags, help string) (code int, welcomed bool) {
+	w, ok := grammar.(Welcomer)
+	if !ok {
+		return 0, false
+	}
+	doc := w.Welcome(env)
+	if doc == nil {
+		return 0, false
+	}
+	if doc.Err != nil {
+		return report(env, doc.Err), true
+	}
+	var err error
+	if env.Output, err = resolveOutput(flags, env.Getenv, env.OutIsTerminal); err != nil {
+		return report(env, err), true
+	}
+	doc.Schema, doc.Tool = WelcomeSchema, env.Tool
+	if doc.Summary == "" {
+		doc.Summary = help
+	}
+	if err := env.Emit(doc); err != nil {
+		return report(env, err), true
+	}
+	return 0, true
 }
 
 // bareInvocation reports whether args name no command: nothing, or only
