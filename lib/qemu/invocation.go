@@ -61,7 +61,13 @@ type Input struct {
 	SSHPort   int                 // management forward 127.0.0.1:<SSHPort> → guest :22
 	Runtime   vmrecord.Runtime    // QMP sockets (operators' and Barn's own) and pidfile
 	SerialLog string              // serial console file
-	Shares    []ShareFD
+	// QEMULog is QEMU's own log (-D): with -daemonize, QEMU 7.2 points
+	// its stderr there, so the reason it exits (an assertion, a failed
+	// hot-plug, "terminating on signal") is kept instead of going to
+	// /dev/null. QEMU opens it with fopen "w" at each start (truncated,
+	// same inode). No '%' (QEMU would substitute its PID for %d).
+	QEMULog string
+	Shares  []ShareFD
 }
 
 // Invocation returns the typed QEMU invocation for in under p: the binary,
@@ -101,6 +107,7 @@ func Invocation(in Input, p Profile) (vmrecord.Invocation, error) {
 	// a second syntax).
 	a.add("-chardev", "file,id=serial0,path="+quote.QEMUOpt(in.SerialLog))
 	a.add("-serial", "chardev:serial0")
+	a.add("-D", in.QEMULog) // a plain argument: taken literally (validated: no '%')
 	a.add("-daemonize")
 
 	if in.Image.Boot == "uefi" {

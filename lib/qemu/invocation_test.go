@@ -31,6 +31,7 @@ func baseInput() Input {
 		SSHPort:   2222,
 		Runtime:   vmrecord.Runtime{Directory: rt, QMP: rt + "/qmp.sock", BarnQMP: rt + "/barn-qmp.sock", Pidfile: rt + "/qemu.pid"},
 		SerialLog: dir + "/serial.log",
+		QEMULog:   dir + "/qemu.log",
 	}
 }
 
@@ -74,7 +75,7 @@ var goldenCases = []struct {
 			in := baseInput()
 			dir := `/home/u/barn home, #1 'q' "d" é/nodes/pg-meta-1`
 			rt := `/run/user/1000/rt,x #2/pg-meta-1`
-			in.RootDisk, in.Seed, in.SerialLog = dir+"/root.qcow2", dir+"/seed.iso", dir+"/serial.log"
+			in.RootDisk, in.Seed, in.SerialLog, in.QEMULog = dir+"/root.qcow2", dir+"/seed.iso", dir+"/serial.log", dir+"/qemu.log"
 			in.Runtime = vmrecord.Runtime{Directory: rt, QMP: rt + "/qmp.sock", BarnQMP: rt + "/barn,qmp.sock", Pidfile: rt + "/qemu.pid"}
 			in.Image.Boot, in.Firmware, in.NVRAM = "uefi", "/usr/share/OVMF/OVMF_CODE_4M.fd", dir+"/nvram.fd"
 			in.DataDisks = []vmrecord.DataDisk{{Name: "data", Path: dir + "/data,1.qcow2", Serial: "x4bq2mzk7dfa3wq5nrt2"}}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/lazyre"
@@ -90,12 +91,15 @@ func validate(in Input, p Profile) error {
 		return invalid("ssh_port", in.SSHPort, "want 1–65535")
 	}
 	for field, path := range map[string]string{
-		"root_disk": in.RootDisk, "base": in.Base, "seed": in.Seed, "serial_log": in.SerialLog,
+		"root_disk": in.RootDisk, "base": in.Base, "seed": in.Seed, "serial_log": in.SerialLog, "qemu_log": in.QEMULog,
 		"runtime.qmp": in.Runtime.QMP, "runtime.barn_qmp": in.Runtime.BarnQMP, "runtime.pidfile": in.Runtime.Pidfile,
 	} {
 		if !filepath.IsAbs(path) || filepath.Clean(path) != path {
 			return invalid(field, path, "must be a clean absolute path")
 		}
+	}
+	if strings.Contains(in.QEMULog, "%") {
+		return invalid("qemu_log", in.QEMULog, "must not contain '%' (QEMU substitutes its PID for %d in -D)")
 	}
 	for _, sock := range []string{in.Runtime.QMP, in.Runtime.BarnQMP} {
 		if l := len(sock); l > MaxSocketPath {
