@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"slices"
 	"sort"
 	"strings"
 
@@ -176,27 +173,17 @@ func hotplugFailed(ctx context.Context, t Target, o StopOptions, what string, er
 	return err
 }
 
-// lastWords is "; its log <file> ends: <line>" with the last non-empty
-// line of the -D file inv names (QEMU's stderr once daemonized), or
-// "; its log <file> is empty", or "" when inv names none or it cannot
-// be read. At most the file's last 4 KiB are read.
+// lastWords is "; its log <file> ends: <line>" with the last line of
+// the -D file inv names (QEMU's stderr once daemonized), "; its log
+// <file> is empty", or "" when inv names none.
 func lastWords(inv vmrecord.Invocation) string {
-	i := slices.Index(inv.Args, "-D")
-	if i < 0 || i+1 >= len(inv.Args) {
+	p := qemuLogPath(inv)
+	if p == "" {
 		return ""
 	}
-	path := inv.Args[i+1]
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
+	tail := stderrTail(p)
+	if tail == "" {
+		return "; its log " + p + " is empty"
 	}
-	defer f.Close()
-	buf := make([]byte, 4096)
-	end, _ := f.Seek(0, io.SeekEnd)
-	n, _ := f.ReadAt(buf, max(0, end-int64(len(buf))))
-	lines := strings.Split(strings.TrimSpace(string(buf[:n])), "\n")
-	if last := lines[len(lines)-1]; last != "" {
-		return fmt.Sprintf("; its log %s ends: %s", path, last)
-	}
-	return "; its log " + path + " is empty"
+	return fmt.Sprintf("; its log %s ends: %s", p, tail[strings.LastIndex(tail, "\n")+1:])
 }
