@@ -65,7 +65,9 @@ type Input struct {
 	// its stderr there, so the reason it exits (an assertion, a failed
 	// hot-plug, "terminating on signal") is kept instead of going to
 	// /dev/null. QEMU opens it with fopen "w" at each start (truncated,
-	// same inode). No '%' (QEMU would substitute its PID for %d).
+	// same inode). A path with '%' is not passed (QEMU's -D substitutes
+	// its PID for one %d and refuses any other '%'; it has no escape):
+	// QEMU's last words then go to /dev/null as without -D.
 	QEMULog string
 	Shares  []ShareFD
 }
@@ -107,7 +109,9 @@ func Invocation(in Input, p Profile) (vmrecord.Invocation, error) {
 	// a second syntax).
 	a.add("-chardev", "file,id=serial0,path="+quote.QEMUOpt(in.SerialLog))
 	a.add("-serial", "chardev:serial0")
-	a.add("-D", in.QEMULog) // a plain argument: taken literally (validated: no '%')
+	if !strings.Contains(in.QEMULog, "%") {
+		a.add("-D", in.QEMULog) // a plain argument: taken literally but for '%'
+	}
 	a.add("-daemonize")
 
 	if in.Image.Boot == "uefi" {

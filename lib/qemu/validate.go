@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/lazyre"
@@ -97,9 +96,6 @@ func validate(in Input, p Profile) error {
 		if !filepath.IsAbs(path) || filepath.Clean(path) != path {
 			return invalid(field, path, "must be a clean absolute path")
 		}
-	}
-	if strings.Contains(in.QEMULog, "%") {
-		return invalid("qemu_log", in.QEMULog, "must not contain '%' (QEMU substitutes its PID for %d in -D)")
 	}
 	for _, sock := range []string{in.Runtime.QMP, in.Runtime.BarnQMP} {
 		if l := len(sock); l > MaxSocketPath {
