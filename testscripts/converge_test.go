@@ -203,16 +203,12 @@ func shell(ts *testscript.TestScript, line string) (int, string, string) {
 	return 0, out.String(), errb.String()
 }
 
-// scriptEnv is the script's environment as a list; a variable the
-// script left empty is left out (unset), as a shell user would have it
-// (an empty BARN_HOTPLUG is not a boolean).
+// scriptEnv is the script's environment as a list.
 func scriptEnv(ts *testscript.TestScript) []string {
 	var env []string
 	for _, k := range []string{"PATH", "HOME", "TMPDIR", "WORK", "BARN_HOME", "BARN_RUNTIME_DIR", "BARN_QEMU", "BARN_ACCEL",
 		"BARN_PRIVATE_NET", "BARN_READINESS", "BARN_STOP_TIMEOUT", "BARN_REPO", tool.EnvTerminalPrompt, "BARN_CRASH_AFTER", "BARN_HOTPLUG"} {
-		if v := ts.Getenv(k); v != "" {
-			env = append(env, k+"="+v)
-		}
+		env = append(env, k+"="+ts.Getenv(k))
 	}
 	return env
 }

@@ -12,9 +12,8 @@ type resizeCmd struct {
 	jobsFlag
 	Force  bool `help:"Do not ask for confirmation (required without a controlling terminal, e.g. in scripts)."`
 	NoWait bool `short:"n" help:"Do not wait for guest readiness."`
-	// Hotplug is the default since lab_resize passed live
-	// (lifecycle.Manager.Hotplug); --no-hotplug refuses it.
-	Hotplug bool     `default:"true" negatable:"" env:"BARN_HOTPLUG" help:"Hot-plug vCPU and memory increases into running nodes started with headroom (default); --no-hotplug (BARN_HOTPLUG=0) stops and starts them instead."`
+	// Hotplug is opt-in until proven live (lifecycle.Manager.Hotplug).
+	Hotplug bool     `env:"BARN_HOTPLUG" help:"Hot-plug vCPU and memory increases into running nodes with headroom instead of stopping and starting them (experimental: not yet proven on a live guest)."`
 	Nodes   []string `arg:"" optional:"" name:"node" predictor:"node" help:"Nodes to resize (default: every node the plan resizes)."`
 }
 
@@ -33,7 +32,7 @@ func (c *resizeCmd) Run(env *tool.Env) error {
 	}
 	// The plan took stdin, so the person is asked on the controlling
 	// terminal; with none, --force is required (usage).
-	if err := env.Confirm(c.Force, true, "resize", fmt.Sprintf("Resize %s: vCPU and memory increases within a running node's headroom are hot-plugged (unless --no-hotplug); anything else stops and starts the node. UUID, disks, keys and NVRAM are kept.", strings.Join(names, ", "))); err != nil {
+	if err := env.Confirm(c.Force, true, "resize", fmt.Sprintf("Resize %s: each node is stopped and started (with --hotplug, vCPU and memory increases within a running node's headroom are hot-plugged instead). UUID, disks, keys and NVRAM are kept.", strings.Join(names, ", "))); err != nil {
 		return err
 	}
 	m, err := manager(env, true, true)
