@@ -131,7 +131,7 @@ func runVM(cfg *config) int {
 		ready := os.NewFile(uintptr(fd), "ready")
 		ready.Write([]byte("ready\n"))
 		ready.Close()
-		detachStdio()
+		detachStdio(cfg.logfile)
 	}
 	if cfg.modes[CrashAfter] {
 		go func() {
@@ -202,8 +202,10 @@ func listenLikeQEMU(path string) (net.Listener, error) {
 	return net.FileListener(f)
 }
 
-// detachStdio points 0, 1 and 2 at /dev/null, as QEMU does once daemonized.
-func detachStdio() {
+// detachStdio points 0, 1 and 2 at /dev/null, as QEMU does once
+// daemonized; with -D (logfile not ""), 2 goes to that file instead,
+// opened as QEMU's fopen "w" does (created 0644 less umask, truncated).
+func detachStdio(logfile string) {
 	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
 		return
@@ -212,4 +214,11 @@ func detachStdio() {
 		syscall.Dup2(int(null.Fd()), fd)
 	}
 	null.Close()
+	if logfile == "" {
+		return
+	}
+	if f, err := os.OpenFile(logfile, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644); err == nil {
+		syscall.Dup2(int(f.Fd()), 2)
+		f.Close()
+	}
 }

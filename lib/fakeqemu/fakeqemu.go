@@ -86,6 +86,7 @@ type config struct {
 	monitors   []string // unix socket paths of the QMP monitors, in argv order
 	pidfile    string
 	serial     string // the serial console file
+	logfile    string // -D: stderr once daemonized, as QEMU 7.2 does
 	daemonize  bool
 	paused     bool // -S
 	smoke      bool // -S without -daemonize or -pidfile: a capability smoke start
@@ -109,7 +110,7 @@ var (
 		"-name": true, "-uuid": true, "-machine": true, "-accel": true, "-cpu": true, "-smp": true,
 		"-m": true, "-display": true, "-qmp": true, "-pidfile": true, "-serial": true, "-drive": true,
 		"-blockdev": true, "-device": true, "-netdev": true, "-fsdev": true, "-chardev": true,
-		"-mon": true, "-object": true, "-global": true, "-boot": true,
+		"-mon": true, "-object": true, "-global": true, "-boot": true, "-D": true,
 	}
 	boolFlags = map[string]bool{
 		"-nodefaults": true, "-no-user-config": true, "-daemonize": true, "-S": true,
@@ -250,6 +251,8 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 			cfg.monitors = append(cfg.monitors, path)
 		case "-pidfile":
 			cfg.pidfile = v
+		case "-D":
+			cfg.logfile = v // taken literally
 		case "-serial":
 			if p, ok := strings.CutPrefix(v, "file:"); ok {
 				cfg.serial = p // QEMU takes the rest literally

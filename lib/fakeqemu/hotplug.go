@@ -3,6 +3,7 @@ package fakeqemu
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 )
@@ -119,7 +120,9 @@ func (v *vm) deviceAdd(a hotplugArgs) (any, *qmpError, bool) {
 	}
 	switch {
 	case a.Driver == fakeCPUType && v.cfg.modes[CrashAtCPUPlug]:
-		v.exiting <- 9 // a crash: no reply, no cleanup
+		// a crash: its last words on stderr (the -D file), no reply, no cleanup
+		fmt.Fprintf(os.Stderr, "qemu-system-x86_64: fake: aborting at device_add %s (FAKEQEMU_MODE=crash-at-cpu-plug)\n", a.ID)
+		v.exiting <- 9
 		select {}
 	case a.Driver == fakeCPUType:
 		if a.SocketID == nil || a.CoreID == nil || a.ThreadID == nil || *a.SocketID >= v.cfg.maxCPUs || *a.CoreID != 0 || *a.ThreadID != 0 {

@@ -34,6 +34,7 @@ type LaunchInput struct {
 	SSHPort   int
 	Runtime   vmrecord.Runtime
 	SerialLog string
+	QEMULog   string // QEMU's -D log (its stderr once daemonized)
 }
 
 // Emulator is the host's QEMU profile: accelerator policy, firmware and the

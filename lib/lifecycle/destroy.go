@@ -249,7 +249,7 @@ func (m *Manager) purgeKeys(res *Result) error {
 //
 // Only files the node state records are removed, and each only while it
 // is the very file Barn created (its identity in n.Files): anything else
-// at those names and any unexpected file (an operator's qemu.log) is
+// at those names and any unexpected file (an operator's notes.txt) is
 // kept, blocks the directory removal and is named with the reason.
 func (m *Manager) destroyNode(ctx context.Context, name string, deletePersistent bool, res *Result) (*NodeResult, error) {
 	absent := &NodeResult{Name: name, Phase: string(state.Absent), Action: "destroyed", Warnings: []Warning{}, Repairs: []string{}}
@@ -288,6 +288,9 @@ func (m *Manager) destroyNode(ctx context.Context, name string, deletePersistent
 		return nil, err
 	}
 	files := []string{n.RootDisk, n.Seed, n.NVRAM, n.SerialLog}
+	if _, ok := n.Files[state.QEMULogName]; ok {
+		files = append(files, m.Root.NodeFile(n.Node, state.QEMULogName))
+	}
 	for _, dd := range n.DataDisks {
 		if !dd.Persistent || deletePersistent {
 			files = append(files, dd.Path)

@@ -218,9 +218,13 @@ func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocato
 	}
 	defer release() // once QEMU runs (or failed to), it holds the MAC in its argv
 	n.Process = nil
-	// The serial console file QEMU opens: created by Barn and recorded
-	// first, so destroy deletes it by this record, never by its name.
+	// The serial console and QEMU's log, which QEMU opens: created by
+	// Barn and recorded first, so destroy deletes them by this record,
+	// never by their names.
 	if err := m.nodeDirs().RecordSerialLog(n); err != nil {
+		return repairs, err
+	}
+	if err := m.nodeDirs().RecordQEMULog(n); err != nil {
 		return repairs, err
 	}
 	if err := m.setPhase(n, state.Starting); err != nil {
@@ -354,7 +358,8 @@ func headerRefusal(n *state.Node, what, path string, err error) error {
 
 func (m *Manager) launchInput(n *state.Node, base string) LaunchInput {
 	return LaunchInput{Node: n.Spec, VMUUID: n.VMUUID, Image: n.Image, RootDisk: n.RootDisk, Base: base, DataDisks: n.DataDisks,
-		Seed: n.Seed, NVRAM: n.NVRAM, SSHPort: n.SSHPort, Runtime: n.Runtime, SerialLog: n.SerialLog}
+		Seed: n.Seed, NVRAM: n.NVRAM, SSHPort: n.SSHPort, Runtime: n.Runtime, SerialLog: n.SerialLog,
+		QEMULog: m.Root.NodeFile(n.Node, state.QEMULogName)}
 }
 
 // stop runs the VM layer's verified stop ladder for n and records stopped.

@@ -188,7 +188,7 @@ func (e *realEmulator) Invocation(in LaunchInput) (vmrecord.Invocation, error) {
 	}
 	return qemu.Invocation(qemu.Input{Node: in.Node, VMUUID: in.VMUUID, Image: in.Image, RootDisk: in.RootDisk, Base: in.Base,
 		DataDisks: in.DataDisks, Seed: in.Seed, NVRAM: in.NVRAM, Firmware: code, SSHPort: in.SSHPort,
-		Runtime: in.Runtime, SerialLog: in.SerialLog, Shares: ShareFDs(in.Node.Shares)}, p)
+		Runtime: in.Runtime, SerialLog: in.SerialLog, QEMULog: in.QEMULog, Shares: ShareFDs(in.Node.Shares)}, p)
 }
 
 // ShareFDs numbers a node's shares as QEMU inherits them: the i-th share

@@ -34,21 +34,35 @@ func EmptyFile(stage string) error {
 // no record proves it created. (A start killed between re-creating a
 // deleted log and writing n leaves such a file: the next start names it.)
 func (s *Store) RecordSerialLog(n *state.Node) error {
-	p := n.SerialLog
-	if id, ok := n.Files[state.SerialLogName]; ok {
+	return s.recordLog(n, state.SerialLogName, n.SerialLog)
+}
+
+// RecordQEMULog does for QEMU's own log (nodes/<node>/qemu.log, -D,
+// which QEMU 7.2 opens with fopen "w" and, once daemonized, points its
+// stderr at) what RecordSerialLog does for the serial console: the first
+// start creates and records it, later starts find it, and anything else
+// at that name is unexpected_files. Destroy deletes it by this record.
+func (s *Store) RecordQEMULog(n *state.Node) error {
+	return s.recordLog(n, state.QEMULogName, s.Root.NodeFile(n.Node, state.QEMULogName))
+}
+
+// recordLog makes p, a log QEMU truncates when it opens it, the file
+// n.Files records under name (see RecordSerialLog).
+func (s *Store) recordLog(n *state.Node, name, p string) error {
+	if id, ok := n.Files[name]; ok {
 		why, err := id.Differs(p)
 		switch {
 		case err == nil && why == "":
 			return nil
 		case err == nil:
-			return serialLogTaken(n.Node, p, "not the file Barn created: "+why)
+			return logTaken(n.Node, p, "not the file Barn created: "+why)
 		case !fileid.Missing(err):
 			return exitcode.Wrap(exitcode.Runtime, err, "checking %s", p)
 		}
 	}
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, state.FileMode)
 	if errors.Is(err, fs.ErrExist) {
-		return serialLogTaken(n.Node, p, "a file Barn did not create")
+		return logTaken(n.Node, p, "a file Barn did not create")
 	} else if err != nil {
 		return exitcode.Wrap(exitcode.Runtime, err, "creating %s", p)
 	}
@@ -60,11 +74,11 @@ func (s *Store) RecordSerialLog(n *state.Node) error {
 	if n.Files == nil {
 		n.Files = map[string]fileid.ID{}
 	}
-	n.Files[state.SerialLogName] = id
+	n.Files[name] = id
 	return nil
 }
 
-func serialLogTaken(node, p, why string) error {
+func logTaken(node, p, why string) error {
 	return exitcode.New(exitcode.Conflict, "%s: %s is %s; not starting QEMU, which would truncate it", node, p, why).
 		WithReason("unexpected_files").WithNext("move " + p + " away, then barn-node start " + node)
 }

@@ -61,7 +61,15 @@ type Input struct {
 	SSHPort   int                 // management forward 127.0.0.1:<SSHPort> → guest :22
 	Runtime   vmrecord.Runtime    // QMP sockets (operators' and Barn's own) and pidfile
 	SerialLog string              // serial console file
-	Shares    []ShareFD
+	// QEMULog is QEMU's own log (-D): with -daemonize, QEMU 7.2 points
+	// its stderr there, so the reason it exits (an assertion, a failed
+	// hot-plug, "terminating on signal") is kept instead of going to
+	// /dev/null. QEMU opens it with fopen "w" at each start (truncated,
+	// same inode). A path with '%' is not passed (QEMU's -D substitutes
+	// its PID for one %d and refuses any other '%'; it has no escape):
+	// QEMU's last words then go to /dev/null as without -D.
+	QEMULog string
+	Shares  []ShareFD
 }
 
 // Invocation returns the typed QEMU invocation for in under p: the binary,
@@ -101,6 +109,9 @@ func Invocation(in Input, p Profile) (vmrecord.Invocation, error) {
 	// a second syntax).
 	a.add("-chardev", "file,id=serial0,path="+quote.QEMUOpt(in.SerialLog))
 	a.add("-serial", "chardev:serial0")
+	if !strings.Contains(in.QEMULog, "%") {
+		a.add("-D", in.QEMULog) // a plain argument: taken literally but for '%'
+	}
 	a.add("-daemonize")
 
 	if in.Image.Boot == "uefi" {

@@ -31,6 +31,7 @@ func baseInput() Input {
 		SSHPort:   2222,
 		Runtime:   vmrecord.Runtime{Directory: rt, QMP: rt + "/qmp.sock", BarnQMP: rt + "/barn-qmp.sock", Pidfile: rt + "/qemu.pid"},
 		SerialLog: dir + "/serial.log",
+		QEMULog:   dir + "/qemu.log",
 	}
 }
 
@@ -74,10 +75,17 @@ var goldenCases = []struct {
 			in := baseInput()
 			dir := `/home/u/barn home, #1 'q' "d" é/nodes/pg-meta-1`
 			rt := `/run/user/1000/rt,x #2/pg-meta-1`
-			in.RootDisk, in.Seed, in.SerialLog = dir+"/root.qcow2", dir+"/seed.iso", dir+"/serial.log"
+			in.RootDisk, in.Seed, in.SerialLog, in.QEMULog = dir+"/root.qcow2", dir+"/seed.iso", dir+"/serial.log", dir+"/qemu.log"
 			in.Runtime = vmrecord.Runtime{Directory: rt, QMP: rt + "/qmp.sock", BarnQMP: rt + "/barn,qmp.sock", Pidfile: rt + "/qemu.pid"}
 			in.Image.Boot, in.Firmware, in.NVRAM = "uefi", "/usr/share/OVMF/OVMF_CODE_4M.fd", dir+"/nvram.fd"
 			in.DataDisks = []vmrecord.DataDisk{{Name: "data", Path: dir + "/data,1.qcow2", Serial: "x4bq2mzk7dfa3wq5nrt2"}}
+			return in
+		}, tcgProfile()},
+	{"percent-home", "A state root with '%': QEMU's -D would substitute its PID for %d and refuses any other '%' (no escape), so -D is left out and QEMU's last words go to /dev/null.",
+		func() Input {
+			in := baseInput()
+			dir := "/home/u/100%d/nodes/pg-meta-1"
+			in.RootDisk, in.Seed, in.SerialLog, in.QEMULog = dir+"/root.qcow2", dir+"/seed.iso", dir+"/serial.log", dir+"/qemu.log"
 			return in
 		}, tcgProfile()},
 }
@@ -229,6 +237,7 @@ func TestInvocationRejectsBadInput(t *testing.T) {
 		{"socket too long", func(in *Input, _ *Profile) { in.Runtime.QMP = "/" + strings.Repeat("s", 107) }, "socket path"},
 		{"relative root", func(in *Input, _ *Profile) { in.RootDisk = "root.qcow2" }, "root_disk"},
 		{"no base", func(in *Input, _ *Profile) { in.Base = "" }, "base"},
+		{"relative qemu log", func(in *Input, _ *Profile) { in.QEMULog = "qemu.log" }, "qemu_log"},
 		{"bad uuid", func(in *Input, _ *Profile) { in.VMUUID = "nope" }, "vm_uuid"},
 		{"upper uuid", func(in *Input, _ *Profile) { in.VMUUID = strings.ToUpper(uuid1) }, "vm_uuid"},
 		{"bad mac", func(in *Input, _ *Profile) { in.Node.MAC.Private = "52-54-00-00-00-01" }, "node.mac.private"},

@@ -47,7 +47,7 @@ func TestInvocationStartsRealQEMUUnderOddPaths(t *testing.T) {
 		}
 	}
 	in := baseInput()
-	in.RootDisk, in.Seed, in.SerialLog = dir+"/root.qcow2", dir+"/seed,1.iso", dir+"/serial.log"
+	in.RootDisk, in.Seed, in.SerialLog, in.QEMULog = dir+"/root.qcow2", dir+"/seed,1.iso", dir+"/serial.log", dir+"/qemu.log"
 	in.Base = filepath.Join(base, `images, #3 é`, "d12.qcow2")
 	in.Runtime = vmrecord.Runtime{Directory: rt, QMP: rt + "/qmp.sock", BarnQMP: rt + "/barn,qmp.sock", Pidfile: rt + "/qemu.pid"}
 	in.Image.Boot, in.Firmware, in.NVRAM = "uefi", code, dir+"/nvram,x.fd"
@@ -142,7 +142,7 @@ func TestRealQEMUNeverOpensASwappedBackingFile(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(rtDir) })
 	in := baseInput()
-	in.Base, in.RootDisk, in.Seed, in.SerialLog = dir+"/base.qcow2", dir+"/root.qcow2", dir+"/seed.iso", dir+"/serial.log"
+	in.Base, in.RootDisk, in.Seed, in.SerialLog, in.QEMULog = dir+"/base.qcow2", dir+"/root.qcow2", dir+"/seed.iso", dir+"/serial.log", dir+"/qemu.log"
 	in.Runtime = vmrecord.Runtime{Directory: rtDir, QMP: rtDir + "/qmp.sock", BarnQMP: rtDir + "/barn.sock", Pidfile: rtDir + "/qemu.pid"}
 	in.DataDisks = []vmrecord.DataDisk{{Name: "data", Path: dir + "/data.qcow2", Serial: "x4bq2mzk7dfa3wq5nrt2"}}
 	in.Node.MemoryBytes = 512 << 20
@@ -238,7 +238,7 @@ func TestArm64InvocationStartsRealQEMU(t *testing.T) {
 	dir, rt := t.TempDir(), t.TempDir()
 	in := baseInput()
 	in.Image = imageref.Identity{Image: "d12", Version: "12.4", Arch: "arm64", Boot: "uefi"}
-	in.RootDisk, in.Seed, in.SerialLog, in.Base = dir+"/root.qcow2", dir+"/seed.iso", dir+"/serial.log", dir+"/base.qcow2"
+	in.RootDisk, in.Seed, in.SerialLog, in.QEMULog, in.Base = dir+"/root.qcow2", dir+"/seed.iso", dir+"/serial.log", dir+"/qemu.log", dir+"/base.qcow2"
 	in.Runtime = vmrecord.Runtime{Directory: rt, QMP: rt + "/qmp.sock", BarnQMP: rt + "/barn-qmp.sock", Pidfile: rt + "/qemu.pid"}
 	in.Firmware, in.NVRAM = fw.Code, dir+"/nvram.fd"
 	in.DataDisks = []vmrecord.DataDisk{{Name: "data", Path: dir + "/data.qcow2", Serial: "x4bq2mzk7dfa3wq5nrt2"}}

@@ -90,7 +90,7 @@ func validate(in Input, p Profile) error {
 		return invalid("ssh_port", in.SSHPort, "want 1–65535")
 	}
 	for field, path := range map[string]string{
-		"root_disk": in.RootDisk, "base": in.Base, "seed": in.Seed, "serial_log": in.SerialLog,
+		"root_disk": in.RootDisk, "base": in.Base, "seed": in.Seed, "serial_log": in.SerialLog, "qemu_log": in.QEMULog,
 		"runtime.qmp": in.Runtime.QMP, "runtime.barn_qmp": in.Runtime.BarnQMP, "runtime.pidfile": in.Runtime.Pidfile,
 	} {
 		if !filepath.IsAbs(path) || filepath.Clean(path) != path {

@@ -88,8 +88,8 @@ type Node struct {
 	// Files is the identity (lib/fileid: device, inode, birth time, inode generation; and
 	// the SHA-256 of seed.iso) of every file Barn created or moved into
 	// the node directory, by its name there: root.qcow2, <disk>.qcow2,
-	// seed.iso, nvram.fd and serial.log (which Barn creates before QEMU
-	// opens it). Destroy deletes a file only while it is still that file.
+	// seed.iso, nvram.fd, serial.log and qemu.log (which Barn creates
+	// before QEMU opens them). Destroy deletes a file only while it is still that file.
 	// Every file the state records has one (see "File identities" in the
 	// package doc).
 	Files     map[string]fileid.ID `json:"files,omitempty"`

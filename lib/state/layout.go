@@ -25,7 +25,8 @@ import (
 //	  nodes/<node>/                   0700
 //	    state.json transaction.json prepare.json
 //	    root.qcow2 <disk>.qcow2 seed.iso nvram.fd serial.log (QEMU's, once recorded)
-//	    qemu.log (read by barn-node logs --source qemu; Barn never writes or deletes it)
+//	    qemu.log (QEMU's -D log and, once daemonized, its stderr; created and
+//	      recorded by Barn at each start before QEMU opens it; barn-node logs --source qemu)
 //	  disks/<node>/<disk>/            retained persistent disks
 //	  images/                         image cache (owned by the repo code)
 //	  run/                            default runtime directory (below)

@@ -184,7 +184,7 @@ func checkProcess(p *problems, n *Node) {
 // validateFiles adds the problems of a node's file identities: each names
 // a file the state records, and each is a valid identity.
 func (r *Root) validateFiles(p *problems, n *Node) {
-	recorded := map[string]bool{}
+	recorded := map[string]bool{QEMULogName: true} // at its fixed name, recorded at the first start
 	for _, f := range []string{n.RootDisk, n.Seed, n.NVRAM, n.SerialLog} {
 		if f != "" {
 			recorded[filepath.Base(f)] = true

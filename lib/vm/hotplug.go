@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/qmp"
+	"barn.dev/lib/vmrecord"
 )
 
 // HotplugCPU is one vCPU slot as QMP query-hotpluggable-cpus lists it:
@@ -156,16 +158,32 @@ func noHeadroom(node, format string, args ...any) error {
 // vCPU hot-plug). A monitor lost mid-plug is otherwise ambiguous: when
 // the recorded process is gone within one QMP timeout (an exiting
 // process closes its sockets before it is reaped), it is said (runtime,
-// hotplug_qemu_exited: QEMU's own message went to the /dev/null
-// -daemonize gives it); other QMP transport errors stay as they are.
+// hotplug_qemu_exited), quoting the end of QEMU's log (the -D file of
+// the invocation, its stderr once daemonized) and pointing at it; other
+// QMP transport errors stay as they are.
 func hotplugFailed(ctx context.Context, t Target, o StopOptions, what string, err error) error {
 	var qe *qmp.Error
 	if errors.As(err, &qe) {
 		return exitcode.Wrap(exitcode.Conflict, err, "%s: QEMU refused to hot-plug %s", t.Node, what).WithReason("hotplug_refused")
 	}
 	if p := t.Process; p != nil && errors.Is(err, qmp.ErrUnavailable) && waitGone(ctx, processGone(*p), o.QMPTimeout, o.Poll) {
-		return exitcode.Wrap(exitcode.Runtime, err, "%s: QEMU (pid %d) exited while hot-plugging %s", t.Node, p.PID, what).
-			WithReason("hotplug_qemu_exited").WithNext("barn-node logs " + t.Node + "; barn-node start " + t.Node)
+		return exitcode.Wrap(exitcode.Runtime, err, "%s: QEMU (pid %d) exited while hot-plugging %s%s", t.Node, p.PID, what, lastWords(t.Invocation)).
+			WithReason("hotplug_qemu_exited").WithNext("barn-node logs --source qemu " + t.Node + "; barn-node start " + t.Node)
 	}
 	return err
+}
+
+// lastWords is "; its log <file> ends: <line>" with the last line of
+// the -D file inv names (QEMU's stderr once daemonized), "; its log
+// <file> is empty", or "" when inv names none.
+func lastWords(inv vmrecord.Invocation) string {
+	p := qemuLogPath(inv)
+	if p == "" {
+		return ""
+	}
+	tail := stderrTail(p)
+	if tail == "" {
+		return "; its log " + p + " is empty"
+	}
+	return fmt.Sprintf("; its log %s ends: %s", p, tail[strings.LastIndex(tail, "\n")+1:])
 }

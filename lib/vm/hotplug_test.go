@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"barn.dev/lib/exitcode"
@@ -23,7 +24,7 @@ func withHeadroom(t *testing.T, f *fixture) {
 			MAC: spec.NICs{Management: "52:54:00:0a:0a:0b", Private: "52:54:00:0a:0a:0c"}},
 		VMUUID: f.uuid, Image: imageref.Identity{Boot: "bios"},
 		RootDisk: f.dir + "/root.qcow2", Base: f.dir + "/base.qcow2", Seed: f.dir + "/seed.iso", SSHPort: freePort(t), Runtime: f.rt,
-		SerialLog: f.dir + "/serial.log",
+		SerialLog: f.dir + "/serial.log", QEMULog: f.dir + "/qemu.log",
 	}, qemu.Profile{Binary: f.inv.Binary, Accel: qemu.AccelTCG, Machine: "q35", CPU: "max", PrivateNet: qemu.PrivateNetNone,
 		Host: qemu.HostSize{CPUs: 4, MemoryBytes: 8 << 30}})
 	if err != nil {
@@ -96,7 +97,7 @@ func TestHotplugFake(t *testing.T) { testHotplug(t, newFixture(t, fakeBin)) }
 // A QEMU that dies at a vCPU device_add leaves Barn's session without a
 // reply: Hotplug says the process exited (hotplug_qemu_exited), not that
 // QMP is merely unavailable, so the failure is not read as a busy or
-// refusing monitor.
+// refusing monitor; it quotes QEMU's last words from its -D log.
 func TestHotplugQEMUExits(t *testing.T) {
 	f := newFixture(t, fakeBin)
 	withHeadroom(t, f)
@@ -104,6 +105,12 @@ func TestHotplugQEMUExits(t *testing.T) {
 	err := vm.Hotplug(context.Background(), f.target(&proc), 2, 512<<20, quick(), nil)
 	if e := exitcode.As(err); e == nil || e.Reason != "hotplug_qemu_exited" || e.Class != exitcode.Runtime || !errors.Is(err, qmp.ErrUnavailable) {
 		t.Fatalf("QEMU dying at device_add: %v, want runtime hotplug_qemu_exited wrapping QMP unavailable", err)
+	}
+	if want := "its log " + f.dir + "/qemu.log ends: qemu-system-x86_64: fake: aborting at device_add barn-cpu-s001"; !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not quote QEMU's log: want %q", err, want)
+	}
+	if e := exitcode.As(err); !strings.Contains(e.Next, "barn-node logs --source qemu "+f.node) {
+		t.Errorf("next %q does not point at QEMU's log", e.Next)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -108,7 +109,7 @@ func LaunchWith(ctx context.Context, inv vmrecord.Invocation, node, vmUUID strin
 	cmd.WaitDelay = 5 * time.Second
 	runErr := cmd.Run()
 	if runErr != nil {
-		tail := stderrTail(errFile.Name())
+		tail := startupTail(inv, errFile.Name())
 		abortErr := abort(ctx, inv, node, vmUUID, rt)
 		if ctx.Err() != nil {
 			return vmrecord.Process{}, withAbort(exitcode.Wrap(exitcode.Cancelled, ctx.Err(), "launching %s", node), abortErr)
@@ -164,13 +165,9 @@ func prove(ctx context.Context, inv vmrecord.Invocation, node, vmUUID string, rt
 		}
 		// Unavailable or not greeting yet: still starting, or already dead?
 		if pid, perr := ReadPidfile(rt.Pidfile); perr == nil && !procid.Alive(pid) {
-			tail := ""
-			if errLog != "" {
-				tail = stderrTail(errLog)
-			}
 			return vmrecord.Process{}, exitcode.New(exitcode.Runtime,
-				"QEMU for %s (pid %d) exited before QMP answered%s", node, pid, suffix(tail)).
-				WithReason("qemu_start_failed").WithNext("barn-node logs " + node)
+				"QEMU for %s (pid %d) exited before QMP answered%s", node, pid, suffix(startupTail(inv, errLog))).
+				WithReason("qemu_start_failed").WithNext("barn-node logs --source qemu " + node)
 		}
 		if !sleep(ctx, o.Poll) {
 			return vmrecord.Process{}, exitcode.Wrap(exitcode.Cancelled, ctx.Err(), "waiting for QMP of %s", node)
@@ -378,6 +375,32 @@ func readPidfile(path string) (int, fileid.ID, error) {
 	return pid, id, nil
 }
 
+// startupTail is the tail of what QEMU said while starting: its stderr
+// before it daemonized (launchLog, "" when not captured) or else its -D
+// log, where QEMU 7.2 points stderr as soon as it sets up logging when
+// it is to daemonize.
+func startupTail(inv vmrecord.Invocation, launchLog string) string {
+	tail := ""
+	if launchLog != "" {
+		tail = stderrTail(launchLog)
+	}
+	if p := qemuLogPath(inv); tail == "" && p != "" {
+		tail = stderrTail(p)
+	}
+	return tail
+}
+
+// qemuLogPath is the file of inv's -D option (QEMU's log, its stderr
+// once daemonized), or "".
+func qemuLogPath(inv vmrecord.Invocation) string {
+	if i := slices.Index(inv.Args, "-D"); i >= 0 && i+1 < len(inv.Args) {
+		return inv.Args[i+1]
+	}
+	return ""
+}
+
+// stderrTail is the last 10 lines (at most 2 KiB) of the file at path,
+// trimmed; "" when it cannot be read.
 func stderrTail(path string) string {
 	b, _ := os.ReadFile(path)
 	b = bytes.TrimSpace(b)

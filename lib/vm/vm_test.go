@@ -80,7 +80,7 @@ func newFixture(t testing.TB, binary string) *fixture {
 			MAC: spec.NICs{Management: "52:54:00:0a:0a:0b", Private: "52:54:00:0a:0a:0c"}},
 		VMUUID: f.uuid, Image: imageref.Identity{Boot: "bios"},
 		RootDisk: root, Base: base, Seed: seed, SSHPort: freePort(t), Runtime: f.rt,
-		SerialLog: filepath.Join(dir, "serial.log"),
+		SerialLog: filepath.Join(dir, "serial.log"), QEMULog: filepath.Join(dir, "qemu.log"),
 	}, qemu.Profile{Binary: binary, Accel: qemu.AccelTCG, Machine: "q35", CPU: "max", PrivateNet: qemu.PrivateNetNone})
 	if err != nil {
 		t.Fatal(err)
