@@ -47,6 +47,9 @@ type SnapshotResult struct {
 	Snapshot *SnapInfo `json:"snapshot,omitempty"`
 	Name     string    `json:"name"`
 	Kept     []string  `json:"kept,omitempty"` // files delete left because they are not the ones recorded
+	// ElapsedMS is the transaction's wall time in milliseconds (lock,
+	// checks, the snapshot jobs, the record), as barn.result/v1's.
+	ElapsedMS int64 `json:"elapsed_ms"`
 	// Warnings are the guest clocks a memory save or restore left behind
 	// the host's (stage "clock").
 	Warnings []lifecycle.Warning `json:"warnings,omitempty"`
@@ -119,7 +122,7 @@ func (c *snapSaveCmd) Run(env *tool.Env) error {
 		return err
 	}
 	i := info(r)
-	res := SnapshotResult{Schema: "barn.snapshot-result/v1", Action: "saved", Name: r.Name, Snapshot: &i}
+	res := SnapshotResult{Schema: "barn.snapshot-result/v1", Action: "saved", Name: r.Name, Snapshot: &i, ElapsedMS: time.Since(began).Milliseconds()}
 	if r.Memory {
 		res.Warnings = clockBehind(env, time.Since(began), "the lab was paused for at most %s while it was saved: guest clocks are up to that far behind the host's")
 	}
@@ -153,12 +156,13 @@ func (c *snapRestoreCmd) Run(env *tool.Env) error {
 	if err != nil {
 		return err
 	}
+	began := time.Now()
 	r, err := e.Restore(env.Ctx, c.Name)
 	if err != nil {
 		return err
 	}
 	i := info(r)
-	res := SnapshotResult{Schema: "barn.snapshot-result/v1", Action: "restored", Name: r.Name, Snapshot: &i}
+	res := SnapshotResult{Schema: "barn.snapshot-result/v1", Action: "restored", Name: r.Name, Snapshot: &i, ElapsedMS: time.Since(began).Milliseconds()}
 	if r.Memory {
 		res.Warnings = clockBehind(env, time.Since(r.CreatedAt), "the guests resumed at the time snapshot "+r.Name+" was taken, %s ago: guest clocks are about that far behind the host's")
 	}
@@ -186,11 +190,12 @@ func (c *snapDeleteCmd) Run(env *tool.Env) error {
 	if err != nil {
 		return err
 	}
+	began := time.Now()
 	kept, err := e.Delete(env.Ctx, c.Name)
 	if err != nil {
 		return err
 	}
-	return env.Emit(SnapshotResult{Schema: "barn.snapshot-result/v1", Action: "deleted", Name: c.Name, Kept: kept})
+	return env.Emit(SnapshotResult{Schema: "barn.snapshot-result/v1", Action: "deleted", Name: c.Name, Kept: kept, ElapsedMS: time.Since(began).Milliseconds()})
 }
 
 // purgeSnapshots ends a purge: every snapshot is deleted by its record
