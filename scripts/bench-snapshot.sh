@@ -131,6 +131,9 @@ restore_s=$(median <"$work/restores")
 restore_all=$(tr '\n' ' ' <"$work/restores" | sed 's/  */ /g; s/ $//')
 boot_ids >"$work/boot.after"
 cmp -s "$work/boot.before" "$work/boot.after" || die "a guest's boot ID changed across the restores"
+# Said now, so a recreate that fails (a TCG boot on a loaded host can
+# exceed the readiness limit) still leaves the restore figures.
+log "create $create_s s; save $save_s s ($size_mib MiB); restore median $restore_s s ($restore_all)"
 
 log "recreate: barn-node recreate --force, the whole lab, until ready"
 plan >"$work/plan2.json" 2>"$work/err" || die "resolve | plan: $(tail -1 "$work/err")"

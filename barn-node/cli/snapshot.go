@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"barn.dev/lib/disk"
+	"barn.dev/lib/guest"
 	"barn.dev/lib/lifecycle"
 	"barn.dev/lib/snapshot"
 	"barn.dev/lib/state"
@@ -46,6 +47,12 @@ type SnapshotResult struct {
 	Snapshot *SnapInfo `json:"snapshot,omitempty"`
 	Name     string    `json:"name"`
 	Kept     []string  `json:"kept,omitempty"` // files delete left because they are not the ones recorded
+	// ElapsedMS is the transaction's wall time in milliseconds (lock,
+	// checks, the snapshot jobs, the record), as barn.result/v1's.
+	ElapsedMS int64 `json:"elapsed_ms"`
+	// Warnings are the guest clocks a memory save or restore left behind
+	// the host's (stage "clock").
+	Warnings []lifecycle.Warning `json:"warnings,omitempty"`
 }
 
 // SnapshotList is what list prints.
@@ -109,12 +116,17 @@ func (c *snapSaveCmd) Run(env *tool.Env) error {
 	if err != nil {
 		return err
 	}
+	began := time.Now()
 	r, err := e.Save(env.Ctx, c.Name, c.Nodes)
 	if err != nil {
 		return err
 	}
 	i := info(r)
-	return env.Emit(SnapshotResult{Schema: "barn.snapshot-result/v1", Action: "saved", Name: r.Name, Snapshot: &i})
+	res := SnapshotResult{Schema: "barn.snapshot-result/v1", Action: "saved", Name: r.Name, Snapshot: &i, ElapsedMS: time.Since(began).Milliseconds()}
+	if r.Memory {
+		res.Warnings = clockBehind(env, time.Since(began), "the lab was paused for at most %s while it was saved: guest clocks are up to that far behind the host's")
+	}
+	return env.Emit(res)
 }
 
 func (c *snapListCmd) Run(env *tool.Env) error {
@@ -144,12 +156,33 @@ func (c *snapRestoreCmd) Run(env *tool.Env) error {
 	if err != nil {
 		return err
 	}
+	began := time.Now()
 	r, err := e.Restore(env.Ctx, c.Name)
 	if err != nil {
 		return err
 	}
 	i := info(r)
-	return env.Emit(SnapshotResult{Schema: "barn.snapshot-result/v1", Action: "restored", Name: r.Name, Snapshot: &i})
+	res := SnapshotResult{Schema: "barn.snapshot-result/v1", Action: "restored", Name: r.Name, Snapshot: &i, ElapsedMS: time.Since(began).Milliseconds()}
+	if r.Memory {
+		res.Warnings = clockBehind(env, time.Since(r.CreatedAt), "the guests resumed at the time snapshot "+r.Name+" was taken, %s ago: guest clocks are about that far behind the host's")
+	}
+	return env.Emit(res)
+}
+
+// clockBehind is the warning, also printed on stderr, that a memory save
+// or restore left every guest clock about behind (the guest's clock stood
+// still while its VM was paused, and a restored vmstate carries the clock
+// of its save) — nil within guest.DefaultMaxSkew. It is computed, not
+// measured: reading every clock over SSH would cost a restore more than
+// it takes; `barn-node time status` measures, `time sync` corrects.
+// format has one %s, the duration.
+func clockBehind(env *tool.Env, behind time.Duration, format string) []lifecycle.Warning {
+	if behind <= guest.DefaultMaxSkew {
+		return nil
+	}
+	d := fmt.Sprintf(format, behind.Round(100*time.Millisecond)) + "; correct them with: barn-node time sync"
+	env.Stderrf("warning: %s", d)
+	return []lifecycle.Warning{{Stage: "clock", Detail: d}}
 }
 
 func (c *snapDeleteCmd) Run(env *tool.Env) error {
@@ -157,11 +190,12 @@ func (c *snapDeleteCmd) Run(env *tool.Env) error {
 	if err != nil {
 		return err
 	}
+	began := time.Now()
 	kept, err := e.Delete(env.Ctx, c.Name)
 	if err != nil {
 		return err
 	}
-	return env.Emit(SnapshotResult{Schema: "barn.snapshot-result/v1", Action: "deleted", Name: c.Name, Kept: kept})
+	return env.Emit(SnapshotResult{Schema: "barn.snapshot-result/v1", Action: "deleted", Name: c.Name, Kept: kept, ElapsedMS: time.Since(began).Milliseconds()})
 }
 
 // purgeSnapshots ends a purge: every snapshot is deleted by its record

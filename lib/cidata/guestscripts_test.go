@@ -246,7 +246,7 @@ func TestInitDisksFormatsBlankAndResetsConfirmedDamage(t *testing.T) {
 	if strings.Count(calls, "blkid -p -o value -s TYPE") != 3 {
 		t.Fatalf("blank needs three probes:\n%s", calls)
 	}
-	if !strings.Contains(g.fstabText(), "# barn-disk: data\nUUID=1234-abcd "+filepath.Join(g.dir, "mnt", "data")+" xfs defaults,nofail 0 2\n") {
+	if !strings.Contains(g.fstabText(), "# barn-disk: data\nUUID=1234-abcd "+filepath.Join(g.dir, "mnt", "data")+" xfs defaults,nofail,x-systemd.device-timeout=10min 0 2\n") {
 		t.Fatalf("fstab:\n%s", g.fstabText())
 	}
 
