@@ -338,9 +338,9 @@ func newFakeHost(t *testing.T, nm bool, networkdActive string) *fakeHost {
 "-t -f RUNNING general") cat $F/nm; echo ;;
 "-t -f UUID,TYPE,NAME connection show") cat $F/nm-connections ;;
 "connection add type bridge con-name "*) u=$(echo "$*" | sed -n 's/.* connection\.uuid \([^ ]*\).*/\1/p')
-  echo "$u:bridge:$6" >> $F/nm-connections
+  [ -e $F/nm-add-lost ] || echo "$u:bridge:$6" >> $F/nm-connections
   # As the real nmcli on a loaded host: libnm's D-Bus call gives up while
-  # NetworkManager still adds the connection.
+  # NetworkManager still adds the connection (nm-add-lost: it does not).
   [ -e $F/nm-add-timeout ] && { echo "Error: Failed to add '$6' connection: Timeout was reached" >&2; exit 4; }
   echo "Connection '$6' ($u) successfully added." ;;
 "connection delete uuid "*) grep -v "^$4:" $F/nm-connections > $F/nm-c; mv $F/nm-c $F/nm-connections ;;
@@ -468,18 +468,34 @@ func TestNetworkManagerAgainstFakes(t *testing.T) {
 // TestNetworkManagerAddTimeoutTookEffect: nmcli connection add failed
 // with "Timeout was reached" (exit 4) although NetworkManager added the
 // connection, as the live host-under-test suite saw on a loaded machine.
-// The rollback finds the recorded UUID and deletes that connection: no
-// orphan, no manifest.
+// Install finds the recorded UUID listed and carries on.
 func TestNetworkManagerAddTimeoutTookEffect(t *testing.T) {
 	f := newFakeHost(t, true, "inactive")
 	must(t, os.WriteFile(filepath.Join(f.root, "fake", "nm-add-timeout"), nil, 0o644))
+	if _, err := f.install(t, Options{}); err != nil {
+		t.Fatalf("install after an add that timed out but took effect: %v", err)
+	}
+	m, err := f.ReadManifest()
+	must(t, err)
+	conns, _ := os.ReadFile(filepath.Join(f.root, "fake", "nm-connections"))
+	if m.Created.NMConnection == nil || !strings.Contains(string(conns), m.Created.NMConnection.UUID+":bridge:barn0") {
+		t.Fatalf("the manifest does not record the connection NetworkManager lists:\n%s", conns)
+	}
+}
+
+// TestNetworkManagerAddTimeoutLost: the add timed out and NetworkManager
+// never listed the connection within nmAddWait: install fails naming the
+// timeout, rolls back, and leaves no manifest.
+func TestNetworkManagerAddTimeoutLost(t *testing.T) {
+	f := newFakeHost(t, true, "inactive")
+	for _, n := range []string{"nm-add-timeout", "nm-add-lost"} {
+		must(t, os.WriteFile(filepath.Join(f.root, "fake", n), nil, 0o644))
+	}
+	defer func(w time.Duration) { nmAddWait = w }(nmAddWait)
+	nmAddWait = 0
 	_, err := f.install(t, Options{})
 	if err == nil || !strings.Contains(err.Error(), "Timeout was reached") || !strings.Contains(err.Error(), "rolled back") {
 		t.Fatalf("install: want the nmcli timeout and a rollback, got %v", err)
-	}
-	conns, _ := os.ReadFile(filepath.Join(f.root, "fake", "nm-connections"))
-	if strings.Contains(string(conns), "barn0") {
-		t.Fatalf("the connection NetworkManager added despite the timeout is left behind:\n%s", conns)
 	}
 	if m, _ := f.ReadManifest(); m != nil {
 		t.Fatalf("a manifest is left after the rollback: %+v", m)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"barn.dev/lib/exitcode"
 )
@@ -99,24 +100,43 @@ func splitTerse(line string) []string {
 	return append(out, cur.String())
 }
 
+// nmAddWait bounds how long addNMConnection waits for NetworkManager to
+// finish an add whose nmcli call timed out.
+var nmAddWait = 2 * time.Minute
+
 // addNMConnection runs the add with the UUID recorded before it
 // (connection.uuid) and checks that NetworkManager now holds a connection
-// of that UUID.
+// of that UUID. When nmcli gives up with "Timeout was reached" (libnm's
+// 25 s D-Bus timeout; NetworkManager still carries the add out, as the
+// host-under-test guests showed under TCG), it waits up to nmAddWait,
+// polling every second, for the connection to appear before failing.
 func (h *Host) addNMConnection(ctx context.Context, s Step, uuid string) error {
 	argv := append(slices.Clone(s.Argv), "connection.uuid", uuid)
-	if out, err := h.Runner.Run(ctx, argv); err != nil {
+	out, err := h.Runner.Run(ctx, argv)
+	if err != nil && !strings.Contains(string(out), "Timeout was reached") {
 		return fmt.Errorf("%v: %w: %s", argv, err, firstLine(string(out)))
 	}
-	conns, err := h.nmConnections(ctx)
-	if err != nil {
-		return err
-	}
-	for _, c := range conns {
-		if strings.EqualFold(c.UUID, uuid) {
+	deadline := time.Now().Add(nmAddWait)
+	for {
+		conns, lerr := h.nmConnections(ctx)
+		if lerr != nil {
+			return lerr
+		}
+		if slices.ContainsFunc(conns, func(c NMConn) bool { return strings.EqualFold(c.UUID, uuid) }) {
 			return nil
 		}
+		switch {
+		case err == nil:
+			return fmt.Errorf("nmcli added connection %s but NetworkManager lists no connection with the UUID %s Barn gave it", s.Link, uuid)
+		case time.Now().After(deadline):
+			return fmt.Errorf("%v: %w: %s; NetworkManager listed no connection %s within %s after that", argv, err, firstLine(string(out)), uuid, nmAddWait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
 	}
-	return fmt.Errorf("nmcli added connection %s but NetworkManager lists no connection with the UUID %s Barn gave it", s.Link, uuid)
 }
 
 // newNMUUID returns a random (version 4) UUID for Barn's connection.

@@ -17,8 +17,16 @@ if ! systemctl is-active -q firewalld; then
   printf '[Service]\nTimeoutStartSec=infinity\n' > /run/systemd/system/firewalld.service.d/hut.conf
   systemctl daemon-reload && systemctl start firewalld
 fi
+# Wait while the unit runs, with a deadline; if it exits, its journal goes
+# into firewalld.state beside the answer.
 deadline=$(( $(date +%s) + 600 ))
-until firewall-cmd --state > "$OUT/firewalld.state" 2>&1 || [ "$(date +%s)" -gt $deadline ]; do sleep 2; done
+until firewall-cmd --state > "$OUT/firewalld.state" 2>&1; do
+  if ! systemctl is-active -q firewalld || [ "$(date +%s)" -gt $deadline ]; then
+    journalctl -b --no-pager -u firewalld | tail -n 20 >> "$OUT/firewalld.state"
+    break
+  fi
+  sleep 2
+done
 { NetworkManager --version; firewall-cmd --version; systemctl --version | head -n 1; } > "$OUT/versions" 2>&1
 
 part transaction || exit 0
