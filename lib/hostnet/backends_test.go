@@ -343,7 +343,10 @@ func newFakeHost(t *testing.T, nm bool, networkdActive string) *fakeHost {
   # NetworkManager still adds the connection (nm-add-lost: it does not).
   [ -e $F/nm-add-timeout ] && { echo "Error: Failed to add '$6' connection: Timeout was reached" >&2; exit 4; }
   echo "Connection '$6' ($u) successfully added." ;;
-"connection delete uuid "*) grep -v "^$4:" $F/nm-connections > $F/nm-c; mv $F/nm-c $F/nm-connections ;;
+"connection delete uuid "*) grep -v "^$4:" $F/nm-connections > $F/nm-c; mv $F/nm-c $F/nm-connections
+  # nm-link-lingers: the bridge link outlives the delete (as with the real
+  # NetworkManager, which removes it after nmcli returns).
+  [ -e $F/nm-link-lingers ] && touch $F/bridge ;;
 esac
 exit 0
 `)
@@ -499,6 +502,23 @@ func TestNetworkManagerAddTimeoutLost(t *testing.T) {
 	}
 	if m, _ := f.ReadManifest(); m != nil {
 		t.Fatalf("a manifest is left after the rollback: %+v", m)
+	}
+}
+
+// TestNetworkManagerUninstallWaitsForTheLink: NetworkManager still lists
+// barn0 after nmcli connection delete returned. Uninstall does not report
+// success while the bridge exists: it waits up to nmLinkWait, then fails
+// naming the bridge.
+func TestNetworkManagerUninstallWaitsForTheLink(t *testing.T) {
+	f := newFakeHost(t, true, "inactive")
+	if _, err := f.install(t, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	must(t, os.WriteFile(filepath.Join(f.root, "fake", "nm-link-lingers"), nil, 0o644))
+	defer func(w time.Duration) { nmLinkWait = w }(nmLinkWait)
+	nmLinkWait = 0
+	if _, err := f.Uninstall(context.Background(), nil); err == nil || !strings.Contains(err.Error(), "the bridge barn0 still exists") {
+		t.Fatalf("uninstall with the bridge left: want an error naming barn0, got %v", err)
 	}
 }
 

@@ -139,6 +139,36 @@ func (h *Host) addNMConnection(ctx context.Context, s Step, uuid string) error {
 	}
 }
 
+// nmLinkWait bounds how long waitLinkGone waits for NetworkManager to
+// remove the bridge of a deleted connection.
+var nmLinkWait = 2 * time.Minute
+
+// waitLinkGone waits, polling every 200 ms up to nmLinkWait, until no link
+// is named br. nmcli connection delete returns once the profile is gone;
+// NetworkManager tears the bridge down after that (the live host-under-test
+// guest still listed barn0, down and with its address, right after the
+// delete returned).
+func (h *Host) waitLinkGone(ctx context.Context, br string) error {
+	deadline := time.Now().Add(nmLinkWait)
+	for {
+		links, err := h.Link.Links()
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(links, func(l LinkInfo) bool { return l.Name == br }) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("NetworkManager deleted Barn's connection but the bridge %s still exists %s later (see: nmcli device show %s)", br, nmLinkWait, br)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 // newNMUUID returns a random (version 4) UUID for Barn's connection.
 func newNMUUID() (string, error) {
 	b := make([]byte, 16)
