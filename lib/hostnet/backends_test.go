@@ -337,6 +337,8 @@ func newFakeHost(t *testing.T, nm bool, networkdActive string) *fakeHost {
 	script("nmcli", `case "$*" in
 "-t -f RUNNING general") cat $F/nm; echo ;;
 "-t -f UUID,TYPE,NAME connection show") cat $F/nm-connections ;;
+"-t -f UUID,DEVICE connection show --active") [ -e $F/bridge ] && sed -n 's/^\([^:]*\):bridge:\(.*\)$/\1:\2/p' $F/nm-connections ;;
+"device delete "*) rm -f $F/bridge ;;
 "connection add type bridge con-name "*) u=$(echo "$*" | sed -n 's/.* connection\.uuid \([^ ]*\).*/\1/p')
   [ -e $F/nm-add-lost ] || echo "$u:bridge:$6" >> $F/nm-connections
   # As the real nmcli on a loaded host: libnm's D-Bus call gives up while
@@ -505,21 +507,27 @@ func TestNetworkManagerAddTimeoutLost(t *testing.T) {
 	}
 }
 
-// TestNetworkManagerUninstallWaitsForTheLink: NetworkManager still lists
-// barn0 after nmcli connection delete returned. Uninstall does not report
-// success while the bridge exists: it waits up to nmLinkWait, then fails
-// naming the bridge.
-func TestNetworkManagerUninstallWaitsForTheLink(t *testing.T) {
+// TestNetworkManagerUninstallDeletesTheLeftBridge: as the real
+// NetworkManager 1.42 does, the bridge of Barn's active connection
+// outlives nmcli connection delete. Uninstall deletes that same link (it
+// was active with Barn's UUID) by nmcli device delete and succeeds; a
+// bridge that stays anyway fails uninstall, named, after nmLinkWait.
+func TestNetworkManagerUninstallDeletesTheLeftBridge(t *testing.T) {
 	f := newFakeHost(t, true, "inactive")
 	if _, err := f.install(t, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	must(t, os.WriteFile(filepath.Join(f.root, "fake", "nm-link-lingers"), nil, 0o644))
-	defer func(w time.Duration) { nmLinkWait = w }(nmLinkWait)
-	nmLinkWait = 0
-	if _, err := f.Uninstall(context.Background(), nil); err == nil || !strings.Contains(err.Error(), "the bridge barn0 still exists") {
-		t.Fatalf("uninstall with the bridge left: want an error naming barn0, got %v", err)
+	f.mutations(t)
+	m, err := f.ReadManifest()
+	must(t, err)
+	barnUUID := m.Created.NMConnection.UUID
+	for _, n := range []string{"nm-link-lingers", "bridge"} {
+		must(t, os.WriteFile(filepath.Join(f.root, "fake", n), nil, 0o644))
 	}
+	if _, err := f.Uninstall(context.Background(), nil); err != nil {
+		t.Fatalf("uninstall with the bridge left by NetworkManager: %v", err)
+	}
+	wantLog(t, "uninstall", f.mutations(t), "nmcli connection delete uuid "+barnUUID, "nmcli device delete barn0")
 }
 
 func TestNetworkManagerForeignConnectionKept(t *testing.T) {

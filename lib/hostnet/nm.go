@@ -139,24 +139,65 @@ func (h *Host) addNMConnection(ctx context.Context, s Step, uuid string) error {
 	}
 }
 
-// nmLinkWait bounds how long waitLinkGone waits for NetworkManager to
-// remove the bridge of a deleted connection.
+// nmLinkWait bounds how long waitLinkGone waits for a bridge to go.
 var nmLinkWait = 2 * time.Minute
 
+// deleteNMConnection deletes Barn's connection (by its UUID) and the bridge
+// NetworkManager made for it. The live host-under-test guest showed that
+// the real NetworkManager 1.42 keeps the bridge link after nmcli
+// connection delete (down, with its address and route), where the fake
+// removed everything. So when the connection was active on br, the link's
+// index is noted first; if that same link (index and name) is still there
+// after the delete, it is Barn's and goes by nmcli device delete br. Then
+// it waits, up to nmLinkWait, until no link is named br.
+func (h *Host) deleteNMConnection(ctx context.Context, uuid, br string) error {
+	out, err := h.run(ctx, "nmcli", "-t", "-f", "UUID,DEVICE", "connection", "show", "--active")
+	if err != nil {
+		return fmt.Errorf("listing NetworkManager's active connections: %w", err)
+	}
+	index := -1
+	for _, l := range strings.Split(out, "\n") {
+		if f := splitTerse(l); len(f) == 2 && strings.EqualFold(f[0], uuid) && f[1] == br {
+			if index, err = h.linkIndex(br); err != nil {
+				return err
+			}
+		}
+	}
+	if err := h.command(ctx, "nmcli", "connection", "delete", "uuid", uuid); err != nil {
+		return err
+	}
+	if now, err := h.linkIndex(br); err != nil {
+		return err
+	} else if index > 0 && now == index {
+		if err := h.command(ctx, "nmcli", "device", "delete", br); err != nil {
+			return err
+		}
+	}
+	return h.waitLinkGone(ctx, br)
+}
+
+// linkIndex is the index of the link named name, or -1 when there is none.
+func (h *Host) linkIndex(name string) (int, error) {
+	links, err := h.Link.Links()
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range links {
+		if l.Name == name {
+			return l.Index, nil
+		}
+	}
+	return -1, nil
+}
+
 // waitLinkGone waits, polling every 200 ms up to nmLinkWait, until no link
-// is named br. nmcli connection delete returns once the profile is gone;
-// NetworkManager tears the bridge down after that (the live host-under-test
-// guest still listed barn0, down and with its address, right after the
-// delete returned).
+// is named br.
 func (h *Host) waitLinkGone(ctx context.Context, br string) error {
 	deadline := time.Now().Add(nmLinkWait)
 	for {
-		links, err := h.Link.Links()
-		if err != nil {
+		index, err := h.linkIndex(br)
+		if err != nil || index < 0 {
 			return err
-		}
-		if !slices.ContainsFunc(links, func(l LinkInfo) bool { return l.Name == br }) {
-			return nil
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("NetworkManager deleted Barn's connection but the bridge %s still exists %s later (see: nmcli device show %s)", br, nmLinkWait, br)
