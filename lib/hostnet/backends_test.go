@@ -299,7 +299,15 @@ func (f fakeLinks) Routes() ([]RouteInfo, error) {
 func (fakeLinks) AddBridge(string, string, string) error {
 	return errors.New("netlink used by a non-netlink backend")
 }
-func (fakeLinks) DelLinkIndex(int) error { return errors.New("netlink used by a non-netlink backend") }
+
+// DelLinkIndex deletes only the bridge NetworkManager left (see
+// deleteNMConnection); any other use is a non-netlink backend's error.
+func (f fakeLinks) DelLinkIndex(i int) error {
+	if _, err := os.Stat(f.bridgeIf); f.bridgeIf != "" && err == nil && i == f.bridge.Index {
+		return os.Remove(f.bridgeIf)
+	}
+	return errors.New("netlink used by a non-netlink backend")
+}
 func (fakeLinks) AddAddr(string, string) error {
 	return errors.New("netlink used by a non-netlink backend")
 }
@@ -338,7 +346,6 @@ func newFakeHost(t *testing.T, nm bool, networkdActive string) *fakeHost {
 "-t -f RUNNING general") cat $F/nm; echo ;;
 "-t -f UUID,TYPE,NAME connection show") cat $F/nm-connections ;;
 "-t -f UUID,DEVICE connection show --active") [ -e $F/bridge ] && sed -n 's/^\([^:]*\):bridge:\(.*\)$/\1:\2/p' $F/nm-connections ;;
-"device delete "*) rm -f $F/bridge ;;
 "connection add type bridge con-name "*) u=$(echo "$*" | sed -n 's/.* connection\.uuid \([^ ]*\).*/\1/p')
   [ -e $F/nm-add-lost ] || echo "$u:bridge:$6" >> $F/nm-connections
   # As the real nmcli on a loaded host: libnm's D-Bus call gives up while
@@ -509,9 +516,9 @@ func TestNetworkManagerAddTimeoutLost(t *testing.T) {
 
 // TestNetworkManagerUninstallDeletesTheLeftBridge: as the real
 // NetworkManager 1.42 does, the bridge of Barn's active connection
-// outlives nmcli connection delete. Uninstall deletes that same link (it
-// was active with Barn's UUID) by nmcli device delete and succeeds; a
-// bridge that stays anyway fails uninstall, named, after nmLinkWait.
+// outlives nmcli connection delete, and NetworkManager refuses nmcli device
+// delete for it. Uninstall deletes that same link by its index (it was
+// active with Barn's UUID) and succeeds.
 func TestNetworkManagerUninstallDeletesTheLeftBridge(t *testing.T) {
 	f := newFakeHost(t, true, "inactive")
 	if _, err := f.install(t, Options{}); err != nil {
@@ -527,7 +534,10 @@ func TestNetworkManagerUninstallDeletesTheLeftBridge(t *testing.T) {
 	if _, err := f.Uninstall(context.Background(), nil); err != nil {
 		t.Fatalf("uninstall with the bridge left by NetworkManager: %v", err)
 	}
-	wantLog(t, "uninstall", f.mutations(t), "nmcli connection delete uuid "+barnUUID, "nmcli device delete barn0")
+	wantLog(t, "uninstall", f.mutations(t), "nmcli connection delete uuid "+barnUUID)
+	if _, err := os.Stat(filepath.Join(f.root, "fake", "bridge")); err == nil {
+		t.Fatal("the bridge NetworkManager left is still there after uninstall")
+	}
 }
 
 func TestNetworkManagerForeignConnectionKept(t *testing.T) {

@@ -169,8 +169,12 @@ func (h *Host) deleteNMConnection(ctx context.Context, uuid, br string) error {
 	if now, err := h.linkIndex(br); err != nil {
 		return err
 	} else if index > 0 && now == index {
-		if err := h.command(ctx, "nmcli", "device", "delete", br); err != nil {
-			return err
+		// Not nmcli device delete: NetworkManager has already forgotten
+		// the device ("not a software device or is not realized").
+		if err := h.Link.DelLinkIndex(index); err != nil {
+			if again, lerr := h.linkIndex(br); lerr != nil || again == index {
+				return fmt.Errorf("deleting the bridge %s (ifindex %d) NetworkManager left: %w", br, index, err)
+			} // gone meanwhile (NetworkManager finished its own teardown)
 		}
 	}
 	return h.waitLinkGone(ctx, br)
