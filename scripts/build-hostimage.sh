@@ -33,8 +33,10 @@ set -euo pipefail
 
 # recipe: begin
 SUITE=bookworm
+# netbase: /etc/protocols (minbase lacks it; without it firewalld 1.3 exits at
+# start with "INVALID_PROTOCOL: esp" loading its stock ipsec service).
 COMMON=(linux-image-amd64 systemd-sysv dbus udev kmod iproute2 procps
-  qemu-system-x86 qemu-system-common nftables ca-certificates)
+  qemu-system-x86 qemu-system-common nftables ca-certificates netbase)
 NM_PACKAGES=(network-manager firewalld)
 ROOT_MIB=3072
 # recipe: end

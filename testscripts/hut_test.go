@@ -23,10 +23,45 @@ import (
 // that also holds this checkout's barn-net, records every run and snapshot
 // in the share and powers off; the assertions below judge the records.
 
-// hutBoot is one finished boot: the share's out/ directory.
+// hutBoot is one finished boot: the share's out/ directory and the parts
+// of the script it ran.
 type hutBoot struct {
-	t   *testing.T
-	out string
+	t     *testing.T
+	out   string
+	parts []string
+}
+
+// hutParts are the parts of each guest's script, in the order it runs them:
+// the whole transaction, foreign objects, a crash at every step.
+var hutParts = []string{"transaction", "foreign", "crashes"}
+
+// hutPartsWanted is $BARN_TEST_HUT_PARTS (space-separated names of
+// hutParts) or, unset, every part.
+func hutPartsWanted(t *testing.T) []string {
+	env := os.Getenv("BARN_TEST_HUT_PARTS")
+	if env == "" {
+		return hutParts
+	}
+	parts := strings.Fields(env)
+	for _, p := range parts {
+		if !slices.Contains(hutParts, p) {
+			t.Fatalf("BARN_TEST_HUT_PARTS: unknown part %q (want some of %s)", p, strings.Join(hutParts, " "))
+		}
+	}
+	return parts
+}
+
+// part runs check as subtest name of the boot, skipped (and saying so) when
+// the boot was asked not to run that part of its script.
+func (b *hutBoot) part(name string, check func(b *hutBoot)) {
+	b.t.Run(name, func(t *testing.T) {
+		if !slices.Contains(b.parts, name) {
+			t.Skipf("part %s not run: BARN_TEST_HUT_PARTS=%q", name, strings.Join(b.parts, " "))
+		}
+		sub := *b
+		sub.t = t
+		check(&sub)
+	})
 }
 
 func hutUnavailable() string {
@@ -55,6 +90,8 @@ func bootHUT(t *testing.T, kind, barnNet string) *hutBoot {
 		copyFile(t, filepath.Join("testdata", "hut", f), filepath.Join(share, f), 0o644)
 	}
 	copyFile(t, filepath.Join("testdata", "hut", kind+".sh"), filepath.Join(share, "run"), 0o755)
+	parts := hutPartsWanted(t)
+	must(t, os.WriteFile(filepath.Join(share, "parts"), []byte(strings.Join(parts, "\n")+"\n"), 0o644))
 	overlay := filepath.Join(work, "root.qcow2")
 	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2",
 		"-b", filepath.Join(dir, kind+".qcow2"), overlay).CombinedOutput(); err != nil {
@@ -90,7 +127,27 @@ func bootHUT(t *testing.T, kind, barnNet string) *hutBoot {
 		log, _ := os.ReadFile(filepath.Join(share, "run.log"))
 		t.Fatalf("the %s guest's script exited %s:\n%s", kind, rc, log)
 	}
-	return &hutBoot{t: t, out: filepath.Join(share, "out")}
+	b := &hutBoot{t: t, out: filepath.Join(share, "out"), parts: parts}
+	b.logTimes(kind)
+	return b
+}
+
+// logTimes logs how long the guest spent booting and in each part, from
+// the out/times stamps the script wrote ("NAME UNIX-SECONDS" lines).
+func (b *hutBoot) logTimes(kind string) {
+	var prev string
+	var at int64
+	for _, l := range strings.Split(strings.TrimSpace(b.file("times")), "\n") {
+		var name string
+		var ts int64
+		if _, err := fmt.Sscan(l, &name, &ts); err != nil {
+			b.t.Fatalf("out/times: bad line %q", l)
+		}
+		if prev != "" {
+			b.t.Logf("%s guest: %s took %d s", kind, prev, ts-at)
+		}
+		prev, at = name, ts
+	}
 }
 
 func must(t *testing.T, err error) {
@@ -208,12 +265,12 @@ func TestHostUnderTest(t *testing.T) {
 		t.Skipf("host-under-test suite not run: %s", reason)
 	}
 	bin := buildBarnNet(t)
+	// One guest at a time: each is one TCG vCPU, and the live rules give a
+	// run one of the machine's two cores.
 	t.Run("networkmanager", func(t *testing.T) {
-		t.Parallel()
 		checkNM(t, bootHUT(t, "nm", bin))
 	})
 	t.Run("networkd", func(t *testing.T) {
-		t.Parallel()
 		checkNetworkd(t, bootHUT(t, "networkd", bin))
 	})
 }
@@ -318,59 +375,70 @@ func (b *hutBoot) crashes() {
 func checkNM(t *testing.T, b *hutBoot) {
 	contains(t, "service versions", b.file("versions"), "1.42.", "1.3.", "systemd 252")
 	contains(t, "firewalld", b.file("firewalld.state"), "running")
-	m := b.transaction(hostnet.BackendNetworkManager)
-	rec := m.Created.NMConnection
-	if rec == nil {
-		t.Fatal("the manifest records no NetworkManager connection")
-	}
-	contains(t, "nmcli connection show barn0", b.file("barn0.conn"), "connection.uuid:"+rec.UUID, "connection.zone:trusted", "bridge.stp:no", "10.10.10.1/24")
-	contains(t, "firewalld zone of barn0", b.file("barn0.zone"), "trusted")
-	contains(t, "the installed host", b.file("installed.snap"), "barn0:"+rec.UUID+":bridge:barn0")
-	// Both NetworkManager and networkd active: NetworkManager is in charge
-	// (it is what the user configures the host with; networkd without
-	// units manages nothing). Documented in the README.
-	if p := b.plan("both-plan"); p.Backend != hostnet.BackendNetworkManager {
-		t.Errorf("with NetworkManager and networkd both active the plan chose %s", p.Backend)
-	}
-	b.refused("foreign-conn-plan", "4", "bridge_foreign")
-	b.refused("foreign-link-plan", "4", "bridge_foreign")
-	b.ok("fw-install")
-	b.refused("modified-uninstall", "7", "owned_file_modified")
-	b.ok("fw-uninstall")
-	contains(t, "the trusted zone after uninstall (the user's port kept)", b.file("fw-kept"), "8080/tcp")
-	b.ok("replaced-install")
-	contains(t, "uninstall with a user's own barn0 connection", b.ok("replaced-uninstall")+b.file("replaced-uninstall.err"), "kept:", "nmcli connection show barn0")
-	contains(t, "NetworkManager after uninstall", b.file("replaced.nm"), "barn0:bridge")
-	b.sameSnap("foreign-after", "before")
-	b.crashes()
+	b.part("transaction", func(b *hutBoot) {
+		t := b.t
+		m := b.transaction(hostnet.BackendNetworkManager)
+		rec := m.Created.NMConnection
+		if rec == nil {
+			t.Fatal("the manifest records no NetworkManager connection")
+		}
+		contains(t, "nmcli connection show barn0", b.file("barn0.conn"), "connection.uuid:"+rec.UUID, "connection.zone:trusted", "bridge.stp:no", "10.10.10.1/24")
+		contains(t, "firewalld zone of barn0", b.file("barn0.zone"), "trusted")
+		contains(t, "the installed host", b.file("installed.snap"), "barn0:"+rec.UUID+":bridge:barn0")
+	})
+	b.part("foreign", func(b *hutBoot) {
+		t := b.t
+		// Both NetworkManager and networkd active: NetworkManager is in
+		// charge (it is what the user configures the host with; networkd
+		// without units manages nothing). Documented in the README.
+		if p := b.plan("both-plan"); p.Backend != hostnet.BackendNetworkManager {
+			t.Errorf("with NetworkManager and networkd both active the plan chose %s", p.Backend)
+		}
+		b.refused("foreign-conn-plan", "4", "bridge_foreign")
+		b.refused("foreign-link-plan", "4", "bridge_foreign")
+		b.ok("fw-install")
+		b.refused("modified-uninstall", "7", "owned_file_modified")
+		b.ok("fw-uninstall")
+		contains(t, "the trusted zone after uninstall (the user's port kept)", b.file("fw-kept"), "8080/tcp")
+		b.ok("replaced-install")
+		contains(t, "uninstall with a user's own barn0 connection", b.ok("replaced-uninstall")+b.file("replaced-uninstall.err"), "kept:", "nmcli connection show barn0")
+		contains(t, "NetworkManager after uninstall", b.file("replaced.nm"), "barn0:bridge")
+		b.sameSnap("foreign-after", "before")
+	})
+	b.part("crashes", (*hutBoot).crashes)
 }
 
 func checkNetworkd(t *testing.T, b *hutBoot) {
 	contains(t, "service versions", b.file("versions"), "systemd 252")
-	if p := b.plan("netlink-plan"); p.Backend != hostnet.BackendNetlink {
-		t.Errorf("with neither service active the plan chose %s", p.Backend)
-	}
-	b.ok("netlink-install")
-	b.ok("netlink-uninstall")
-	b.sameSnap("netlink-after", "netlink-before")
-	b.refused("unsafe-plan", "4", "networkd_activation_unsafe")
-	contains(t, "the refusal names the unit and the NIC", b.file("unsafe-plan.err")+b.file("unsafe-plan.out"), "20-wired.network", strings.TrimSpace(b.file("nic")))
-	contains(t, "the refusal's hint", b.file("unsafe-plan.err"), "next: barn-net plan --backend netlink")
-	p := b.plan("safe-plan")
-	if p.Backend != hostnet.BackendNetworkd || !slices.ContainsFunc(p.Steps, func(s hostnet.Step) bool { return s.Kind == hostnet.KindUnitStart }) {
-		t.Errorf("the safe activation plan: backend %s, steps %v", p.Backend, p.Steps)
-	}
-	b.ok("safe-install")
-	contains(t, "networkd after a safe activation", b.file("safe-installed.snap"), "systemd-networkd.service active")
-	b.ok("safe-uninstall")
-	b.sameSnap("safe-after", "safe-before")
-	b.transaction(hostnet.BackendNetworkd)
-	contains(t, "networkctl status barn0", b.file("barn0.networkctl"), "80-barn0.network", "10.10.10.1")
-	b.refused("foreign-unit-plan", "4", "unit_foreign")
-	b.refused("foreign-link-plan", "4", "bridge_foreign")
-	b.ok("modified-install")
-	b.refused("modified-uninstall", "7", "owned_file_modified")
-	b.ok("modified-uninstall2")
-	b.sameSnap("foreign-after", "before")
-	b.crashes()
+	b.part("transaction", func(b *hutBoot) {
+		t := b.t
+		if p := b.plan("netlink-plan"); p.Backend != hostnet.BackendNetlink {
+			t.Errorf("with neither service active the plan chose %s", p.Backend)
+		}
+		b.ok("netlink-install")
+		b.ok("netlink-uninstall")
+		b.sameSnap("netlink-after", "netlink-before")
+		b.refused("unsafe-plan", "4", "networkd_activation_unsafe")
+		contains(t, "the refusal names the unit and the NIC", b.file("unsafe-plan.err")+b.file("unsafe-plan.out"), "20-wired.network", strings.TrimSpace(b.file("nic")))
+		contains(t, "the refusal's hint", b.file("unsafe-plan.err"), "next: barn-net plan --backend netlink")
+		p := b.plan("safe-plan")
+		if p.Backend != hostnet.BackendNetworkd || !slices.ContainsFunc(p.Steps, func(s hostnet.Step) bool { return s.Kind == hostnet.KindUnitStart }) {
+			t.Errorf("the safe activation plan: backend %s, steps %v", p.Backend, p.Steps)
+		}
+		b.ok("safe-install")
+		contains(t, "networkd after a safe activation", b.file("safe-installed.snap"), "systemd-networkd.service active")
+		b.ok("safe-uninstall")
+		b.sameSnap("safe-after", "safe-before")
+		b.transaction(hostnet.BackendNetworkd)
+		contains(t, "networkctl status barn0", b.file("barn0.networkctl"), "80-barn0.network", "10.10.10.1")
+	})
+	b.part("foreign", func(b *hutBoot) {
+		b.refused("foreign-unit-plan", "4", "unit_foreign")
+		b.refused("foreign-link-plan", "4", "bridge_foreign")
+		b.ok("modified-install")
+		b.refused("modified-uninstall", "7", "owned_file_modified")
+		b.ok("modified-uninstall2")
+		b.sameSnap("foreign-after", "before")
+	})
+	b.part("crashes", (*hutBoot).crashes)
 }

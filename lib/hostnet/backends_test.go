@@ -299,7 +299,15 @@ func (f fakeLinks) Routes() ([]RouteInfo, error) {
 func (fakeLinks) AddBridge(string, string, string) error {
 	return errors.New("netlink used by a non-netlink backend")
 }
-func (fakeLinks) DelLinkIndex(int) error { return errors.New("netlink used by a non-netlink backend") }
+
+// DelLinkIndex deletes only the bridge NetworkManager left (see
+// deleteNMConnection); any other use is a non-netlink backend's error.
+func (f fakeLinks) DelLinkIndex(i int) error {
+	if _, err := os.Stat(f.bridgeIf); f.bridgeIf != "" && err == nil && i == f.bridge.Index {
+		return os.Remove(f.bridgeIf)
+	}
+	return errors.New("netlink used by a non-netlink backend")
+}
 func (fakeLinks) AddAddr(string, string) error {
 	return errors.New("netlink used by a non-netlink backend")
 }
@@ -337,13 +345,17 @@ func newFakeHost(t *testing.T, nm bool, networkdActive string) *fakeHost {
 	script("nmcli", `case "$*" in
 "-t -f RUNNING general") cat $F/nm; echo ;;
 "-t -f UUID,TYPE,NAME connection show") cat $F/nm-connections ;;
+"-t -f UUID,DEVICE connection show --active") [ -e $F/bridge ] && sed -n 's/^\([^:]*\):bridge:\(.*\)$/\1:\2/p' $F/nm-connections ;;
 "connection add type bridge con-name "*) u=$(echo "$*" | sed -n 's/.* connection\.uuid \([^ ]*\).*/\1/p')
-  echo "$u:bridge:$6" >> $F/nm-connections
+  [ -e $F/nm-add-lost ] || echo "$u:bridge:$6" >> $F/nm-connections
   # As the real nmcli on a loaded host: libnm's D-Bus call gives up while
-  # NetworkManager still adds the connection.
+  # NetworkManager still adds the connection (nm-add-lost: it does not).
   [ -e $F/nm-add-timeout ] && { echo "Error: Failed to add '$6' connection: Timeout was reached" >&2; exit 4; }
   echo "Connection '$6' ($u) successfully added." ;;
-"connection delete uuid "*) grep -v "^$4:" $F/nm-connections > $F/nm-c; mv $F/nm-c $F/nm-connections ;;
+"connection delete uuid "*) grep -v "^$4:" $F/nm-connections > $F/nm-c; mv $F/nm-c $F/nm-connections
+  # nm-link-lingers: the bridge link outlives the delete (as with the real
+  # NetworkManager, which removes it after nmcli returns).
+  [ -e $F/nm-link-lingers ] && touch $F/bridge ;;
 esac
 exit 0
 `)
@@ -468,21 +480,63 @@ func TestNetworkManagerAgainstFakes(t *testing.T) {
 // TestNetworkManagerAddTimeoutTookEffect: nmcli connection add failed
 // with "Timeout was reached" (exit 4) although NetworkManager added the
 // connection, as the live host-under-test suite saw on a loaded machine.
-// The rollback finds the recorded UUID and deletes that connection: no
-// orphan, no manifest.
+// Install finds the recorded UUID listed and carries on.
 func TestNetworkManagerAddTimeoutTookEffect(t *testing.T) {
 	f := newFakeHost(t, true, "inactive")
 	must(t, os.WriteFile(filepath.Join(f.root, "fake", "nm-add-timeout"), nil, 0o644))
+	if _, err := f.install(t, Options{}); err != nil {
+		t.Fatalf("install after an add that timed out but took effect: %v", err)
+	}
+	m, err := f.ReadManifest()
+	must(t, err)
+	conns, _ := os.ReadFile(filepath.Join(f.root, "fake", "nm-connections"))
+	if m.Created.NMConnection == nil || !strings.Contains(string(conns), m.Created.NMConnection.UUID+":bridge:barn0") {
+		t.Fatalf("the manifest does not record the connection NetworkManager lists:\n%s", conns)
+	}
+}
+
+// TestNetworkManagerAddTimeoutLost: the add timed out and NetworkManager
+// never listed the connection within nmAddWait: install fails naming the
+// timeout, rolls back, and leaves no manifest.
+func TestNetworkManagerAddTimeoutLost(t *testing.T) {
+	f := newFakeHost(t, true, "inactive")
+	for _, n := range []string{"nm-add-timeout", "nm-add-lost"} {
+		must(t, os.WriteFile(filepath.Join(f.root, "fake", n), nil, 0o644))
+	}
+	defer func(w time.Duration) { nmAddWait = w }(nmAddWait)
+	nmAddWait = 0
 	_, err := f.install(t, Options{})
 	if err == nil || !strings.Contains(err.Error(), "Timeout was reached") || !strings.Contains(err.Error(), "rolled back") {
 		t.Fatalf("install: want the nmcli timeout and a rollback, got %v", err)
 	}
-	conns, _ := os.ReadFile(filepath.Join(f.root, "fake", "nm-connections"))
-	if strings.Contains(string(conns), "barn0") {
-		t.Fatalf("the connection NetworkManager added despite the timeout is left behind:\n%s", conns)
-	}
 	if m, _ := f.ReadManifest(); m != nil {
 		t.Fatalf("a manifest is left after the rollback: %+v", m)
+	}
+}
+
+// TestNetworkManagerUninstallDeletesTheLeftBridge: as the real
+// NetworkManager 1.42 does, the bridge of Barn's active connection
+// outlives nmcli connection delete, and NetworkManager refuses nmcli device
+// delete for it. Uninstall deletes that same link by its index (it was
+// active with Barn's UUID) and succeeds.
+func TestNetworkManagerUninstallDeletesTheLeftBridge(t *testing.T) {
+	f := newFakeHost(t, true, "inactive")
+	if _, err := f.install(t, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	f.mutations(t)
+	m, err := f.ReadManifest()
+	must(t, err)
+	barnUUID := m.Created.NMConnection.UUID
+	for _, n := range []string{"nm-link-lingers", "bridge"} {
+		must(t, os.WriteFile(filepath.Join(f.root, "fake", n), nil, 0o644))
+	}
+	if _, err := f.Uninstall(context.Background(), nil); err != nil {
+		t.Fatalf("uninstall with the bridge left by NetworkManager: %v", err)
+	}
+	wantLog(t, "uninstall", f.mutations(t), "nmcli connection delete uuid "+barnUUID)
+	if _, err := os.Stat(filepath.Join(f.root, "fake", "bridge")); err == nil {
+		t.Fatal("the bridge NetworkManager left is still there after uninstall")
 	}
 }
 

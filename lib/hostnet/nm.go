@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"barn.dev/lib/exitcode"
 )
@@ -99,24 +100,118 @@ func splitTerse(line string) []string {
 	return append(out, cur.String())
 }
 
+// nmAddWait bounds how long addNMConnection waits for NetworkManager to
+// finish an add whose nmcli call timed out.
+var nmAddWait = 2 * time.Minute
+
 // addNMConnection runs the add with the UUID recorded before it
 // (connection.uuid) and checks that NetworkManager now holds a connection
-// of that UUID.
+// of that UUID. When nmcli gives up with "Timeout was reached" (libnm's
+// 25 s D-Bus timeout; NetworkManager still carries the add out, as the
+// host-under-test guests showed under TCG), it waits up to nmAddWait,
+// polling every second, for the connection to appear before failing.
 func (h *Host) addNMConnection(ctx context.Context, s Step, uuid string) error {
 	argv := append(slices.Clone(s.Argv), "connection.uuid", uuid)
-	if out, err := h.Runner.Run(ctx, argv); err != nil {
+	out, err := h.Runner.Run(ctx, argv)
+	if err != nil && !strings.Contains(string(out), "Timeout was reached") {
 		return fmt.Errorf("%v: %w: %s", argv, err, firstLine(string(out)))
 	}
-	conns, err := h.nmConnections(ctx)
-	if err != nil {
-		return err
-	}
-	for _, c := range conns {
-		if strings.EqualFold(c.UUID, uuid) {
+	deadline := time.Now().Add(nmAddWait)
+	for {
+		conns, lerr := h.nmConnections(ctx)
+		if lerr != nil {
+			return lerr
+		}
+		if slices.ContainsFunc(conns, func(c NMConn) bool { return strings.EqualFold(c.UUID, uuid) }) {
 			return nil
 		}
+		switch {
+		case err == nil:
+			return fmt.Errorf("nmcli added connection %s but NetworkManager lists no connection with the UUID %s Barn gave it", s.Link, uuid)
+		case time.Now().After(deadline):
+			return fmt.Errorf("%v: %w: %s; NetworkManager listed no connection %s within %s after that", argv, err, firstLine(string(out)), uuid, nmAddWait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
 	}
-	return fmt.Errorf("nmcli added connection %s but NetworkManager lists no connection with the UUID %s Barn gave it", s.Link, uuid)
+}
+
+// nmLinkWait bounds how long waitLinkGone waits for a bridge to go.
+var nmLinkWait = 2 * time.Minute
+
+// deleteNMConnection deletes Barn's connection (by its UUID) and the bridge
+// NetworkManager made for it. The live host-under-test guest showed that
+// the real NetworkManager 1.42 keeps the bridge link after nmcli
+// connection delete (down, with its address and route), where the fake
+// removed everything. So when the connection was active on br, the link's
+// index is noted first; if that same link (index and name) is still there
+// after the delete, it is Barn's and goes by nmcli device delete br. Then
+// it waits, up to nmLinkWait, until no link is named br.
+func (h *Host) deleteNMConnection(ctx context.Context, uuid, br string) error {
+	out, err := h.run(ctx, "nmcli", "-t", "-f", "UUID,DEVICE", "connection", "show", "--active")
+	if err != nil {
+		return fmt.Errorf("listing NetworkManager's active connections: %w", err)
+	}
+	index := -1
+	for _, l := range strings.Split(out, "\n") {
+		if f := splitTerse(l); len(f) == 2 && strings.EqualFold(f[0], uuid) && f[1] == br {
+			if index, err = h.linkIndex(br); err != nil {
+				return err
+			}
+		}
+	}
+	if err := h.command(ctx, "nmcli", "connection", "delete", "uuid", uuid); err != nil {
+		return err
+	}
+	if now, err := h.linkIndex(br); err != nil {
+		return err
+	} else if index > 0 && now == index {
+		// Not nmcli device delete: NetworkManager has already forgotten
+		// the device ("not a software device or is not realized").
+		if err := h.Link.DelLinkIndex(index); err != nil {
+			if again, lerr := h.linkIndex(br); lerr != nil || again == index {
+				return fmt.Errorf("deleting the bridge %s (ifindex %d) NetworkManager left: %w", br, index, err)
+			} // gone meanwhile (NetworkManager finished its own teardown)
+		}
+	}
+	return h.waitLinkGone(ctx, br)
+}
+
+// linkIndex is the index of the link named name, or -1 when there is none.
+func (h *Host) linkIndex(name string) (int, error) {
+	links, err := h.Link.Links()
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range links {
+		if l.Name == name {
+			return l.Index, nil
+		}
+	}
+	return -1, nil
+}
+
+// waitLinkGone waits, polling every 200 ms up to nmLinkWait, until no link
+// is named br.
+func (h *Host) waitLinkGone(ctx context.Context, br string) error {
+	deadline := time.Now().Add(nmLinkWait)
+	for {
+		index, err := h.linkIndex(br)
+		if err != nil || index < 0 {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("NetworkManager deleted Barn's connection but the bridge %s still exists %s later (see: nmcli device show %s)", br, nmLinkWait, br)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // newNMUUID returns a random (version 4) UUID for Barn's connection.

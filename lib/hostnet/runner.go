@@ -289,7 +289,7 @@ func (h *Host) undoStep(ctx context.Context, m *Manifest, s Step, keep bool, kep
 	case KindAddrAdd:
 		return h.Link.DelAddr(s.Link, s.Address)
 	case KindNMAdd:
-		return h.command(ctx, "nmcli", "connection", "delete", "uuid", m.Created.NMConnection.UUID)
+		return h.deleteNMConnection(ctx, m.Created.NMConnection.UUID, s.Link)
 	case KindUnitStart:
 		return h.command(ctx, "systemctl", "stop", s.Unit)
 	case KindUnitEnable:

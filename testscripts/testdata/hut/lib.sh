@@ -6,8 +6,40 @@
 set -u
 OUT=/hut/out
 mkdir -p "$OUT"
+echo "start $(date +%s)" >> "$OUT/times"
+trap 'echo "end $(date +%s)" >> "$OUT/times"' EXIT
 export PATH=/hut:$PATH # barn-net, so its printed hints run verbatim
 HELPER=/usr/lib/qemu/qemu-bridge-helper
+
+# part NAME: whether the test asked for part NAME (the share's parts file,
+# from BARN_TEST_HUT_PARTS); when it did, stamps its start in out/times.
+part() {
+  grep -qw "$1" /hut/parts || return 1
+  echo "$1 $(date +%s)" >> "$OUT/times"
+}
+
+# settle: wait, with a deadline, until systemd has finished the boot's other
+# jobs (under TCG the services take minutes to start; a script that starts
+# before them meets D-Bus timeouts), then record the boot's state in out/boot.diag:
+# the failed units and, for each unit named, its status and journal.
+settle() {
+  # (not is-system-running --wait: hut.service's own job keeps the boot
+  # "starting" until this script ends.)
+  deadline=$(( $(date +%s) + 900 ))
+  while systemctl list-jobs --no-legend | grep -qv 'hut\.service'; do
+    [ "$(date +%s)" -gt $deadline ] && { systemctl list-jobs --no-pager > "$OUT/boot.state"; break; }
+    sleep 2
+  done
+  echo "settled $(date +%s)" >> "$OUT/times"
+  {
+    echo "## systemctl --failed"; systemctl --failed --no-legend --no-pager
+    echo "## systemd-analyze"; systemd-analyze 2>&1 | head -n 1
+    for u in "$@"; do
+      echo "## $u"; systemctl status "$u" --no-pager -n 0 2>&1
+      journalctl -b --no-pager -o short-monotonic -u "$u" 2>&1 | tail -n 40
+    done
+  } > "$OUT/boot.diag" 2>&1
+}
 
 # step NAME CMD...: run CMD (stdin from /dev/null unless STDIN is set).
 step() {

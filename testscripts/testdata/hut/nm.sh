@@ -6,19 +6,30 @@ snap_service() {
   echo "## firewall-cmd --list-all-zones (--list-all for every zone)"; firewall-cmd --list-all-zones
   echo "## firewall-cmd --permanent --list-all-zones"; firewall-cmd --permanent --list-all-zones
 }
+settle NetworkManager.service firewalld.service dbus.service
 nm-online -s -q -t 120
 # firewalld is Python; under nested TCG on a loaded machine it can miss
-# systemd's default 90 s start timeout at boot. Record why, then start it
-# again without that timeout (systemctl start returns once it is on D-Bus).
+# systemd's default 90 s start timeout at boot (boot.diag then says so).
+# Start it again without that timeout; systemctl start returns once it is
+# on D-Bus, but it answers --state "running" only after loading its rules.
 if ! systemctl is-active -q firewalld; then
-  { systemctl status firewalld --no-pager; journalctl -b --no-pager -u firewalld; } > "$OUT/firewalld.boot" 2>&1
   mkdir -p /run/systemd/system/firewalld.service.d
   printf '[Service]\nTimeoutStartSec=infinity\n' > /run/systemd/system/firewalld.service.d/hut.conf
   systemctl daemon-reload && systemctl start firewalld
 fi
-firewall-cmd --state > "$OUT/firewalld.state" 2>&1
+# Wait while the unit runs, with a deadline; if it exits, its journal goes
+# into firewalld.state beside the answer.
+deadline=$(( $(date +%s) + 600 ))
+until firewall-cmd --state > "$OUT/firewalld.state" 2>&1; do
+  if ! systemctl is-active -q firewalld || [ "$(date +%s)" -gt $deadline ]; then
+    journalctl -b --no-pager -u firewalld | tail -n 20 >> "$OUT/firewalld.state"
+    break
+  fi
+  sleep 2
+done
 { NetworkManager --version; firewall-cmd --version; systemctl --version | head -n 1; } > "$OUT/versions" 2>&1
 
+part transaction || exit 0
 snap before
 step preflight barn-net preflight
 step plan barn-net plan
@@ -37,6 +48,7 @@ step reinstall barn-net install --yes
 step uninstall barn-net uninstall --yes
 snap after
 
+part foreign || exit 0
 # Both NetworkManager and systemd-networkd active: the documented decision.
 systemctl start systemd-networkd.service
 step both-plan barn-net plan
@@ -66,5 +78,6 @@ nmcli -t -f NAME,TYPE connection show > "$OUT/replaced.nm" 2>&1
 nmcli connection delete barn0 > /dev/null
 snap foreign-after
 
+part crashes || exit 0
 . /hut/crash.sh
 crash_every_step ""
