@@ -28,7 +28,7 @@ func EmptyFile(stage string) error {
 // (EmptyFile) and recorded it, so it is found and nothing is done. When
 // the recorded file is gone (someone deleted the log), a new one is
 // created, never replacing anything, and recorded in n.Files from the
-// descriptor that created it; the caller writes n. Any other file at that
+// descriptor that created it, and n is written at once. Any other file at that
 // name — whatever its size or mode — is a conflict (reason
 // unexpected_files): QEMU would truncate it, and Barn never adopts a file
 // no record proves it created. (A start killed between re-creating a
@@ -75,6 +75,12 @@ func (s *Store) recordLog(n *state.Node, name, p string) error {
 		n.Files = map[string]fileid.ID{}
 	}
 	n.Files[name] = id
+	// Persist the record at once: a later refusal (the other log taken)
+	// must not leave this new file unrecorded, or the next start and
+	// destroy would refuse Barn's own file.
+	if err := s.Root.WriteNode(n); err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "recording %s", p)
+	}
 	return nil
 }
 

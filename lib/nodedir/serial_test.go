@@ -63,3 +63,45 @@ func TestRecordSerialLog(t *testing.T) {
 		}
 	}
 }
+
+// A start refused because qemu.log is not Barn's must not lose the record
+// of the serial log it re-created just before: once the operator moves
+// qemu.log away, the next start finds Barn's own serial.log, not a
+// stranger (review of the qemu.log change).
+func TestRefusedQEMULogKeepsTheNewSerialLogRecorded(t *testing.T) {
+	s := testStore(t)
+	if err := createN1(s); err != nil {
+		t.Fatal(err)
+	}
+	serial := s.Root.NodeFile("n1", state.SerialLogName)
+	qemuLog := s.Root.NodeFile("n1", state.QEMULogName)
+	if err := os.Remove(serial); err != nil { // the operator deleted the console log
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(qemuLog, []byte("operator's own\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.Root.ReadNode("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordSerialLog(n); err != nil {
+		t.Fatalf("re-creating the serial log: %v", err)
+	}
+	if e := exitcode.As(s.RecordQEMULog(n)); e == nil || e.Reason != "unexpected_files" {
+		t.Fatalf("qemu.log of the operator: %v, want unexpected_files", e)
+	}
+	if err := os.Remove(qemuLog); err != nil { // the hint: move it away
+		t.Fatal(err)
+	}
+	n, err = s.Root.ReadNode("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordSerialLog(n); err != nil {
+		t.Fatalf("the next start refuses the serial log Barn made: %v", err)
+	}
+	if err := s.RecordQEMULog(n); err != nil {
+		t.Fatalf("the next start: %v", err)
+	}
+}

@@ -399,14 +399,19 @@ func qemuLogPath(inv vmrecord.Invocation) string {
 	return ""
 }
 
-// stderrTail is the last 10 lines (at most 2 KiB) of the file at path,
-// trimmed; "" when it cannot be read.
+// stderrTail is the last 10 lines (at most 2 KiB) of the regular file at
+// path, trimmed; "" when it cannot be read. It reads through
+// safefile.Open and only the last 2 KiB, so a FIFO, a symlink or a huge
+// file put at path can neither hang nor flood it.
 func stderrTail(path string) string {
-	b, _ := os.ReadFile(path)
-	b = bytes.TrimSpace(b)
-	if len(b) > 2048 {
-		b = b[len(b)-2048:]
+	f, fi, err := safefile.Open(path)
+	if err != nil {
+		return ""
 	}
+	defer f.Close()
+	b := make([]byte, 2048)
+	k, _ := f.ReadAt(b, max(0, fi.Size()-int64(len(b))))
+	b = bytes.TrimSpace(b[:k])
 	lines := strings.Split(string(b), "\n")
 	if len(lines) > 10 {
 		lines = lines[len(lines)-10:]
