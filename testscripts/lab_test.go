@@ -95,6 +95,9 @@ func runLab(t *testing.T, dir string) {
 		env.Setenv("BARN_NET_STATE", env.WorkDir+"/netstate")
 		env.Setenv("BARN_REPO", os.Getenv("BARN_TEST_REPO"))
 		env.Setenv("BARN_ACCEL", "tcg")
+		// A loaded 2-core host boots a TCG guest in 3-10 minutes; the
+		// readiness wait must not turn load into a verdict.
+		env.Setenv("BARN_READY_TIMEOUT", "25m")
 		return nil
 	}
 	p.Condition = labCondition

@@ -34,6 +34,7 @@ type lifecycleCommands struct {
 // Environment knobs read by the lifecycle commands.
 //
 //	BARN_STOP_TIMEOUT   graceful powerdown wait of the stop ladder (Go duration, default 2m)
+//	BARN_READY_TIMEOUT  one node's guest readiness wait (Go duration, default 10m; readiness.go)
 //	BARN_JOBS           default of --jobs: nodes worked on at once (1-16, default 4; jobs.go)
 //	BARN_SSH_PORT_BASE  first management SSH port to try (default 2222)
 //	BARN_READINESS=none TEST-ONLY: skip guest readiness as --no-wait does
@@ -41,9 +42,10 @@ type lifecycleCommands struct {
 // Crash injection (BARN_CRASH_AFTER) is not among them: it exists only in
 // test binaries, which set CrashHook (see lib/scripttest.CrashAfter).
 const (
-	envStopTimeout = "BARN_STOP_TIMEOUT"
-	envReadiness   = "BARN_READINESS"
-	envPortBase    = "BARN_SSH_PORT_BASE"
+	envStopTimeout  = "BARN_STOP_TIMEOUT"
+	envReadyTimeout = "BARN_READY_TIMEOUT"
+	envReadiness    = "BARN_READINESS"
+	envPortBase     = "BARN_SSH_PORT_BASE"
 )
 
 // CrashHook, when non-nil, turns the command's environment into the
@@ -83,12 +85,13 @@ func manager(env *tool.Env, create, needProfile bool) (*lifecycle.Manager, error
 	}
 	prog := startProgress(env)
 	stop := vm.StopOptions{Progress: func(s string) { env.Stderrf("%s", s) }}
-	if v := env.Getenv(envStopTimeout); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return nil, exitcode.New(exitcode.Usage, "%s=%q is not a positive duration (e.g. 2m, 30s)", envStopTimeout, v)
-		}
+	if d, err := durationEnv(env, envStopTimeout, 0); err != nil {
+		return nil, err
+	} else if d > 0 {
 		stop.Graceful = d
+	}
+	if _, err := durationEnv(env, envReadyTimeout, 0); err != nil {
+		return nil, err
 	}
 	m, err := lifecycle.Real(root, lifecycle.RealOptions{Getenv: env.Getenv, Progress: env.Err, Stop: stop, Firmware: firmwarePairs(env)})
 	if err != nil {
@@ -117,6 +120,20 @@ func manager(env *tool.Env, create, needProfile bool) (*lifecycle.Manager, error
 		env.Stderrf("note: BARN_PRIVATE_NET=none (test-only): nodes get no private NIC")
 	}
 	return m, nil
+}
+
+// durationEnv is the positive Go duration in the environment variable
+// name, or def when it is unset; any other value is a usage error.
+func durationEnv(env *tool.Env, name string, def time.Duration) (time.Duration, error) {
+	v := env.Getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, exitcode.New(exitcode.Usage, "%s=%q is not a positive duration (e.g. 2m, 30s)", name, v)
+	}
+	return d, nil
 }
 
 // bindReadiness binds guest readiness unless disabled.

@@ -15,17 +15,23 @@ import (
 	"barn.dev/lib/tool"
 )
 
-// readinessTimeout bounds one node's guest readiness wait.
+// readinessTimeout bounds one node's guest readiness wait unless
+// BARN_READY_TIMEOUT sets another (a loaded host booting under TCG may
+// need more: firmware, kernel and cloud-init all run emulated).
 const readinessTimeout = 10 * time.Minute
 
 // readiness binds guest.WaitReady: SSH over the management forward with the
 // deployment key until the guest's ready marker matches this generation
 // and node hash.
 func readiness(env *tool.Env, m *lifecycle.Manager) lifecycle.Readiness {
-	return &guestReadiness{root: m.Root}
+	timeout, _ := durationEnv(env, envReadyTimeout, readinessTimeout) // refused by manager when bad
+	return &guestReadiness{root: m.Root, timeout: timeout}
 }
 
-type guestReadiness struct{ root *state.Root }
+type guestReadiness struct {
+	root    *state.Root
+	timeout time.Duration
+}
 
 func (g *guestReadiness) WaitReady(ctx context.Context, n *state.Node) ([]lifecycle.Warning, []string, error) {
 	d, err := g.root.ReadDeployment()
@@ -37,7 +43,7 @@ func (g *guestReadiness) WaitReady(ctx context.Context, n *state.Node) ([]lifecy
 	}
 	t := guest.Target{Node: n.Node, Port: n.SSHPort, User: d.Spec.Deployment.User.Name,
 		Keys: sshkeys.Paths(g.root.KeysDir()), VMUUID: n.VMUUID, Generation: n.Generation, SpecHash: n.ReadyHash()}
-	r, err := guest.WaitReady(ctx, t, readinessTimeout)
+	r, err := guest.WaitReady(ctx, t, g.timeout)
 	warnings := make([]lifecycle.Warning, 0, len(r.Warnings))
 	for _, w := range r.Warnings {
 		warnings = append(warnings, lifecycle.Warning{Stage: w.Stage, Detail: w.Detail})
