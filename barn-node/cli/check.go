@@ -190,7 +190,7 @@ func (c *checkCmd) probe(env *tool.Env, a *access, self checkPeer, peers []check
 		return nil, err
 	}
 	r.peers, r.want = peers, want
-	if r.clock, err = measureClock(ctx, t, c.MaxSkew); err != nil {
+	if r.clock, err = measureClock(env.Ctx, c.Timeout, t, c.MaxSkew); err != nil {
 		return nil, fmt.Errorf("clock: %v", err)
 	}
 	return r, nil

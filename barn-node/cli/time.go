@@ -37,7 +37,7 @@ type timeFlags struct {
 // (time status, time sync, check).
 type clockFlags struct {
 	MaxSkew time.Duration `name:"max-skew" default:"1s" help:"Largest clock difference to the host accepted (half the measuring round trip is granted as uncertainty)."`
-	Timeout time.Duration `default:"30s" help:"Bound on each node's session (a paused or cut-off node fails within it)."`
+	Timeout time.Duration `default:"30s" help:"Bound on each SSH session: a measurement, or sync's step (a paused or cut-off node fails within it)."`
 }
 
 // TimeDoc is barn.time/v1, printed by time status and time sync.
@@ -72,9 +72,12 @@ type ClockReading struct {
 }
 
 // measureClock is the one clock measurement: guest.ReadClock over t's
-// management connection, judged against maxSkew (guest.ClockSample.Within,
-// which grants the uncertainty). It fails as ReadClock does.
-func measureClock(ctx context.Context, t guest.Target, maxSkew time.Duration) (ClockReading, error) {
+// management connection, its session bounded by timeout, judged against
+// maxSkew (guest.ClockSample.Within, which grants the uncertainty). It
+// fails as ReadClock does.
+func measureClock(ctx context.Context, timeout time.Duration, t guest.Target, maxSkew time.Duration) (ClockReading, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	s, err := guest.ReadClock(ctx, t)
 	if err != nil {
 		return ClockReading{}, err
@@ -154,14 +157,12 @@ func (f *timeFlags) node(env *tool.Env, a *access, name string, set bool) TimeNo
 		r.Error = exitcode.As(err).Message
 		return r
 	}
-	ctx, cancel := context.WithTimeout(env.Ctx, f.Timeout)
-	defer cancel()
-	c, err := measureClock(ctx, t, f.MaxSkew)
+	c, err := measureClock(env.Ctx, f.Timeout, t, f.MaxSkew)
 	if err == nil && set {
 		before := c.SkewMS
 		r.BeforeMS = &before
-		if err = guest.SetClock(ctx, t, c.skew); err == nil {
-			c, err = measureClock(ctx, t, f.MaxSkew)
+		if err = f.setClock(env.Ctx, t, c.skew); err == nil {
+			c, err = measureClock(env.Ctx, f.Timeout, t, f.MaxSkew)
 		}
 	}
 	if err != nil {
@@ -170,6 +171,15 @@ func (f *timeFlags) node(env *tool.Env, a *access, name string, set bool) TimeNo
 	}
 	r.ClockReading = c
 	return r
+}
+
+// setClock steps t's clock by skew in a session of its own, bounded by
+// the timeout as each measurement is: a sync is three sessions, and on a
+// loaded host sudo alone can take seconds in a TCG guest.
+func (f *timeFlags) setClock(ctx context.Context, t guest.Target, skew time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, f.Timeout)
+	defer cancel()
+	return guest.SetClock(ctx, t, skew)
 }
 
 // err is the failed document's error: clock_skewed (runtime) naming the
