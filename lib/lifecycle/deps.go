@@ -201,10 +201,9 @@ type Manager struct {
 	Waiting     func(state.LockHolder)
 	Concurrency int // nodes worked on at once; 0 means DefaultJobs, capped at MaxJobs
 	// Hotplug lets Resize hot-plug vCPU and memory increases into a
-	// running node with headroom instead of stopping and starting it.
-	// Opt-in: the first live run on a UEFI guest under TCG lost QEMU's
-	// QMP connection at device_add (README: resize), so the proven
-	// stop/start stays the default until the live section passes.
+	// running node with headroom instead of stopping and starting it
+	// (barn-node resize sets it unless --no-hotplug; the zero Manager
+	// stops and starts).
 	Hotplug  bool
 	PortBase int // first management SSH port; 0 means 2222
 	// PortFree reports whether 127.0.0.1:port can be bound now; nil binds.
