@@ -203,12 +203,16 @@ func shell(ts *testscript.TestScript, line string) (int, string, string) {
 	return 0, out.String(), errb.String()
 }
 
-// scriptEnv is the script's environment as a list.
+// scriptEnv is the script's environment as a list; a variable the
+// script left empty is unset, as in a user's shell (a flag's variable
+// such as BARN_HOTPLUG reads "" as a value, and refuses it).
 func scriptEnv(ts *testscript.TestScript) []string {
 	var env []string
 	for _, k := range []string{"PATH", "HOME", "TMPDIR", "WORK", "BARN_HOME", "BARN_RUNTIME_DIR", "BARN_QEMU", "BARN_ACCEL",
 		"BARN_PRIVATE_NET", "BARN_READINESS", "BARN_STOP_TIMEOUT", "BARN_REPO", tool.EnvTerminalPrompt, "BARN_CRASH_AFTER", "BARN_HOTPLUG"} {
-		env = append(env, k+"="+ts.Getenv(k))
+		if v := ts.Getenv(k); v != "" {
+			env = append(env, k+"="+v)
+		}
 	}
 	return env
 }

@@ -109,6 +109,7 @@ func manager(env *tool.Env, create, needProfile bool) (*lifecycle.Manager, error
 	}
 	m.Log = env.Err
 	m.Phase = prog.Set
+	m.Bytes = prog.SetBytes
 	m.Command = state.CommandLine(append([]string{env.Tool}, env.Args...))
 	m.Waiting = func(h state.LockHolder) {
 		env.Stderrf("waiting for another barn command: %s (pid %d, since %s)", h.Command, h.PID, h.Started.Local().Format("15:04:05"))

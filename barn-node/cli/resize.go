@@ -12,8 +12,9 @@ type resizeCmd struct {
 	jobsFlag
 	Force  bool `help:"Do not ask for confirmation (required without a controlling terminal, e.g. in scripts)."`
 	NoWait bool `short:"n" help:"Do not wait for guest readiness."`
-	// Hotplug is opt-in until proven live (lifecycle.Manager.Hotplug).
-	Hotplug bool     `env:"BARN_HOTPLUG" help:"Hot-plug vCPU and memory increases into running nodes with headroom instead of stopping and starting them (experimental: not yet proven on a live guest)."`
+	// Hotplug is the default since lab_resize proved it on a real guest
+	// (lifecycle.Manager.Hotplug); --no-hotplug or BARN_HOTPLUG=0 opts out.
+	Hotplug bool     `default:"true" negatable:"" env:"BARN_HOTPLUG" help:"Hot-plug vCPU and memory increases into running nodes with headroom instead of stopping and starting them (--no-hotplug or BARN_HOTPLUG=0: always stop and start)."`
 	Nodes   []string `arg:"" optional:"" name:"node" predictor:"node" help:"Nodes to resize (default: every node the plan resizes)."`
 }
 
@@ -32,7 +33,7 @@ func (c *resizeCmd) Run(env *tool.Env) error {
 	}
 	// The plan took stdin, so the person is asked on the controlling
 	// terminal; with none, --force is required (usage).
-	if err := env.Confirm(c.Force, true, "resize", fmt.Sprintf("Resize %s: each node is stopped and started (with --hotplug, vCPU and memory increases within a running node's headroom are hot-plugged instead). UUID, disks, keys and NVRAM are kept.", strings.Join(names, ", "))); err != nil {
+	if err := env.Confirm(c.Force, true, "resize", fmt.Sprintf("Resize %s: vCPU and memory increases within a running node's headroom are hot-plugged; anything else (a decrease, a larger root disk, no headroom) stops and starts the node. UUID, disks, keys and NVRAM are kept.", strings.Join(names, ", "))); err != nil {
 		return err
 	}
 	m, err := manager(env, true, true)

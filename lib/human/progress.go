@@ -11,12 +11,15 @@ import (
 )
 
 // Progress shows a multi-node operation as it runs, one row per node:
-// its phase and the time since its first phase (frozen once the node is
-// done). On a terminal it keeps a live table at the bottom of the stream,
-// redrawn on every change and every second; lines written through it
+// its phase, the time since its first phase (frozen once the node is
+// done) and, where the operation moves data for the node (SetBytes), the
+// bytes moved so far. On a terminal it keeps a live table at the bottom
+// of the stream, redrawn on every phase change and every second, with a
+// BYTES column only while some row has bytes; lines written through it
 // (Write) appear above the table. Anywhere else it is line-oriented: one
-// "NODE: PHASE (ELAPSED)" line per change, and Write passes through.
-// It is safe for concurrent use; Close ends the redraws.
+// "NODE: PHASE (ELAPSED)" line per phase change, "NODE: PHASE (ELAPSED,
+// BYTES)" once the node has bytes, and Write passes through. It is safe
+// for concurrent use; Close ends the redraws.
 type Progress struct {
 	w        io.Writer
 	terminal bool
@@ -32,6 +35,7 @@ type Progress struct {
 type progressRow struct {
 	node, phase string
 	start, end  time.Time // end is zero while the node is in progress
+	bytes       int64     // bytes moved for the node so far; 0: none shown
 }
 
 // NewProgress returns a Progress writing to w; terminal selects the live
@@ -56,13 +60,7 @@ func (p *Progress) Set(node, phase string, done bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
-	i := slices.IndexFunc(p.rows, func(r *progressRow) bool { return r.node == node })
-	if i < 0 {
-		p.rows = append(p.rows, &progressRow{node: node, start: now})
-		slices.SortFunc(p.rows, func(a, b *progressRow) int { return strings.Compare(a.node, b.node) })
-		i = slices.IndexFunc(p.rows, func(r *progressRow) bool { return r.node == node })
-	}
-	r := p.rows[i]
+	r := p.row(node, now)
 	if r.phase == phase && r.end.IsZero() == !done {
 		return
 	}
@@ -71,10 +69,34 @@ func (p *Progress) Set(node, phase string, done bool) {
 		r.end = now
 	}
 	if !p.terminal {
-		fmt.Fprintf(p.w, "%s: %s (%s)\n", node, phase, Duration(r.elapsed(now)))
+		fmt.Fprintf(p.w, "%s: %s (%s)\n", node, phase, r.detail(now))
 		return
 	}
 	p.redraw(nil)
+}
+
+// SetBytes records n, the bytes moved for node so far in this operation
+// (such as the image pull it waits on). It draws nothing by itself: the
+// table shows it at its next redraw (at most a second later), a pipe in
+// the node's next phase line, so a byte counter updated per chunk costs
+// no output.
+func (p *Progress) SetBytes(node string, n int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.row(node, p.now()).bytes = n
+}
+
+// row is node's row, added (sorted by name, started at now) when new.
+// Callers hold mu.
+func (p *Progress) row(node string, now time.Time) *progressRow {
+	i := slices.IndexFunc(p.rows, func(r *progressRow) bool { return r.node == node })
+	if i < 0 {
+		r := &progressRow{node: node, start: now}
+		p.rows = append(p.rows, r)
+		slices.SortFunc(p.rows, func(a, b *progressRow) int { return strings.Compare(a.node, b.node) })
+		return r
+	}
+	return p.rows[i]
 }
 
 // Write writes b (whole lines) above the table on a terminal; elsewhere
@@ -130,16 +152,48 @@ func (p *Progress) redraw(above []byte) {
 	b.WriteString("\r")
 	b.Write(above)
 	if len(p.rows) > 0 {
-		now := p.now()
-		tw := Table(&b)
-		fmt.Fprintln(tw, "NODE\tPHASE\tELAPSED")
-		for _, r := range p.rows {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", r.node, r.phase, Duration(r.elapsed(now)))
-		}
-		_ = tw.Flush()
+		p.table(&b)
 		p.drawn = len(p.rows) + 1
 	}
 	_, _ = p.w.Write(b.Bytes())
+}
+
+// table writes the header and one line per row; the BYTES column is
+// there only when some row has bytes ("-" for the rows without).
+// Callers hold mu.
+func (p *Progress) table(w io.Writer) {
+	now := p.now()
+	withBytes := slices.ContainsFunc(p.rows, func(r *progressRow) bool { return r.bytes > 0 })
+	tw := Table(w)
+	if withBytes {
+		fmt.Fprintln(tw, "NODE\tPHASE\tELAPSED\tBYTES")
+	} else {
+		fmt.Fprintln(tw, "NODE\tPHASE\tELAPSED")
+	}
+	for _, r := range p.rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s", r.node, r.phase, Duration(r.elapsed(now)))
+		if withBytes {
+			fmt.Fprintf(tw, "\t%s", r.size())
+		}
+		fmt.Fprintln(tw)
+	}
+	_ = tw.Flush()
+}
+
+// detail is a phase line's parenthesis: the elapsed time, and the bytes
+// once there are any.
+func (r *progressRow) detail(now time.Time) string {
+	if r.bytes > 0 {
+		return Duration(r.elapsed(now)) + ", " + Size(r.bytes)
+	}
+	return Duration(r.elapsed(now))
+}
+
+func (r *progressRow) size() string {
+	if r.bytes > 0 {
+		return Size(r.bytes)
+	}
+	return "-"
 }
 
 func (r *progressRow) elapsed(now time.Time) time.Duration {

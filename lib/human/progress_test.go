@@ -2,6 +2,8 @@ package human
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -116,5 +118,67 @@ func TestProgressLinesOnAPipe(t *testing.T) {
 	want := "meta: starting (0s)\nmeta: a log line\nmeta: running (2s)\n"
 	if b.String() != want {
 		t.Fatalf("got %q\nwant %q", b.String(), want)
+	}
+}
+
+// Bytes appear only where the operation moved some: the table grows a
+// BYTES column once a row has bytes ("-" for the others), redrawn by the
+// tick rather than per update; a pipe shows them in the node's next
+// phase line, never a line per update. The terminal screen is a golden
+// (testdata/progress-bytes.txt; BARN_UPDATE=1 rewrites it).
+func TestProgressBytes(t *testing.T) {
+	var scr screen
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	p := NewProgress(&scr, true, clk.now)
+	p.Set("pg-1", "pulling d12", false)
+	p.Set("pg-2", "pulling d12", false)
+	p.Set("meta", "starting", false)
+	if got := scr.text(); strings.Contains(got, "BYTES") {
+		t.Fatalf("BYTES column before any bytes:\n%s", got)
+	}
+	clk.add(4 * time.Second)
+	p.SetBytes("pg-1", 300<<20)
+	p.SetBytes("pg-2", 300<<20)
+	p.SetBytes("pg-1", 625612288) // the latest count wins
+	p.SetBytes("pg-2", 625612288)
+	clk.add(90 * time.Second)
+	p.Set("pg-1", "overlay", false)
+	p.Close()
+	golden(t, "progress-bytes.txt", []byte(scr.text()+"\n"))
+
+	var b bytes.Buffer
+	clk = &fakeClock{t: time.Unix(1000, 0)}
+	p = NewProgress(&b, false, clk.now)
+	p.Set("pg-1", "pulling d12", false)
+	for i := int64(1); i <= 4; i++ {
+		clk.add(time.Second)
+		p.SetBytes("pg-1", i<<20)
+	}
+	p.Set("pg-1", "overlay", false)
+	p.Set("meta", "starting", false)
+	p.Close()
+	want := "pg-1: pulling d12 (0s)\npg-1: overlay (4s, 4 MiB)\nmeta: starting (0s)\n"
+	if b.String() != want {
+		t.Fatalf("got %q\nwant %q", b.String(), want)
+	}
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if os.Getenv("BARN_UPDATE") == "1" {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (BARN_UPDATE=1 creates it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s differs (BARN_UPDATE=1 rewrites it):\n--- got\n%s--- want\n%s", path, got, want)
 	}
 }

@@ -56,6 +56,30 @@ func newProgress(w io.Writer, label string, total, already int64, now func() tim
 	return &lineProgress{w: w, label: label, total: total, done: already, start: now(), startDone: already, last: now(), now: now}
 }
 
+// progress is newProgress on q.Progress that also counts for q.Received.
+func (q Puller) progress(label string, total, already int64) progress {
+	pr := newProgress(q.Progress, label, total, already, q.Now)
+	if q.Received == nil {
+		return pr
+	}
+	q.Received(already)
+	return &countingProgress{progress: pr, n: already, received: q.Received}
+}
+
+// countingProgress passes each count on and reports the running total
+// (Add is called by the one goroutine copying the artifact).
+type countingProgress struct {
+	progress
+	n        int64
+	received func(int64)
+}
+
+func (c *countingProgress) Add(n int64) {
+	c.progress.Add(n)
+	c.n += n
+	c.received(c.n)
+}
+
 type barProgress struct{ bar *progressbar.ProgressBar }
 
 func (b *barProgress) Add(n int64) { _ = b.bar.Add64(n) }

@@ -37,6 +37,11 @@ type Puller struct {
 	Backoff  time.Duration    // first retry delay, doubled per attempt, capped at 10 s (default 500 ms)
 	Progress io.Writer        // see Terminal; nil for none
 	Now      func() time.Time // clock for progress and .corrupt names
+	// Received, when set, is called as bytes of the artifact arrive with
+	// the count the staging file holds (a resumed pull's earlier bytes
+	// included), for callers that show bytes elsewhere (a lifecycle
+	// command's per-node table); it must be quick.
+	Received func(n int64)
 }
 
 func (p *Puller) defaults() Puller {
@@ -230,7 +235,7 @@ func (q Puller) copyLocal(ctx context.Context, from, staging string, id imageref
 		return exitcode.Wrap(exitcode.Runtime, err, "creating %s", staging)
 	}
 	defer out.Close()
-	pr := newProgress(q.Progress, label, id.SizeBytes, 0, q.Now)
+	pr := q.progress(label, id.SizeBytes, 0)
 	_, err = io.CopyBuffer(out, &ctxReader{ctx: ctx, r: io.LimitReader(in, id.SizeBytes+1), p: pr}, make([]byte, bufSize))
 	pr.Done()
 	if err != nil {
@@ -400,7 +405,7 @@ func resumes(resp *http.Response, f *os.File, url string, have int64) (int64, er
 // byte arrives for q.Stall. More bytes than the catalog's size discard
 // the staging file; a broken transfer keeps what arrived for a resume.
 func (q Puller) receive(ctx, rctx context.Context, cancel context.CancelCauseFunc, body io.Reader, st staged, url string, id imageref.Identity, label string, have int64) error {
-	pr := newProgress(q.Progress, label, id.SizeBytes, have, q.Now)
+	pr := q.progress(label, id.SizeBytes, have)
 	defer pr.Done()
 	// Stall watchdog: cancel the request when no byte arrives for q.Stall.
 	watchdog := time.AfterFunc(q.Stall, func() { cancel(fmt.Errorf("no data for %s", q.Stall)) })

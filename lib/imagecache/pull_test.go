@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -165,13 +166,19 @@ func TestPullResumesAfterDroppedConnection(t *testing.T) {
 	ranges, served := ranges0(repo), served0(repo)
 	_, _ = ranges, served
 	root := testRoot(t)
-	p, err := newCache(root).Ensure(context.Background(), id, &src)
+	c := newCache(root)
+	var received []int64 // Received's counts: the staging file's bytes, resume included
+	c.Puller.Received = func(n int64) { received = append(received, n) }
+	p, err := c.Ensure(context.Background(), id, &src)
 	if err != nil {
 		t.Fatalf("Ensure: %v", err)
 	}
 	got, _ := os.ReadFile(p)
 	if !bytes.Equal(got, img) {
 		t.Fatal("cached bytes differ from the artifact")
+	}
+	if len(received) < 3 || received[0] != 0 || !slices.IsSorted(received) || !slices.Contains(received, 100000) || received[len(received)-1] != int64(len(img)) {
+		t.Fatalf("Received counts %v: want 0 up to %d, through 100000 (the resume counts on from the kept bytes)", received, len(img))
 	}
 	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o444 {
 		t.Fatalf("cached mode %04o, want 0444", fi.Mode().Perm())

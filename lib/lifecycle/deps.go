@@ -113,8 +113,9 @@ type Machine interface {
 // Images turns an exact identity into a verified local file.
 type Images interface {
 	// Ensure returns the verified cached file of id, pulling it when it is
-	// missing (a create's base).
-	Ensure(ctx context.Context, id imageref.Identity) (path string, err error)
+	// missing (a create's base); received, when not nil, gets the count
+	// of id's bytes pulled so far as they arrive (a resume's included).
+	Ensure(ctx context.Context, id imageref.Identity, received func(n int64)) (path string, err error)
 	// Verify re-verifies the cached file of id without pulling anything (a
 	// start's base): a damaged or missing file is the integrity error (7)
 	// naming it, with the expected and actual size or digest.
@@ -190,16 +191,19 @@ type Manager struct {
 	// Phase receives each node's progress: every durable step (as Hook
 	// does), readiness, and with done set the node's outcome in the
 	// result (its action, or "failed at STAGE"). nil discards.
-	Phase       func(node, phase string, done bool)
+	Phase func(node, phase string, done bool)
+	// Bytes receives the bytes moved so far for a node in this command:
+	// the pull of the base image it waits on (every node of the command
+	// waiting on the same image sees the same count). nil discards.
+	Bytes       func(node string, n int64)
 	Hook        Hook
 	Command     string // recorded as the lock holder's command
 	Waiting     func(state.LockHolder)
 	Concurrency int // nodes worked on at once; 0 means DefaultJobs, capped at MaxJobs
 	// Hotplug lets Resize hot-plug vCPU and memory increases into a
-	// running node with headroom instead of stopping and starting it.
-	// Opt-in: the first live run on a UEFI guest under TCG lost QEMU's
-	// QMP connection at device_add (README: resize), so the proven
-	// stop/start stays the default until the live section passes.
+	// running node with headroom instead of stopping and starting it
+	// (barn-node resize sets it unless --no-hotplug; the zero Manager
+	// stops and starts).
 	Hotplug  bool
 	PortBase int // first management SSH port; 0 means 2222
 	// PortFree reports whether 127.0.0.1:port can be bound now; nil binds.
@@ -216,6 +220,7 @@ type Manager struct {
 
 	basesMu sync.Mutex
 	bases   map[string]*baseCheck // base images verified by this command (verifyBase)
+	pulls   map[string][]string   // base key → nodes waiting in ensureBase (under basesMu)
 }
 
 func (m *Manager) shareOptions() hostshare.Options {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"barn.dev/lib/exitcode"
@@ -19,9 +20,10 @@ import (
 // re-verified size, SHA-256 and qcow2 header, or pulled from the active
 // catalog's repository; integrity error on any mismatch, no fallback).
 // The directories above the file must be the user's own at 0700
-// (checkImageDirs).
-func ensureImage(ctx context.Context, root *state.Root, id imageref.Identity, progress io.Writer) (string, error) {
-	p, err := imagecache.Ensure(ctx, root, id, progress)
+// (checkImageDirs). received gets the pull's byte count (Puller.Received).
+func ensureImage(ctx context.Context, root *state.Root, id imageref.Identity, progress io.Writer, received func(int64)) (string, error) {
+	c := &imagecache.Cache{Root: root, Puller: imagecache.Puller{Progress: progress, Now: root.Now, Received: received}}
+	p, err := c.Ensure(ctx, id, nil)
 	if err != nil {
 		return "", err
 	}
@@ -56,6 +58,38 @@ type baseCheck struct {
 }
 
 func baseKey(id imageref.Identity) string { return id.Image + "\x00" + id.File + "\x00" + id.SHA256 }
+
+// ensureBase is Images.Ensure of id for node: while it runs, node is
+// one of the nodes waiting on id, and every byte count of id's pull goes
+// to each of them (Bytes), their phase "pulling IMAGE@VERSION" from the
+// first byte. Only one of the waiting calls pulls (the cache's lock);
+// the others find the verified file once it is there.
+func (m *Manager) ensureBase(ctx context.Context, id imageref.Identity, node string) (string, error) {
+	key := baseKey(id)
+	m.basesMu.Lock()
+	if m.pulls == nil {
+		m.pulls = map[string][]string{}
+	}
+	m.pulls[key] = append(m.pulls[key], node)
+	m.basesMu.Unlock()
+	defer func() {
+		m.basesMu.Lock()
+		m.pulls[key] = slices.DeleteFunc(m.pulls[key], func(n string) bool { return n == node })
+		m.basesMu.Unlock()
+	}()
+	phase := "pulling " + id.Image + "@" + id.Version
+	return m.Images.Ensure(ctx, id, func(n int64) {
+		m.basesMu.Lock()
+		waiting := slices.Clone(m.pulls[key])
+		m.basesMu.Unlock()
+		for _, w := range waiting {
+			m.phase(w, phase)
+			if m.Bytes != nil {
+				m.Bytes(w, n)
+			}
+		}
+	})
+}
 
 // verifyBase re-verifies the base image id before a node is started from
 // it, once per command: nodes sharing a base wait for the one check, and

@@ -17,7 +17,9 @@ type countingImages struct {
 	total atomic.Int32
 }
 
-func (c *countingImages) Ensure(context.Context, imageref.Identity) (string, error) { return "", nil }
+func (c *countingImages) Ensure(context.Context, imageref.Identity, func(int64)) (string, error) {
+	return "", nil
+}
 func (c *countingImages) Verify(_ context.Context, id imageref.Identity) (string, error) {
 	c.total.Add(1)
 	c.mu.Lock()
@@ -64,5 +66,76 @@ func TestVerifyBaseOncePerCommand(t *testing.T) {
 	m2 := &Manager{Images: imgs}
 	if _, err := m2.verifyBase(context.Background(), shared); err != nil || imgs.calls["aaa"] != 2 {
 		t.Fatalf("a new command did not re-verify: %v, %v", err, imgs.calls)
+	}
+}
+
+// pullingImages is an Images whose Ensure waits until want calls are in,
+// then lets the first call of image "d12" pull (20 and then 40 bytes)
+// while the other calls wait for it, as the cache's lock makes them.
+type pullingImages struct {
+	mu      sync.Mutex
+	entered int
+	puller  bool          // a call of d12 pulls
+	all     chan struct{} // closed once want calls are in
+	pulled  chan struct{} // closed once the pull is done
+	want    int
+}
+
+func (p *pullingImages) Ensure(_ context.Context, id imageref.Identity, received func(int64)) (string, error) {
+	p.mu.Lock()
+	p.entered++
+	first := id.Image == "d12" && !p.puller
+	p.puller = p.puller || first
+	if p.entered == p.want {
+		close(p.all)
+	}
+	p.mu.Unlock()
+	<-p.all
+	if id.Image != "d12" {
+		return "/cache/" + id.File, nil
+	}
+	if !first {
+		<-p.pulled
+		return "/cache/" + id.File, nil
+	}
+	received(20)
+	received(40)
+	close(p.pulled)
+	return "/cache/" + id.File, nil
+}
+
+func (p *pullingImages) Verify(context.Context, imageref.Identity) (string, error) { return "", nil }
+
+// TestPullBytesReachEveryWaitingNode: the nodes of one command waiting on
+// the same base image all see its pull's byte count and the phase
+// "pulling IMAGE@VERSION", whichever of them pulls; a node of another
+// image, and a node no longer waiting, see nothing.
+func TestPullBytesReachEveryWaitingNode(t *testing.T) {
+	d12 := imageref.Identity{Image: "d12", Version: "1", File: "images/d12.qcow2", SHA256: "aaa"}
+	u24 := imageref.Identity{Image: "u24", Version: "2", File: "images/u24.qcow2", SHA256: "bbb"}
+	imgs := &pullingImages{all: make(chan struct{}), pulled: make(chan struct{}), want: 4}
+	var mu sync.Mutex
+	bytes, phases := map[string]int64{}, map[string]string{}
+	m := &Manager{Images: imgs,
+		Bytes: func(node string, n int64) { mu.Lock(); bytes[node] = n; mu.Unlock() },
+		Phase: func(node, phase string, _ bool) { mu.Lock(); phases[node] = phase; mu.Unlock() }}
+	var wg sync.WaitGroup
+	for _, node := range []string{"pg-1", "pg-2", "pg-3"} {
+		wg.Add(1)
+		go func() { defer wg.Done(); _, _ = m.ensureBase(context.Background(), d12, node) }()
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); _, _ = m.ensureBase(context.Background(), u24, "other") }()
+	wg.Wait()
+	for _, node := range []string{"pg-1", "pg-2", "pg-3"} {
+		if bytes[node] != 40 || phases[node] != "pulling d12@1" {
+			t.Errorf("%s: bytes %d phase %q, want 40 and pulling d12@1", node, bytes[node], phases[node])
+		}
+	}
+	if _, ok := bytes["other"]; ok {
+		t.Errorf("a node of another image got bytes: %v", bytes)
+	}
+	if len(m.pulls[baseKey(d12)]) != 0 {
+		t.Errorf("nodes still waiting after their Ensure returned: %v", m.pulls)
 	}
 }

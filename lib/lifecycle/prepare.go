@@ -66,7 +66,7 @@ func (m *Manager) prepare(ctx context.Context, job createJob) (*prepared, error)
 	if err := m.checkShares(&job.Node); err != nil {
 		return nil, err
 	}
-	basePath, err := m.Images.Ensure(ctx, job.Image)
+	basePath, err := m.ensureBase(ctx, job.Image, name)
 	if err != nil {
 		return nil, err
 	}

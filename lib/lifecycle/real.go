@@ -260,8 +260,8 @@ type realImages struct {
 	progress io.Writer
 }
 
-func (r *realImages) Ensure(ctx context.Context, id imageref.Identity) (string, error) {
-	return ensureImage(ctx, r.root, id, r.progress)
+func (r *realImages) Ensure(ctx context.Context, id imageref.Identity, received func(int64)) (string, error) {
+	return ensureImage(ctx, r.root, id, r.progress, received)
 }
 
 func (r *realImages) Verify(_ context.Context, id imageref.Identity) (string, error) {

@@ -188,7 +188,7 @@ func (m *Manager) recreateJobs(ctx context.Context, p *plan.Plan, after *spec.Sp
 		if np.Image == nil {
 			return nil, exitcode.New(exitcode.Usage, "plan has no exact image for %s", name).WithReason("images_unresolved").WithNext("barn-repo update && " + recreateAgain(p.Spec.Source.Inventory(), names))
 		}
-		if _, err := m.Images.Ensure(ctx, *np.Image); err != nil {
+		if _, err := m.ensureBase(ctx, *np.Image, name); err != nil {
 			return nil, err
 		}
 		n := p.Spec.Node(name)
