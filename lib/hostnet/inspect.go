@@ -33,6 +33,9 @@ type NMState struct {
 	Running     bool     `json:"running"`
 	Firewalld   bool     `json:"firewalld"`
 	Connections []NMConn `json:"connections"`
+	// BridgeZone is the zone firewalld's runtime binds the bridge's name
+	// to ("" none); read only while firewalld is active.
+	BridgeZone string `json:"bridge_zone,omitempty"`
 }
 
 // NetworkdState is systemd-networkd's state and the activation-safety scan.
@@ -132,6 +135,18 @@ func (h *Host) inspectNM(ctx context.Context) (NMState, error) {
 		return s, err
 	}
 	s.Firewalld = fw == "active"
+	for i, c := range s.Connections {
+		if c.Name == h.bridge() && c.Type == "bridge" {
+			if s.Connections[i], err = h.nmMark(ctx, c); err != nil {
+				return s, err
+			}
+		}
+	}
+	if s.Firewalld {
+		if s.BridgeZone, _, err = h.firewalldZone(ctx, h.bridge(), false); err != nil {
+			return s, err
+		}
+	}
 	return s, nil
 }
 

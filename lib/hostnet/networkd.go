@@ -8,9 +8,9 @@ import (
 )
 
 // NetdevUnit is the owned 80-<bridge>.netdev. MACAddress= marks the bridge
-// networkd creates from it as Barn's (NetworkdMAC).
+// networkd creates from it as Barn's (BridgeMAC).
 func NetdevUnit(bridge string, sn Subnet) string {
-	return "# Managed by Barn (barn-net); removed by barn-net uninstall.\n[NetDev]\nName=" + bridge + "\nKind=bridge\nMACAddress=" + NetworkdMAC(bridge, sn) + "\n"
+	return "# Managed by Barn (barn-net); removed by barn-net uninstall.\n[NetDev]\nName=" + bridge + "\nKind=bridge\nMACAddress=" + BridgeMAC(bridge, sn) + "\n"
 }
 
 // networkdService is the unit Barn may start and enable; networkdSocket
@@ -56,7 +56,7 @@ func (h *Host) planNetworkd(p *Plan, o Observed, sn Subnet) error {
 	}
 	nd, nw := n.Netdev, n.Net
 	p.add(Step{ID: "netdev-unit", Kind: KindWriteFile, Path: nd.Path, Mode: "0644", Content: NetdevUnit(br, sn), Prev: &nd,
-		Summary: fmt.Sprintf("write %s (Kind=bridge, MACAddress=%s: how uninstall recognises Barn's bridge)", nd.Path, NetworkdMAC(br, sn))})
+		Summary: fmt.Sprintf("write %s (Kind=bridge, MACAddress=%s: how uninstall recognises Barn's bridge)", nd.Path, BridgeMAC(br, sn))})
 	p.add(Step{ID: "network-unit", Kind: KindWriteFile, Path: nw.Path, Mode: "0644", Content: NetworkUnit(br, sn), Prev: &nw,
 		Summary: fmt.Sprintf("write %s (Address=%s, ConfigureWithoutCarrier=yes, LinkLocalAddressing=no, IPv6AcceptRA=no, RequiredForOnline=no)", nw.Path, sn.HostCIDR())})
 	if !active {

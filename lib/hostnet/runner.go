@@ -55,21 +55,23 @@ func (h *Host) Apply(ctx context.Context, plan Plan, opt Options, progress Progr
 	}
 	m := &Manifest{Schema: ManifestSchema, Status: StatusInstalling, InstallID: id, Backend: plan.Backend, Bridge: plan.Bridge,
 		CIDR: plan.CIDR, HostAddress: plan.HostAddress, DHCPEnd: sn.DHCPEnd().String(), Helper: plan.Helper,
-		Prestate: Prestate{BridgeConf: obs.BridgeConf, QemuDir: obs.QemuDir, Helper: obs.Helper, Units: obs.Networkd.Units},
-		Steps:    plan.Steps, Files: map[string]string{}}
+		Prestate: Prestate{BridgeConf: obs.BridgeConf, QemuDir: obs.QemuDir, Helper: obs.Helper, Units: obs.Networkd.Units,
+			FirewalldZone: prestateZone(obs, plan)},
+		Steps: plan.Steps, Files: map[string]string{}}
 	// Write-ahead: how Barn will recognise its bridge is in the manifest
 	// (written by the first step) before the bridge exists.
 	switch plan.Backend {
 	case BackendNetlink:
 		m.Created.Bridge = netlinkIdentity(plan.Bridge, id)
 	case BackendNetworkd:
-		m.Created.Bridge = &LinkIdentity{Name: plan.Bridge, MAC: NetworkdMAC(plan.Bridge, sn)}
+		m.Created.Bridge = &LinkIdentity{Name: plan.Bridge, MAC: BridgeMAC(plan.Bridge, sn)}
 	case BackendNetworkManager:
 		uuid, err := newNMUUID()
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Runtime, err, "starting the install")
 		}
 		m.Created.NMConnection = &NMConnection{UUID: uuid, Name: plan.Bridge}
+		m.Created.Bridge = &LinkIdentity{Name: plan.Bridge, MAC: BridgeMAC(plan.Bridge, sn)}
 	}
 	for i, s := range plan.Steps {
 		if err := ctx.Err(); err != nil {
@@ -225,6 +227,8 @@ func (h *Host) applyStep(ctx context.Context, m *Manifest, p *Plan, s Step) erro
 		return chmodRaw(s.Path, mode)
 	case KindCommand:
 		return h.command(ctx, s.Argv...)
+	case KindNMLeftover, KindLinkLeftover:
+		return h.removeLeftover(ctx, p, s)
 	case KindAttachProof:
 		prove := h.Prover
 		if prove == nil {
@@ -289,7 +293,16 @@ func (h *Host) undoStep(ctx context.Context, m *Manifest, s Step, keep bool, kep
 	case KindAddrAdd:
 		return h.Link.DelAddr(s.Link, s.Address)
 	case KindNMAdd:
-		return h.deleteNMConnection(ctx, m.Created.NMConnection.UUID, s.Link)
+		mac := ""
+		if m.Created.Bridge != nil {
+			mac = m.Created.Bridge.MAC
+		}
+		if err := h.removeNMConnection(ctx, m.Created.NMConnection.UUID, s.Link, mac); err != nil {
+			return err
+		}
+		if slices.Contains(s.Argv, "connection.zone") {
+			return h.releaseTrustedZone(ctx, s.Link, m.Prestate.FirewalldZone)
+		}
 	case KindUnitStart:
 		return h.command(ctx, "systemctl", "stop", s.Unit)
 	case KindUnitEnable:
