@@ -395,7 +395,8 @@ esac
 "is-active "*) echo inactive; exit 3 ;;
 "is-enabled systemd-networkd.service") cat $F/networkd-enabled; echo; [ "$(cat $F/networkd-enabled)" = enabled ] ;;
 "is-enabled "*) echo static; exit 0 ;;
-"start systemd-networkd.service") echo -n active > $F/networkd; echo -n active > $F/networkd-socket ;;
+"start systemd-networkd.service") echo -n active > $F/networkd; echo -n active > $F/networkd-socket
+  mkdir -p $F/../run/systemd/netif/links; touch $F/../run/systemd/netif/state ;; # kept after stop, as systemd does
 "stop systemd-networkd.service") echo -n inactive > $F/networkd ;;
 "start systemd-networkd.socket") echo -n active > $F/networkd-socket ;;
 "stop systemd-networkd.socket") echo -n inactive > $F/networkd-socket; echo -n inactive > $F/networkd ;;
@@ -645,7 +646,9 @@ func TestNetworkdAgainstFakes(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(f.root, "fake", "networkd-socket")); string(b) != "inactive" {
 		t.Fatalf("systemd-networkd.socket is %q after uninstall, want inactive as before install", b)
 	}
-	for _, p := range []string{f.networkdFile(".netdev"), f.NetworkdDir(), f.QemuConfDir()} {
+	// systemd keeps networkd's runtime state after it stops; networkd had
+	// not run before install, so the state goes too (found live).
+	for _, p := range []string{f.networkdFile(".netdev"), f.NetworkdDir(), f.QemuConfDir(), f.networkdStateDir()} {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("%s should be gone: %v", p, err)
 		}

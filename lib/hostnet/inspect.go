@@ -45,6 +45,9 @@ type NetworkdState struct {
 	Dir    FileState            `json:"dir"`     // <EtcDir>/systemd/network
 	Netdev FileState            `json:"netdev"`  // 80-<bridge>.netdev
 	Net    FileState            `json:"network"` // 80-<bridge>.network
+	// State is networkd's runtime directory <RunDir>/systemd/netif, which
+	// systemd keeps after networkd stops (RuntimeDirectoryPreserve=yes).
+	State FileState `json:"state_dir"`
 	// Claims lists existing unit files that could claim a real interface
 	// if networkd were started (the activation-safety scan).
 	Claims []string `json:"claims"`
@@ -162,6 +165,9 @@ func (h *Host) inspectNetworkd(ctx context.Context, links []LinkInfo) (NetworkdS
 	if s.Net, err = StatFile(h.networkdFile(".network"), true); err != nil {
 		return s, err
 	}
+	if s.State, err = StatFile(h.networkdStateDir(), false); err != nil {
+		return s, err
+	}
 	if !s.Booted {
 		return s, nil
 	}
@@ -186,6 +192,9 @@ func firstLine(s string) string {
 	}
 	return s
 }
+
+// networkdStateDir is <RunDir>/systemd/netif, networkd's runtime state.
+func (h *Host) networkdStateDir() string { return filepath.Join(h.RunDir, "systemd", "netif") }
 
 func (h *Host) networkdFile(ext string) string {
 	return filepath.Join(h.NetworkdDir(), "80-"+h.bridge()+ext)

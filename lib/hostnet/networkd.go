@@ -65,9 +65,21 @@ func (h *Host) planNetworkd(p *Plan, o Observed, sn Subnet) error {
 		// service alone leaves a socket that restarts networkd at the next
 		// netlink event. The socket is therefore a step of its own: started
 		// first, stopped last by uninstall.
+		//
+		// systemd keeps networkd's runtime directory after it stops
+		// (RuntimeDirectoryPreserve=yes), and networkctl then no longer
+		// says networkd is not running (found live). When networkd had not
+		// run (socket and directory absent), the socket's undo, the last
+		// stop, removes the directory too (Path, Prev: its prestate).
 		if sock := n.Units[networkdSocket].Active; sock != "active" {
-			p.add(Step{ID: "networkd-socket-start", Kind: KindUnitStart, Unit: networkdSocket, Was: sock,
-				Summary: fmt.Sprintf("systemctl start %s (networkd's netlink socket, which the service requires; was %s, stopped again on uninstall while still active)", networkdSocket, sock)})
+			st := n.State
+			s := Step{ID: "networkd-socket-start", Kind: KindUnitStart, Unit: networkdSocket, Was: sock,
+				Summary: fmt.Sprintf("systemctl start %s (networkd's netlink socket, which the service requires; was %s, stopped again on uninstall while still active)", networkdSocket, sock)}
+			if !st.Exists {
+				s.Path, s.Prev = st.Path, &st
+				s.Summary = fmt.Sprintf("systemctl start %s (networkd's netlink socket, which the service requires; was %s, stopped again on uninstall while still active, and networkd's runtime state %s, absent before, removed)", networkdSocket, sock, st.Path)
+			}
+			p.add(s)
 		}
 		was := n.Units[networkdService].Active
 		p.add(Step{ID: "networkd-start", Kind: KindUnitStart, Unit: networkdService, Was: was,

@@ -304,7 +304,10 @@ func (h *Host) undoStep(ctx context.Context, m *Manifest, s Step, keep bool, kep
 			return h.releaseTrustedZone(ctx, s.Link, m.Prestate.FirewalldZone)
 		}
 	case KindUnitStart:
-		return h.command(ctx, "systemctl", "stop", s.Unit)
+		if err := h.command(ctx, "systemctl", "stop", s.Unit); err != nil {
+			return err
+		}
+		return h.removeRuntimeState(ctx, s)
 	case KindUnitEnable:
 		return h.command(ctx, "systemctl", "disable", s.Unit)
 	case KindMkdir:
@@ -344,6 +347,21 @@ func (h *Host) undoStep(ctx context.Context, m *Manifest, s Step, keep bool, kep
 		}
 	}
 	return nil
+}
+
+// removeRuntimeState removes the runtime directory a unit-start step
+// recorded absent before install (Path, Prev), once the unit and its
+// service are inactive again (networkd's netif state, kept by systemd).
+func (h *Host) removeRuntimeState(ctx context.Context, s Step) error {
+	if s.Path == "" || s.Prev == nil || s.Prev.Exists {
+		return nil
+	}
+	for _, u := range []string{s.Unit, networkdService} {
+		if st, err := h.unitState(ctx, "is-active", u); err != nil || st == "active" {
+			return err // running again: its state is in use
+		}
+	}
+	return os.RemoveAll(s.Path)
 }
 
 // chmodRaw sets the full mode including setuid/setgid/sticky bits.

@@ -116,6 +116,9 @@ func undoSummary(s Step) string {
 	case KindNMAdd:
 		return "nmcli connection delete uuid <the recorded UUID> (" + s.Link + ")"
 	case KindUnitStart:
+		if s.Path != "" {
+			return fmt.Sprintf("systemctl stop %s while it is still active (recorded before install: %s), then remove %s (absent before install)", s.Unit, s.Was, s.Path)
+		}
 		return fmt.Sprintf("systemctl stop %s while it is still active (recorded before install: %s)", s.Unit, s.Was)
 	case KindUnitEnable:
 		return fmt.Sprintf("systemctl disable %s while it is still enabled (recorded before install: %s)", s.Unit, s.Was)
