@@ -321,7 +321,7 @@ func (fakeLinks) SetUp(string) error { return errors.New("netlink used by a non-
 func newFakeHost(t *testing.T, nm bool, networkdActive string) *fakeHost {
 	root := t.TempDir()
 	log := filepath.Join(root, "log")
-	for _, d := range []string{"bin", "etc/systemd", "state", "run/systemd/system", "fake"} {
+	for _, d := range []string{"bin", "etc/systemd", "state", "run/systemd/system", "run/systemd/netif/links", "fake"} {
 		must(t, os.MkdirAll(filepath.Join(root, d), 0o755))
 	}
 	helper := filepath.Join(root, "qemu-bridge-helper")
@@ -396,7 +396,7 @@ esac
 "is-enabled systemd-networkd.service") cat $F/networkd-enabled; echo; [ "$(cat $F/networkd-enabled)" = enabled ] ;;
 "is-enabled "*) echo static; exit 0 ;;
 "start systemd-networkd.service") echo -n active > $F/networkd; echo -n active > $F/networkd-socket
-  mkdir -p $F/../run/systemd/netif/links; touch $F/../run/systemd/netif/state ;; # kept after stop, as systemd does
+  touch $F/../run/systemd/netif/state $F/../run/systemd/netif/links/2 ;; # kept after stop, as with systemd
 "stop systemd-networkd.service") echo -n inactive > $F/networkd ;;
 "start systemd-networkd.socket") echo -n active > $F/networkd-socket ;;
 "stop systemd-networkd.socket") echo -n inactive > $F/networkd-socket; echo -n inactive > $F/networkd ;;
@@ -646,9 +646,10 @@ func TestNetworkdAgainstFakes(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(f.root, "fake", "networkd-socket")); string(b) != "inactive" {
 		t.Fatalf("systemd-networkd.socket is %q after uninstall, want inactive as before install", b)
 	}
-	// systemd keeps networkd's runtime state after it stops; networkd had
-	// not run before install, so the state goes too (found live).
-	for _, p := range []string{f.networkdFile(".netdev"), f.NetworkdDir(), f.QemuConfDir(), f.networkdStateDir()} {
+	// networkd's runtime state stays after it stops; networkd had not run
+	// before install, so its files go too (found live), the directories
+	// (tmpfiles.d's) stay.
+	for _, p := range []string{f.networkdFile(".netdev"), f.NetworkdDir(), f.QemuConfDir(), f.networkdStateFile(), filepath.Join(filepath.Dir(f.networkdStateFile()), "links", "2")} {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("%s should be gone: %v", p, err)
 		}

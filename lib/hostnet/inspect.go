@@ -45,9 +45,11 @@ type NetworkdState struct {
 	Dir    FileState            `json:"dir"`     // <EtcDir>/systemd/network
 	Netdev FileState            `json:"netdev"`  // 80-<bridge>.netdev
 	Net    FileState            `json:"network"` // 80-<bridge>.network
-	// State is networkd's runtime directory <RunDir>/systemd/netif, which
-	// systemd keeps after networkd stops (RuntimeDirectoryPreserve=yes).
-	State FileState `json:"state_dir"`
+	// State is networkd's runtime state file <RunDir>/systemd/netif/state:
+	// networkd writes it (and the per-link files beside it) once it runs,
+	// and they stay after it stops; networkctl warns "systemd-networkd is
+	// not running" only while it is absent.
+	State FileState `json:"state"`
 	// Claims lists existing unit files that could claim a real interface
 	// if networkd were started (the activation-safety scan).
 	Claims []string `json:"claims"`
@@ -165,7 +167,7 @@ func (h *Host) inspectNetworkd(ctx context.Context, links []LinkInfo) (NetworkdS
 	if s.Net, err = StatFile(h.networkdFile(".network"), true); err != nil {
 		return s, err
 	}
-	if s.State, err = StatFile(h.networkdStateDir(), false); err != nil {
+	if s.State, err = StatFile(h.networkdStateFile(), false); err != nil {
 		return s, err
 	}
 	if !s.Booted {
@@ -193,8 +195,11 @@ func firstLine(s string) string {
 	return s
 }
 
-// networkdStateDir is <RunDir>/systemd/netif, networkd's runtime state.
-func (h *Host) networkdStateDir() string { return filepath.Join(h.RunDir, "systemd", "netif") }
+// networkdStateFile is <RunDir>/systemd/netif/state, networkd's runtime
+// state (the directory itself is made by tmpfiles.d at boot).
+func (h *Host) networkdStateFile() string {
+	return filepath.Join(h.RunDir, "systemd", "netif", "state")
+}
 
 func (h *Host) networkdFile(ext string) string {
 	return filepath.Join(h.NetworkdDir(), "80-"+h.bridge()+ext)

@@ -2,6 +2,7 @@ package hostnet
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"barn.dev/lib/exitcode"
@@ -66,18 +67,19 @@ func (h *Host) planNetworkd(p *Plan, o Observed, sn Subnet) error {
 		// netlink event. The socket is therefore a step of its own: started
 		// first, stopped last by uninstall.
 		//
-		// systemd keeps networkd's runtime directory after it stops
-		// (RuntimeDirectoryPreserve=yes), and networkctl then no longer
-		// says networkd is not running (found live). When networkd had not
-		// run (socket and directory absent), the socket's undo, the last
-		// stop, removes the directory too (Path, Prev: its prestate).
+		// networkd's runtime state files stay after it stops, and
+		// networkctl then no longer says networkd is not running (found
+		// live). When networkd had not run this boot (socket inactive, no
+		// state file), the socket's undo, the last stop, removes the files
+		// networkd wrote under that directory (Path, Prev: the state
+		// file's prestate).
 		if sock := n.Units[networkdSocket].Active; sock != "active" {
 			st := n.State
 			s := Step{ID: "networkd-socket-start", Kind: KindUnitStart, Unit: networkdSocket, Was: sock,
 				Summary: fmt.Sprintf("systemctl start %s (networkd's netlink socket, which the service requires; was %s, stopped again on uninstall while still active)", networkdSocket, sock)}
 			if !st.Exists {
 				s.Path, s.Prev = st.Path, &st
-				s.Summary = fmt.Sprintf("systemctl start %s (networkd's netlink socket, which the service requires; was %s, stopped again on uninstall while still active, and networkd's runtime state %s, absent before, removed)", networkdSocket, sock, st.Path)
+				s.Summary = fmt.Sprintf("systemctl start %s (networkd's netlink socket, which the service requires; was %s, stopped again on uninstall while still active, and the runtime state networkd writes under %s, absent before, removed)", networkdSocket, sock, filepath.Dir(st.Path))
 			}
 			p.add(s)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"syscall"
@@ -349,9 +350,10 @@ func (h *Host) undoStep(ctx context.Context, m *Manifest, s Step, keep bool, kep
 	return nil
 }
 
-// removeRuntimeState removes the runtime directory a unit-start step
-// recorded absent before install (Path, Prev), once the unit and its
-// service are inactive again (networkd's netif state, kept by systemd).
+// removeRuntimeState removes the files under the directory of a
+// unit-start step's Path when Path (networkd's netif state file) was
+// recorded absent before install, once the unit and its service are
+// inactive again; the directories (made by tmpfiles.d at boot) stay.
 func (h *Host) removeRuntimeState(ctx context.Context, s Step) error {
 	if s.Path == "" || s.Prev == nil || s.Prev.Exists {
 		return nil
@@ -361,7 +363,12 @@ func (h *Host) removeRuntimeState(ctx context.Context, s Step) error {
 			return err // running again: its state is in use
 		}
 	}
-	return os.RemoveAll(s.Path)
+	return filepath.WalkDir(filepath.Dir(s.Path), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		return os.Remove(p)
+	})
 }
 
 // chmodRaw sets the full mode including setuid/setgid/sticky bits.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -121,7 +122,7 @@ func undoSummary(s Step) string {
 		return sum
 	case KindUnitStart:
 		if s.Path != "" {
-			return fmt.Sprintf("systemctl stop %s while it is still active (recorded before install: %s), then remove %s (absent before install)", s.Unit, s.Was, s.Path)
+			return fmt.Sprintf("systemctl stop %s while it is still active (recorded before install: %s), then remove the files networkd wrote under %s (its state was absent before install)", s.Unit, s.Was, filepath.Dir(s.Path))
 		}
 		return fmt.Sprintf("systemctl stop %s while it is still active (recorded before install: %s)", s.Unit, s.Was)
 	case KindUnitEnable:
