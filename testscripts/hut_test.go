@@ -32,8 +32,9 @@ type hutBoot struct {
 }
 
 // hutParts are the parts of each guest's script, in the order it runs them:
-// the whole transaction, foreign objects, a crash at every step.
-var hutParts = []string{"transaction", "foreign", "crashes"}
+// the whole transaction, leftovers of Barn's (NetworkManager guest only),
+// foreign objects, a crash at every step.
+var hutParts = []string{"transaction", "leftovers", "foreign", "crashes"}
 
 // hutPartsWanted is $BARN_TEST_HUT_PARTS (space-separated names of
 // hutParts) or, unset, every part.
@@ -382,9 +383,31 @@ func checkNM(t *testing.T, b *hutBoot) {
 		if rec == nil {
 			t.Fatal("the manifest records no NetworkManager connection")
 		}
+		sn, err := hostnet.ParseSubnet(m.CIDR)
+		must(t, err)
+		mac := hostnet.BridgeMAC("barn0", sn)
 		contains(t, "nmcli connection show barn0", b.file("barn0.conn"), "connection.uuid:"+rec.UUID, "connection.zone:trusted", "bridge.stp:no", "10.10.10.1/24")
+		// nmcli -t escapes ':' in values and prints MACs in upper case.
+		contains(t, "Barn's mark on its connection", strings.ToLower(strings.ReplaceAll(b.file("barn0.conn"), `\`, "")), "bridge.mac-address:"+mac)
+		contains(t, "the bridge NetworkManager made", b.file("barn0.link"), "link/ether "+mac)
 		contains(t, "firewalld zone of barn0", b.file("barn0.zone"), "trusted")
 		contains(t, "the installed host", b.file("installed.snap"), "barn0:"+rec.UUID+":bridge:barn0")
+	})
+	b.part("leftovers", func(b *hutBoot) {
+		t := b.t
+		if p := b.plan("late-plan"); len(p.Steps) < 2 || p.Steps[1].Kind != hostnet.KindNMLeftover {
+			t.Errorf("install with a late-added connection of Barn's: the plan does not remove it first: %+v", p.Steps)
+		}
+		b.ok("late-install")
+		b.ok("late-uninstall")
+		b.sameSnap("late-after", "lo-before")
+		if p := b.plan("leftlink-plan"); len(p.Steps) < 2 || p.Steps[1].Kind != hostnet.KindLinkLeftover {
+			t.Errorf("install with a bridge of Barn's left: the plan does not remove it first: %+v", p.Steps)
+		}
+		b.ok("leftlink-install")
+		contains(t, "barn0 after its connection was deleted", b.file("gone.link"), "link/ether "+strings.TrimSpace(b.file("mac")))
+		b.ok("gone-uninstall")
+		b.sameSnap("lo-after", "lo-before")
 	})
 	b.part("foreign", func(b *hutBoot) {
 		t := b.t

@@ -49,11 +49,14 @@ func (h *Host) PlanInstall(o Observed, opt Options) (Plan, error) {
 	if err := checkSubnetFree(o, sn, br); err != nil {
 		return p, err
 	}
-	if err := h.checkOwnership(o, br); err != nil {
+	if err := h.checkOwnership(o, br, sn); err != nil {
 		return p, err
 	}
 	p.add(Step{ID: "write-manifest", Kind: KindManifest, Path: h.ManifestPath(), Mode: "0600",
 		Summary: fmt.Sprintf("write the manifest %s (0600) with the prestate of bridge.conf, the helper and units", h.ManifestPath())})
+	if err := h.planLeftovers(&p, o, sn); err != nil {
+		return p, err
+	}
 	switch backend {
 	case BackendNetlink:
 		p.add(Step{ID: "bridge-add", Kind: KindBridgeAdd, Link: br, Summary: fmt.Sprintf("create bridge %s (netlink)", br)})
@@ -190,11 +193,12 @@ func inUse(sn Subnet, iface, why string, o Observed) error {
 	return e
 }
 
-// checkOwnership refuses to take over anything Barn did not create.
-func (h *Host) checkOwnership(o Observed, br string) error {
+// checkOwnership refuses to take over anything Barn did not create. A
+// bridge with Barn's mark is Barn's leftover (planLeftovers removes it).
+func (h *Host) checkOwnership(o Observed, br string, sn Subnet) error {
 	for _, l := range o.Links {
-		if l.Name == br {
-			return exitcode.New(exitcode.Conflict, "%s already exists (%s link) and no Barn manifest records it; refusing to adopt it", br, l.Kind).
+		if l.Name == br && !isLeftoverLink(l, br, sn) {
+			return exitcode.New(exitcode.Conflict, "%s already exists (%s link, MAC %s, not Barn's mark %s) and no Barn manifest records it; refusing to adopt it", br, l.Kind, l.MAC, BridgeMAC(br, sn)).
 				WithReason("bridge_foreign").WithNext("ip link show " + br)
 		}
 	}

@@ -321,7 +321,7 @@ func (fakeLinks) SetUp(string) error { return errors.New("netlink used by a non-
 func newFakeHost(t *testing.T, nm bool, networkdActive string) *fakeHost {
 	root := t.TempDir()
 	log := filepath.Join(root, "log")
-	for _, d := range []string{"bin", "etc/systemd", "state", "run/systemd/system", "fake"} {
+	for _, d := range []string{"bin", "etc/systemd", "state", "run/systemd/system", "run/systemd/netif/links", "fake"} {
 		must(t, os.MkdirAll(filepath.Join(root, d), 0o755))
 	}
 	helper := filepath.Join(root, "qemu-bridge-helper")
@@ -342,30 +342,61 @@ func newFakeHost(t *testing.T, nm bool, networkdActive string) *fakeHost {
 		must(t, os.WriteFile(filepath.Join(root, "bin", name), []byte("#!/bin/sh\necho \""+name+" $*\" >> "+log+"\nF="+root+"/fake\n"+body), 0o755))
 	}
 	state("nm-connections", wiredUUID+":802-3-ethernet:Wired connection 1\n")
+	state("nm-active", "")
+	state("firewalld", "inactive")
+	// As NetworkManager 1.42 with firewalld 1.3: up makes the bridge and
+	// binds it to the connection's zone in firewalld's runtime; down (which
+	// waits for the teardown) removes both; delete of a still active
+	// connection leaves both (the live host-under-test guests showed the
+	// link and the trusted binding left). nm-link-lingers and nm-fw-sticks:
+	// even down leaves the link, or the binding.
 	script("nmcli", `case "$*" in
 "-t -f RUNNING general") cat $F/nm; echo ;;
 "-t -f UUID,TYPE,NAME connection show") cat $F/nm-connections ;;
-"-t -f UUID,DEVICE connection show --active") [ -e $F/bridge ] && sed -n 's/^\([^:]*\):bridge:\(.*\)$/\1:\2/p' $F/nm-connections ;;
+"-t -f UUID connection show --active") cat $F/nm-active ;;
+"-g bridge.mac-address connection show uuid "*) sed 's/:/\\:/g' $F/nm-mac-$6; echo ;;
+"-g connection.zone connection show uuid "*) cat $F/nm-zone-$6; echo ;;
 "connection add type bridge con-name "*) u=$(echo "$*" | sed -n 's/.* connection\.uuid \([^ ]*\).*/\1/p')
-  [ -e $F/nm-add-lost ] || echo "$u:bridge:$6" >> $F/nm-connections
+  # nm-add-lost: the add does not take effect (within the wait).
+  [ -e $F/nm-add-lost ] || {
+    echo "$u:bridge:$6" >> $F/nm-connections
+    echo "$*" | sed -n 's/.* bridge\.mac-address \([^ ]*\).*/\1/p' | tr -d '\n' > $F/nm-mac-$u
+    echo "$*" | sed -n 's/.* connection\.zone \([^ ]*\).*/\1/p' | tr -d '\n' > $F/nm-zone-$u
+  }
   # As the real nmcli on a loaded host: libnm's D-Bus call gives up while
   # NetworkManager still adds the connection (nm-add-lost: it does not).
   [ -e $F/nm-add-timeout ] && { echo "Error: Failed to add '$6' connection: Timeout was reached" >&2; exit 4; }
   echo "Connection '$6' ($u) successfully added." ;;
+"connection up uuid "*) echo "$4" >> $F/nm-active; touch $F/bridge
+  [ "$(cat $F/firewalld)" = active ] && [ -s $F/nm-zone-$4 ] && cp $F/nm-zone-$4 $F/fw-runtime-barn0 ;;
+"connection down uuid "*) grep -v "^$4\$" $F/nm-active > $F/nm-a; mv $F/nm-a $F/nm-active
+  [ -e $F/nm-link-lingers ] || rm -f $F/bridge
+  [ -e $F/nm-fw-sticks ] || rm -f $F/fw-runtime-barn0 ;;
 "connection delete uuid "*) grep -v "^$4:" $F/nm-connections > $F/nm-c; mv $F/nm-c $F/nm-connections
-  # nm-link-lingers: the bridge link outlives the delete (as with the real
-  # NetworkManager, which removes it after nmcli returns).
-  [ -e $F/nm-link-lingers ] && touch $F/bridge ;;
+  grep -v "^$4\$" $F/nm-active > $F/nm-a; mv $F/nm-a $F/nm-active
+  rm -f $F/nm-mac-$4 $F/nm-zone-$4
+  # nm-delete-timeout: libnm gives up while NetworkManager deletes it.
+  [ -e $F/nm-delete-timeout ] && { echo "Error: Timeout was reached" >&2; exit 4; } ;;
 esac
 exit 0
+`)
+	script("firewall-cmd", `[ "$(cat $F/firewalld)" = active ] || { echo "FirewallD is not running"; exit 252; }
+case "$*" in
+"--get-zone-of-interface=barn0") [ -s $F/fw-runtime-barn0 ] && { cat $F/fw-runtime-barn0; echo; exit 0; }; echo "no zone"; exit 2 ;;
+"--permanent --get-zone-of-interface=barn0") [ -s $F/fw-permanent-barn0 ] && { cat $F/fw-permanent-barn0; echo; exit 0; }; echo "no zone"; exit 2 ;;
+"--zone=trusted --remove-interface=barn0") rm -f $F/fw-runtime-barn0; echo success ;;
+*) echo "fake firewall-cmd: unexpected $*" >&2; exit 1 ;;
+esac
 `)
 	script("systemctl", `case "$1 $2" in
 "is-active systemd-networkd.service") cat $F/networkd; echo; [ "$(cat $F/networkd)" = active ] ;;
 "is-active systemd-networkd.socket") cat $F/networkd-socket; echo; [ "$(cat $F/networkd-socket)" = active ] ;;
+"is-active firewalld") cat $F/firewalld; echo; [ "$(cat $F/firewalld)" = active ] ;;
 "is-active "*) echo inactive; exit 3 ;;
 "is-enabled systemd-networkd.service") cat $F/networkd-enabled; echo; [ "$(cat $F/networkd-enabled)" = enabled ] ;;
 "is-enabled "*) echo static; exit 0 ;;
-"start systemd-networkd.service") echo -n active > $F/networkd; echo -n active > $F/networkd-socket ;;
+"start systemd-networkd.service") echo -n active > $F/networkd; echo -n active > $F/networkd-socket
+  touch $F/../run/systemd/netif/state $F/../run/systemd/netif/links/2 ;; # kept after stop, as with systemd
 "stop systemd-networkd.service") echo -n inactive > $F/networkd ;;
 "start systemd-networkd.socket") echo -n active > $F/networkd-socket ;;
 "stop systemd-networkd.socket") echo -n inactive > $F/networkd-socket; echo -n inactive > $F/networkd ;;
@@ -385,7 +416,7 @@ exit 0
 		Helper: helper, Bridge: "barn0", UID: 0, Runner: ExecRunner{Path: filepath.Join(root, "bin")},
 		Link: fakeLinks{links: []LinkInfo{{Name: "eth0", Kind: "device", Up: true, Addrs: []string{"192.168.1.20/24"}}},
 			bridgeIf: filepath.Join(root, "fake", "bridge"),
-			bridge:   LinkInfo{Name: "barn0", Index: 7, Kind: "bridge", MAC: NetworkdMAC("barn0", mustSubnet(DefaultCIDR)), Up: true, Addrs: []string{"10.10.10.1/24"}}},
+			bridge:   LinkInfo{Name: "barn0", Index: 7, Kind: "bridge", MAC: BridgeMAC("barn0", mustSubnet(DefaultCIDR)), Up: true, Addrs: []string{"10.10.10.1/24"}}},
 		Prover: func(ctx context.Context, h *Host, p *Plan) error { return nil }}
 	if os.Geteuid() != 0 {
 		t.Skip("the helper must be root-owned for install; run as root")
@@ -402,7 +433,8 @@ func (f *fakeHost) mutations(t *testing.T) []string {
 	}
 	var out []string
 	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		if l == "" || strings.Contains(l, " is-active ") || strings.Contains(l, " is-enabled ") || strings.HasPrefix(l, "nmcli -t ") {
+		if l == "" || strings.Contains(l, " is-active ") || strings.Contains(l, " is-enabled ") || strings.HasPrefix(l, "nmcli -t ") ||
+			strings.HasPrefix(l, "nmcli -g ") || strings.Contains(l, "--get-zone-of-interface=") {
 			continue
 		}
 		out = append(out, l)
@@ -445,22 +477,23 @@ func TestNetworkManagerAgainstFakes(t *testing.T) {
 	}
 	barnUUID := m.Created.NMConnection.UUID
 	wantLog(t, "install", f.mutations(t),
-		"nmcli connection add type bridge con-name barn0 ifname barn0 ipv4.method manual ipv4.addresses 10.10.10.1/24 ipv6.method disabled bridge.stp no connection.autoconnect yes connection.uuid "+barnUUID,
+		"nmcli connection add type bridge con-name barn0 ifname barn0 ipv4.method manual ipv4.addresses 10.10.10.1/24 ipv6.method disabled bridge.stp no bridge.mac-address "+BridgeMAC("barn0", mustSubnet(DefaultCIDR))+" connection.autoconnect yes connection.uuid "+barnUUID,
 		"nmcli connection up uuid "+barnUUID)
 	conf, _ := os.ReadFile(f.BridgeConf())
 	if string(conf) != ManagedBlock("barn0") {
 		t.Fatalf("bridge.conf %q", conf)
 	}
-	f.Link = fakeLinks{links: []LinkInfo{{Name: "barn0", Kind: "bridge", Up: true, Addrs: []string{"10.10.10.1/24"}},
+	fl := f.Link.(fakeLinks)
+	f.Link = fakeLinks{links: []LinkInfo{{Name: "barn0", Kind: "bridge", Up: true, MAC: fl.bridge.MAC, Addrs: []string{"10.10.10.1/24"}},
 		{Name: "vnet0", Kind: "tuntap", Master: "barn0", Addrs: []string{}}}}
 	if _, err := f.Uninstall(context.Background(), nil); exitcode.ClassOf(err) != exitcode.Conflict {
 		t.Fatalf("uninstall with a tap attached: %v", err)
 	}
-	f.Link = fakeLinks{}
+	f.Link = fl
 	if _, err := f.Uninstall(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	wantLog(t, "uninstall", f.mutations(t), "nmcli connection delete uuid "+barnUUID)
+	wantLog(t, "uninstall", f.mutations(t), "nmcli connection down uuid "+barnUUID, "nmcli connection delete uuid "+barnUUID)
 	if _, err := os.Stat(f.BridgeConf()); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("bridge.conf should be gone: %v", err)
 	}
@@ -515,10 +548,10 @@ func TestNetworkManagerAddTimeoutLost(t *testing.T) {
 }
 
 // TestNetworkManagerUninstallDeletesTheLeftBridge: as the real
-// NetworkManager 1.42 does, the bridge of Barn's active connection
-// outlives nmcli connection delete, and NetworkManager refuses nmcli device
-// delete for it. Uninstall deletes that same link by its index (it was
-// active with Barn's UUID) and succeeds.
+// NetworkManager 1.42 did, the bridge of Barn's connection outlives its
+// teardown, and NetworkManager refuses nmcli device delete for it.
+// Uninstall deletes that link by its index (it carries Barn's MAC) and
+// succeeds.
 func TestNetworkManagerUninstallDeletesTheLeftBridge(t *testing.T) {
 	f := newFakeHost(t, true, "inactive")
 	if _, err := f.install(t, Options{}); err != nil {
@@ -528,13 +561,11 @@ func TestNetworkManagerUninstallDeletesTheLeftBridge(t *testing.T) {
 	m, err := f.ReadManifest()
 	must(t, err)
 	barnUUID := m.Created.NMConnection.UUID
-	for _, n := range []string{"nm-link-lingers", "bridge"} {
-		must(t, os.WriteFile(filepath.Join(f.root, "fake", n), nil, 0o644))
-	}
+	must(t, os.WriteFile(filepath.Join(f.root, "fake", "nm-link-lingers"), nil, 0o644))
 	if _, err := f.Uninstall(context.Background(), nil); err != nil {
 		t.Fatalf("uninstall with the bridge left by NetworkManager: %v", err)
 	}
-	wantLog(t, "uninstall", f.mutations(t), "nmcli connection delete uuid "+barnUUID)
+	wantLog(t, "uninstall", f.mutations(t), "nmcli connection down uuid "+barnUUID, "nmcli connection delete uuid "+barnUUID)
 	if _, err := os.Stat(filepath.Join(f.root, "fake", "bridge")); err == nil {
 		t.Fatal("the bridge NetworkManager left is still there after uninstall")
 	}
@@ -603,7 +634,7 @@ func TestNetworkdAgainstFakes(t *testing.T) {
 	if m.Prestate.Units["systemd-networkd.service"] != (UnitState{Active: "inactive", Enabled: "disabled"}) {
 		t.Fatalf("prestate units %v", m.Prestate.Units)
 	}
-	if id := m.Created.Bridge; id == nil || id.Index != 7 || id.MAC != NetworkdMAC("barn0", mustSubnet(DefaultCIDR)) {
+	if id := m.Created.Bridge; id == nil || id.Index != 7 || id.MAC != BridgeMAC("barn0", mustSubnet(DefaultCIDR)) {
 		t.Fatalf("the manifest must pin the bridge networkd made (MAC and ifindex): %+v", id)
 	}
 	if _, err := f.Uninstall(context.Background(), nil); err != nil {
@@ -615,7 +646,10 @@ func TestNetworkdAgainstFakes(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(f.root, "fake", "networkd-socket")); string(b) != "inactive" {
 		t.Fatalf("systemd-networkd.socket is %q after uninstall, want inactive as before install", b)
 	}
-	for _, p := range []string{f.networkdFile(".netdev"), f.NetworkdDir(), f.QemuConfDir()} {
+	// networkd's runtime state stays after it stops; networkd had not run
+	// before install, so its files go too (found live), the directories
+	// (tmpfiles.d's) stay.
+	for _, p := range []string{f.networkdFile(".netdev"), f.NetworkdDir(), f.QemuConfDir(), f.networkdStateFile(), filepath.Join(filepath.Dir(f.networkdStateFile()), "links", "2")} {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("%s should be gone: %v", p, err)
 		}

@@ -83,11 +83,14 @@ func (f *fakeHost) withCrash(phase, step string, fn func()) (hit bool) {
 // exactly its prestate, with no orphan left behind (issue 23).
 func TestCrashAtEveryStepConverges(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		nm   bool
-		opt  Options
-	}{{"networkmanager", true, Options{}}, {"networkd", false, Options{Backend: BackendNetworkd}}} {
+		name      string
+		nm        bool
+		firewalld string
+		opt       Options
+	}{{"networkmanager", true, "inactive", Options{}}, {"networkmanager-firewalld", true, "active", Options{}},
+		{"networkd", false, "inactive", Options{Backend: BackendNetworkd}}} {
 		probe := newFakeHost(t, tc.nm, "inactive")
+		probe.fakeFile(t, "firewalld", tc.firewalld)
 		o, err := probe.Inspect(context.Background())
 		must(t, err)
 		p, err := probe.PlanInstall(o, tc.opt)
@@ -97,6 +100,7 @@ func TestCrashAtEveryStepConverges(t *testing.T) {
 				t.Run(tc.name+"/"+phase+"/"+s.ID, func(t *testing.T) {
 					t.Parallel()
 					f := newFakeHost(t, tc.nm, "inactive")
+					f.fakeFile(t, "firewalld", tc.firewalld)
 					before := f.snapshot(t)
 					if phase == "uninstall" {
 						if _, err := f.install(t, tc.opt); err != nil {

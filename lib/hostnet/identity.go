@@ -26,11 +26,21 @@ import (
 //	networkd     the MAC Barn writes in its .netdev (MACAddress=, derived from
 //	             the bridge name and /24); then ifindex and boot likewise
 //	networkmanager  the connection's UUID (chosen by Barn, recorded, then passed
-//	             to nmcli connection add as connection.uuid),
-//	             its name and type bridge
+//	             to nmcli connection add as connection.uuid), its name and
+//	             type bridge; and the lasting mark the connection gives its
+//	             bridge, bridge.mac-address = BridgeMAC, so the link (whose
+//	             ifindex changes at every activation, so none is pinned) is
+//	             judged by name and MAC, also once the connection is gone
 //
 // An ifindex is compared only within the boot it was observed in (the
 // kernel numbers links afresh at every boot).
+//
+// BridgeMAC depends only on the bridge name and the /24, so it also marks
+// what an install left without a manifest counting it (a connection
+// NetworkManager added after install gave up waiting and rolled back): the
+// next install, which knows both, judges such a leftover Barn's by name,
+// type bridge and that MAC, and removes it first (leftover.go); anything
+// else of Barn's name stays foreign.
 
 // Created records the identity of what Barn created.
 type Created struct {
@@ -75,8 +85,10 @@ func netlinkIdentity(bridge, installID string) *LinkIdentity {
 	return &LinkIdentity{Name: bridge, MAC: derivedMAC(installID), Alias: "barn " + installID}
 }
 
-// NetworkdMAC is the MACAddress= of Barn's .netdev for bridge on sn.
-func NetworkdMAC(bridge string, sn Subnet) string { return derivedMAC(bridge + " " + sn.String()) }
+// BridgeMAC is the MAC Barn gives the bridge named bridge on sn with the
+// networkd and NetworkManager backends: the .netdev's MACAddress= and the
+// connection's bridge.mac-address (a locally administered 02:… address).
+func BridgeMAC(bridge string, sn Subnet) string { return derivedMAC(bridge + " " + sn.String()) }
 
 // bootID is the kernel's boot ID ("" when unreadable).
 func (h *Host) bootID() string {
@@ -144,7 +156,9 @@ func notBarnsError(name string, v bridgeVerdict) error {
 // matches the recorded MAC and alias.
 func (h *Host) pinBridge(m *Manifest) error {
 	id := m.Created.Bridge
-	if id == nil || id.Index != 0 {
+	// NetworkManager makes the bridge anew at each activation of the
+	// connection (nmcli connection down/up), so its ifindex is no mark.
+	if id == nil || id.Index != 0 || m.Backend == BackendNetworkManager {
 		return nil
 	}
 	links, err := h.Link.Links()

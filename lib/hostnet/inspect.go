@@ -33,6 +33,9 @@ type NMState struct {
 	Running     bool     `json:"running"`
 	Firewalld   bool     `json:"firewalld"`
 	Connections []NMConn `json:"connections"`
+	// BridgeZone is the zone firewalld's runtime binds the bridge's name
+	// to ("" none); read only while firewalld is active.
+	BridgeZone string `json:"bridge_zone,omitempty"`
 }
 
 // NetworkdState is systemd-networkd's state and the activation-safety scan.
@@ -42,6 +45,11 @@ type NetworkdState struct {
 	Dir    FileState            `json:"dir"`     // <EtcDir>/systemd/network
 	Netdev FileState            `json:"netdev"`  // 80-<bridge>.netdev
 	Net    FileState            `json:"network"` // 80-<bridge>.network
+	// State is networkd's runtime state file <RunDir>/systemd/netif/state:
+	// networkd writes it (and the per-link files beside it) once it runs,
+	// and they stay after it stops; networkctl warns "systemd-networkd is
+	// not running" only while it is absent.
+	State FileState `json:"state"`
 	// Claims lists existing unit files that could claim a real interface
 	// if networkd were started (the activation-safety scan).
 	Claims []string `json:"claims"`
@@ -132,6 +140,18 @@ func (h *Host) inspectNM(ctx context.Context) (NMState, error) {
 		return s, err
 	}
 	s.Firewalld = fw == "active"
+	for i, c := range s.Connections {
+		if c.Name == h.bridge() && c.Type == "bridge" {
+			if s.Connections[i], err = h.nmMark(ctx, c); err != nil {
+				return s, err
+			}
+		}
+	}
+	if s.Firewalld {
+		if s.BridgeZone, _, err = h.firewalldZone(ctx, h.bridge(), false); err != nil {
+			return s, err
+		}
+	}
 	return s, nil
 }
 
@@ -145,6 +165,9 @@ func (h *Host) inspectNetworkd(ctx context.Context, links []LinkInfo) (NetworkdS
 		return s, err
 	}
 	if s.Net, err = StatFile(h.networkdFile(".network"), true); err != nil {
+		return s, err
+	}
+	if s.State, err = StatFile(h.networkdStateFile(), false); err != nil {
 		return s, err
 	}
 	if !s.Booted {
@@ -170,6 +193,12 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// networkdStateFile is <RunDir>/systemd/netif/state, networkd's runtime
+// state (the directory itself is made by tmpfiles.d at boot).
+func (h *Host) networkdStateFile() string {
+	return filepath.Join(h.RunDir, "systemd", "netif", "state")
 }
 
 func (h *Host) networkdFile(ext string) string {

@@ -59,6 +59,9 @@ type Prestate struct {
 	QemuDir    FileState            `json:"qemu_dir"`
 	Helper     FileState            `json:"helper"`
 	Units      map[string]UnitState `json:"units"`
+	// FirewalldZone is the zone firewalld's runtime bound the bridge's
+	// name to ("" none, or firewalld not running).
+	FirewalldZone string `json:"firewalld_zone,omitempty"`
 }
 
 // UnitState is a systemd unit's recorded state.

@@ -2,15 +2,16 @@ package hostnet
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"barn.dev/lib/exitcode"
 )
 
 // NetdevUnit is the owned 80-<bridge>.netdev. MACAddress= marks the bridge
-// networkd creates from it as Barn's (NetworkdMAC).
+// networkd creates from it as Barn's (BridgeMAC).
 func NetdevUnit(bridge string, sn Subnet) string {
-	return "# Managed by Barn (barn-net); removed by barn-net uninstall.\n[NetDev]\nName=" + bridge + "\nKind=bridge\nMACAddress=" + NetworkdMAC(bridge, sn) + "\n"
+	return "# Managed by Barn (barn-net); removed by barn-net uninstall.\n[NetDev]\nName=" + bridge + "\nKind=bridge\nMACAddress=" + BridgeMAC(bridge, sn) + "\n"
 }
 
 // networkdService is the unit Barn may start and enable; networkdSocket
@@ -56,7 +57,7 @@ func (h *Host) planNetworkd(p *Plan, o Observed, sn Subnet) error {
 	}
 	nd, nw := n.Netdev, n.Net
 	p.add(Step{ID: "netdev-unit", Kind: KindWriteFile, Path: nd.Path, Mode: "0644", Content: NetdevUnit(br, sn), Prev: &nd,
-		Summary: fmt.Sprintf("write %s (Kind=bridge, MACAddress=%s: how uninstall recognises Barn's bridge)", nd.Path, NetworkdMAC(br, sn))})
+		Summary: fmt.Sprintf("write %s (Kind=bridge, MACAddress=%s: how uninstall recognises Barn's bridge)", nd.Path, BridgeMAC(br, sn))})
 	p.add(Step{ID: "network-unit", Kind: KindWriteFile, Path: nw.Path, Mode: "0644", Content: NetworkUnit(br, sn), Prev: &nw,
 		Summary: fmt.Sprintf("write %s (Address=%s, ConfigureWithoutCarrier=yes, LinkLocalAddressing=no, IPv6AcceptRA=no, RequiredForOnline=no)", nw.Path, sn.HostCIDR())})
 	if !active {
@@ -65,9 +66,22 @@ func (h *Host) planNetworkd(p *Plan, o Observed, sn Subnet) error {
 		// service alone leaves a socket that restarts networkd at the next
 		// netlink event. The socket is therefore a step of its own: started
 		// first, stopped last by uninstall.
+		//
+		// networkd's runtime state files stay after it stops, and
+		// networkctl then no longer says networkd is not running (found
+		// live). When networkd had not run this boot (socket inactive, no
+		// state file), the socket's undo, the last stop, removes the files
+		// networkd wrote under that directory (Path, Prev: the state
+		// file's prestate).
 		if sock := n.Units[networkdSocket].Active; sock != "active" {
-			p.add(Step{ID: "networkd-socket-start", Kind: KindUnitStart, Unit: networkdSocket, Was: sock,
-				Summary: fmt.Sprintf("systemctl start %s (networkd's netlink socket, which the service requires; was %s, stopped again on uninstall while still active)", networkdSocket, sock)})
+			st := n.State
+			s := Step{ID: "networkd-socket-start", Kind: KindUnitStart, Unit: networkdSocket, Was: sock,
+				Summary: fmt.Sprintf("systemctl start %s (networkd's netlink socket, which the service requires; was %s, stopped again on uninstall while still active)", networkdSocket, sock)}
+			if !st.Exists {
+				s.Path, s.Prev = st.Path, &st
+				s.Summary = fmt.Sprintf("systemctl start %s (networkd's netlink socket, which the service requires; was %s, stopped again on uninstall while still active, and the runtime state networkd writes under %s, absent before, removed)", networkdSocket, sock, filepath.Dir(st.Path))
+			}
+			p.add(s)
 		}
 		was := n.Units[networkdService].Active
 		p.add(Step{ID: "networkd-start", Kind: KindUnitStart, Unit: networkdService, Was: was,

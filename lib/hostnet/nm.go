@@ -18,6 +18,10 @@ type NMConn struct {
 	Name string `json:"name"`
 	UUID string `json:"uuid"`
 	Type string `json:"type"`
+	// Read only for a bridge connection of Barn's bridge name (nmMark):
+	// its bridge.mac-address (Barn's mark: BridgeMAC) and connection.zone.
+	MAC  string `json:"mac,omitempty"`
+	Zone string `json:"zone,omitempty"`
 }
 
 // planNM adds the NetworkManager steps: an owned bridge connection (in the
@@ -26,26 +30,30 @@ type NMConn struct {
 // the add (which passes it as connection.uuid), so a crash right after the
 // add leaves a connection uninstall recognises; up and the undo use that
 // UUID, never the name (NetworkManager allows several connections of one
-// name).
+// name). The connection sets bridge.mac-address to BridgeMAC, the lasting
+// mark by which a leftover bridge or connection is judged Barn's once no
+// manifest counts it (identity.go). A connection of Barn's name without
+// that mark is foreign: refused.
 func (h *Host) planNM(p *Plan, o Observed, sn Subnet) error {
 	br := h.bridge()
 	if !o.NM.Running {
 		return exitcode.New(exitcode.Capability, "NetworkManager is not running on this host; use --backend auto").WithReason("backend_unavailable").WithNext("barn-net plan")
 	}
 	for _, c := range o.NM.Connections {
-		if c.Name == br {
+		if c.Name == br && !isLeftoverConn(c, br, sn) {
 			return exitcode.New(exitcode.Conflict, "NetworkManager already has a connection named %s (%s) and no Barn manifest records it; refusing to adopt it", br, c.UUID).
 				WithReason("bridge_foreign").WithNext("nmcli connection show " + br)
 		}
 	}
+	mac := BridgeMAC(br, sn)
 	add := []string{"nmcli", "connection", "add", "type", "bridge", "con-name", br, "ifname", br,
 		"ipv4.method", "manual", "ipv4.addresses", sn.HostCIDR(), "ipv6.method", "disabled",
-		"bridge.stp", "no", "connection.autoconnect", "yes"}
+		"bridge.stp", "no", "bridge.mac-address", mac, "connection.autoconnect", "yes"}
 	if o.NM.Firewalld {
 		add = append(add, "connection.zone", "trusted")
 	}
 	p.add(Step{ID: "nm-connection-add", Kind: KindNMAdd, Link: br, Argv: add,
-		Summary: strings.Join(add, " ") + " connection.uuid <a UUID chosen and recorded in the manifest before the add; uninstall deletes that UUID only>"})
+		Summary: strings.Join(add, " ") + " connection.uuid <a UUID chosen and recorded in the manifest before the add; uninstall deletes that UUID only, then the bridge " + br + " only while it has the MAC " + mac + ">"})
 	p.add(Step{ID: "nm-connection-up", Kind: KindNMUp, Link: br,
 		Summary: fmt.Sprintf("nmcli connection up uuid <the recorded UUID> (%s)", br)})
 	if o.NM.Firewalld {
@@ -78,6 +86,22 @@ func (h *Host) nmConnections(ctx context.Context) ([]NMConn, error) {
 		return conns[i].UUID < conns[j].UUID
 	})
 	return conns, nil
+}
+
+// nmMark completes c with its bridge.mac-address and connection.zone
+// (nmcli -g, which escapes ':' in values as terse output does).
+func (h *Host) nmMark(ctx context.Context, c NMConn) (NMConn, error) {
+	for _, f := range []struct {
+		prop string
+		to   *string
+	}{{"bridge.mac-address", &c.MAC}, {"connection.zone", &c.Zone}} {
+		out, err := h.run(ctx, "nmcli", "-g", f.prop, "connection", "show", "uuid", c.UUID)
+		if err != nil {
+			return c, exitcode.Wrap(exitcode.Runtime, err, "reading %s of NetworkManager connection %s (%s): %s", f.prop, c.UUID, c.Name, firstLine(out)).WithReason("host_inspection_failed")
+		}
+		*f.to = strings.Join(splitTerse(firstLine(out)), ":")
+	}
+	return c, nil
 }
 
 // splitTerse splits one line of nmcli's terse output (-t): fields end at an
@@ -129,7 +153,7 @@ func (h *Host) addNMConnection(ctx context.Context, s Step, uuid string) error {
 		case err == nil:
 			return fmt.Errorf("nmcli added connection %s but NetworkManager lists no connection with the UUID %s Barn gave it", s.Link, uuid)
 		case time.Now().After(deadline):
-			return fmt.Errorf("%v: %w: %s; NetworkManager listed no connection %s within %s after that", argv, err, firstLine(string(out)), uuid, nmAddWait)
+			return fmt.Errorf("%v: %w: %s; NetworkManager listed no connection %s within %s after that (should it still add it, its bridge.mac-address marks it Barn's and the next barn-net install removes it first)", argv, err, firstLine(string(out)), uuid, nmAddWait)
 		}
 		select {
 		case <-ctx.Done():
@@ -142,40 +166,63 @@ func (h *Host) addNMConnection(ctx context.Context, s Step, uuid string) error {
 // nmLinkWait bounds how long waitLinkGone waits for a bridge to go.
 var nmLinkWait = 2 * time.Minute
 
-// deleteNMConnection deletes Barn's connection (by its UUID) and the bridge
-// NetworkManager made for it. The live host-under-test guest showed that
-// the real NetworkManager 1.42 keeps the bridge link after nmcli
-// connection delete (down, with its address and route), where the fake
-// removed everything. So when the connection was active on br, the link's
-// index is noted first; if that same link (index and name) is still there
-// after the delete, it is Barn's and goes by nmcli device delete br. Then
-// it waits, up to nmLinkWait, until no link is named br.
-func (h *Host) deleteNMConnection(ctx context.Context, uuid, br string) error {
-	out, err := h.run(ctx, "nmcli", "-t", "-f", "UUID,DEVICE", "connection", "show", "--active")
+// removeNMConnection removes Barn's connection uuid and then Barn's
+// bridge. While NetworkManager lists the connection it is first
+// deactivated when active (nmcli connection down waits until NetworkManager
+// has torn the device down), then deleted. The live host-under-test guest
+// showed that deleting the still active connection made NetworkManager 1.42
+// forget the device mid-teardown: the barn0 link stayed (down, with its
+// address and route), nmcli device delete refused it, and firewalld's
+// runtime trusted zone kept binding it. Whatever is left, the bridge goes
+// by removeMarkedBridge (name and Barn's MAC), so a connection deleted
+// earlier (a timed-out delete, a kill, an inactive connection) leaves
+// nothing behind either.
+func (h *Host) removeNMConnection(ctx context.Context, uuid, br, mac string) error {
+	conns, err := h.nmConnections(ctx)
 	if err != nil {
-		return fmt.Errorf("listing NetworkManager's active connections: %w", err)
+		return err
 	}
-	index := -1
-	for _, l := range strings.Split(out, "\n") {
-		if f := splitTerse(l); len(f) == 2 && strings.EqualFold(f[0], uuid) && f[1] == br {
-			if index, err = h.linkIndex(br); err != nil {
+	if slices.ContainsFunc(conns, func(c NMConn) bool { return strings.EqualFold(c.UUID, uuid) }) {
+		out, err := h.run(ctx, "nmcli", "-t", "-f", "UUID", "connection", "show", "--active")
+		if err != nil {
+			return fmt.Errorf("listing NetworkManager's active connections: %w", err)
+		}
+		if slices.ContainsFunc(strings.Split(out, "\n"), func(l string) bool { return strings.EqualFold(strings.TrimSpace(l), uuid) }) {
+			if err := h.command(ctx, "nmcli", "connection", "down", "uuid", uuid); err != nil {
 				return err
 			}
 		}
-	}
-	if err := h.command(ctx, "nmcli", "connection", "delete", "uuid", uuid); err != nil {
-		return err
-	}
-	if now, err := h.linkIndex(br); err != nil {
-		return err
-	} else if index > 0 && now == index {
-		// Not nmcli device delete: NetworkManager has already forgotten
-		// the device ("not a software device or is not realized").
-		if err := h.Link.DelLinkIndex(index); err != nil {
-			if again, lerr := h.linkIndex(br); lerr != nil || again == index {
-				return fmt.Errorf("deleting the bridge %s (ifindex %d) NetworkManager left: %w", br, index, err)
-			} // gone meanwhile (NetworkManager finished its own teardown)
+		if err := h.command(ctx, "nmcli", "connection", "delete", "uuid", uuid); err != nil {
+			return err
 		}
+	}
+	if mac == "" {
+		return nil // no mark recorded: no link is provably Barn's
+	}
+	return h.removeMarkedBridge(ctx, br, mac)
+}
+
+// removeMarkedBridge deletes the link named br when it is a bridge with
+// the MAC mac (Barn's mark), by its ifindex, and waits, up to nmLinkWait,
+// until no link is named br. A link of that name without the mark is not
+// Barn's: it is left alone (bridge_foreign).
+func (h *Host) removeMarkedBridge(ctx context.Context, br, mac string) error {
+	links, err := h.Link.Links()
+	if err != nil {
+		return err
+	}
+	id := &LinkIdentity{Name: br, MAC: mac}
+	v := h.judgeBridge(id, br, links)
+	if v.Link == nil {
+		return nil
+	}
+	if v.foreign() {
+		return notBarnsError(br, v)
+	}
+	if err := h.Link.DelLinkIndex(v.Link.Index); err != nil {
+		if again, lerr := h.linkIndex(br); lerr != nil || again == v.Link.Index {
+			return fmt.Errorf("deleting the bridge %s (ifindex %d, MAC %s): %w", br, v.Link.Index, mac, err)
+		} // gone meanwhile (NetworkManager finished its own teardown)
 	}
 	return h.waitLinkGone(ctx, br)
 }

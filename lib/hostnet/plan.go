@@ -32,6 +32,12 @@ const (
 	// UUID once it is still Barn's bridge connection); up activates it by UUID.
 	KindNMAdd = "nm-connection-add"
 	KindNMUp  = "nm-connection-up"
+	// What an earlier install left that carries Barn's mark (leftover.go):
+	// the connection UUID (deactivated, deleted, its bridge deleted) and a
+	// bridge Link with BridgeMAC (deleted by ifindex). No undo: Barn
+	// removes its own leftover, it restores nothing.
+	KindNMLeftover   = "nm-leftover-delete"
+	KindLinkLeftover = "bridge-leftover-delete"
 	// systemd units (Unit, with Was its recorded prestate): start/enable
 	// (undo: stop/disable only while the unit is still active/enabled as
 	// Barn left it; nothing when it is already Was; any other state refused).
@@ -57,6 +63,7 @@ type Step struct {
 	UndoArgv []string   `json:"undo_argv,omitempty"`
 	Unit     string     `json:"unit,omitempty"` // a systemd unit (unit-start, unit-enable)
 	Was      string     `json:"was,omitempty"`  // the unit's recorded state before install
+	UUID     string     `json:"uuid,omitempty"` // a NetworkManager connection (nm-leftover-delete)
 }
 
 // Plan is what install would do, computed from an observed host state.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"syscall"
@@ -55,21 +56,23 @@ func (h *Host) Apply(ctx context.Context, plan Plan, opt Options, progress Progr
 	}
 	m := &Manifest{Schema: ManifestSchema, Status: StatusInstalling, InstallID: id, Backend: plan.Backend, Bridge: plan.Bridge,
 		CIDR: plan.CIDR, HostAddress: plan.HostAddress, DHCPEnd: sn.DHCPEnd().String(), Helper: plan.Helper,
-		Prestate: Prestate{BridgeConf: obs.BridgeConf, QemuDir: obs.QemuDir, Helper: obs.Helper, Units: obs.Networkd.Units},
-		Steps:    plan.Steps, Files: map[string]string{}}
+		Prestate: Prestate{BridgeConf: obs.BridgeConf, QemuDir: obs.QemuDir, Helper: obs.Helper, Units: obs.Networkd.Units,
+			FirewalldZone: prestateZone(obs, plan)},
+		Steps: plan.Steps, Files: map[string]string{}}
 	// Write-ahead: how Barn will recognise its bridge is in the manifest
 	// (written by the first step) before the bridge exists.
 	switch plan.Backend {
 	case BackendNetlink:
 		m.Created.Bridge = netlinkIdentity(plan.Bridge, id)
 	case BackendNetworkd:
-		m.Created.Bridge = &LinkIdentity{Name: plan.Bridge, MAC: NetworkdMAC(plan.Bridge, sn)}
+		m.Created.Bridge = &LinkIdentity{Name: plan.Bridge, MAC: BridgeMAC(plan.Bridge, sn)}
 	case BackendNetworkManager:
 		uuid, err := newNMUUID()
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Runtime, err, "starting the install")
 		}
 		m.Created.NMConnection = &NMConnection{UUID: uuid, Name: plan.Bridge}
+		m.Created.Bridge = &LinkIdentity{Name: plan.Bridge, MAC: BridgeMAC(plan.Bridge, sn)}
 	}
 	for i, s := range plan.Steps {
 		if err := ctx.Err(); err != nil {
@@ -225,6 +228,8 @@ func (h *Host) applyStep(ctx context.Context, m *Manifest, p *Plan, s Step) erro
 		return chmodRaw(s.Path, mode)
 	case KindCommand:
 		return h.command(ctx, s.Argv...)
+	case KindNMLeftover, KindLinkLeftover:
+		return h.removeLeftover(ctx, p, s)
 	case KindAttachProof:
 		prove := h.Prover
 		if prove == nil {
@@ -289,9 +294,21 @@ func (h *Host) undoStep(ctx context.Context, m *Manifest, s Step, keep bool, kep
 	case KindAddrAdd:
 		return h.Link.DelAddr(s.Link, s.Address)
 	case KindNMAdd:
-		return h.deleteNMConnection(ctx, m.Created.NMConnection.UUID, s.Link)
+		mac := ""
+		if m.Created.Bridge != nil {
+			mac = m.Created.Bridge.MAC
+		}
+		if err := h.removeNMConnection(ctx, m.Created.NMConnection.UUID, s.Link, mac); err != nil {
+			return err
+		}
+		if slices.Contains(s.Argv, "connection.zone") {
+			return h.releaseTrustedZone(ctx, s.Link, m.Prestate.FirewalldZone)
+		}
 	case KindUnitStart:
-		return h.command(ctx, "systemctl", "stop", s.Unit)
+		if err := h.command(ctx, "systemctl", "stop", s.Unit); err != nil {
+			return err
+		}
+		return h.removeRuntimeState(ctx, s)
 	case KindUnitEnable:
 		return h.command(ctx, "systemctl", "disable", s.Unit)
 	case KindMkdir:
@@ -331,6 +348,27 @@ func (h *Host) undoStep(ctx context.Context, m *Manifest, s Step, keep bool, kep
 		}
 	}
 	return nil
+}
+
+// removeRuntimeState removes the files under the directory of a
+// unit-start step's Path when Path (networkd's netif state file) was
+// recorded absent before install, once the unit and its service are
+// inactive again; the directories (made by tmpfiles.d at boot) stay.
+func (h *Host) removeRuntimeState(ctx context.Context, s Step) error {
+	if s.Path == "" || s.Prev == nil || s.Prev.Exists {
+		return nil
+	}
+	for _, u := range []string{s.Unit, networkdService} {
+		if st, err := h.unitState(ctx, "is-active", u); err != nil || st == "active" {
+			return err // running again: its state is in use
+		}
+	}
+	return filepath.WalkDir(filepath.Dir(s.Path), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		return os.Remove(p)
+	})
 }
 
 // chmodRaw sets the full mode including setuid/setgid/sticky bits.

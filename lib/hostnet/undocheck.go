@@ -28,7 +28,9 @@ func (h *Host) now(ctx context.Context, s Step) (hostNow, error) {
 	case KindBridgeAdd, KindAddrAdd, KindNetworkdReload:
 		n.links, err = h.Link.Links()
 	case KindNMAdd:
-		n.conns, err = h.nmConnections(ctx)
+		if n.conns, err = h.nmConnections(ctx); err == nil {
+			n.links, err = h.Link.Links()
+		}
 	case KindUnitStart, KindUnitEnable:
 		verb := map[string]string{KindUnitStart: "is-active", KindUnitEnable: "is-enabled"}[s.Kind]
 		var st string
@@ -63,7 +65,17 @@ func (h *Host) undoCheck(m *Manifest, s Step, now hostNow) (skip bool, refusal e
 			return false, exitcode.New(exitcode.Conflict, "NetworkManager connection %s is not the one Barn added (%s); Barn deletes only the connection it recorded",
 				s.Link, strings.Join(diffs, "; ")).WithReason("nm_connection_foreign").WithNext("nmcli connection show " + s.Link).WithDetail(diffs)
 		}
-		return !present, nil
+		if present || m.Created.Bridge == nil {
+			return !present, nil
+		}
+		// The connection is gone (a delete that timed out or was killed,
+		// or one made by hand): what is left to undo is the bridge it
+		// made, when it still carries Barn's mark.
+		v := h.judgeBridge(m.Created.Bridge, s.Link, now.links)
+		if v.foreign() {
+			return false, notBarnsError(s.Link, v)
+		}
+		return v.Link == nil, nil
 	case KindUnitStart, KindUnitEnable:
 		u, ok := now.units[s.Unit]
 		cur, left, verb := u.Active, "active", "is-active"

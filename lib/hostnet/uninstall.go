@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -114,8 +115,15 @@ func undoSummary(s Step) string {
 	case KindNetworkdReload:
 		return "networkctl delete " + s.Link + " (by ifindex, once its MAC is the .netdev's and its ifindex the one recorded)"
 	case KindNMAdd:
-		return "nmcli connection delete uuid <the recorded UUID> (" + s.Link + ")"
+		sum := "nmcli connection down (while active) and delete uuid <the recorded UUID> (" + s.Link + "), then the bridge " + s.Link + " by its ifindex while it has Barn's MAC"
+		if slices.Contains(s.Argv, "connection.zone") {
+			sum += ", then firewalld's runtime binding of " + s.Link + " to trusted if NetworkManager left it (and it is not the user's)"
+		}
+		return sum
 	case KindUnitStart:
+		if s.Path != "" {
+			return fmt.Sprintf("systemctl stop %s while it is still active (recorded before install: %s), then remove the files networkd wrote under %s (its state was absent before install)", s.Unit, s.Was, filepath.Dir(s.Path))
+		}
 		return fmt.Sprintf("systemctl stop %s while it is still active (recorded before install: %s)", s.Unit, s.Was)
 	case KindUnitEnable:
 		return fmt.Sprintf("systemctl disable %s while it is still enabled (recorded before install: %s)", s.Unit, s.Was)

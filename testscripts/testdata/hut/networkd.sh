@@ -46,6 +46,10 @@ systemctl stop $U.service $U.socket
 printf '[Match]\nName=%s\n\n[Network]\nDHCP=yes\n' "$nic" > /etc/systemd/network/10-nic.network
 systemctl start $U.service
 /lib/systemd/systemd-networkd-wait-online -i "$nic" --timeout=90
+# "routable" comes before the router advertisement's address: wait, with a
+# deadline, until networkd says the NIC is configured, or "before" races it.
+deadline=$(( $(date +%s) + 120 ))
+until networkctl list "$nic" --no-legend | grep -qw configured || [ "$(date +%s)" -gt $deadline ]; do sleep 1; done
 snap before
 step preflight barn-net preflight
 step plan barn-net plan

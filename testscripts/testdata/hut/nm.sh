@@ -38,15 +38,49 @@ step status barn-net status
 step preflight-installed barn-net preflight
 snap installed
 cp /var/lib/barn/network.json "$OUT/manifest.installed"
-nmcli -t -f connection.uuid,connection.zone,bridge.stp,ipv4.addresses connection show barn0 > "$OUT/barn0.conn" 2>&1
+nmcli -t -f connection.uuid,connection.zone,bridge.stp,bridge.mac-address,ipv4.addresses connection show barn0 > "$OUT/barn0.conn" 2>&1
+ip -o link show barn0 > "$OUT/barn0.link" 2>&1
 firewall-cmd --get-zone-of-interface=barn0 > "$OUT/barn0.zone" 2>&1
 echo '{"schema":"barn.hosts/v1","entries":[{"address":"10.10.10.11","names":["pg-meta-1"]}]}' > /tmp/hosts.json
 STDIN=/tmp/hosts.json step hosts-install barn-net hosts install --yes
 getent hosts pg-meta-1 > "$OUT/hosts-resolve" 2>&1
 step hosts-uninstall barn-net hosts uninstall --yes
 step reinstall barn-net install --yes
+since=$(date '+%F %T')
 step uninstall barn-net uninstall --yes
+# What NetworkManager and firewalld did during uninstall (for the README's
+# findings: which of them released barn0's trusted binding).
+journalctl --since "$since" --no-pager -o short-monotonic -u NetworkManager -u firewalld > "$OUT/uninstall.journal" 2>&1
 snap after
+
+part leftovers || exit 0
+# What an earlier install left with Barn's mark (bridge.mac-address) and no
+# manifest counting it: the next install removes it first; and a
+# connection deleted behind Barn's back leaves a bridge uninstall removes.
+snap lo-before
+MAC=$(barn-net plan | sed -n 's/.*bridge\.mac-address \([0-9a-f:]*\).*/\1/p' | head -n 1)
+echo "$MAC" > "$OUT/mac"
+# A late add: the connection NetworkManager adds after install gave up
+# waiting and rolled back (another UUID, Barn's mark, active, trusted).
+nmcli connection add type bridge con-name barn0 ifname barn0 ipv4.method manual ipv4.addresses 10.10.10.1/24 \
+  ipv6.method disabled bridge.stp no bridge.mac-address "$MAC" connection.zone trusted > /dev/null
+nmcli connection up barn0 > /dev/null 2>&1
+step late-plan barn-net plan
+step late-install barn-net install --yes
+step late-uninstall barn-net uninstall --yes
+snap late-after
+# A bridge with Barn's mark and nothing recording it.
+ip link add barn0 address "$MAC" type bridge
+step leftlink-plan barn-net plan
+step leftlink-install barn-net install --yes
+# Barn's connection deleted behind its back (as a killed or timed-out
+# delete leaves it), its bridge still there.
+U=$(sed -n '/"nm_connection"/,/}/s/.*"uuid": "\([^"]*\)".*/\1/p' /var/lib/barn/network.json)
+nmcli connection delete uuid "$U" > /dev/null
+ip link show barn0 > /dev/null 2>&1 || ip link add barn0 address "$MAC" type bridge
+ip -o link show barn0 > "$OUT/gone.link" 2>&1
+step gone-uninstall barn-net uninstall --yes
+snap lo-after
 
 part foreign || exit 0
 # Both NetworkManager and systemd-networkd active: the documented decision.

@@ -1,0 +1,287 @@
+package hostnet
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The NetworkManager leaks review found (README "Host-under-test
+// findings"): each leaves barn0 or a connection of Barn's that the old code
+// had nothing to judge by once its manifest stopped counting it. The bridge
+// now carries Barn's mark (bridge.mac-address = BridgeMAC), so uninstall
+// and the next install recognise and remove what is left; a barn0 with
+// another MAC stays foreign.
+
+// fakeFile writes (or, with content nil, touches) <root>/fake/name.
+func (f *fakeHost) fakeFile(t *testing.T, name, content string) {
+	t.Helper()
+	must(t, os.WriteFile(filepath.Join(f.root, "fake", name), []byte(content), 0o644))
+}
+
+// fakeExists reports whether <root>/fake/name exists.
+func (f *fakeHost) fakeExists(name string) bool {
+	_, err := os.Stat(filepath.Join(f.root, "fake", name))
+	return err == nil
+}
+
+// barnUUID is the connection UUID the manifest records.
+func (f *fakeHost) barnUUID(t *testing.T) string {
+	t.Helper()
+	m, err := f.ReadManifest()
+	must(t, err)
+	if m == nil || m.Created.NMConnection == nil {
+		t.Fatalf("no NetworkManager connection recorded: %+v", m)
+	}
+	return m.Created.NMConnection.UUID
+}
+
+// wantClean asserts that the host is back as before install: no manifest,
+// no barn0 link, no connection of Barn's, no firewalld binding, and a
+// fresh install and uninstall pass.
+func (f *fakeHost) wantClean(t *testing.T) {
+	t.Helper()
+	if m, err := f.ReadManifest(); m != nil || err != nil {
+		t.Fatalf("manifest left: %+v %v", m, err)
+	}
+	if f.fakeExists("bridge") {
+		t.Fatal("barn0 is left behind")
+	}
+	if f.fakeExists("fw-runtime-barn0") {
+		t.Fatal("firewalld's runtime still binds barn0")
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.root, "fake", "nm-connections")); strings.Contains(string(b), ":bridge:barn0") {
+		t.Fatalf("a barn0 connection is left: %q", b)
+	}
+	if _, err := f.install(t, Options{}); err != nil {
+		t.Fatalf("the next install: %v", err)
+	}
+	if _, err := f.Uninstall(context.Background(), nil); err != nil {
+		t.Fatalf("the next uninstall: %v", err)
+	}
+}
+
+// TestNMUninstallAfterDeleteTimedOut: nmcli connection delete gave up
+// (libnm's 25 s) while NetworkManager deleted the connection, and left the
+// bridge. Uninstall fails naming the timeout; the second one finds the
+// connection gone and deletes the bridge by its mark.
+func TestNMUninstallAfterDeleteTimedOut(t *testing.T) {
+	f := newFakeHost(t, true, "inactive")
+	if _, err := f.install(t, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	f.fakeFile(t, "nm-link-lingers", "")
+	f.fakeFile(t, "nm-delete-timeout", "")
+	if _, err := f.Uninstall(context.Background(), nil); err == nil || !strings.Contains(err.Error(), "Timeout was reached") {
+		t.Fatalf("uninstall whose delete timed out: %v", err)
+	}
+	must(t, os.Remove(filepath.Join(f.root, "fake", "nm-delete-timeout")))
+	if _, err := f.Uninstall(context.Background(), nil); err != nil {
+		t.Fatalf("the second uninstall: %v", err)
+	}
+	f.wantClean(t)
+}
+
+// TestNMUninstallKilledAfterDelete: barn-net was killed inside the undo,
+// after NetworkManager deleted the connection and before the bridge went
+// (or the connection was inactive, or deleted by hand). Uninstall deletes
+// the bridge by its mark; a barn0 with another MAC is kept and named.
+func TestNMUninstallKilledAfterDelete(t *testing.T) {
+	for _, foreign := range []bool{false, true} {
+		f := newFakeHost(t, true, "inactive")
+		if _, err := f.install(t, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		f.fakeFile(t, "nm-connections", wiredUUID+":802-3-ethernet:Wired connection 1\n")
+		f.fakeFile(t, "nm-active", "")
+		if foreign {
+			fl := f.Link.(fakeLinks)
+			fl.bridge.MAC = "52:54:00:12:34:56"
+			f.Link = fl
+		}
+		p, err := f.Uninstall(context.Background(), nil)
+		if err != nil {
+			t.Fatalf("uninstall with the connection gone (foreign %v): %v", foreign, err)
+		}
+		if !foreign {
+			f.wantClean(t)
+			continue
+		}
+		if !f.fakeExists("bridge") {
+			t.Fatal("a barn0 with another MAC was deleted")
+		}
+		if !notesContain(p, "kept: barn0 is not the bridge Barn created", "MAC 52:54:00:12:34:56") {
+			t.Fatalf("notes must name the kept bridge: %q", p.Notes)
+		}
+		if m, _ := f.ReadManifest(); m != nil {
+			t.Fatal("manifest left")
+		}
+	}
+}
+
+// TestNMUninstallInactiveConnection: Barn's connection is not active
+// (NetworkManager lost the device, or it was taken down while the link
+// stayed), so no ifindex was known. Uninstall deletes the connection, then
+// the bridge by its mark, at once (the old code waited nmLinkWait and failed).
+func TestNMUninstallInactiveConnection(t *testing.T) {
+	f := newFakeHost(t, true, "inactive")
+	if _, err := f.install(t, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	uuid := f.barnUUID(t)
+	f.mutations(t)
+	f.fakeFile(t, "nm-active", "")
+	defer func(w time.Duration) { nmLinkWait = w }(nmLinkWait)
+	nmLinkWait = time.Second
+	if _, err := f.Uninstall(context.Background(), nil); err != nil {
+		t.Fatalf("uninstall of an inactive connection: %v", err)
+	}
+	wantLog(t, "uninstall", f.mutations(t), "nmcli connection delete uuid "+uuid)
+	f.wantClean(t)
+}
+
+// TestNMLateAddIsBarns: the add timed out, NetworkManager listed nothing
+// within the wait, install rolled back and removed its manifest; then
+// NetworkManager carried the add out (and activated it). The next install
+// recognises that connection by Barn's mark, removes it first in a step of
+// its plan, and installs; a barn0 connection without the mark is refused.
+func TestNMLateAddIsBarns(t *testing.T) {
+	f := newFakeHost(t, true, "inactive")
+	f.fakeFile(t, "firewalld", "active")
+	f.fakeFile(t, "nm-add-timeout", "")
+	f.fakeFile(t, "nm-add-lost", "")
+	defer func(w time.Duration) { nmAddWait = w }(nmAddWait)
+	nmAddWait = 0
+	if _, err := f.install(t, Options{}); err == nil || !strings.Contains(err.Error(), "rolled back") {
+		t.Fatalf("install: want a rollback, got %v", err)
+	}
+	var late string
+	for _, l := range f.mutations(t) {
+		if strings.HasPrefix(l, "nmcli connection add ") {
+			late = l[strings.LastIndex(l, " ")+1:]
+		}
+	}
+	if !uuidRE.MatchString(late) {
+		t.Fatalf("no add logged")
+	}
+	must(t, os.Remove(filepath.Join(f.root, "fake", "nm-add-timeout")))
+	must(t, os.Remove(filepath.Join(f.root, "fake", "nm-add-lost")))
+	// NetworkManager finishes the add and activates it.
+	mac := BridgeMAC("barn0", mustSubnet(DefaultCIDR))
+	f.fakeFile(t, "nm-connections", wiredUUID+":802-3-ethernet:Wired connection 1\n"+late+":bridge:barn0\n")
+	f.fakeFile(t, "nm-mac-"+late, mac)
+	f.fakeFile(t, "nm-zone-"+late, "trusted")
+	f.fakeFile(t, "nm-active", late+"\n")
+	f.fakeFile(t, "bridge", "")
+	f.fakeFile(t, "fw-runtime-barn0", "trusted")
+
+	o, err := f.Inspect(context.Background())
+	must(t, err)
+	p, err := f.PlanInstall(o, Options{})
+	if err != nil {
+		t.Fatalf("install with the late connection of Barn's: %v", err)
+	}
+	if p.Steps[1].Kind != KindNMLeftover || p.Steps[1].UUID != late || !strings.Contains(p.Steps[1].Summary, mac) {
+		t.Fatalf("the plan must remove the leftover first: %+v", p.Steps[1])
+	}
+	if _, err := f.Apply(context.Background(), p, Options{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.root, "fake", "nm-connections")); strings.Contains(string(b), late) || !strings.Contains(string(b), f.barnUUID(t)+":bridge:barn0") {
+		t.Fatalf("connections after install: %q", b)
+	}
+	if m, _ := f.ReadManifest(); m.Prestate.FirewalldZone != "" {
+		t.Fatalf("the leftover's trusted binding was recorded as the prestate: %q", m.Prestate.FirewalldZone)
+	}
+	if _, err := f.Uninstall(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	f.wantClean(t)
+
+	// Without Barn's mark the same connection is someone else's.
+	f.fakeFile(t, "nm-connections", wiredUUID+":802-3-ethernet:Wired connection 1\n"+foreignUUID+":bridge:barn0\n")
+	f.fakeFile(t, "nm-mac-"+foreignUUID, "52:54:00:12:34:56")
+	if _, err := f.install(t, Options{}); err == nil || !strings.Contains(err.Error(), "bridge_foreign") && !strings.Contains(err.Error(), "refusing to adopt") {
+		t.Fatalf("install with a foreign barn0 connection: %v", err)
+	}
+}
+
+// TestNMLeftoverBridgeRemovedByInstall: a barn0 link with Barn's MAC and
+// no connection nor manifest (an uninstall that stopped after the
+// connection went, then the manifest was removed by hand) is removed by
+// the next install, by its ifindex; with another MAC it is refused.
+func TestNMLeftoverBridgeRemovedByInstall(t *testing.T) {
+	f := newFakeHost(t, true, "inactive")
+	f.fakeFile(t, "bridge", "")
+	o, err := f.Inspect(context.Background())
+	must(t, err)
+	p, err := f.PlanInstall(o, Options{})
+	if err != nil || p.Steps[1].Kind != KindLinkLeftover {
+		t.Fatalf("plan with Barn's leftover bridge: %v %+v", err, p.Steps)
+	}
+	if _, err := f.Apply(context.Background(), p, Options{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Uninstall(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	f.wantClean(t)
+	fl := f.Link.(fakeLinks)
+	fl.bridge.MAC = "52:54:00:12:34:56"
+	f.Link = fl
+	f.fakeFile(t, "bridge", "")
+	if _, err := f.install(t, Options{}); err == nil || !strings.Contains(err.Error(), "refusing to adopt") {
+		t.Fatalf("install with a foreign barn0: %v", err)
+	}
+	if !f.fakeExists("bridge") {
+		t.Fatal("the foreign barn0 is gone")
+	}
+}
+
+// TestNMFirewalldBindingReleased: with firewalld active the connection is
+// zoned trusted. The real NetworkManager left barn0 bound in firewalld's
+// runtime trusted zone when the active connection was deleted (the old
+// undo); uninstall now takes it down first, and removes a binding still
+// left (nm-fw-sticks) itself, unless it was there before install or the
+// permanent configuration binds barn0 (the user's).
+func TestNMFirewalldBindingReleased(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		sticks, perm bool
+		before       string
+		wantBound    bool
+	}{{"nm-unbinds", false, false, "", false}, {"left-bound", true, false, "", false},
+		{"bound-before", true, false, "trusted", true}, {"permanent", true, true, "", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFakeHost(t, true, "inactive")
+			f.fakeFile(t, "firewalld", "active")
+			if c.before != "" {
+				f.fakeFile(t, "fw-runtime-barn0", c.before)
+			}
+			if _, err := f.install(t, Options{}); err != nil {
+				t.Fatal(err)
+			}
+			if b, _ := os.ReadFile(filepath.Join(f.root, "fake", "fw-runtime-barn0")); string(b) != "trusted" {
+				t.Fatalf("after install firewalld binds barn0 to %q", b)
+			}
+			if c.sticks {
+				f.fakeFile(t, "nm-fw-sticks", "")
+			}
+			if c.perm {
+				f.fakeFile(t, "fw-permanent-barn0", "trusted")
+			}
+			if _, err := f.Uninstall(context.Background(), nil); err != nil {
+				t.Fatal(err)
+			}
+			if f.fakeExists("fw-runtime-barn0") != c.wantBound {
+				t.Fatalf("firewalld runtime binding of barn0 after uninstall: %v, want %v", f.fakeExists("fw-runtime-barn0"), c.wantBound)
+			}
+			if f.fakeExists("bridge") {
+				t.Fatal("barn0 left")
+			}
+		})
+	}
+}
