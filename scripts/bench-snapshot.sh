@@ -68,8 +68,10 @@ ip netns add "$ns"
 ip -n "$ns" link set lo up
 if [ ! -e /etc/qemu ]; then mkdir /etc/qemu; etc_qemu_created=1; fi
 mkdir -p "/etc/netns/$ns/qemu" "$work/home"
+# A loaded 2-core host boots a TCG guest in 3-10+ minutes: the readiness
+# wait is the lab suite's (testscripts/lab_test.go), unless one is given.
 export BARN_HOME="$home" BARN_NET_STATE="$work/netstate" BARN_REPO="$repo" BARN_ACCEL=tcg \
-	BARN_RUNTIME_DIR="$rt" HOME="$work/home"
+	BARN_RUNTIME_DIR="$rt" HOME="$work/home" BARN_READY_TIMEOUT="${BARN_READY_TIMEOUT:-25m}"
 inns() { ip netns exec "$ns" "$@"; }
 cat >"$work/three.yml" <<'YAML'
 all:

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -175,12 +176,14 @@ func (c *checkCmd) probe(env *tool.Env, a *access, self checkPeer, peers []check
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(env.Ctx, c.Timeout)
-	defer cancel()
 	var out, errb bytes.Buffer
-	code, err := guest.Run(ctx, argv, guest.Streams{In: strings.NewReader(""), Out: &out, Err: &errb})
-	if err != nil && ctx.Err() != nil && env.Ctx.Err() == nil {
-		return nil, fmt.Errorf("no answer within %s (paused, or its management link is down)", c.Timeout)
+	var code int
+	err = c.session(env.Ctx, func(ctx context.Context) (err error) {
+		code, err = guest.Run(ctx, argv, guest.Streams{In: strings.NewReader(""), Out: &out, Err: &errb})
+		return err
+	})
+	if errors.As(err, new(noAnswerError)) {
+		return nil, err
 	}
 	if err != nil || code != 0 {
 		return nil, fmt.Errorf("probe exited %d: %v %s", code, err, strings.TrimSpace(errb.String()))
@@ -190,7 +193,11 @@ func (c *checkCmd) probe(env *tool.Env, a *access, self checkPeer, peers []check
 		return nil, err
 	}
 	r.peers, r.want = peers, want
-	if r.clock, err = measureClock(env.Ctx, c.Timeout, t, c.MaxSkew); err != nil {
+	err = c.session(env.Ctx, func(ctx context.Context) (err error) {
+		r.clock, err = measureClock(ctx, t, c.MaxSkew)
+		return err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("clock: %v", err)
 	}
 	return r, nil

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -59,8 +60,10 @@ func warnSkew(env *tool.Env, res *lifecycle.Result) {
 func skewWarning(env *tool.Env, a *access, name string) string {
 	t, err := a.target(env, name)
 	if err == nil {
+		ctx, cancel := context.WithTimeout(env.Ctx, clockWarnTimeout)
+		defer cancel()
 		var c ClockReading
-		if c, err = measureClock(env.Ctx, clockWarnTimeout, t, guest.DefaultMaxSkew); err == nil {
+		if c, err = measureClock(ctx, t, guest.DefaultMaxSkew); err == nil {
 			if c.OK {
 				return ""
 			}

@@ -37,7 +37,7 @@ type timeFlags struct {
 // (time status, time sync, check).
 type clockFlags struct {
 	MaxSkew time.Duration `name:"max-skew" default:"1s" help:"Largest clock difference to the host accepted (half the measuring round trip is granted as uncertainty)."`
-	Timeout time.Duration `default:"30s" help:"Bound on each SSH session: a measurement, or sync's step (a paused or cut-off node fails within it)."`
+	Timeout time.Duration `default:"30s" help:"Bound on each SSH session with a node (time sync makes three, check two; a paused or cut-off node fails within one)."`
 }
 
 // TimeDoc is barn.time/v1, printed by time status and time sync.
@@ -72,12 +72,9 @@ type ClockReading struct {
 }
 
 // measureClock is the one clock measurement: guest.ReadClock over t's
-// management connection, its session bounded by timeout, judged against
-// maxSkew (guest.ClockSample.Within, which grants the uncertainty). It
-// fails as ReadClock does.
-func measureClock(ctx context.Context, timeout time.Duration, t guest.Target, maxSkew time.Duration) (ClockReading, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+// management connection, judged against maxSkew (guest.ClockSample.Within,
+// which grants the uncertainty). It fails as ReadClock does.
+func measureClock(ctx context.Context, t guest.Target, maxSkew time.Duration) (ClockReading, error) {
 	s, err := guest.ReadClock(ctx, t)
 	if err != nil {
 		return ClockReading{}, err
@@ -149,7 +146,9 @@ func (f *timeFlags) selected(a *access) ([]string, error) {
 }
 
 // node measures one node; with set it steps the clock by the measured
-// skew and measures again.
+// skew and measures again: three SSH sessions, each bounded by --timeout
+// on its own (a login into a guest just booted under TCG on a loaded host
+// can take most of 30 s, so one bound over all three failed good syncs).
 func (f *timeFlags) node(env *tool.Env, a *access, name string, set bool) TimeNode {
 	r := TimeNode{Node: name}
 	t, err := a.target(env, name)
@@ -157,12 +156,19 @@ func (f *timeFlags) node(env *tool.Env, a *access, name string, set bool) TimeNo
 		r.Error = exitcode.As(err).Message
 		return r
 	}
-	c, err := measureClock(env.Ctx, f.Timeout, t, f.MaxSkew)
+	measure := func() (c ClockReading, err error) {
+		err = f.session(env.Ctx, func(ctx context.Context) (err error) {
+			c, err = measureClock(ctx, t, f.MaxSkew)
+			return err
+		})
+		return c, err
+	}
+	c, err := measure()
 	if err == nil && set {
 		before := c.SkewMS
 		r.BeforeMS = &before
-		if err = f.setClock(env.Ctx, t, c.skew); err == nil {
-			c, err = measureClock(env.Ctx, f.Timeout, t, f.MaxSkew)
+		if err = f.session(env.Ctx, func(ctx context.Context) error { return guest.SetClock(ctx, t, c.skew) }); err == nil {
+			c, err = measure()
 		}
 	}
 	if err != nil {
@@ -173,13 +179,23 @@ func (f *timeFlags) node(env *tool.Env, a *access, name string, set bool) TimeNo
 	return r
 }
 
-// setClock steps t's clock by skew in a session of its own, bounded by
-// the timeout as each measurement is: a sync is three sessions, and on a
-// loaded host sudo alone can take seconds in a TCG guest.
-func (f *timeFlags) setClock(ctx context.Context, t guest.Target, skew time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, f.Timeout)
+// session runs one SSH session with a node (fn), bounded by --timeout; a
+// session the bound cut short fails as noAnswerError.
+func (f *clockFlags) session(parent context.Context, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(parent, f.Timeout)
 	defer cancel()
-	return guest.SetClock(ctx, t, skew)
+	err := fn(ctx)
+	if err != nil && ctx.Err() != nil && parent.Err() == nil {
+		return noAnswerError{f.Timeout}
+	}
+	return err
+}
+
+// noAnswerError is a session with a node that --timeout cut short.
+type noAnswerError struct{ within time.Duration }
+
+func (e noAnswerError) Error() string {
+	return fmt.Sprintf("no answer within %s (paused, or its management link is down)", e.within)
 }
 
 // err is the failed document's error: clock_skewed (runtime) naming the

@@ -136,11 +136,22 @@ func (h *Host) setNetem(ctx context.Context, dev string, n *Netem) error {
 			// the module is missing, or on-demand loading is not allowed
 			// here (a container), and only the host's root can load it.
 			return exitcode.New(exitcode.Capability, "this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM): a degrade cannot be enforced on this host (isolate and partition do not need it)").
-				WithReason("faults_unsupported").WithNext("modprobe sch_netem")
+				WithReason("faults_unsupported").WithNext(netemHint("/proc/modules"))
 		}
 		return faultToolError(err, out, strings.Join(argv, " "))
 	}
 	return nil
+}
+
+// netemHint is the next step after the kernel refused a netem qdisc:
+// loading sch_netem where the kernel loads modules at all (procModules,
+// /proc/modules, exists), else a kernel built with it, since modprobe
+// cannot help one built without module support (CONFIG_MODULES unset).
+func netemHint(procModules string) string {
+	if _, err := os.Stat(procModules); err != nil {
+		return "boot a kernel built with CONFIG_NET_SCH_NETEM (this one has no loadable modules: " + procModules + " is absent); barn-net fault isolate and partition work without it"
+	}
+	return "modprobe sch_netem"
 }
 
 // clearNetem deletes Barn's root qdisc from dev; any other is left alone.
