@@ -36,8 +36,8 @@ import (
 func (m *Manager) Resize(ctx context.Context, p *plan.Plan, selectors []string, wait bool) (*Result, error) {
 	src := p.Spec.Source.Inventory()
 	cmd := "barn-node resize " + strings.Join(cmpNames(selectors, namesOf(p, plan.Resize)), " ") + " --force"
-	if m.Hotplug {
-		cmd += " --hotplug" // a hot-plug cut short resumes as one
+	if !m.Hotplug {
+		cmd += " --no-hotplug" // a stop/start resize resumes as one (hot-plug is the default)
 	}
 	again := spec.PlanPipeline(src, p.PlanArgs(), cmd)
 	lock, applied, err := m.lockForPlan(ctx, p, again)
