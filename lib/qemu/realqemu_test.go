@@ -2,6 +2,7 @@ package qemu
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -197,16 +198,24 @@ func startPaused(t *testing.T, bin string, in Input) (qmp.Monitor, int) {
 	return startPausedWith(t, in, p)
 }
 
-// startPausedWith starts in under p paused (-S) and returns its operators'
-// monitor and PID (killed at cleanup).
-func startPausedWith(t *testing.T, in Input, p Profile) (qmp.Monitor, int) {
+// startPausedWith starts in under p paused (-S), with files inherited
+// from descriptor 3 on, and returns its operators' monitor and PID
+// (killed at cleanup). The management forward gets a port the kernel has
+// just handed out: a fixed one (2222) collides with the real QEMU other
+// packages' tests start in parallel, and QEMU then exits 1 with its
+// reason only in its -D log, which a refusal here prints.
+func startPausedWith(t *testing.T, in Input, p Profile, files ...*os.File) (qmp.Monitor, int) {
 	t.Helper()
+	in.SSHPort = freePort(t)
 	inv, err := Invocation(in, p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(inv.Binary, append(inv.Args, "-S")...).CombinedOutput(); err != nil {
-		t.Fatalf("QEMU refused the argv: %v\n%s\n%s", err, out, strings.Join(Lines(inv), "\n"))
+	cmd := exec.Command(inv.Binary, append(inv.Args, "-S")...)
+	cmd.ExtraFiles = files
+	if out, err := cmd.CombinedOutput(); err != nil {
+		qlog, _ := os.ReadFile(in.QEMULog)
+		t.Fatalf("%s refused the argv: %v\n%s\nqemu.log: %s\n%s", filepath.Base(inv.Binary), err, out, qlog, strings.Join(Lines(inv), "\n"))
 	}
 	pidText, err := os.ReadFile(in.Runtime.Pidfile)
 	if err != nil {
@@ -215,6 +224,17 @@ func startPausedWith(t *testing.T, in Input, p Profile) (qmp.Monitor, int) {
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(pidText)))
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) }) // the daemon this test started
 	return qmp.Monitor{Socket: in.Runtime.QMP}, pid
+}
+
+// freePort is a loopback TCP port free at the time of the call.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
 
 // TestArm64InvocationStartsRealQEMU: the arm64 argv (qemu-system-aarch64,
@@ -262,22 +282,7 @@ func TestArm64InvocationStartsRealQEMU(t *testing.T) {
 	}
 	defer share.Close()
 	in.Shares = []ShareFD{{Tag: "barn-0123456789abcdef0123", FD: 3}}
-	inv, err := Invocation(in, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(inv.Binary, append(inv.Args, "-S")...)
-	cmd.ExtraFiles = []*os.File{share}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("qemu-system-aarch64 refused the argv: %v\n%s\n%s", err, out, strings.Join(Lines(inv), "\n"))
-	}
-	pidText, err := os.ReadFile(in.Runtime.Pidfile)
-	if err != nil {
-		t.Fatalf("pidfile: %v", err)
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(pidText)))
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-	mon := qmp.Monitor{Socket: in.Runtime.QMP}
+	mon, _ := startPausedWith(t, in, p, share)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := mon.Verify(ctx, in.Node.Name, in.VMUUID); err != nil {
