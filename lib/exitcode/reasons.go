@@ -62,7 +62,7 @@ var reasons = []Reason{
 	{"bridge_conf_stale_block", Conflict, "bridge.conf holds a Barn block but no manifest records it"},
 	{"bridge_foreign", Conflict, "the bridge name is taken by an interface Barn did not create"},
 	{"bridge_helper_missing", Capability, "qemu-bridge-helper is not installed"},
-	{"bridge_in_use", Conflict, "links are still attached to Barn's bridge"},
+	{"bridge_in_use", Conflict, "links are still attached to Barn's bridge, or a NetworkManager connection not Barn's is active on it"},
 	{"bridge_users", Conflict, "processes in this network namespace have a NIC on Barn's bridge"},
 	{"bump_revision", Conflict, "the catalog changed without a higher revision in repo.yaml"},
 	{"capability_missing", Capability, "this host lacks something needed to run nodes"},

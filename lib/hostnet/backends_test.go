@@ -353,7 +353,7 @@ func newFakeHost(t *testing.T, nm bool, networkdActive string) *fakeHost {
 	script("nmcli", `case "$*" in
 "-t -f RUNNING general") cat $F/nm; echo ;;
 "-t -f UUID,TYPE,NAME connection show") cat $F/nm-connections ;;
-"-t -f UUID connection show --active") cat $F/nm-active ;;
+"-t -f UUID,DEVICE connection show --active") sed 's/$/:barn0/' $F/nm-active ;; # every active one is on barn0
 "-g bridge.mac-address connection show uuid "*) sed 's/:/\\:/g' $F/nm-mac-$6; echo ;;
 "-g connection.zone connection show uuid "*) cat $F/nm-zone-$6; echo ;;
 "connection add type bridge con-name "*) u=$(echo "$*" | sed -n 's/.* connection\.uuid \([^ ]*\).*/\1/p')
@@ -384,7 +384,8 @@ exit 0
 case "$*" in
 "--get-zone-of-interface=barn0") [ -s $F/fw-runtime-barn0 ] && { cat $F/fw-runtime-barn0; echo; exit 0; }; echo "no zone"; exit 2 ;;
 "--permanent --get-zone-of-interface=barn0") [ -s $F/fw-permanent-barn0 ] && { cat $F/fw-permanent-barn0; echo; exit 0; }; echo "no zone"; exit 2 ;;
-"--zone=trusted --remove-interface=barn0") rm -f $F/fw-runtime-barn0; echo success ;;
+"--zone=trusted --remove-interface=barn0") [ -e $F/fw-remove-fails ] && { echo "Error: COMMAND_FAILED" >&2; exit 1; }
+  rm -f $F/fw-runtime-barn0; echo success ;;
 *) echo "fake firewall-cmd: unexpected $*" >&2; exit 1 ;;
 esac
 `)

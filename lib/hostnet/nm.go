@@ -183,11 +183,11 @@ func (h *Host) removeNMConnection(ctx context.Context, uuid, br, mac string) err
 		return err
 	}
 	if slices.ContainsFunc(conns, func(c NMConn) bool { return strings.EqualFold(c.UUID, uuid) }) {
-		out, err := h.run(ctx, "nmcli", "-t", "-f", "UUID", "connection", "show", "--active")
+		active, err := h.nmActive(ctx)
 		if err != nil {
-			return fmt.Errorf("listing NetworkManager's active connections: %w", err)
+			return err
 		}
-		if slices.ContainsFunc(strings.Split(out, "\n"), func(l string) bool { return strings.EqualFold(strings.TrimSpace(l), uuid) }) {
+		if slices.ContainsFunc(active, func(a nmActiveConn) bool { return strings.EqualFold(a.UUID, uuid) }) {
 			if err := h.command(ctx, "nmcli", "connection", "down", "uuid", uuid); err != nil {
 				return err
 			}
@@ -205,7 +205,12 @@ func (h *Host) removeNMConnection(ctx context.Context, uuid, br, mac string) err
 // removeMarkedBridge deletes the link named br when it is a bridge with
 // the MAC mac (Barn's mark), by its ifindex, and waits, up to nmLinkWait,
 // until no link is named br. A link of that name without the mark is not
-// Barn's: it is left alone (bridge_foreign).
+// Barn's: it is left alone (bridge_foreign). Nor is one NetworkManager
+// has a connection active on: the mark is a MAC anyone can reproduce, and
+// Barn's own connection is deleted before this runs, so that connection
+// is someone else's profile (a clone of Barn's, or one with
+// interface-name br that took the device over), whose device it keeps
+// (bridge_in_use).
 func (h *Host) removeMarkedBridge(ctx context.Context, br, mac string) error {
 	links, err := h.Link.Links()
 	if err != nil {
@@ -219,12 +224,59 @@ func (h *Host) removeMarkedBridge(ctx context.Context, br, mac string) error {
 	if v.foreign() {
 		return notBarnsError(br, v)
 	}
+	if err := h.refuseActiveOn(ctx, br); err != nil {
+		return err
+	}
 	if err := h.Link.DelLinkIndex(v.Link.Index); err != nil {
 		if again, lerr := h.linkIndex(br); lerr != nil || again == v.Link.Index {
 			return fmt.Errorf("deleting the bridge %s (ifindex %d, MAC %s): %w", br, v.Link.Index, mac, err)
 		} // gone meanwhile (NetworkManager finished its own teardown)
 	}
 	return h.waitLinkGone(ctx, br)
+}
+
+// nmActiveConn is one active NetworkManager connection and its device.
+type nmActiveConn struct{ UUID, Device string }
+
+// nmActive lists NetworkManager's active connections (nmcli -t -f
+// UUID,DEVICE connection show --active); none when NetworkManager is not
+// running. A line it cannot read is an error, never "none".
+func (h *Host) nmActive(ctx context.Context) ([]nmActiveConn, error) {
+	if out, err := h.run(ctx, "nmcli", "-t", "-f", "RUNNING", "general"); err != nil || out != "running" {
+		return nil, nil // no NetworkManager answering: no connection is active
+	}
+	out, err := h.run(ctx, "nmcli", "-t", "-f", "UUID,DEVICE", "connection", "show", "--active")
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "listing NetworkManager's active connections: %s", firstLine(out)).WithReason("host_inspection_failed")
+	}
+	var active []nmActiveConn
+	for _, l := range strings.Split(out, "\n") {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		f := splitTerse(l)
+		if len(f) != 2 {
+			return nil, exitcode.New(exitcode.Runtime, "nmcli connection show --active: cannot read the line %q (want UUID:DEVICE)", l).WithReason("host_inspection_failed")
+		}
+		active = append(active, nmActiveConn{UUID: f[0], Device: f[1]})
+	}
+	return active, nil
+}
+
+// refuseActiveOn fails (conflict "bridge_in_use") when NetworkManager has
+// a connection active on the device br.
+func (h *Host) refuseActiveOn(ctx context.Context, br string) error {
+	active, err := h.nmActive(ctx)
+	if err != nil {
+		return err
+	}
+	for _, a := range active {
+		if a.Device == br {
+			return exitcode.New(exitcode.Conflict, "the bridge %s carries Barn's mark, but NetworkManager has the connection %s active on it, which is not Barn's: Barn leaves both alone (take that connection down, then run this again, to let Barn delete %s)", br, a.UUID, br).
+				WithReason("bridge_in_use").WithNext("nmcli connection show uuid " + a.UUID)
+		}
+	}
+	return nil
 }
 
 // linkIndex is the index of the link named name, or -1 when there is none.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"barn.dev/lib/exitcode"
 )
 
 // The NetworkManager leaks review found (README "Host-under-test
@@ -284,4 +286,81 @@ func TestNMFirewalldBindingReleased(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNMFirewalldReleaseResumed: an uninstall stopped after Barn's
+// connection and bridge went but before firewalld's runtime trusted
+// binding was released (here firewall-cmd fails; a kill stops at the same
+// point) left the step recorded, and the next uninstall judged it done
+// because the connection and bridge were gone, leaving barn0 bound to
+// trusted. The next uninstall now releases it.
+func TestNMFirewalldReleaseResumed(t *testing.T) {
+	f := newFakeHost(t, true, "inactive")
+	f.fakeFile(t, "firewalld", "active")
+	if _, err := f.install(t, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	f.fakeFile(t, "nm-fw-sticks", "")
+	f.fakeFile(t, "fw-remove-fails", "")
+	if _, err := f.Uninstall(context.Background(), nil); err == nil || !strings.Contains(err.Error(), "COMMAND_FAILED") {
+		t.Fatalf("uninstall whose firewall-cmd failed: %v", err)
+	}
+	if f.fakeExists("bridge") || !f.fakeExists("fw-runtime-barn0") {
+		t.Fatalf("after the failed release: bridge %v, trusted binding %v; want the bridge gone and the binding left", f.fakeExists("bridge"), f.fakeExists("fw-runtime-barn0"))
+	}
+	must(t, os.Remove(filepath.Join(f.root, "fake", "fw-remove-fails")))
+	if _, err := f.Uninstall(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	f.wantClean(t)
+}
+
+// TestNMUninstallLeavesAnActiveProfile: a profile of the user's (not
+// Barn's UUID) active on barn0, which still has Barn's MAC, keeps its
+// device: uninstall deletes Barn's connection and then refuses
+// (bridge_in_use) to delete the bridge, naming that connection; once the
+// user takes it down, uninstall finishes. Install's leftover step refuses
+// the same way.
+func TestNMUninstallLeavesAnActiveProfile(t *testing.T) {
+	const theirs = "0b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d"
+	f := newFakeHost(t, true, "inactive")
+	if _, err := f.install(t, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	f.fakeFile(t, "nm-connections", wiredUUID+":802-3-ethernet:Wired connection 1\n"+f.barnUUID(t)+":bridge:barn0\n"+theirs+":bridge:my-lab\n")
+	f.fakeFile(t, "nm-active", theirs+"\n") // it took the device over from Barn's
+	_, err := f.Uninstall(context.Background(), nil)
+	if reason(err) != "bridge_in_use" || !strings.Contains(err.Error(), theirs) {
+		t.Fatalf("uninstall with the user's profile active on barn0: %v", err)
+	}
+	if !f.fakeExists("bridge") {
+		t.Fatal("barn0 was deleted under the user's active profile")
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.root, "fake", "nm-connections")); !strings.Contains(string(b), theirs) {
+		t.Fatalf("the user's connection is gone: %q", b)
+	}
+	f.fakeFile(t, "nm-active", "")
+	if _, err := f.Uninstall(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if f.fakeExists("bridge") {
+		t.Fatal("barn0 left once the user's profile was down")
+	}
+
+	f.fakeFile(t, "bridge", "") // a marked bridge no manifest counts, the user's profile on it
+	f.fakeFile(t, "nm-active", theirs+"\n")
+	if _, err := f.install(t, Options{}); reason(err) != "bridge_in_use" {
+		t.Fatalf("install over a marked bridge the user's profile holds: %v", err)
+	}
+	if !f.fakeExists("bridge") {
+		t.Fatal("install's leftover step deleted barn0 under the user's active profile")
+	}
+}
+
+// reason is err's reason ("" when it has none).
+func reason(err error) string {
+	if e := exitcode.As(err); e != nil {
+		return e.Reason
+	}
+	return ""
 }

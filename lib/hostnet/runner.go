@@ -301,7 +301,7 @@ func (h *Host) undoStep(ctx context.Context, m *Manifest, s Step, keep bool, kep
 		if err := h.removeNMConnection(ctx, m.Created.NMConnection.UUID, s.Link, mac); err != nil {
 			return err
 		}
-		if slices.Contains(s.Argv, "connection.zone") {
+		if zoned(s) {
 			return h.releaseTrustedZone(ctx, s.Link, m.Prestate.FirewalldZone)
 		}
 	case KindUnitStart:

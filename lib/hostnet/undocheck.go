@@ -13,11 +13,12 @@ type hostNow struct {
 	links []LinkInfo
 	conns []NMConn
 	units map[string]UnitState
+	zone  string // firewalld's runtime zone of the bridge ("" none, or firewalld not running)
 }
 
 // nowOf is the hostNow of an Observed (PlanUninstall judges every step on it).
 func nowOf(o Observed) hostNow {
-	return hostNow{links: o.Links, conns: o.NM.Connections, units: o.Networkd.Units}
+	return hostNow{links: o.Links, conns: o.NM.Connections, units: o.Networkd.Units, zone: o.NM.BridgeZone}
 }
 
 // now reads what undoing s is judged on, right before the undo acts.
@@ -30,6 +31,9 @@ func (h *Host) now(ctx context.Context, s Step) (hostNow, error) {
 	case KindNMAdd:
 		if n.conns, err = h.nmConnections(ctx); err == nil {
 			n.links, err = h.Link.Links()
+		}
+		if err == nil && zoned(s) {
+			n.zone, _, err = h.firewalldZone(ctx, s.Link, false)
 		}
 	case KindUnitStart, KindUnitEnable:
 		verb := map[string]string{KindUnitStart: "is-active", KindUnitEnable: "is-enabled"}[s.Kind]
@@ -65,8 +69,11 @@ func (h *Host) undoCheck(m *Manifest, s Step, now hostNow) (skip bool, refusal e
 			return false, exitcode.New(exitcode.Conflict, "NetworkManager connection %s is not the one Barn added (%s); Barn deletes only the connection it recorded",
 				s.Link, strings.Join(diffs, "; ")).WithReason("nm_connection_foreign").WithNext("nmcli connection show " + s.Link).WithDetail(diffs)
 		}
+		// An undo stopped after the connection and bridge went (a kill, a
+		// firewall-cmd failure) has the trusted binding left to release.
+		bound := zoned(s) && now.zone == "trusted" && m.Prestate.FirewalldZone != "trusted"
 		if present || m.Created.Bridge == nil {
-			return !present, nil
+			return !present && !bound, nil
 		}
 		// The connection is gone (a delete that timed out or was killed,
 		// or one made by hand): what is left to undo is the bridge it
@@ -75,7 +82,7 @@ func (h *Host) undoCheck(m *Manifest, s Step, now hostNow) (skip bool, refusal e
 		if v.foreign() {
 			return false, notBarnsError(s.Link, v)
 		}
-		return v.Link == nil, nil
+		return v.Link == nil && !bound, nil
 	case KindUnitStart, KindUnitEnable:
 		u, ok := now.units[s.Unit]
 		cur, left, verb := u.Active, "active", "is-active"
@@ -97,3 +104,7 @@ func (h *Host) undoCheck(m *Manifest, s Step, now hostNow) (skip bool, refusal e
 	}
 	return false, nil
 }
+
+// zoned reports whether the NetworkManager add s put its bridge in
+// firewalld's trusted zone (connection.zone trusted).
+func zoned(s Step) bool { return slices.Contains(s.Argv, "connection.zone") }

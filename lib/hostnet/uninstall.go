@@ -115,8 +115,8 @@ func undoSummary(s Step) string {
 	case KindNetworkdReload:
 		return "networkctl delete " + s.Link + " (by ifindex, once its MAC is the .netdev's and its ifindex the one recorded)"
 	case KindNMAdd:
-		sum := "nmcli connection down (while active) and delete uuid <the recorded UUID> (" + s.Link + "), then the bridge " + s.Link + " by its ifindex while it has Barn's MAC"
-		if slices.Contains(s.Argv, "connection.zone") {
+		sum := "nmcli connection down (while active) and delete uuid <the recorded UUID> (" + s.Link + "), then the bridge " + s.Link + " by its ifindex while it has Barn's MAC and no other connection is active on it"
+		if zoned(s) {
 			sum += ", then firewalld's runtime binding of " + s.Link + " to trusted if NetworkManager left it (and it is not the user's)"
 		}
 		return sum
@@ -174,6 +174,10 @@ func (h *Host) Uninstall(ctx context.Context, progress Progress) (Plan, error) {
 			p.Notes = append(p.Notes, k) // found only right before acting
 		}
 		progress(k)
+	}
+	if e := exitcode.As(err); e != nil && e.Class == exitcode.Conflict {
+		// A refusal found while acting keeps its class, reason and hint.
+		return p, exitcode.Wrap(exitcode.Conflict, err, "uninstall stopped").WithReason(e.Reason).WithNext(e.Next).WithDetail(e.Detail)
 	}
 	if err != nil {
 		return p, exitcode.Wrap(exitcode.Runtime, err, "uninstall stopped").WithReason("uninstall_failed").WithNext("barn-net status")
