@@ -353,7 +353,13 @@ func newFakeHost(t *testing.T, nm bool, networkdActive string) *fakeHost {
 	script("nmcli", `case "$*" in
 "-t -f RUNNING general") cat $F/nm; echo ;;
 "-t -f UUID,TYPE,NAME connection show") cat $F/nm-connections ;;
-"-t -f UUID,DEVICE connection show --active") sed 's/$/:barn0/' $F/nm-active ;; # every active one is on barn0
+"-t -f UUID connection show --active") cat $F/nm-active ;;
+# Every active connection is on barn0; nm-external: NetworkManager's own
+# connection for a barn0 configured outside it.
+"-t -f DEVICE,STATE,CON-UUID device") echo "eth0:unmanaged:"
+  if [ -e $F/nm-external ]; then echo "barn0:connected (externally):5e3c2a10-0000-4000-8000-00000000e47e"
+  elif [ -s $F/nm-active ]; then echo "barn0:connected:$(head -n 1 $F/nm-active)"
+  elif [ -e $F/bridge ]; then echo "barn0:unmanaged:"; fi ;;
 "-g bridge.mac-address connection show uuid "*) sed 's/:/\\:/g' $F/nm-mac-$6; echo ;;
 "-g connection.zone connection show uuid "*) cat $F/nm-zone-$6; echo ;;
 "connection add type bridge con-name "*) u=$(echo "$*" | sed -n 's/.* connection\.uuid \([^ ]*\).*/\1/p')

@@ -183,11 +183,11 @@ func (h *Host) removeNMConnection(ctx context.Context, uuid, br, mac string) err
 		return err
 	}
 	if slices.ContainsFunc(conns, func(c NMConn) bool { return strings.EqualFold(c.UUID, uuid) }) {
-		active, err := h.nmActive(ctx)
+		out, err := h.run(ctx, "nmcli", "-t", "-f", "UUID", "connection", "show", "--active")
 		if err != nil {
-			return err
+			return fmt.Errorf("listing NetworkManager's active connections: %w", err)
 		}
-		if slices.ContainsFunc(active, func(a nmActiveConn) bool { return strings.EqualFold(a.UUID, uuid) }) {
+		if slices.ContainsFunc(strings.Split(out, "\n"), func(l string) bool { return strings.EqualFold(strings.TrimSpace(l), uuid) }) {
 			if err := h.command(ctx, "nmcli", "connection", "down", "uuid", uuid); err != nil {
 				return err
 			}
@@ -235,45 +235,33 @@ func (h *Host) removeMarkedBridge(ctx context.Context, br, mac string) error {
 	return h.waitLinkGone(ctx, br)
 }
 
-// nmActiveConn is one active NetworkManager connection and its device.
-type nmActiveConn struct{ UUID, Device string }
-
-// nmActive lists NetworkManager's active connections (nmcli -t -f
-// UUID,DEVICE connection show --active); none when NetworkManager is not
-// running. A line it cannot read is an error, never "none".
-func (h *Host) nmActive(ctx context.Context) ([]nmActiveConn, error) {
+// refuseActiveOn fails (conflict "bridge_in_use") when NetworkManager has
+// a profile active on the device br: `nmcli -t -f DEVICE,STATE,CON-UUID
+// device` lists br with a connection UUID and a state other than
+// "connected (externally)". That state is NetworkManager's own in-memory
+// connection for a device configured outside it (a link Barn's deleted
+// connection left up with its address), not anyone's profile. Nothing is
+// active when NetworkManager is not running; a line it cannot read is an
+// error, never "nothing".
+func (h *Host) refuseActiveOn(ctx context.Context, br string) error {
 	if out, err := h.run(ctx, "nmcli", "-t", "-f", "RUNNING", "general"); err != nil || out != "running" {
-		return nil, nil // no NetworkManager answering: no connection is active
+		return nil
 	}
-	out, err := h.run(ctx, "nmcli", "-t", "-f", "UUID,DEVICE", "connection", "show", "--active")
+	out, err := h.run(ctx, "nmcli", "-t", "-f", "DEVICE,STATE,CON-UUID", "device")
 	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Runtime, err, "listing NetworkManager's active connections: %s", firstLine(out)).WithReason("host_inspection_failed")
+		return exitcode.Wrap(exitcode.Runtime, err, "listing NetworkManager's devices: %s", firstLine(out)).WithReason("host_inspection_failed")
 	}
-	var active []nmActiveConn
 	for _, l := range strings.Split(out, "\n") {
 		if strings.TrimSpace(l) == "" {
 			continue
 		}
 		f := splitTerse(l)
-		if len(f) != 2 {
-			return nil, exitcode.New(exitcode.Runtime, "nmcli connection show --active: cannot read the line %q (want UUID:DEVICE)", l).WithReason("host_inspection_failed")
+		if len(f) != 3 {
+			return exitcode.New(exitcode.Runtime, "nmcli device: cannot read the line %q (want DEVICE:STATE:CON-UUID)", l).WithReason("host_inspection_failed")
 		}
-		active = append(active, nmActiveConn{UUID: f[0], Device: f[1]})
-	}
-	return active, nil
-}
-
-// refuseActiveOn fails (conflict "bridge_in_use") when NetworkManager has
-// a connection active on the device br.
-func (h *Host) refuseActiveOn(ctx context.Context, br string) error {
-	active, err := h.nmActive(ctx)
-	if err != nil {
-		return err
-	}
-	for _, a := range active {
-		if a.Device == br {
-			return exitcode.New(exitcode.Conflict, "the bridge %s carries Barn's mark, but NetworkManager has the connection %s active on it, which is not Barn's: Barn leaves both alone (take that connection down, then run this again, to let Barn delete %s)", br, a.UUID, br).
-				WithReason("bridge_in_use").WithNext("nmcli connection show uuid " + a.UUID)
+		if f[0] == br && f[2] != "" && f[1] != "connected (externally)" {
+			return exitcode.New(exitcode.Conflict, "the bridge %s carries Barn's mark, but NetworkManager has the connection %s active on it (%s), which is not Barn's: Barn leaves both alone (take that connection down, then run this again, to let Barn delete %s)", br, f[2], f[1], br).
+				WithReason("bridge_in_use").WithNext("nmcli connection show uuid " + f[2])
 		}
 	}
 	return nil

@@ -320,7 +320,7 @@ func TestNMFirewalldReleaseResumed(t *testing.T) {
 // device: uninstall deletes Barn's connection and then refuses
 // (bridge_in_use) to delete the bridge, naming that connection; once the
 // user takes it down, uninstall finishes. Install's leftover step refuses
-// the same way.
+// the same way, but not for NetworkManager's external connection.
 func TestNMUninstallLeavesAnActiveProfile(t *testing.T) {
 	const theirs = "0b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d"
 	f := newFakeHost(t, true, "inactive")
@@ -354,6 +354,13 @@ func TestNMUninstallLeavesAnActiveProfile(t *testing.T) {
 	}
 	if !f.fakeExists("bridge") {
 		t.Fatal("install's leftover step deleted barn0 under the user's active profile")
+	}
+	// NetworkManager's own connection for a barn0 configured outside it
+	// ("connected (externally)") is no one's profile: the leftover goes.
+	f.fakeFile(t, "nm-active", "")
+	f.fakeFile(t, "nm-external", "")
+	if _, err := f.install(t, Options{}); err != nil {
+		t.Fatalf("install over a marked bridge connected externally: %v", err)
 	}
 }
 
