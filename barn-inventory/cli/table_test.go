@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"barn.dev/lib/golden"
 	"barn.dev/lib/inventory"
 )
 
@@ -76,19 +77,7 @@ func TestPigstyTable(t *testing.T) {
 		}
 		fmt.Fprintf(&b, "| %s | ok | %s | %s | %s |\n", rel, strings.Join(nodes, " "), s.Control, escape(why))
 	}
-	golden := filepath.Join(wd, "../testdata/pigsty-inventories.md")
-	if os.Getenv("BARN_UPDATE") == "1" {
-		if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with BARN_UPDATE=1 to create it)", err)
-	}
-	if string(want) != b.String() {
-		t.Errorf("%s is stale; run BARN_UPDATE=1 go test ./cli and review the diff.\ngot:\n%s", golden, b.String())
-	}
+	golden.Check(t, filepath.Join(wd, "../testdata/pigsty-inventories.md"), []byte(b.String()))
 }
 
 func escape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }

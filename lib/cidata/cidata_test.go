@@ -11,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/golden"
 	"barn.dev/lib/spec"
 )
 
@@ -54,35 +55,15 @@ func fixtureInput(t *testing.T, node int) Input {
 	return in
 }
 
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if os.Getenv("BARN_UPDATE") != "" {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with BARN_UPDATE=1 to create)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from golden (BARN_UPDATE=1 to accept):\n--- got\n%s", name, got)
-	}
-}
-
 func TestRenderGolden(t *testing.T) {
 	for i, prefix := range []string{"control", "peer"} {
 		f, err := Render(fixtureInput(t, i))
 		if err != nil {
 			t.Fatal(err)
 		}
-		golden(t, prefix+".meta-data", f.MetaData)
-		golden(t, prefix+".network-config", f.NetworkConfig)
-		golden(t, prefix+".user-data", f.UserData)
+		golden.Check(t, filepath.Join("testdata", prefix+".meta-data"), f.MetaData)
+		golden.Check(t, filepath.Join("testdata", prefix+".network-config"), f.NetworkConfig)
+		golden.Check(t, filepath.Join("testdata", prefix+".user-data"), f.UserData)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/golden"
 	"barn.dev/lib/lazyre"
 	"barn.dev/lib/safefile/safefiletest"
 	"barn.dev/lib/wire"
@@ -109,18 +110,7 @@ func TestGoldenPlans(t *testing.T) {
 			var text strings.Builder
 			must(t, p.RenderText(&text))
 			got = append(append(got, "\n---\n"...), text.String()...)
-			path := filepath.Join("testdata", "plans", name+".golden")
-			if os.Getenv("BARN_UPDATE") == "1" {
-				must(t, os.MkdirAll(filepath.Dir(path), 0o755))
-				must(t, os.WriteFile(path, got, 0o644))
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with BARN_UPDATE=1 to create)", err)
-			}
-			if string(want) != string(got) {
-				t.Fatalf("plan %s differs from %s:\n%s", name, path, got)
-			}
+			golden.Check(t, filepath.Join("testdata", "plans", name+".golden"), got)
 		})
 	}
 }

@@ -2,12 +2,13 @@ package human
 
 import (
 	"bytes"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"barn.dev/lib/golden"
 )
 
 // screen is a fake terminal: it interprets what Progress writes (text,
@@ -144,7 +145,7 @@ func TestProgressBytes(t *testing.T) {
 	clk.add(90 * time.Second)
 	p.Set("pg-1", "overlay", false)
 	p.Close()
-	golden(t, "progress-bytes.txt", []byte(scr.text()+"\n"))
+	golden.Check(t, filepath.Join("testdata", "progress-bytes.txt"), []byte(scr.text()+"\n"))
 
 	var b bytes.Buffer
 	clk = &fakeClock{t: time.Unix(1000, 0)}
@@ -160,25 +161,5 @@ func TestProgressBytes(t *testing.T) {
 	want := "pg-1: pulling d12 (0s)\npg-1: overlay (4s, 4 MiB)\nmeta: starting (0s)\n"
 	if b.String() != want {
 		t.Fatalf("got %q\nwant %q", b.String(), want)
-	}
-}
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if os.Getenv("BARN_UPDATE") == "1" {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (BARN_UPDATE=1 creates it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s differs (BARN_UPDATE=1 rewrites it):\n--- got\n%s--- want\n%s", path, got, want)
 	}
 }

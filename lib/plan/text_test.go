@@ -2,14 +2,11 @@ package plan
 
 import (
 	"bytes"
-	"flag"
-	"os"
 	"testing"
 
+	"barn.dev/lib/golden"
 	"barn.dev/lib/state"
 )
-
-var update = flag.Bool("update", os.Getenv("BARN_UPDATE") == "1", "rewrite golden files")
 
 // mixedPlan has all six outcomes: node-10 unchanged, node-11 recreate
 // (aliases), node-12 start, node-13 missing, node-14 resize (memory),
@@ -38,19 +35,7 @@ func TestRenderTextGolden(t *testing.T) {
 	if err := p.RenderText(&buf); err != nil {
 		t.Fatal(err)
 	}
-	golden := "testdata/mixed.txt"
-	if *update {
-		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(buf.Bytes(), want) {
-		t.Fatalf("text output differs from %s (BARN_UPDATE=1 rewrites it):\n%s", golden, buf.Bytes())
-	}
+	golden.Check(t, "testdata/mixed.txt", buf.Bytes())
 }
 
 func TestRenderTextPerNodeDisksAndUnresolved(t *testing.T) {

@@ -2,7 +2,6 @@ package qemu
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"github.com/rogpeppe/go-internal/txtar"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/golden"
 	"barn.dev/lib/imageref"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/vmrecord"
@@ -164,25 +164,7 @@ func TestInvocationGolden(t *testing.T) {
 				{Name: "argv", Data: []byte(render(inv))},
 				{Name: "inherited", Data: []byte(renderInherited(inv))},
 			}}
-			path := filepath.Join("testdata", "invocation", c.name+".txtar")
-			if os.Getenv("BARN_UPDATE") == "1" {
-				if err := os.WriteFile(path, txtar.Format(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := txtar.ParseFile(path)
-			if err != nil {
-				t.Fatalf("%v (BARN_UPDATE=1 writes it)", err)
-			}
-			for i, f := range got.Files {
-				if i >= len(want.Files) || want.Files[i].Name != f.Name || string(want.Files[i].Data) != string(f.Data) {
-					w := ""
-					if i < len(want.Files) {
-						w = string(want.Files[i].Data)
-					}
-					t.Errorf("%s: section %s differs\n--- got\n%s--- want\n%s", path, f.Name, f.Data, w)
-				}
-			}
+			golden.Check(t, filepath.Join("testdata", "invocation", c.name+".txtar"), txtar.Format(got))
 			// Purity: the same input gives the same argv.
 			again, _ := Invocation(c.in(), c.p)
 			if render(again) != render(inv) {
