@@ -11,11 +11,13 @@
 # MemTotal shows it (the udev rule onlined it). Each recreate sample
 # recreates the node with 128 MiB more and is timed until it is ready.
 #
-# Environment: BENCH_COUNT=N samples of each (default 3); medians.
+# Environment: BENCH_COUNT=N samples of each (default 3), RECREATES=N
+# recreate samples (default BENCH_COUNT: each is a TCG boot); medians.
 # Prints a Markdown section on stdout; progress on stderr.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 count=${BENCH_COUNT:-3}
+recreates=${RECREATES:-$count}
 log() { printf 'bench-resize: %s\n' "$*" >&2; }
 now_ns() { date +%s%N; }
 median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
@@ -76,7 +78,7 @@ for i in $(seq "$count"); do
 	echo "$(( (t2 - t0) / 1000000 ))" >>"$work/hot-guest"
 	log "hot-plug $i: command $(( (t1 - t0) / 1000000 )) ms, guest sees it after $(( (t2 - t0) / 1000000 )) ms"
 done
-for i in $(seq "$count"); do
+for i in $(seq "$recreates"); do
 	mem=$((mem + 128)); inv $mem
 	t0=$(now_ns)
 	inns barn-node recreate solo --force <"$work/plan.json" >"$work/recreate.json"
@@ -93,7 +95,7 @@ cat <<EOF
 Measured by \`scripts/bench-resize.sh\` on $(date -u '+%Y-%m-%d %H:%M') UTC
 (revision \`$(git -C "$root" rev-parse --short HEAD)\`, load average
 $(cut -d' ' -f1-3 /proc/loadavg) at the end), one UEFI d12 node with 1 vCPU
-under TCG, $count samples of each, medians. Each sample adds 128 MiB of
+under TCG, $count hot-plug and $recreates recreate samples, medians. Each sample adds 128 MiB of
 memory to the running node.
 
 | apply a memory increase | median | samples (ms) |
