@@ -62,7 +62,9 @@ func (h *Host) planNM(p *Plan, o Observed, sn Subnet) error {
 	return nil
 }
 
-// nmConnections lists NetworkManager's connections, sorted by name, then UUID.
+// nmConnections lists NetworkManager's connections, sorted by name, then
+// UUID, without the ones it generated for devices configured outside it
+// (nmDevice.external).
 func (h *Host) nmConnections(ctx context.Context) ([]NMConn, error) {
 	out, err := h.run(ctx, "nmcli", "-t", "-f", "UUID,TYPE,NAME", "connection", "show")
 	if err != nil {
@@ -78,6 +80,18 @@ func (h *Host) nmConnections(ctx context.Context) ([]NMConn, error) {
 			return nil, exitcode.New(exitcode.Runtime, "nmcli connection show: cannot read the line %q (want UUID:TYPE:NAME)", l).WithReason("host_inspection_failed")
 		}
 		conns = append(conns, NMConn{UUID: f[0], Type: f[1], Name: f[2]})
+	}
+	// NetworkManager's generated connection for a device configured
+	// outside it is named after the device: no one's profile, never
+	// judged by name.
+	devs, err := h.nmDevices(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range devs {
+		if d.external() {
+			conns = slices.DeleteFunc(conns, func(c NMConn) bool { return strings.EqualFold(c.UUID, d.ConUUID) })
+		}
 	}
 	sort.Slice(conns, func(i, j int) bool {
 		if conns[i].Name != conns[j].Name {
@@ -235,33 +249,55 @@ func (h *Host) removeMarkedBridge(ctx context.Context, br, mac string) error {
 	return h.waitLinkGone(ctx, br)
 }
 
-// refuseActiveOn fails (conflict "bridge_in_use") when NetworkManager has
-// a profile active on the device br: `nmcli -t -f DEVICE,STATE,CON-UUID
-// device` lists br with a connection UUID and a state other than
-// "connected (externally)". That state is NetworkManager's own in-memory
-// connection for a device configured outside it (a link Barn's deleted
-// connection left up with its address), not anyone's profile. Nothing is
-// active when NetworkManager is not running; a line it cannot read is an
-// error, never "nothing".
-func (h *Host) refuseActiveOn(ctx context.Context, br string) error {
-	if out, err := h.run(ctx, "nmcli", "-t", "-f", "RUNNING", "general"); err != nil || out != "running" {
-		return nil
-	}
+// nmDevice is one line of `nmcli -t -f DEVICE,STATE,CON-UUID device`.
+type nmDevice struct{ Name, State, ConUUID string }
+
+// external reports whether d's connection is the one NetworkManager
+// generates for a device configured outside it (states "connected
+// (externally)" and the like): named after the device, no one's profile.
+func (d nmDevice) external() bool {
+	return d.ConUUID != "" && strings.HasSuffix(d.State, "(externally)")
+}
+
+// nmDevices lists NetworkManager's devices with their state and the UUID
+// of the connection on each. A line it cannot read is an error, never
+// "no device".
+func (h *Host) nmDevices(ctx context.Context) ([]nmDevice, error) {
 	out, err := h.run(ctx, "nmcli", "-t", "-f", "DEVICE,STATE,CON-UUID", "device")
 	if err != nil {
-		return exitcode.Wrap(exitcode.Runtime, err, "listing NetworkManager's devices: %s", firstLine(out)).WithReason("host_inspection_failed")
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "listing NetworkManager's devices: %s", firstLine(out)).WithReason("host_inspection_failed")
 	}
+	var devs []nmDevice
 	for _, l := range strings.Split(out, "\n") {
 		if strings.TrimSpace(l) == "" {
 			continue
 		}
 		f := splitTerse(l)
 		if len(f) != 3 {
-			return exitcode.New(exitcode.Runtime, "nmcli device: cannot read the line %q (want DEVICE:STATE:CON-UUID)", l).WithReason("host_inspection_failed")
+			return nil, exitcode.New(exitcode.Runtime, "nmcli device: cannot read the line %q (want DEVICE:STATE:CON-UUID)", l).WithReason("host_inspection_failed")
 		}
-		if f[0] == br && f[2] != "" && f[1] != "connected (externally)" {
-			return exitcode.New(exitcode.Conflict, "the bridge %s carries Barn's mark, but NetworkManager has the connection %s active on it (%s), which is not Barn's: Barn leaves both alone (take that connection down, then run this again, to let Barn delete %s)", br, f[2], f[1], br).
-				WithReason("bridge_in_use").WithNext("nmcli connection show uuid " + f[2])
+		devs = append(devs, nmDevice{Name: f[0], State: f[1], ConUUID: f[2]})
+	}
+	return devs, nil
+}
+
+// refuseActiveOn fails (conflict "bridge_in_use") when NetworkManager has
+// a profile on the device br: a connection other than its own external
+// one (nmDevice.external), such as the one a deleted connection's link
+// left up with its address. Nothing is on br when NetworkManager is not
+// running.
+func (h *Host) refuseActiveOn(ctx context.Context, br string) error {
+	if out, err := h.run(ctx, "nmcli", "-t", "-f", "RUNNING", "general"); err != nil || out != "running" {
+		return nil
+	}
+	devs, err := h.nmDevices(ctx)
+	if err != nil {
+		return err
+	}
+	for _, d := range devs {
+		if d.Name == br && d.ConUUID != "" && !d.external() {
+			return exitcode.New(exitcode.Conflict, "the bridge %s carries Barn's mark, but NetworkManager has the connection %s on it (%s), which is not Barn's: Barn leaves both alone (take that connection down, then run this again, to let Barn delete %s)", br, d.ConUUID, d.State, br).
+				WithReason("bridge_in_use").WithNext("nmcli connection show uuid " + d.ConUUID)
 		}
 	}
 	return nil

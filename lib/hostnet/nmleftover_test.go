@@ -371,3 +371,79 @@ func reason(err error) string {
 	}
 	return ""
 }
+
+// extUUID is NetworkManager's generated connection for a barn0 configured
+// outside it (the fake's nm-external device line uses the same UUID).
+const extUUID = "5e3c2a10-0000-4000-8000-00000000e47e"
+
+// nmExternal makes the fake list NetworkManager 1.42's external connection
+// as the real one does: nm_device_generate_connection gives it
+// connection.id = the ifname ("barn0") and type bridge, and the bridge's
+// update_connection sets no bridge.mac-address, so it is in
+// `nmcli connection show` as barn0/bridge with an empty MAC and no zone.
+func (f *fakeHost) nmExternal(t *testing.T) {
+	f.fakeFile(t, "nm-external", "")
+	b, _ := os.ReadFile(filepath.Join(f.root, "fake", "nm-connections"))
+	f.fakeFile(t, "nm-connections", string(b)+extUUID+":bridge:barn0\n")
+	f.fakeFile(t, "nm-mac-"+extUUID, "")
+	f.fakeFile(t, "nm-zone-"+extUUID, "")
+	f.fakeFile(t, "nm-active", extUUID+"\n")
+}
+
+// TestNMExternalConnectionIsNoOnes: install over a marked leftover barn0
+// that NetworkManager holds "connected (externally)". NetworkManager lists
+// the connection it generated for it by the device's name (found by
+// review: planNM refused it, bridge_foreign); it is no one's profile, so
+// the leftover step removes the bridge.
+func TestNMExternalConnectionIsNoOnes(t *testing.T) {
+	f := newFakeHost(t, true, "inactive")
+	f.fakeFile(t, "bridge", "")
+	f.nmExternal(t)
+	if _, err := f.install(t, Options{}); err != nil {
+		t.Fatalf("install over a marked barn0 connected externally: %v", err)
+	}
+}
+
+// TestNMUninstallWithExternalConnection: Barn's connection is gone (a
+// killed or timed-out delete, or deleted by hand) and barn0 is left up
+// with its address, so NetworkManager holds it externally. Uninstall
+// deletes Barn's marked bridge and releases the trusted binding (found by
+// review: the generated connection, named barn0, made undoCheck keep the
+// step, nm_connection_foreign, and uninstall dropped the manifest).
+func TestNMUninstallWithExternalConnection(t *testing.T) {
+	f := newFakeHost(t, true, "inactive")
+	f.fakeFile(t, "firewalld", "active")
+	if _, err := f.install(t, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	f.fakeFile(t, "nm-connections", wiredUUID+":802-3-ethernet:Wired connection 1\n")
+	f.fakeFile(t, "nm-active", "")
+	f.nmExternal(t)
+	p, err := f.Uninstall(context.Background(), nil)
+	m, _ := f.ReadManifest()
+	if err != nil || f.fakeExists("bridge") || f.fakeExists("fw-runtime-barn0") {
+		t.Fatalf("uninstall: err %v; barn0 left %v; trusted binding left %v; manifest left %v; notes %q",
+			err, f.fakeExists("bridge"), f.fakeExists("fw-runtime-barn0"), m != nil, p.Notes)
+	}
+}
+
+// TestNetworkdUninstallLeavesAnActiveProfile: the networkd backend
+// (--backend networkd, allowed while NetworkManager runs) marks barn0 with
+// the same MAC. A user's profile with interface-name barn0 that took the
+// device over keeps it: uninstall's networkd undo refuses (found by
+// review: it ran networkctl delete without asking NetworkManager).
+func TestNetworkdUninstallLeavesAnActiveProfile(t *testing.T) {
+	const theirs = "0b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d"
+	f := newFakeHost(t, true, "active")
+	if _, err := f.install(t, Options{Backend: BackendNetworkd}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(f.root, "fake", "nm-connections"))
+	f.fakeFile(t, "nm-connections", string(b)+theirs+":bridge:my-lab\n")
+	f.fakeFile(t, "nm-active", theirs+"\n")
+	f.mutations(t)
+	_, err := f.Uninstall(context.Background(), nil)
+	if reason(err) != "bridge_in_use" || !f.fakeExists("bridge") {
+		t.Fatalf("uninstall with the user's profile on barn0: err %v, barn0 left %v; commands %q", err, f.fakeExists("bridge"), f.mutations(t))
+	}
+}

@@ -288,8 +288,14 @@ func (h *Host) undoStep(ctx context.Context, m *Manifest, s Step, keep bool, kep
 			return err
 		}
 	case KindBridgeAdd:
+		if err := h.refuseActiveOn(ctx, s.Link); err != nil {
+			return err
+		}
 		return h.Link.DelLinkIndex(h.judgeBridge(m.Created.Bridge, s.Link, now.links).Link.Index)
 	case KindNetworkdReload:
+		if err := h.refuseActiveOn(ctx, s.Link); err != nil {
+			return err
+		}
 		return h.command(ctx, "networkctl", "delete", strconv.Itoa(h.judgeBridge(m.Created.Bridge, s.Link, now.links).Link.Index))
 	case KindAddrAdd:
 		return h.Link.DelAddr(s.Link, s.Address)
