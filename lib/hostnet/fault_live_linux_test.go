@@ -102,6 +102,26 @@ func reach(t *testing.T, nodes ...*fakeNode) string {
 	return strings.Join(ok, " ")
 }
 
+// wantReach waits, up to 30 s, for the reachability matrix of nodes to be
+// want, and fails naming what (and the last matrix) when it is not. One
+// lost echo must not decide (a fresh veth's first ARP exchange on a loaded
+// host can take longer than ping's second); a pair a fault blocks never
+// answers, so waiting cannot hide an extra one.
+func wantReach(t *testing.T, what, want string, nodes ...*fakeNode) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := reach(t, nodes...)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s\nwant %s", what, got, want)
+		}
+		time.Sleep(100 * time.Millisecond) // a pause between polls, not a verdict
+	}
+}
+
 func member(n *fakeNode) []Member { return []Member{{Name: n.name, Address: n.addr}} }
 
 func nftRuleset(t *testing.T) string {
@@ -115,23 +135,17 @@ func TestLiveFaultsPartitionIsolateHeal(t *testing.T) {
 		h, ctx := faultHost(t, e)
 		a, b, c := addNode(t, 11), addNode(t, 12), addNode(t, 13)
 		all := "host>node11 host>node12 host>node13 node11>host node11>node12 node11>node13 node12>host node12>node11 node12>node13 node13>host node13>node11 node13>node12"
-		if got := reach(t, a, b, c); got != all {
-			t.Fatalf("before any fault: %s", got)
-		}
+		wantReach(t, "before any fault", all, a, b, c)
 		// A user's own table and a rule on another bridge family stay as they are.
 		sh(t, "nft", "add table bridge user_t { chain c { type filter hook forward priority 10; policy accept; ip daddr 192.0.2.1 accept; }; }")
 		user := nftRuleset(t)
 
 		f1, err := h.AddFault(ctx, FaultRequest{Kind: FaultPartition, A: member(a), B: append(member(b), member(c)...)}, time.Now())
 		must(t, err)
-		if got := reach(t, a, b, c); got != "host>node11 host>node12 host>node13 node11>host node12>host node12>node13 node13>host node13>node12" {
-			t.Fatalf("partition node11 | node12,node13: %s", got)
-		}
+		wantReach(t, "partition node11 | node12,node13", "host>node11 host>node12 host>node13 node11>host node12>host node12>node13 node13>host node13>node12", a, b, c)
 		f2, err := h.AddFault(ctx, FaultRequest{Kind: FaultIsolate, A: member(c)}, time.Now())
 		must(t, err)
-		if got := reach(t, a, b, c); got != "host>node11 host>node12 node11>host node12>host" {
-			t.Fatalf("partition + isolate node13: %s", got)
-		}
+		wantReach(t, "partition + isolate node13", "host>node11 host>node12 node11>host node12>host", a, b, c)
 		views, err := h.FaultViews(ctx, time.Now())
 		must(t, err)
 		if len(views) != 2 || !views[0].Enforced || !views[1].Enforced || views[1].Describe() != "isolate node13" {
@@ -140,18 +154,14 @@ func TestLiveFaultsPartitionIsolateHeal(t *testing.T) {
 		if _, err := h.HealFaults(ctx, []string{f1.ID}, false); err != nil {
 			t.Fatal(err)
 		}
-		if got := reach(t, a, b, c); got != "host>node11 host>node12 node11>host node11>node12 node12>host node12>node11" {
-			t.Fatalf("isolate node13 only: %s", got)
-		}
+		wantReach(t, "isolate node13 only", "host>node11 host>node12 node11>host node11>node12 node12>host node12>node11", a, b, c)
 		if _, err := h.HealFaults(ctx, []string{"f9"}, false); exitcode.As(err).Reason != "fault_unknown" {
 			t.Fatalf("heal of an unknown fault: %v", err)
 		}
 		if _, err := h.HealFaults(ctx, nil, true); err != nil {
 			t.Fatal(err)
 		}
-		if got := reach(t, a, b, c); got != all {
-			t.Fatalf("healed: %s", got)
-		}
+		wantReach(t, "healed", all, a, b, c)
 		if rs := nftRuleset(t); rs != user {
 			t.Fatalf("after heal --all the ruleset is not the user's alone:\n%s\nwant:\n%s", rs, user)
 		}
@@ -363,9 +373,7 @@ func TestLiveFaultsCrashAtEveryStep(t *testing.T) {
 			}
 			_, err = h.HealFaults(ctx, []string{v[0].ID}, false)
 			must(t, err)
-			if got := reach(t, a, b); !strings.Contains(got, "node11>node12") || !strings.Contains(got, "node12>node11") {
-				t.Fatalf("healed after a crash at %s: %s", step, got)
-			}
+			wantReach(t, "healed after a crash at "+step, "host>node11 host>node12 node11>host node11>node12 node12>host node12>node11", a, b)
 			if r, _ := h.ReadFaults(); len(r.Faults) != 0 || strings.Contains(nftRuleset(t), FaultTable) {
 				t.Fatalf("left after a crash at %s: %+v\n%s", step, r.Faults, nftRuleset(t))
 			}
@@ -387,9 +395,7 @@ func TestLiveFaultsCrashAtEveryStep(t *testing.T) {
 		}
 		_, err = h.HealFaults(ctx, []string{part}, false)
 		must(t, err)
-		if got := reach(t, a, b); !strings.Contains(got, "node11>node12") {
-			t.Fatalf("healed: %s", got)
-		}
+		wantReach(t, "healed", "host>node11 host>node12 node11>host node11>node12 node12>host node12>node11", a, b)
 		_, err = h.HealFaults(ctx, nil, true)
 		must(t, err)
 		if strings.Contains(nftRuleset(t), FaultTable) {
