@@ -156,7 +156,7 @@ func reap(rt, work string) {
 		}
 		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		if args := strings.Split(string(cmd), "\x00"); len(args) > 1 && strings.Contains(string(cmd), rt+"/") &&
-			strings.Contains(args[0], "qemu-system-x86_64") {
+			strings.Contains(args[0], "qemu-system-") { // the fake under either emulator's name
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}

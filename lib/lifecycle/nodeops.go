@@ -261,6 +261,28 @@ func (m *Manager) checkAddress(ctx context.Context, n *state.Node) (release func
 	return release, err
 }
 
+// restartable proves, before a running node n is stopped to start again
+// (restart, a resize that is not a hot-plug), what its next launch needs:
+// the emulator and firmware of its image (Emulator.Supports; for a
+// foreign guest the emulator is a package of its own), the verified base
+// image and the disk headers (qemu-img: checkDiskHeaders) and its share
+// sources, so a node that could not start again keeps running. The base
+// is verified once per command (verifyBase), so the launch does not
+// repeat it.
+func (m *Manager) restartable(ctx context.Context, n *state.Node) error {
+	if err := m.Emu.Supports(n.Image); err != nil {
+		return err
+	}
+	base, err := m.verifyBase(ctx, n.Image)
+	if err != nil {
+		return err
+	}
+	if err := m.checkDiskHeaders(ctx, n, base); err != nil {
+		return err
+	}
+	return m.checkShares(&n.Spec)
+}
+
 // rebuildInvocation re-verifies what n boots from and builds its QEMU
 // invocation anew into n.Invocation: the base image's bytes (once per
 // command for a base several nodes share), the disk headers (the root

@@ -134,8 +134,9 @@ func resizeSelection(p *plan.Plan, applied *state.Deployment, selectors []string
 // name: the committed definition with the desired vCPUs, memory and root
 // disk is the desired definition (conflict, not_resizable), no root disk
 // shrinks against the definition or the overlay's virtual size (usage,
-// disk_shrink_refused), and the node's share sources open (it starts
-// again).
+// disk_shrink_refused), and the node could start again (restartable: a
+// resize that is not a hot-plug stops it, and an arm64 node has no
+// hot-plug headroom).
 func (m *Manager) resizeChecks(ctx context.Context, p *plan.Plan, names []string) (map[string]*state.Node, error) {
 	src := p.Spec.Source.Inventory()
 	olds := map[string]*state.Node{}
@@ -146,6 +147,9 @@ func (m *Manager) resizeChecks(ctx context.Context, p *plan.Plan, names []string
 		}
 		if c == nil {
 			return nil, exitcode.New(exitcode.Conflict, "%s has no committed state; the plan is stale", name).WithReason("stale_plan").WithNext(resizeAgain(src, names))
+		}
+		if err := m.restartable(ctx, c); err != nil {
+			return nil, err
 		}
 		want := p.Spec.Node(name)
 		moved := c.Spec
@@ -161,9 +165,6 @@ func (m *Manager) resizeChecks(ctx context.Context, p *plan.Plan, names []string
 			if err := m.checkRootLayout(ctx, c); err != nil {
 				return nil, err
 			}
-		}
-		if err := m.checkShares(want); err != nil {
-			return nil, err
 		}
 		olds[name] = c
 	}

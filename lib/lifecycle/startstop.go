@@ -150,8 +150,8 @@ func (m *Manager) Restart(ctx context.Context, selectors []string, wait bool) (*
 		return nil, err
 	}
 	defer lock.Unlock()
-	// Share sources are validated before stopping: a node that could not
-	// start again is left as it is and fails.
+	// What a start needs is proven before stopping (restartable): a node
+	// that could not start again is left as it is and fails.
 	res := m.newResult("restart")
 	res.Generation = d.Generation
 	var stoppable []string
@@ -162,7 +162,7 @@ func (m *Manager) Restart(ctx context.Context, selectors []string, wait bool) (*
 			continue
 		}
 		if n != nil {
-			if err := m.checkShares(&n.Spec); err != nil {
+			if err := m.restartable(ctx, n); err != nil {
 				res.addNode(nodeResult(n, "none"))
 				res.fail(name, "start", err)
 				continue
