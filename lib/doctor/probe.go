@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -107,12 +108,16 @@ func (p *Probe) query(ctx context.Context, bin, flag string) ([]string, error) {
 }
 
 func (p *Probe) host(r *Report) {
-	if p.GOOS == "linux" && p.GOARCH == "amd64" {
+	_, known := qemu.Targets[p.GOARCH]
+	switch {
+	case p.GOOS == "linux" && p.GOARCH == "amd64":
 		r.add("host", OK, ClassCapability, "linux/amd64", "")
-		return
+	case p.GOOS == "linux" && known:
+		r.add("host", Warn, ClassCapability, fmt.Sprintf("linux/%s: Barn builds its native guests and emulated amd64 guests (single-threaded TCG) here, but no %s host has run them (README: architectures)", p.GOARCH, p.GOARCH), "")
+	default:
+		r.add("host", Error, ClassCapability, fmt.Sprintf("%s/%s: Barn launches guests on linux/amd64 and linux/arm64 hosts only", p.GOOS, p.GOARCH),
+			"run Barn on a linux/amd64 host")
 	}
-	r.add("host", Error, ClassCapability, fmt.Sprintf("%s/%s: this Barn launches amd64 guests on linux/amd64 hosts only", p.GOOS, p.GOARCH),
-		"run Barn on a linux/amd64 host")
 }
 
 const qemuFix = "sudo apt-get install qemu-system-x86"
@@ -254,13 +259,14 @@ func (p *Probe) machine(ctx context.Context, r *Report, bin string) {
 		r.add("machine", Error, ClassCapability, err.Error(), qemuFix)
 		return
 	}
+	want := cmp.Or(qemu.Targets[p.GOARCH].Machine, "q35")
 	for _, l := range lines {
-		if f := strings.Fields(l); len(f) > 0 && f[0] == "q35" {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == want {
 			r.add("machine", OK, ClassCapability, strings.Join(f, " "), "")
 			return
 		}
 	}
-	r.add("machine", Error, ClassCapability, bin+" -machine help lists no q35 machine", qemuFix)
+	r.add("machine", Error, ClassCapability, bin+" -machine help lists no "+want+" machine", qemuFix)
 }
 
 func (p *Probe) cpu(ctx context.Context, r *Report, bin string) {

@@ -1,7 +1,6 @@
 package qemu
 
 import (
-	"fmt"
 	"runtime"
 	"sort"
 	"strings"
@@ -119,11 +118,4 @@ func ForeignProfile(base Profile, guest, host string, lookPath func(string) (str
 	p.Accel, p.CPU, p.TCGThread = AccelTCG, ForeignCPU, TCGThreads(guest, host)
 	p.Version = ""
 	return p, nil
-}
-
-// ForeignNotice is the sentence results and status print for a foreign
-// guest: it is emulated, and its figures mean nothing.
-func ForeignNotice(guest, host string) string {
-	return fmt.Sprintf("accelerator: TCG (%s guests emulated on this %s host, by policy, thread=%s); performance figures are not meaningful",
-		guest, host, TCGThreads(guest, host))
 }

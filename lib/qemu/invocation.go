@@ -88,7 +88,7 @@ func Invocation(in Input, p Profile) (vmrecord.Invocation, error) {
 	a := &argv{}
 	a.add("-name", quote.QEMUOpt(n.Name))
 	a.add("-uuid", in.VMUUID)
-	a.add("-machine", p.Machine)
+	a.add("-machine", machineArg(p))
 	a.add("-accel", accel)
 	a.add("-cpu", p.CPU)
 	headroom := HeadroomFor(n, p)
@@ -198,4 +198,16 @@ func Lines(inv vmrecord.Invocation) []string {
 		out = append(out, line)
 	}
 	return out
+}
+
+// machineArg is -machine's value: the profile's machine, and for an arm64
+// guest under KVM (an arm64 host's native guest) the host's own interrupt
+// controller (gic-version=host): virt defaults to a GICv2, which KVM on a
+// host with a GICv3 and no v2 emulation (most arm64 servers) cannot give.
+// Under TCG virt keeps its default (what the live arm64 lab boots).
+func machineArg(p Profile) string {
+	if p.Machine == "virt" && p.Accel == AccelKVM {
+		return p.Machine + ",gic-version=host"
+	}
+	return p.Machine
 }

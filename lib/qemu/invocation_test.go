@@ -41,6 +41,12 @@ func kvmProfile() Profile {
 		Host: HostSize{CPUs: 8, MemoryBytes: 16 << 30}}
 }
 
+func arm64KVMProfile() Profile {
+	p := kvmProfile()
+	p.Arch, p.Binary, p.Machine = "arm64", "/usr/bin/qemu-system-aarch64", "virt"
+	return p
+}
+
 func tcgProfile() Profile {
 	return Profile{Binary: "/usr/bin/qemu-system-x86_64", Accel: AccelTCG, Machine: "q35", CPU: "max",
 		PrivateNet: PrivateNetNone, Host: HostSize{CPUs: 2, MemoryBytes: 3 << 30}}
@@ -132,6 +138,18 @@ func init() {
 				in.Firmware, in.NVRAM = "/usr/share/OVMF/OVMF_CODE_4M.fd", "/home/u/.barn/nodes/pg-meta-1/nvram.fd"
 				return in
 			}, foreignProfile("amd64", "arm64")},
+		struct {
+			name, comment string
+			in            func() Input
+			p             Profile
+		}{"arm64-native-kvm", "An arm64 guest on an arm64 host under KVM (its native guest): qemu-system-aarch64, virt with the host's GIC, CPU host, AAVMF. Argv only: no arm64 host runs Barn here.",
+			func() Input {
+				in := baseInput()
+				in.Image = imageref.Identity{Image: "d12", Version: "12.4", Arch: "arm64", Boot: "uefi"}
+				in.Base = "/home/u/.barn/images/d12/d12-12.4-arm64.qcow2"
+				in.Firmware, in.NVRAM = "/usr/share/AAVMF/AAVMF_CODE.fd", "/home/u/.barn/nodes/pg-meta-1/nvram.fd"
+				return in
+			}, arm64KVMProfile()},
 	)
 }
 

@@ -4,18 +4,19 @@
 //
 // The argv shape follows the reference behaviour, Appendix B, and QEMU's own
 // documentation (docs/system/invocation.rst, qapi/block-core.json for
-// -blockdev). Nothing here runs QEMU except ProbeVersion.
+// -blockdev). Nothing here runs QEMU except ProbeVersion and the paused
+// smoke start (smoke.go).
 package qemu
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
@@ -58,9 +59,6 @@ type Profile struct {
 	Host HostSize
 }
 
-// TCGNotice is the sentence every TCG run prints: figures are not meaningful.
-const TCGNotice = "accelerator: TCG (software emulation, explicitly requested); performance figures are not meaningful"
-
 // bridgeHelperPaths are the distro locations of qemu-bridge-helper.
 var bridgeHelperPaths = []string{
 	"/usr/lib/qemu/qemu-bridge-helper",      // Debian, Ubuntu
@@ -68,11 +66,20 @@ var bridgeHelperPaths = []string{
 	"/usr/local/libexec/qemu-bridge-helper", // source builds
 }
 
-// DetectProfile decides the runtime profile from the environment:
+// DetectProfile decides the runtime profile of this host's own (native)
+// guests from the environment; see DetectProfileOf.
+func DetectProfile(getenv func(string) string, lookPath func(string) (string, error)) (Profile, error) {
+	return DetectProfileOf(HostArch(), getenv, lookPath)
+}
+
+// DetectProfileOf decides the runtime profile of native guests on a host
+// of architecture host (Barn's names: amd64 runs q35 guests, arm64 virt
+// guests; any other host is a capability error, reason
+// host_arch_unsupported) from the environment:
 //
 //   - BARN_QEMU: the QEMU binary (absolute path or a name looked up with
-//     lookPath); default qemu-system-x86_64. Hosts other than amd64 are a
-//     capability error (reason host_arch_unsupported).
+//     lookPath); default the host target's emulator (qemu-system-x86_64,
+//     qemu-system-aarch64).
 //   - BARN_ACCEL: "" (KVM required), "kvm" (KVM required) or "tcg" (explicit
 //     software emulation). When KVM is required and /dev/kvm is not usable the
 //     result is a capability error (exit 3) with reason
@@ -82,15 +89,16 @@ var bridgeHelperPaths = []string{
 //     distro path).
 //   - BARN_PRIVATE_NET: "bridge" (default) or "none" (TEST-ONLY).
 //
-// It runs nothing; see ProbeVersion for the version.
-func DetectProfile(getenv func(string) string, lookPath func(string) (string, error)) (Profile, error) {
-	p := Profile{Arch: "amd64", Machine: "q35", TCGThread: TCGMulti, Bridge: DefaultBridge, PrivateNet: PrivateNetBridge, Host: DetectHostSize()}
-	if runtime.GOARCH != "amd64" {
-		// The command line is built and proven for x86_64 q35 guests only.
+// Foreign guests derive their profile from this one (ForeignProfile). It
+// runs nothing; see ProbeVersion for the version.
+func DetectProfileOf(host string, getenv func(string) string, lookPath func(string) (string, error)) (Profile, error) {
+	t, ok := Targets[host]
+	if !ok {
 		return Profile{}, exitcode.New(exitcode.Capability,
-			"this Barn launches amd64 (q35) guests on amd64 hosts only; the host is %s", runtime.GOARCH).
+			"this Barn runs on amd64 and arm64 hosts only; the host is %s", host).
 			WithReason("host_arch_unsupported")
 	}
+	p := Profile{Arch: t.Arch, Machine: t.Machine, TCGThread: TCGMulti, Bridge: DefaultBridge, PrivateNet: PrivateNetBridge, Host: DetectHostSize()}
 
 	switch accel := getenv("BARN_ACCEL"); accel {
 	case "", AccelKVM:
@@ -108,7 +116,12 @@ func DetectProfile(getenv func(string) string, lookPath func(string) (string, er
 			WithReason("invalid_accelerator")
 	}
 
-	bin, err := ResolveBinary(getenv, lookPath)
+	bin, err := ResolveBinary(func(k string) string {
+		if k == "BARN_QEMU" {
+			return cmp.Or(getenv(k), t.Binary)
+		}
+		return getenv(k)
+	}, lookPath)
 	if err != nil {
 		return Profile{}, err
 	}
@@ -145,10 +158,7 @@ func DetectProfile(getenv func(string) string, lookPath func(string) (string, er
 // /usr/bin/qemu-system-x86_64. Not found is a capability error, reason
 // qemu_missing.
 func ResolveBinary(getenv func(string) string, lookPath func(string) (string, error)) (string, error) {
-	name := getenv("BARN_QEMU")
-	if name == "" {
-		name = "qemu-system-x86_64"
-	}
+	name := cmp.Or(getenv("BARN_QEMU"), Targets[HostArch()].Binary, "qemu-system-x86_64")
 	bin := name
 	if filepath.IsAbs(name) {
 		if _, err := lookPath(name); err != nil {
@@ -160,7 +170,7 @@ func ResolveBinary(getenv func(string) string, lookPath func(string) (string, er
 		if err != nil {
 			return "", exitcode.Wrap(exitcode.Capability, err, "QEMU binary %q not found", name).
 				WithReason("qemu_missing").
-				WithNext("sudo apt-get install qemu-system-x86 qemu-utils")
+				WithNext("sudo apt-get install " + packageOf(name) + " qemu-utils")
 		}
 		if bin, err = filepath.Abs(found); err != nil {
 			return "", exitcode.Wrap(exitcode.Capability, err, "QEMU binary %q", found).WithReason("qemu_missing")
@@ -170,6 +180,17 @@ func ResolveBinary(getenv func(string) string, lookPath func(string) (string, er
 		bin = resolved
 	}
 	return bin, nil
+}
+
+// packageOf is the Debian package of the emulator named name (a Target's
+// Binary), qemu-system-x86 for any other name.
+func packageOf(name string) string {
+	for _, t := range Targets {
+		if t.Binary == name {
+			return t.Package
+		}
+	}
+	return Targets["amd64"].Package
 }
 
 // FindBridgeHelper finds qemu-bridge-helper: BARN_BRIDGE_HELPER, else the

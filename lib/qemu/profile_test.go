@@ -142,3 +142,35 @@ func TestProbeVersionRealQEMU(t *testing.T) {
 		t.Fatalf("%q %v", v, err)
 	}
 }
+
+// TestDetectProfileOfArm64Host: on an arm64 host the native guests are
+// arm64 (qemu-system-aarch64, virt; KVM with CPU host, or TCG with CPU
+// max when asked), and amd64 guests derive a foreign profile from it:
+// q35, CPU max, single-threaded TCG by policy. Other hosts are refused.
+func TestDetectProfileOfArm64Host(t *testing.T) {
+	withKVM(t, true)
+	p, err := DetectProfileOf("arm64", env(map[string]string{"BARN_BRIDGE_HELPER": "/h"}), found)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Arch != "arm64" || p.Binary != "/usr/bin/qemu-system-aarch64" || p.Machine != "virt" || p.Accel != AccelKVM || p.CPU != "host" {
+		t.Fatalf("native arm64 under KVM: %+v", p)
+	}
+	tcg, err := DetectProfileOf("arm64", env(map[string]string{"BARN_ACCEL": "tcg", "BARN_BRIDGE_HELPER": "/h"}), found)
+	if err != nil || tcg.Accel != AccelTCG || tcg.CPU != "max" || tcg.TCGThread != TCGMulti || tcg.Machine != "virt" {
+		t.Fatalf("native arm64 under TCG: %+v %v", tcg, err)
+	}
+	x86, err := ForeignProfile(p, "amd64", "arm64", found)
+	if err != nil || x86.Binary != "/usr/bin/qemu-system-x86_64" || x86.Machine != "q35" || x86.Accel != AccelTCG || x86.TCGThread != TCGSingle || x86.CPU != "max" || x86.BridgeHelper != "/h" {
+		t.Fatalf("amd64 on arm64: %+v %v", x86, err)
+	}
+	missing := func(string) (string, error) { return "", errors.New("not found") }
+	_, err = DetectProfileOf("arm64", env(map[string]string{"BARN_BRIDGE_HELPER": "/h"}), missing)
+	if e := exitcode.As(err); e == nil || e.Reason != "qemu_missing" || !strings.Contains(e.Next, "qemu-system-arm ") {
+		t.Fatalf("no qemu-system-aarch64 on an arm64 host: %#v", err)
+	}
+	_, err = DetectProfileOf("riscv64", env(nil), found)
+	if e := exitcode.As(err); e == nil || e.Class != exitcode.Capability || e.Reason != "host_arch_unsupported" {
+		t.Fatalf("riscv64 host: %#v", err)
+	}
+}
