@@ -42,9 +42,9 @@ func FindFirmwareOf(t Target, pairs []Firmware) (Firmware, error) {
 		if regular(p.Code) && regular(p.Vars) {
 			return p, nil
 		}
-		looked = append(looked, p.Code)
+		looked = append(looked, p.Code+" with "+p.Vars)
 	}
-	return Firmware{}, exitcode.New(exitcode.Capability, "no UEFI firmware for a uefi image: no %s code and vars pair found for %s guests (looked for %s)", firmwareName(t), t.Arch, strings.Join(looked, ", ")).
+	return Firmware{}, exitcode.New(exitcode.Capability, "no UEFI firmware for a uefi image: no %s code and vars pair found for %s guests (looked for %s; both must be non-empty regular files)", firmwareName(t), t.Arch, strings.Join(looked, ", ")).
 		WithReason("firmware_missing").WithNext("sudo apt-get install " + t.FirmwarePackage)
 }
 
@@ -55,9 +55,12 @@ func firmwareName(t Target) string {
 	return "OVMF"
 }
 
+// regular reports whether p is a non-empty regular file (a truncated
+// firmware package's empty file would pass a mere existence check, and a
+// recreate would then destroy a node QEMU cannot boot).
 func regular(p string) bool {
 	fi, err := os.Stat(p)
-	return err == nil && fi.Mode().IsRegular()
+	return err == nil && fi.Mode().IsRegular() && fi.Size() > 0
 }
 
 // CheckGuestArch refuses a guest architecture this host cannot run: one

@@ -9,8 +9,9 @@ import (
 	"barn.dev/lib/exitcode"
 )
 
-// TestFindFirmware: the first pair whose code and vars both exist wins;
-// none is capability/firmware_missing naming where it looked.
+// TestFindFirmware: the first pair whose code and vars are both non-empty
+// regular files wins; none is capability/firmware_missing naming both
+// files of each pair it looked at.
 func TestFindFirmware(t *testing.T) {
 	dir := t.TempDir()
 	touch := func(name string) string {
@@ -29,8 +30,15 @@ func TestFindFirmware(t *testing.T) {
 	_, err = FindFirmware([]Firmware{onlyCode, {Code: dir, Vars: vars}}) // a directory is not firmware
 	e := exitcode.As(err)
 	if e == nil || e.Class != exitcode.Capability || e.Reason != "firmware_missing" || e.Next != "sudo apt-get install ovmf" ||
-		!strings.Contains(e.Message, code) {
+		!strings.Contains(e.Message, code+" with "+onlyCode.Vars) {
 		t.Fatalf("err = %#v", err)
+	}
+	empty := filepath.Join(dir, "EMPTY.fd")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := FindFirmware([]Firmware{{Code: empty, Vars: vars}}); exitcode.As(err) == nil || exitcode.As(err).Reason != "firmware_missing" {
+		t.Fatalf("an empty code file is firmware: %v", err)
 	}
 }
 
