@@ -116,7 +116,7 @@ e2e-next: build ## Run the real-lab sections not yet proven live (testscripts/te
 e2e-hut: build ## Run barn-net against the real NetworkManager, firewalld and networkd in host-under-test guests (root; builds their images once)
 	@hut=$$(scripts/build-hostimage.sh) && cd testscripts && BARN_TEST_HUT=$$hut $(GO) test -count=1 -timeout 60m -run 'TestHostUnderTest' -v .
 
-e2e-arm64: build ## Run the 2-node arm64 lab (qemu-system-aarch64 under TCG; builds the arm64 d12 variant first, ~20-40 min once)
+e2e-arm64: build ## Run one arm64 node, then the 2-node arm64 lab (qemu-system-aarch64 under TCG; builds the arm64 d12 variant first, once: 2 h 12 min measured here)
 	@repo=$$(scripts/build-image.sh --arm64) && cd testscripts && BARN_TEST_REPO=$$repo BARN_TEST_ARM64=1 $(GO) test -count=1 -timeout 60m -run '^(TestArm64Node|TestArm64Lab)$$' -v .
 
 ci: deps build image fmt vet cross ci-tests e2e ## The test command: install prerequisites, build the image, run every suite (concurrency suites also under -race)
