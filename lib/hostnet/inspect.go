@@ -36,6 +36,9 @@ type NMState struct {
 	// BridgeZone is the zone firewalld's runtime binds the bridge's name
 	// to ("" none); read only while firewalld is active.
 	BridgeZone string `json:"bridge_zone,omitempty"`
+	// Ledger is Barn's record of the connection UUIDs it handed to
+	// NetworkManager (ledger.go), read whether or not it runs.
+	Ledger Ledger `json:"ledger,omitzero"`
 }
 
 // NetworkdState is systemd-networkd's state and the activation-safety scan.
@@ -127,6 +130,10 @@ func (h *Host) unitState(ctx context.Context, verb, unit string) (string, error)
 
 func (h *Host) inspectNM(ctx context.Context) (NMState, error) {
 	s := NMState{Connections: []NMConn{}}
+	var err error
+	if s.Ledger, err = h.readLedger(); err != nil {
+		return s, err
+	}
 	out, err := h.run(ctx, "nmcli", "-t", "-f", "RUNNING", "general")
 	if err != nil || out != "running" {
 		return s, nil // no NetworkManager answering: not the backend in charge

@@ -15,13 +15,15 @@ import (
 // can leave Barn's bridge link after its connection went. Each carries
 // Barn's lasting mark, BridgeMAC of the bridge name and /24 (identity.go),
 // so the next install, which knows both, recognises it by name, type
-// bridge and that MAC, and removes it first, in steps of the printed plan.
-// Anything of Barn's name without the mark stays foreign (bridge_foreign).
+// bridge and that MAC, and removes it first, in steps of the printed plan;
+// a connection must also have a UUID Barn recorded before handing it to
+// nmcli (the ledger, ledger.go), since anyone can copy the mark. Anything
+// of Barn's name that fails either stays foreign (bridge_foreign).
 
 // isLeftoverConn reports whether c is a bridge connection named br that
-// carries Barn's mark for sn.
-func isLeftoverConn(c NMConn, br string, sn Subnet) bool {
-	return c.Name == br && c.Type == "bridge" && strings.EqualFold(c.MAC, BridgeMAC(br, sn))
+// carries Barn's mark for sn and a UUID the ledger l records.
+func isLeftoverConn(c NMConn, br string, sn Subnet, l Ledger) bool {
+	return c.Name == br && c.Type == "bridge" && strings.EqualFold(c.MAC, BridgeMAC(br, sn)) && l.Has(c.UUID)
 }
 
 // isLeftoverLink reports whether l is a bridge named br with Barn's MAC for sn.
@@ -36,7 +38,7 @@ func (h *Host) planLeftovers(p *Plan, o Observed, sn Subnet) error {
 	br, mac := h.bridge(), BridgeMAC(h.bridge(), sn)
 	var steps []Step
 	for _, c := range o.NM.Connections {
-		if isLeftoverConn(c, br, sn) {
+		if isLeftoverConn(c, br, sn, o.NM.Ledger) {
 			steps = append(steps, Step{ID: "nm-leftover-delete-" + c.UUID, Kind: KindNMLeftover, Link: br, UUID: c.UUID,
 				Summary: fmt.Sprintf("remove the connection %s (%s) an earlier install left (bridge.mac-address %s is Barn's mark): nmcli connection down and delete uuid %s, then its bridge %s while it has that MAC", c.UUID, br, mac, c.UUID, br)})
 		}
@@ -58,8 +60,11 @@ func (h *Host) planLeftovers(p *Plan, o Observed, sn Subnet) error {
 }
 
 // removeLeftover applies a leftover step of plan p, judging the mark again
-// right before it acts. A leftover connection zoned trusted also loses the
-// runtime binding it gave firewalld (releaseTrustedZone).
+// right before it acts. A leftover connection zoned trusted that was active
+// on the bridge also loses the runtime binding it gave firewalld
+// (releaseTrustedZone); an inactive one gave none (NetworkManager binds the
+// zone while a connection is active), so a binding there is the user's
+// and stays.
 func (h *Host) removeLeftover(ctx context.Context, p *Plan, s Step) error {
 	sn := mustSubnet(p.CIDR)
 	mac := BridgeMAC(s.Link, sn)
@@ -78,14 +83,18 @@ func (h *Host) removeLeftover(ctx context.Context, p *Plan, s Step) error {
 	if err != nil {
 		return err
 	}
-	if !isLeftoverConn(c, s.Link, sn) {
+	l, err := h.readLedger()
+	if err != nil {
+		return err
+	}
+	if !isLeftoverConn(c, s.Link, sn, l) {
 		return exitcode.New(exitcode.Conflict, "connection %s (%s) no longer carries Barn's mark (bridge.mac-address %q, want %s)", c.UUID, c.Name, c.MAC, mac).
 			WithReason("stale_plan").WithNext("barn-net plan")
 	}
 	if err := h.removeNMConnection(ctx, c.UUID, s.Link, mac); err != nil {
 		return err
 	}
-	if c.Zone == "trusted" {
+	if c.Zone == "trusted" && c.Active {
 		return h.releaseTrustedZone(ctx, s.Link, "")
 	}
 	return nil
@@ -93,11 +102,12 @@ func (h *Host) removeLeftover(ctx context.Context, p *Plan, s Step) error {
 
 // prestateZone is the runtime firewalld zone of the bridge's name to
 // record before install: none when the binding is to trusted and comes
-// from a leftover connection of Barn's (zoned trusted) that install removes.
+// from a leftover connection of Barn's (zoned trusted, active) that
+// install removes.
 func prestateZone(o Observed, p Plan) string {
 	for _, s := range p.Steps {
 		for _, c := range o.NM.Connections {
-			if s.Kind == KindNMLeftover && c.UUID == s.UUID && c.Zone == "trusted" && o.NM.BridgeZone == "trusted" {
+			if s.Kind == KindNMLeftover && c.UUID == s.UUID && c.Zone == "trusted" && c.Active && o.NM.BridgeZone == "trusted" {
 				return ""
 			}
 		}

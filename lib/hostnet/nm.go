@@ -22,6 +22,8 @@ type NMConn struct {
 	// its bridge.mac-address (Barn's mark: BridgeMAC) and connection.zone.
 	MAC  string `json:"mac,omitempty"`
 	Zone string `json:"zone,omitempty"`
+	// Active: NetworkManager has it on a device (nmDevices).
+	Active bool `json:"active,omitempty"`
 }
 
 // planNM adds the NetworkManager steps: an owned bridge connection (in the
@@ -40,8 +42,8 @@ func (h *Host) planNM(p *Plan, o Observed, sn Subnet) error {
 		return exitcode.New(exitcode.Capability, "NetworkManager is not running on this host; use --backend auto").WithReason("backend_unavailable").WithNext("barn-net plan")
 	}
 	for _, c := range o.NM.Connections {
-		if c.Name == br && !isLeftoverConn(c, br, sn) {
-			return exitcode.New(exitcode.Conflict, "NetworkManager already has a connection named %s (%s) and no Barn manifest records it; refusing to adopt it", br, c.UUID).
+		if c.Name == br && !isLeftoverConn(c, br, sn, o.NM.Ledger) {
+			return exitcode.New(exitcode.Conflict, "NetworkManager already has a connection named %s (%s) and neither a Barn manifest nor Barn's record of the UUIDs it chose (%s) has it; refusing to adopt it", br, c.UUID, h.LedgerPath()).
 				WithReason("bridge_foreign").WithNext("nmcli connection show " + br)
 		}
 	}
@@ -64,7 +66,7 @@ func (h *Host) planNM(p *Plan, o Observed, sn Subnet) error {
 
 // nmConnections lists NetworkManager's connections, sorted by name, then
 // UUID, without the ones it generated for devices configured outside it
-// (nmDevice.external).
+// (nmDevice.external), each marked Active when a device has it.
 func (h *Host) nmConnections(ctx context.Context) ([]NMConn, error) {
 	out, err := h.run(ctx, "nmcli", "-t", "-f", "UUID,TYPE,NAME", "connection", "show")
 	if err != nil {
@@ -91,6 +93,11 @@ func (h *Host) nmConnections(ctx context.Context) ([]NMConn, error) {
 	for _, d := range devs {
 		if d.external() {
 			conns = slices.DeleteFunc(conns, func(c NMConn) bool { return strings.EqualFold(c.UUID, d.ConUUID) })
+		}
+		for i := range conns {
+			if d.ConUUID != "" && strings.EqualFold(conns[i].UUID, d.ConUUID) {
+				conns[i].Active = true
+			}
 		}
 	}
 	sort.Slice(conns, func(i, j int) bool {
@@ -161,7 +168,7 @@ func (h *Host) addNMConnection(ctx context.Context, s Step, uuid string) error {
 			return lerr
 		}
 		if slices.ContainsFunc(conns, func(c NMConn) bool { return strings.EqualFold(c.UUID, uuid) }) {
-			return nil
+			return h.ledgerSeen(uuid)
 		}
 		switch {
 		case err == nil:
@@ -196,7 +203,8 @@ func (h *Host) removeNMConnection(ctx context.Context, uuid, br, mac string) err
 	if err != nil {
 		return err
 	}
-	if slices.ContainsFunc(conns, func(c NMConn) bool { return strings.EqualFold(c.UUID, uuid) }) {
+	listed := slices.ContainsFunc(conns, func(c NMConn) bool { return strings.EqualFold(c.UUID, uuid) })
+	if listed {
 		out, err := h.run(ctx, "nmcli", "-t", "-f", "UUID", "connection", "show", "--active")
 		if err != nil {
 			return fmt.Errorf("listing NetworkManager's active connections: %w", err)
@@ -209,6 +217,9 @@ func (h *Host) removeNMConnection(ctx context.Context, uuid, br, mac string) err
 		if err := h.command(ctx, "nmcli", "connection", "delete", "uuid", uuid); err != nil {
 			return err
 		}
+	}
+	if err := h.ledgerSettle(uuid, listed); err != nil {
+		return err
 	}
 	if mac == "" {
 		return nil // no mark recorded: no link is provably Barn's

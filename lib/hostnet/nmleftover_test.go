@@ -447,3 +447,113 @@ func TestNetworkdUninstallLeavesAnActiveProfile(t *testing.T) {
 		t.Fatalf("uninstall with the user's profile on barn0: err %v, barn0 left %v; commands %q", err, f.fakeExists("bridge"), f.mutations(t))
 	}
 }
+
+// TestNMCopiedMarkIsNotBarns: Barn's mark (name barn0, type bridge,
+// bridge.mac-address) is something anyone can copy; a leftover connection
+// is Barn's only when its UUID is in Barn's ledger. The second review's
+// finding (2): a clone of Barn's connection that keeps the name barn0
+// outlived an uninstall (refused while active, then kept by its UUID),
+// and the next install removed it as a leftover. Now that install refuses
+// it (bridge_foreign) and keeps it, as it does a copy made by hand; and a
+// clean uninstall leaves no ledger behind.
+func TestNMCopiedMarkIsNotBarns(t *testing.T) {
+	const clone = "0b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d"
+	mac := BridgeMAC("barn0", mustSubnet(DefaultCIDR))
+	f := newFakeHost(t, true, "inactive")
+	if _, err := f.install(t, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := f.readLedger()
+	must(t, err)
+	if !l.Has(f.barnUUID(t)) || !l.Connections[0].Seen {
+		t.Fatalf("the ledger after install: %+v", l)
+	}
+	// nmcli connection clone barn0 barn0: same name, type and MAC, its own UUID, active.
+	f.fakeFile(t, "nm-connections", wiredUUID+":802-3-ethernet:Wired connection 1\n"+f.barnUUID(t)+":bridge:barn0\n"+clone+":bridge:barn0\n")
+	f.fakeFile(t, "nm-mac-"+clone, mac)
+	f.fakeFile(t, "nm-active", clone+"\n")
+	if _, err := f.Uninstall(context.Background(), nil); reason(err) != "bridge_in_use" {
+		t.Fatalf("uninstall with the clone active on barn0: %v", err)
+	}
+	if _, err := f.Uninstall(context.Background(), nil); err != nil {
+		t.Fatalf("the second uninstall: %v", err)
+	}
+	if m, _ := f.ReadManifest(); m != nil {
+		t.Fatal("the manifest is left")
+	}
+	if l, err := f.readLedger(); err != nil || len(l.Connections) != 0 {
+		t.Fatalf("Barn's own UUID is still in the ledger after its connection went: %+v %v", l, err)
+	}
+	if _, err := os.Stat(f.LedgerPath()); !os.IsNotExist(err) {
+		t.Fatalf("an empty ledger is left: %v", err)
+	}
+	for _, active := range []string{clone + "\n", ""} { // the clone, active or not
+		f.fakeFile(t, "nm-active", active)
+		if _, err := f.install(t, Options{}); reason(err) != "bridge_foreign" {
+			t.Fatalf("install over a copy of Barn's mark (active %q): %v", active, err)
+		}
+		if b, _ := os.ReadFile(filepath.Join(f.root, "fake", "nm-connections")); !strings.Contains(string(b), clone+":bridge:barn0") {
+			t.Fatalf("the clone is gone: %q", b)
+		}
+	}
+}
+
+// TestNMLedgerDamagedIsNotEmpty: a damaged ledger stops inspection with
+// integrity (7) naming it; it is never read as "Barn chose no UUID".
+func TestNMLedgerDamagedIsNotEmpty(t *testing.T) {
+	f := newFakeHost(t, true, "inactive")
+	must(t, os.MkdirAll(f.StateDir, 0o755))
+	must(t, os.WriteFile(f.LedgerPath(), []byte(`{"schema":"barn.net.nm-uuids/v1","connections":[{"uuid":`), 0o600))
+	_, err := f.Inspect(context.Background())
+	if e := exitcode.As(err); e == nil || e.Class != exitcode.Integrity || !strings.Contains(e.Message, f.LedgerPath()) {
+		t.Fatalf("inspect with a damaged ledger: %#v", err)
+	}
+}
+
+// TestNMInactiveLeftoverKeepsTheUsersBinding: the second review's finding
+// (4). A late-added connection of Barn's, zoned trusted but inactive,
+// gave firewalld no binding (NetworkManager binds the zone while a
+// connection is active), so a runtime binding of barn0 to trusted is the
+// user's: install removes the leftover, records that binding as the
+// prestate and keeps it, and uninstall leaves it. The same leftover active
+// is released with it (TestNMLateAddIsBarns).
+func TestNMInactiveLeftoverKeepsTheUsersBinding(t *testing.T) {
+	f := newFakeHost(t, true, "inactive")
+	f.fakeFile(t, "firewalld", "active")
+	f.fakeFile(t, "nm-add-timeout", "")
+	f.fakeFile(t, "nm-add-lost", "")
+	defer func(w time.Duration) { nmAddWait = w }(nmAddWait)
+	nmAddWait = 0
+	if _, err := f.install(t, Options{}); err == nil {
+		t.Fatal("install: want a rollback")
+	}
+	l, err := f.readLedger()
+	must(t, err)
+	if len(l.Connections) != 1 || l.Connections[0].Seen {
+		t.Fatalf("the ledger after a lost add: %+v", l)
+	}
+	late := l.Connections[0].UUID
+	must(t, os.Remove(filepath.Join(f.root, "fake", "nm-add-timeout")))
+	must(t, os.Remove(filepath.Join(f.root, "fake", "nm-add-lost")))
+	f.fakeFile(t, "nm-connections", wiredUUID+":802-3-ethernet:Wired connection 1\n"+late+":bridge:barn0\n")
+	f.fakeFile(t, "nm-mac-"+late, BridgeMAC("barn0", mustSubnet(DefaultCIDR)))
+	f.fakeFile(t, "nm-zone-"+late, "trusted")
+	f.fakeFile(t, "nm-active", "")               // added, never activated
+	f.fakeFile(t, "fw-runtime-barn0", "trusted") // the user's own runtime binding
+	f.fakeFile(t, "nm-fw-sticks", "")            // NetworkManager's teardown does not release it either
+	if _, err := f.install(t, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.root, "fake", "nm-connections")); strings.Contains(string(b), late) {
+		t.Fatal("the leftover connection is still there")
+	}
+	if m, _ := f.ReadManifest(); m == nil || m.Prestate.FirewalldZone != "trusted" {
+		t.Fatalf("the user's binding is not the recorded prestate: %+v", m)
+	}
+	if _, err := f.Uninstall(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if !f.fakeExists("fw-runtime-barn0") {
+		t.Fatal("the user's runtime binding of barn0 to trusted was released")
+	}
+}

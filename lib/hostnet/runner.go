@@ -174,6 +174,10 @@ func (h *Host) applyStep(ctx context.Context, m *Manifest, p *Plan, s Step) erro
 		if rec == nil || rec.UUID == "" {
 			return fmt.Errorf("no NetworkManager connection UUID recorded before adding %s", s.Link)
 		}
+		if err := h.ledgerRecord(rec.UUID, s.Link); err != nil {
+			return err
+		}
+		h.crashPoint("install", "nm-uuid-recorded")
 		return h.addNMConnection(ctx, s, rec.UUID)
 	case KindNMUp:
 		rec := m.Created.NMConnection
