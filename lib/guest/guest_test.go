@@ -22,7 +22,7 @@ func TestArgsShape(t *testing.T) {
 	tg := Target{Node: "meta", Port: 2222, User: "dba", VMUUID: uuidA}
 	tg.Keys.PrivatePath, tg.Keys.KnownHosts = "/k/id_ed25519", "/k/known_hosts"
 	got := strings.Join(execArgv(t, tg, []string{"echo", "a b"}), " ")
-	want := "ssh -F /dev/null -o IdentityFile=/k/id_ed25519 -o BatchMode=yes -o IdentitiesOnly=yes -o StrictHostKeyChecking=accept-new -o LogLevel=ERROR -o UserKnownHostsFile=/k/known_hosts -o GlobalKnownHostsFile=none -o ConnectTimeout=5 -o HostKeyAlias=barn-"
+	want := "ssh -F /dev/null -o IdentityFile=/k/id_ed25519 -o BatchMode=yes -o IdentitiesOnly=yes -o StrictHostKeyChecking=accept-new -o LogLevel=ERROR -o UserKnownHostsFile=/k/known_hosts -o GlobalKnownHostsFile=none -o ConnectTimeout=30 -o HostKeyAlias=barn-"
 	if !strings.HasPrefix(got, want) || !strings.HasSuffix(got, " -p 2222 dba@127.0.0.1 -- 'echo' 'a b'") {
 		t.Fatalf("argv = %s", got)
 	}

@@ -100,8 +100,8 @@ func probeCommand(wait time.Duration) string {
 // WaitReady probes the guest over SSH until its ready marker proves the
 // expected identity: node, generation and node spec hash. Each probe waits
 // in the guest for a marker (probeCommand: up to ProbeWait, looking every
-// PollInterval) and is bounded by ConnectTimeout=5 and ProbeWait+15 s
-// overall; a probe that ends without the expected marker is followed by
+// PollInterval) and is bounded by ConnectTimeout and ProbeWait +
+// ConnectTimeout + 10 s overall; a probe that ends without the expected marker is followed by
 // the next one PollInterval later.
 //
 // Errors (all *exitcode.Error):
@@ -126,7 +126,7 @@ func WaitReady(ctx context.Context, t Target, timeout time.Duration) (Ready, err
 		if err != nil {
 			return Ready{}, err
 		}
-		pctx, cancel := context.WithTimeout(ctx, min(wait+15*time.Second, time.Until(deadline)+time.Second))
+		pctx, cancel := context.WithTimeout(ctx, min(wait+ConnectTimeout+10*time.Second, time.Until(deadline)+time.Second))
 		var out, errb bytes.Buffer
 		code, err := Run(pctx, probe, Streams{Out: &out, Err: &errb})
 		cancel()

@@ -10,7 +10,7 @@
 //	ssh -F /dev/null -o IdentityFile=KEY -o BatchMode=yes -o IdentitiesOnly=yes
 //	    -o StrictHostKeyChecking=accept-new -o LogLevel=ERROR
 //	    -o UserKnownHostsFile=KNOWN -o GlobalKnownHostsFile=none
-//	    -o ConnectTimeout=5 -o HostKeyAlias=barn-<sha256(uuid)>
+//	    -o ConnectTimeout=30 -o HostKeyAlias=barn-<sha256(uuid)>
 //	    -p PORT USER@127.0.0.1
 //
 // (-F /dev/null skips /etc/ssh/ssh_config too, but not the system-wide
@@ -29,11 +29,22 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"time"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/quote"
 	"barn.dev/lib/sshkeys"
 )
+
+// ConnectTimeout bounds an ssh connection's TCP connect and its banner
+// exchange (OpenSSH applies ConnectTimeout to both). QEMU's port forward
+// accepts at once, so the wait is for the guest's sshd to fork and send
+// its banner, which a TCG guest does slowly: an emulated arm64 guest
+// beside another, just ready, missed 5 s ("Connection timed out during
+// banner exchange", the live arm64 lab, 2026-12-03). A guest that is not
+// listening is refused through the forward at once, so only a slow or
+// paused guest waits this long.
+const ConnectTimeout = 30 * time.Second
 
 // Target is one guest reachable over management SSH.
 type Target struct {
@@ -83,7 +94,7 @@ func (t Target) Options() ([]string, error) {
 		"LogLevel=ERROR",
 		"UserKnownHostsFile=" + known,
 		"GlobalKnownHostsFile=none",
-		"ConnectTimeout=5",
+		"ConnectTimeout=" + strconv.Itoa(int(ConnectTimeout/time.Second)),
 		"HostKeyAlias=" + sshkeys.HostKeyAlias(t.VMUUID),
 	}, nil
 }
