@@ -395,7 +395,18 @@ func checkNM(t *testing.T, b *hutBoot) {
 	})
 	b.part("leftovers", func(b *hutBoot) {
 		t := b.t
-		if p := b.plan("late-plan"); len(p.Steps) < 2 || p.Steps[1].Kind != hostnet.KindNMLeftover {
+		b.refused("copy-install", "4", "bridge_foreign")
+		contains(t, "the hand-made copy of Barn's connection after install", b.file("copy.nm"), "barn0:bridge")
+		if b.rc("late-crash") == "0" {
+			t.Errorf("install killed after recording its UUID exited 0")
+		}
+		var rollback struct{ Plan hostnet.Plan }
+		must(t, json.Unmarshal([]byte(b.ok("late-rollback")), &rollback))
+		notes := strings.Join(rollback.Plan.Notes, "\n")
+		if u := strings.TrimSpace(b.file("late-uuid")); len(u) != 36 || !strings.Contains(notes, "kept: /var/lib/barn/nm-uuids.json records the connection "+u) {
+			t.Errorf("the uninstall after the kill: the ledger keeps %q, notes:\n%s", u, notes)
+		}
+		if p := b.plan("late-plan"); len(p.Steps) < 2 || p.Steps[1].Kind != hostnet.KindNMLeftover || p.Steps[1].UUID != strings.TrimSpace(b.file("late-uuid")) {
 			t.Errorf("install with a late-added connection of Barn's: the plan does not remove it first: %+v", p.Steps)
 		}
 		b.ok("late-install")

@@ -55,16 +55,31 @@ snap after
 
 part leftovers || exit 0
 # What an earlier install left with Barn's mark (bridge.mac-address) and no
-# manifest counting it: the next install removes it first; and a
-# connection deleted behind Barn's back leaves a bridge uninstall removes.
+# manifest counting it: the next install removes it first, when it is a
+# connection, only by a UUID Barn recorded (its ledger); and a connection
+# deleted behind Barn's back leaves a bridge uninstall removes.
 snap lo-before
 MAC=$(barn-net plan | sed -n 's/.*bridge\.mac-address \([0-9a-f:]*\).*/\1/p' | head -n 1)
 echo "$MAC" > "$OUT/mac"
-# A late add: the connection NetworkManager adds after install gave up
-# waiting and rolled back (another UUID, Barn's mark, active, trusted).
+# A copy of Barn's connection made by hand (its name and mark, a UUID Barn
+# never chose): not Barn's. Install refuses it and it stays.
 nmcli connection add type bridge con-name barn0 ifname barn0 ipv4.method manual ipv4.addresses 10.10.10.1/24 \
   ipv6.method disabled bridge.stp no bridge.mac-address "$MAC" connection.zone trusted > /dev/null
-nmcli connection up barn0 > /dev/null 2>&1
+step copy-install barn-net install --yes
+nmcli -t -f NAME,TYPE connection show > "$OUT/copy.nm" 2>&1
+nmcli connection delete barn0 > /dev/null
+# A late add: install killed right after recording the UUID it hands to
+# nmcli connection add, and the uninstall its hint asks for, which keeps
+# that record; then NetworkManager adds the connection under that UUID
+# (as an add that timed out and was carried out later), active, trusted.
+step late-crash env BARN_NET_TEST_CRASH_AFTER=install:nm-uuid-recorded barn-net install --yes
+step late-rollback barn-net uninstall --yes
+ls /var/lib/barn > "$OUT/late-ledger.ls" 2>&1
+U=$(sed -n 's/.*"uuid": "\([^"]*\)".*/\1/p' /var/lib/barn/nm-uuids.json | head -n 1)
+echo "$U" > "$OUT/late-uuid"
+nmcli connection add type bridge con-name barn0 ifname barn0 ipv4.method manual ipv4.addresses 10.10.10.1/24 \
+  ipv6.method disabled bridge.stp no bridge.mac-address "$MAC" connection.zone trusted connection.uuid "$U" > /dev/null
+nmcli connection up uuid "$U" > /dev/null 2>&1
 step late-plan barn-net plan
 step late-install barn-net install --yes
 step late-uninstall barn-net uninstall --yes
