@@ -12,6 +12,7 @@ import (
 
 	"barn.dev/lib/cidata"
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/internal/testport"
 	"barn.dev/lib/sshkeys"
 )
 
@@ -283,7 +284,7 @@ func TestWaitReadyTimeoutNamesLastError(t *testing.T) {
 	s := startSSHD(t)
 	withStateDir(t)
 	tg := s.target(uuidA)
-	tg.Port = freePort(t) // nothing listens
+	tg.Port = testport.Free(t) // nothing listens
 	_, err := WaitReady(context.Background(), tg, 2*time.Second)
 	e := exitcode.As(err)
 	if e == nil || e.Reason != "readiness_timeout" || !strings.Contains(strings.ToLower(e.Message), "connection refused") {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"barn.dev/lib/internal/testport"
 	"barn.dev/lib/sshkeys"
 )
 
@@ -67,19 +68,10 @@ func startSSHDKeysAt(t testing.TB, keysDir string) *sshd {
 	if os.Geteuid() == 0 {
 		_ = os.MkdirAll("/run/sshd", 0o755) // privilege separation directory
 	}
-	s := &sshd{t: t, dir: dir, keys: keys, user: u.Username, port: freePort(t)}
+	s := &sshd{t: t, dir: dir, keys: keys, user: u.Username, port: testport.Free(t)}
 	s.start(bin, auth)
 	t.Cleanup(s.stop)
 	return s
-}
-
-func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // start (re)starts sshd with a new host key on the same port.

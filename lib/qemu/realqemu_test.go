@@ -2,7 +2,6 @@ package qemu
 
 import (
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"barn.dev/lib/imageref"
+	"barn.dev/lib/internal/testport"
 	"barn.dev/lib/qmp"
 	"barn.dev/lib/vmrecord"
 )
@@ -206,7 +206,7 @@ func startPaused(t *testing.T, bin string, in Input) (qmp.Monitor, int) {
 // reason only in its -D log, which a refusal here prints.
 func startPausedWith(t *testing.T, in Input, p Profile, files ...*os.File) (qmp.Monitor, int) {
 	t.Helper()
-	in.SSHPort = freePort(t)
+	in.SSHPort = testport.Free(t)
 	inv, err := Invocation(in, p)
 	if err != nil {
 		t.Fatal(err)
@@ -224,17 +224,6 @@ func startPausedWith(t *testing.T, in Input, p Profile, files ...*os.File) (qmp.
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(pidText)))
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) }) // the daemon this test started
 	return qmp.Monitor{Socket: in.Runtime.QMP}, pid
-}
-
-// freePort is a loopback TCP port free at the time of the call.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // TestArm64InvocationStartsRealQEMU: the arm64 argv (qemu-system-aarch64,

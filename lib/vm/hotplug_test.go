@@ -9,6 +9,7 @@ import (
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/imageref"
+	"barn.dev/lib/internal/testport"
 	"barn.dev/lib/qemu"
 	"barn.dev/lib/qmp"
 	"barn.dev/lib/spec"
@@ -23,7 +24,7 @@ func withHeadroom(t *testing.T, f *fixture) {
 		Node: spec.Node{Name: f.node, CPUs: 1, MemoryBytes: 512 << 20,
 			MAC: spec.NICs{Management: "52:54:00:0a:0a:0b", Private: "52:54:00:0a:0a:0c"}},
 		VMUUID: f.uuid, Image: imageref.Identity{Boot: "bios"},
-		RootDisk: f.dir + "/root.qcow2", Base: f.dir + "/base.qcow2", Seed: f.dir + "/seed.iso", SSHPort: freePort(t), Runtime: f.rt,
+		RootDisk: f.dir + "/root.qcow2", Base: f.dir + "/base.qcow2", Seed: f.dir + "/seed.iso", SSHPort: testport.Free(t), Runtime: f.rt,
 		SerialLog: f.dir + "/serial.log", QEMULog: f.dir + "/qemu.log",
 	}, qemu.Profile{Binary: f.inv.Binary, Accel: qemu.AccelTCG, Machine: "q35", CPU: "max", PrivateNet: qemu.PrivateNetNone,
 		Host: qemu.HostSize{CPUs: 4, MemoryBytes: 8 << 30}})

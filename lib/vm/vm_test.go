@@ -3,7 +3,6 @@ package vm_test
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/fakeqemu"
 	"barn.dev/lib/imageref"
+	"barn.dev/lib/internal/testport"
 	"barn.dev/lib/procid"
 	"barn.dev/lib/qemu"
 	"barn.dev/lib/qmp"
@@ -79,7 +79,7 @@ func newFixture(t testing.TB, binary string) *fixture {
 		Node: spec.Node{Name: f.node, CPUs: 1, MemoryBytes: 512 << 20,
 			MAC: spec.NICs{Management: "52:54:00:0a:0a:0b", Private: "52:54:00:0a:0a:0c"}},
 		VMUUID: f.uuid, Image: imageref.Identity{Boot: "bios"},
-		RootDisk: root, Base: base, Seed: seed, SSHPort: freePort(t), Runtime: f.rt,
+		RootDisk: root, Base: base, Seed: seed, SSHPort: testport.Free(t), Runtime: f.rt,
 		SerialLog: filepath.Join(dir, "serial.log"), QEMULog: filepath.Join(dir, "qemu.log"),
 	}, qemu.Profile{Binary: binary, Accel: qemu.AccelTCG, Machine: "q35", CPU: "max", PrivateNet: qemu.PrivateNetNone})
 	if err != nil {
@@ -573,17 +573,6 @@ func assertNoRuntimeProcess(t *testing.T, rt vmrecord.Runtime) {
 	if err == nil && procid.Alive(pid) {
 		t.Errorf("pid %d from %s still alive", pid, rt.Pidfile)
 	}
-}
-
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func TestLaunchReplacesPidfileOfReusedPID(t *testing.T) {
