@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"barn.dev/lib/scripttest"
 )
 
 // TestLab runs the real-lab scripts in testdata/lab: real QEMU under TCG,
@@ -105,7 +107,7 @@ func runLab(t *testing.T, dir string) {
 	p.Cmds["killqemu"] = cmdKillQEMU
 	p.Cmds["noqemu"] = cmdNoQEMU
 	p.Cmds["robind"] = cmdROBind
-	testscript.Run(t, p)
+	scripttest.Run(t, p)
 }
 
 // labNamespace confines a lab script to a new network namespace named

@@ -63,7 +63,7 @@ func params(dir string) testscript.Params {
 // TestPipeline runs the multi-tool pipeline scripts of testdata/script
 // on the fake QEMU (pipelineParams).
 func TestPipeline(t *testing.T) {
-	testscript.Run(t, pipelineParams("testdata/script"))
+	scripttest.Run(t, pipelineParams("testdata/script"))
 }
 
 // pipelineParams runs the scripts of dir on the fake QEMU: BARN_QEMU

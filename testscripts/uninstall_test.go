@@ -16,6 +16,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"barn.dev/lib/hostnet"
+	"barn.dev/lib/scripttest"
 )
 
 // TestUninstall runs testdata/uninstall: a realistic install of every
@@ -105,7 +106,7 @@ func TestUninstall(t *testing.T) {
 	p.Cmds["noqemu"] = cmdNoQEMU
 	p.Cmds["machine"] = cmdMachine
 	p.Cmds["setenvfile"] = cmdSetenvFile
-	testscript.Run(t, p)
+	scripttest.Run(t, p)
 }
 
 func uninstallUnavailable() string {

@@ -3,7 +3,7 @@ package testscripts
 import (
 	"testing"
 
-	"github.com/rogpeppe/go-internal/testscript"
+	"barn.dev/lib/scripttest"
 )
 
 // Each test here is one behaviour Barn 1.x documents (see the README's
@@ -15,7 +15,7 @@ func upstream(t *testing.T, name string) {
 	p := pipelineParams("testdata/upstream")
 	p.Dir = ""
 	p.Files = []string{"testdata/upstream/" + name + ".txtar"}
-	testscript.Run(t, p)
+	scripttest.Run(t, p)
 }
 
 // Barn 0.9.3: plan, apply, resize and recreate on selected nodes keep the

@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 // is installed (install/uninstall run without --yes or are refused).
 // Goldens: BARN_UPDATE=1.
 func TestScripts(t *testing.T) {
-	testscript.Run(t, scripttest.Configure(testscript.Params{
+	scripttest.Run(t, scripttest.Configure(testscript.Params{
 		Dir:  "testdata/script",
 		Cmds: map[string]func(*testscript.TestScript, bool, []string){"netns": cmdNetns},
 		Condition: func(cond string) (bool, error) {

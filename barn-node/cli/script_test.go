@@ -50,7 +50,7 @@ func TestScripts(t *testing.T) {
 	// The shipped binary is built into this test's temp dir, removed once
 	// every (parallel) script has finished.
 	shippedOnce.dir = t.TempDir()
-	testscript.Run(t, params("testdata/script"))
+	scripttest.Run(t, params("testdata/script"))
 }
 
 // TestAccess runs the access suites (ssh, exec, ssh-config, logs,
@@ -74,7 +74,7 @@ func TestAccess(t *testing.T) {
 		env.Setenv("HOME", env.WorkDir)
 		return nil
 	}
-	testscript.Run(t, p)
+	scripttest.Run(t, p)
 }
 
 func params(dir string) testscript.Params {
@@ -141,7 +141,7 @@ func TestRealQEMU(t *testing.T) {
 		env.Setenv("BARN_QEMU", bin)
 		return nil
 	}
-	testscript.Run(t, p)
+	scripttest.Run(t, p)
 }
 
 // reap kills every leftover test QEMU whose command line names rt (never

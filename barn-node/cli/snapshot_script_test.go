@@ -11,6 +11,7 @@ import (
 
 	"barn.dev/lib/qemu"
 	"barn.dev/lib/qmp"
+	"barn.dev/lib/scripttest"
 	"barn.dev/lib/state"
 )
 
@@ -20,7 +21,7 @@ import (
 func TestSnapshotScripts(t *testing.T) {
 	p := params("testdata/snapshot")
 	p.Cmds["qmpstatus"] = cmdQMPStatus
-	testscript.Run(t, p)
+	scripttest.Run(t, p)
 }
 
 // TestSnapshotRealQEMU runs testdata/snapshot-real against the real
@@ -44,7 +45,7 @@ func TestSnapshotRealQEMU(t *testing.T) {
 		env.Setenv("BARN_QEMU", bin)
 		return nil
 	}
-	testscript.Run(t, p)
+	scripttest.Run(t, p)
 }
 
 // qmpstatus NODE STATUS: NODE's QEMU (the operators' QMP monitor) reports

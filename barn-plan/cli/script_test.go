@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 // TestScripts runs testdata/script/*.txtar. BARN_UPDATE=1 rewrites the
 // golden sections.
 func TestScripts(t *testing.T) {
-	testscript.Run(t, scripttest.Configure(testscript.Params{
+	scripttest.Run(t, scripttest.Configure(testscript.Params{
 		Dir: "testdata/script",
 		Cmds: map[string]func(*testscript.TestScript, bool, []string){
 			"resolve":  cmdResolve,

@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 // TestScripts runs testdata/script/*.txtar. Scripts needing qemu-img use
 // the [exec:qemu-img] condition; it is installed on Barn's CI machines.
 func TestScripts(t *testing.T) {
-	testscript.Run(t, scripttest.Configure(testscript.Params{
+	scripttest.Run(t, scripttest.Configure(testscript.Params{
 		Dir: "testdata/script",
 		Cmds: map[string]func(*testscript.TestScript, bool, []string){
 			"serve-repo":     cmdServeRepo,

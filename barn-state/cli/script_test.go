@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestScripts(t *testing.T) {
-	testscript.Run(t, scripttest.Configure(testscript.Params{
+	scripttest.Run(t, scripttest.Configure(testscript.Params{
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("BARN_HOME", env.WorkDir+"/.barn")

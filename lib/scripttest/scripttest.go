@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"strconv"
 	"syscall"
+	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -112,4 +113,16 @@ func Configure(p testscript.Params) testscript.Params {
 		return nil
 	}
 	return p
+}
+
+// Run runs the scripts of p as testscript.Run does, with their work
+// directories under t.TempDir() unless p names a root: testscript removes
+// its own root only after every script of the directory ran, so a -run
+// that selects some scripts left an empty go-test-script* in /tmp each
+// time; t.TempDir() goes once t and its parallel scripts are done.
+func Run(t *testing.T, p testscript.Params) {
+	if p.WorkdirRoot == "" {
+		p.WorkdirRoot = t.TempDir()
+	}
+	testscript.Run(t, p)
 }
