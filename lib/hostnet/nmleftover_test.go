@@ -152,25 +152,7 @@ func TestNMUninstallInactiveConnection(t *testing.T) {
 // its plan, and installs; a barn0 connection without the mark is refused.
 func TestNMLateAddIsBarns(t *testing.T) {
 	f := newFakeHost(t, true, "inactive")
-	f.fakeFile(t, "firewalld", "active")
-	f.fakeFile(t, "nm-add-timeout", "")
-	f.fakeFile(t, "nm-add-lost", "")
-	defer func(w time.Duration) { nmAddWait = w }(nmAddWait)
-	nmAddWait = 0
-	if _, err := f.install(t, Options{}); err == nil || !strings.Contains(err.Error(), "rolled back") {
-		t.Fatalf("install: want a rollback, got %v", err)
-	}
-	var late string
-	for _, l := range f.mutations(t) {
-		if strings.HasPrefix(l, "nmcli connection add ") {
-			late = l[strings.LastIndex(l, " ")+1:]
-		}
-	}
-	if !uuidRE.MatchString(late) {
-		t.Fatalf("no add logged")
-	}
-	must(t, os.Remove(filepath.Join(f.root, "fake", "nm-add-timeout")))
-	must(t, os.Remove(filepath.Join(f.root, "fake", "nm-add-lost")))
+	late := f.lostAdd(t)
 	// NetworkManager finishes the add and activates it.
 	mac := BridgeMAC("barn0", mustSubnet(DefaultCIDR))
 	f.fakeFile(t, "nm-connections", wiredUUID+":802-3-ethernet:Wired connection 1\n"+late+":bridge:barn0\n")
@@ -519,22 +501,7 @@ func TestNMLedgerDamagedIsNotEmpty(t *testing.T) {
 // is released with it (TestNMLateAddIsBarns).
 func TestNMInactiveLeftoverKeepsTheUsersBinding(t *testing.T) {
 	f := newFakeHost(t, true, "inactive")
-	f.fakeFile(t, "firewalld", "active")
-	f.fakeFile(t, "nm-add-timeout", "")
-	f.fakeFile(t, "nm-add-lost", "")
-	defer func(w time.Duration) { nmAddWait = w }(nmAddWait)
-	nmAddWait = 0
-	if _, err := f.install(t, Options{}); err == nil {
-		t.Fatal("install: want a rollback")
-	}
-	l, err := f.readLedger()
-	must(t, err)
-	if len(l.Connections) != 1 || l.Connections[0].Seen {
-		t.Fatalf("the ledger after a lost add: %+v", l)
-	}
-	late := l.Connections[0].UUID
-	must(t, os.Remove(filepath.Join(f.root, "fake", "nm-add-timeout")))
-	must(t, os.Remove(filepath.Join(f.root, "fake", "nm-add-lost")))
+	late := f.lostAdd(t)
 	f.fakeFile(t, "nm-connections", wiredUUID+":802-3-ethernet:Wired connection 1\n"+late+":bridge:barn0\n")
 	f.fakeFile(t, "nm-mac-"+late, BridgeMAC("barn0", mustSubnet(DefaultCIDR)))
 	f.fakeFile(t, "nm-zone-"+late, "trusted")
@@ -556,4 +523,37 @@ func TestNMInactiveLeftoverKeepsTheUsersBinding(t *testing.T) {
 	if !f.fakeExists("fw-runtime-barn0") {
 		t.Fatal("the user's runtime binding of barn0 to trusted was released")
 	}
+}
+
+// lostAdd runs an install, firewalld active, whose nmcli connection add
+// times out and never shows within the wait, so install rolls back; it
+// returns the UUID handed to nmcli, which the ledger keeps unseen, and
+// lets the fake add connections again.
+func (f *fakeHost) lostAdd(t *testing.T) string {
+	t.Helper()
+	f.fakeFile(t, "firewalld", "active")
+	f.fakeFile(t, "nm-add-timeout", "")
+	f.fakeFile(t, "nm-add-lost", "")
+	w := nmAddWait
+	nmAddWait = 0
+	_, err := f.install(t, Options{})
+	nmAddWait = w
+	if err == nil || !strings.Contains(err.Error(), "rolled back") {
+		t.Fatalf("install: want a rollback, got %v", err)
+	}
+	var late string
+	for _, l := range f.mutations(t) {
+		if strings.HasPrefix(l, "nmcli connection add ") {
+			late = l[strings.LastIndex(l, " ")+1:]
+		}
+	}
+	if !uuidRE.MatchString(late) {
+		t.Fatalf("no add logged")
+	}
+	if l, err := f.readLedger(); err != nil || len(l.Connections) != 1 || l.Connections[0].UUID != late || l.Connections[0].Seen {
+		t.Fatalf("the ledger after a lost add of %s: %+v %v", late, l, err)
+	}
+	must(t, os.Remove(filepath.Join(f.root, "fake", "nm-add-timeout")))
+	must(t, os.Remove(filepath.Join(f.root, "fake", "nm-add-lost")))
+	return late
 }
