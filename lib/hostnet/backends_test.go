@@ -382,6 +382,7 @@ case "$*" in
 "--permanent --get-zone-of-interface=barn0") [ -s $F/fw-permanent-barn0 ] && { cat $F/fw-permanent-barn0; echo; exit 0; }; echo "no zone"; exit 2 ;;
 "--zone=trusted --remove-interface=barn0") [ -e $F/fw-remove-fails ] && { echo "Error: COMMAND_FAILED" >&2; exit 1; }
   rm -f $F/fw-runtime-barn0; echo success ;;
+"--zone="*" --change-interface=barn0") z=${1#--zone=}; printf %s "$z" > $F/fw-runtime-barn0; echo success ;;
 *) echo "fake firewall-cmd: unexpected $*" >&2; exit 1 ;;
 esac
 `)

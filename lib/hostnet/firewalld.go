@@ -52,3 +52,20 @@ func (h *Host) releaseTrustedZone(ctx context.Context, br, was string) error {
 	}
 	return h.command(ctx, "firewall-cmd", "--zone=trusted", "--remove-interface="+br)
 }
+
+// restoreZone binds br again, in firewalld's runtime, to was, the zone
+// it had before install, when the teardown of Barn's connection (zoned
+// trusted) took that binding away: NetworkManager removes the interface
+// from its zone when the connection goes down, also when the binding was
+// there before Barn's. Nothing happens without a prior zone, with
+// firewalld not running, or when br is bound to was already.
+func (h *Host) restoreZone(ctx context.Context, br, was string) error {
+	if was == "" {
+		return nil
+	}
+	zone, running, err := h.firewalldZone(ctx, br, false)
+	if err != nil || !running || zone == was {
+		return err
+	}
+	return h.command(ctx, "firewall-cmd", "--zone="+was, "--change-interface="+br)
+}

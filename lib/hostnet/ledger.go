@@ -2,11 +2,13 @@ package hostnet
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/wire"
@@ -68,8 +70,21 @@ func (h *Host) readLedger() (Ledger, error) {
 }
 
 // updateLedger applies change to the ledger and writes it back atomically
-// (0600), removing the file when no entry is left.
+// (0600), removing the file when no entry is left. The read, change and
+// write hold an exclusive flock on StateDir itself (no lock file is left
+// behind), so two barn-net processes never lose each other's UUIDs.
 func (h *Host) updateLedger(change func(*Ledger)) error {
+	if err := h.ensureStateDir(); err != nil {
+		return err
+	}
+	dir, err := os.Open(h.StateDir)
+	if err != nil {
+		return err
+	}
+	defer dir.Close() // closing releases the lock
+	if err := syscall.Flock(int(dir.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("locking %s: %w", h.StateDir, err)
+	}
 	l, err := h.readLedger()
 	if err != nil {
 		return err
@@ -83,9 +98,6 @@ func (h *Host) updateLedger(change func(*Ledger)) error {
 	}
 	b, err := wire.MarshalIndent(l)
 	if err != nil {
-		return err
-	}
-	if err := h.ensureStateDir(); err != nil {
 		return err
 	}
 	return writeAtomic(h.LedgerPath(), append(b, '\n'), 0o600)
@@ -122,15 +134,22 @@ func (h *Host) ledgerSettle(uuid string, deleted bool) error {
 	})
 }
 
-// unseenNotes says, for each UUID recorded but never seen that
-// NetworkManager does not list, that Barn keeps its record.
-func (l Ledger) unseenNotes(path string, conns []NMConn) []string {
+// keptNotes says what uninstall leaves of the ledger's UUIDs other than
+// claimed (the manifest's own connection, "" for none): a connection
+// NetworkManager lists with such a UUID is Barn's leftover, which the next
+// install removes first; a UUID never seen and not listed stays recorded,
+// since NetworkManager may still add it.
+func (l Ledger) keptNotes(path string, conns []NMConn, claimed string) []string {
 	var notes []string
 	for _, e := range l.Connections {
-		if e.Seen || slices.ContainsFunc(conns, func(c NMConn) bool { return strings.EqualFold(c.UUID, e.UUID) }) {
-			continue
+		listed := slices.ContainsFunc(conns, func(c NMConn) bool { return strings.EqualFold(c.UUID, e.UUID) })
+		switch {
+		case strings.EqualFold(e.UUID, claimed):
+		case listed:
+			notes = append(notes, "kept: the connection "+e.UUID+" ("+e.Bridge+") is one Barn added ("+path+" records it) and no manifest counts it; the next barn-net install removes it first (next: sudo barn-net install, or nmcli connection delete uuid "+e.UUID+")")
+		case !e.Seen:
+			notes = append(notes, "kept: "+path+" records the connection "+e.UUID+" ("+e.Bridge+"), which Barn handed to nmcli connection add but never saw NetworkManager add; should NetworkManager still add it, the next barn-net install removes it first (next: nmcli connection show uuid "+e.UUID+"; once you are sure it will not come, sudo rm "+path+")")
 		}
-		notes = append(notes, "kept: "+path+" records the connection "+e.UUID+" ("+e.Bridge+"), which Barn handed to nmcli connection add but never saw NetworkManager add; should NetworkManager still add it, the next barn-net install removes it first (next: nmcli connection show uuid "+e.UUID+"; once you are sure it will not come, sudo rm "+path+")")
 	}
 	return notes
 }

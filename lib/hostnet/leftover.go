@@ -76,8 +76,11 @@ func (h *Host) removeLeftover(ctx context.Context, p *Plan, s Step) error {
 		return err
 	}
 	i := slices.IndexFunc(conns, func(c NMConn) bool { return strings.EqualFold(c.UUID, s.UUID) })
-	if i < 0 {
-		return h.removeMarkedBridge(ctx, s.Link, mac) // gone meanwhile
+	if i < 0 { // gone meanwhile: listed when planned, so its record goes too
+		if err := h.ledgerSettle(s.UUID, true); err != nil {
+			return err
+		}
+		return h.removeMarkedBridge(ctx, s.Link, mac)
 	}
 	c, err := h.nmMark(ctx, conns[i])
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -43,7 +44,11 @@ func (h *Host) planNM(p *Plan, o Observed, sn Subnet) error {
 	}
 	for _, c := range o.NM.Connections {
 		if c.Name == br && !isLeftoverConn(c, br, sn, o.NM.Ledger) {
-			return exitcode.New(exitcode.Conflict, "NetworkManager already has a connection named %s (%s) and neither a Barn manifest nor Barn's record of the UUIDs it chose (%s) has it; refusing to adopt it", br, c.UUID, h.LedgerPath()).
+			why := "neither a Barn manifest nor Barn's record of the UUIDs it chose (" + h.LedgerPath() + ") has it"
+			if o.NM.Ledger.Has(c.UUID) {
+				why = "Barn added it (" + h.LedgerPath() + " records its UUID), but not for " + sn.String() + ": its bridge.mac-address " + c.MAC + " is not " + BridgeMAC(br, sn)
+			}
+			return exitcode.New(exitcode.Conflict, "NetworkManager already has a connection named %s (%s) and %s; refusing to adopt it", br, c.UUID, why).
 				WithReason("bridge_foreign").WithNext("nmcli connection show " + br)
 		}
 	}
@@ -159,7 +164,14 @@ func (h *Host) addNMConnection(ctx context.Context, s Step, uuid string) error {
 	argv := append(slices.Clone(s.Argv), "connection.uuid", uuid)
 	out, err := h.Runner.Run(ctx, argv)
 	if err != nil && !strings.Contains(string(out), "Timeout was reached") {
-		return fmt.Errorf("%v: %w: %s", argv, err, firstLine(string(out)))
+		// NetworkManager refused the add: unless it lists the UUID after
+		// all, it will never add it, and the ledger lets the UUID go.
+		err = fmt.Errorf("%v: %w: %s", argv, err, firstLine(string(out)))
+		conns, lerr := h.nmConnections(ctx)
+		if lerr == nil && !slices.ContainsFunc(conns, func(c NMConn) bool { return strings.EqualFold(c.UUID, uuid) }) {
+			lerr = h.ledgerSettle(uuid, true)
+		}
+		return errors.Join(err, lerr)
 	}
 	deadline := time.Now().Add(nmAddWait)
 	for {

@@ -275,6 +275,14 @@ func (h *Host) undoStep(ctx context.Context, m *Manifest, s Step, keep bool, kep
 		if !keep {
 			return refusal
 		}
+		// A connection kept as not the one Barn added (renamed, or another
+		// under Barn's name) is no longer claimed: its UUID leaves the
+		// ledger, so no later install deletes it as a leftover.
+		if s.Kind == KindNMAdd && m.Created.NMConnection != nil {
+			if err := h.ledgerSettle(m.Created.NMConnection.UUID, true); err != nil {
+				return err
+			}
+		}
 		if msg := keptNote(refusal); !slices.Contains(*kept, msg) {
 			*kept = append(*kept, msg)
 		}
@@ -312,7 +320,10 @@ func (h *Host) undoStep(ctx context.Context, m *Manifest, s Step, keep bool, kep
 			return err
 		}
 		if zoned(s) {
-			return h.releaseTrustedZone(ctx, s.Link, m.Prestate.FirewalldZone)
+			if err := h.releaseTrustedZone(ctx, s.Link, m.Prestate.FirewalldZone); err != nil {
+				return err
+			}
+			return h.restoreZone(ctx, s.Link, m.Prestate.FirewalldZone)
 		}
 	case KindUnitStart:
 		if err := h.command(ctx, "systemctl", "stop", s.Unit); err != nil {

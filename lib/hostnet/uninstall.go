@@ -38,13 +38,17 @@ func (h *Host) PlanUninstall(o Observed) (Plan, error) {
 	if m == nil {
 		p.Noop = true
 		p.Notes = append(p.Notes, "no manifest at "+h.ManifestPath()+": Barn installed nothing here, so nothing is removed")
-		p.Notes = append(p.Notes, o.NM.Ledger.unseenNotes(h.LedgerPath(), o.NM.Connections)...)
+		p.Notes = append(p.Notes, o.NM.Ledger.keptNotes(h.LedgerPath(), o.NM.Connections, "")...)
 		return p, nil
 	}
 	p.Backend, p.Bridge, p.CIDR, p.HostAddress, p.Helper = m.Backend, m.Bridge, m.CIDR, m.HostAddress, m.Helper
 	now := nowOf(o)
 	h.settleInFlight(m, now)
-	p.Notes = append(p.Notes, o.NM.Ledger.unseenNotes(h.LedgerPath(), o.NM.Connections)...)
+	claimed := ""
+	if m.Created.NMConnection != nil {
+		claimed = m.Created.NMConnection.UUID
+	}
+	p.Notes = append(p.Notes, o.NM.Ledger.keptNotes(h.LedgerPath(), o.NM.Connections, claimed)...)
 	kept := map[int]string{}
 	for j := m.Applied - 1; j >= 0; j-- {
 		if _, refusal := h.undoCheck(m, m.Steps[j], now); refusal != nil {
