@@ -456,6 +456,28 @@ func TestForeignGuestNoAccelDrift(t *testing.T) {
 	}
 }
 
+// TestAmd64GuestOnArm64Host: the reverse, an amd64 deployment planned on
+// an arm64 host with KVM (Barn runs it under single-threaded TCG by
+// policy): a new node resolves the amd64 variant, and a running one
+// recorded under tcg is not drift. Proven here by plan and argv goldens
+// only (lib/qemu amd64-on-arm64.txtar): this host is amd64.
+func TestAmd64GuestOnArm64Host(t *testing.T) {
+	s := testSpec(1)
+	s.Deployment.Arch = "amd64"
+	s.Seal()
+	host := &RuntimeProfile{Accel: "kvm", Arch: "arm64"}
+	p := mustCompute(t, Input{Desired: s, Resolver: fakeResolver{"d12:stable/amd64": d12}, Runtime: host})
+	if outcomes(p) != "node-10=create" || p.Nodes[0].Image == nil || p.Nodes[0].Image.Arch != "amd64" {
+		t.Fatalf("outcomes = %s image %+v", outcomes(p), p.Nodes[0].Image)
+	}
+	dep, nodes := applied(s, state.Running)
+	nodes["node-10"].Accel = "tcg"
+	p = mustCompute(t, Input{Desired: s, Applied: dep, Nodes: nodes, Resolver: fakeResolver{"d12:stable/amd64": d12}, Runtime: host})
+	if outcomes(p) != "node-10=unchanged" {
+		t.Fatalf("outcomes = %s changes %+v", outcomes(p), p.Nodes[0].Changes)
+	}
+}
+
 func TestSelectors(t *testing.T) {
 	s := testSpec(3)
 	dep, nodes := applied(s, state.Stopped)
