@@ -74,6 +74,12 @@ func (h *Host) readLedger() (Ledger, error) {
 // write hold an exclusive flock on StateDir itself (no lock file is left
 // behind), so two barn-net processes never lose each other's UUIDs.
 func (h *Host) updateLedger(change func(*Ledger)) error {
+	if _, err := os.Lstat(h.StateDir); errors.Is(err, fs.ErrNotExist) {
+		l := Ledger{Schema: LedgerSchema}
+		if change(&l); len(l.Connections) == 0 {
+			return nil // nothing to record: the state directory is not created for it
+		}
+	}
 	if err := h.ensureStateDir(); err != nil {
 		return err
 	}

@@ -91,7 +91,7 @@ func (h *Host) removeLeftover(ctx context.Context, p *Plan, s Step) error {
 		return err
 	}
 	if !isLeftoverConn(c, s.Link, sn, l) {
-		return exitcode.New(exitcode.Conflict, "connection %s (%s) no longer carries Barn's mark (bridge.mac-address %q, want %s)", c.UUID, c.Name, c.MAC, mac).
+		return exitcode.New(exitcode.Conflict, "connection %s (%s) is no longer Barn's leftover (bridge.mac-address %q, want %s; its UUID in %s: %v)", c.UUID, c.Name, c.MAC, mac, h.LedgerPath(), l.Has(c.UUID)).
 			WithReason("stale_plan").WithNext("barn-net plan")
 	}
 	if err := h.removeNMConnection(ctx, c.UUID, s.Link, mac); err != nil {
