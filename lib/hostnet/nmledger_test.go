@@ -330,3 +330,32 @@ func TestNMLeftoverOfAnotherSubnetIsNamed(t *testing.T) {
 		t.Errorf("install --cidr 10.10.20.0/24 over Barn's leftover %s for 10.10.10.0/24: %v", late, err)
 	}
 }
+
+// TestNMKillBeforeAddKeepsTheUUIDAndSaysSo: install killed between the
+// ledger record and nmcli connection add (the live host-under-test's late
+// add starts here): the uninstall that follows keeps the unseen UUID and
+// says so in a note, though it is the manifest's own (its add never counted
+// as applied); once NetworkManager adds that UUID, the next install removes
+// it first.
+func TestNMKillBeforeAddKeepsTheUUIDAndSaysSo(t *testing.T) {
+	f := newFakeHost(t, true, "inactive")
+	if !f.withCrash("install", "nm-uuid-recorded", func() { _, _ = f.install(t, Options{}) }) {
+		t.Fatal("crash point not reached")
+	}
+	u := f.barnUUID(t)
+	p, err := f.Uninstall(context.Background(), nil)
+	if err != nil || !notesContain(p, "kept: "+f.LedgerPath()+" records the connection "+u) {
+		t.Fatalf("uninstall after the kill: %v, notes %q", err, p.Notes)
+	}
+	if l, err := f.readLedger(); err != nil || !l.Has(u) {
+		t.Fatalf("the ledger lost %s: %+v %v", u, l, err)
+	}
+	f.fakeFile(t, "nm-connections", wiredUUID+":802-3-ethernet:Wired connection 1\n"+u+":bridge:barn0\n")
+	f.fakeFile(t, "nm-mac-"+u, BridgeMAC("barn0", mustSubnet(DefaultCIDR)))
+	f.fakeFile(t, "nm-zone-"+u, "")
+	o, err := f.Inspect(context.Background())
+	must(t, err)
+	if pl, err := f.PlanInstall(o, Options{}); err != nil || pl.Steps[1].Kind != KindNMLeftover || pl.Steps[1].UUID != u {
+		t.Fatalf("install after the late add of %s: %v %+v", u, err, pl.Steps)
+	}
+}

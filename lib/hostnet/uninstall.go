@@ -44,8 +44,8 @@ func (h *Host) PlanUninstall(o Observed) (Plan, error) {
 	p.Backend, p.Bridge, p.CIDR, p.HostAddress, p.Helper = m.Backend, m.Bridge, m.CIDR, m.HostAddress, m.Helper
 	now := nowOf(o)
 	h.settleInFlight(m, now)
-	claimed := ""
-	if m.Created.NMConnection != nil {
+	claimed := "" // the manifest's connection, once its add counts as applied
+	if m.Created.NMConnection != nil && slices.ContainsFunc(m.Steps[:m.Applied], func(s Step) bool { return s.Kind == KindNMAdd }) {
 		claimed = m.Created.NMConnection.UUID
 	}
 	p.Notes = append(p.Notes, o.NM.Ledger.keptNotes(h.LedgerPath(), o.NM.Connections, claimed)...)
