@@ -113,7 +113,8 @@ func (p *Probe) host(r *Report) {
 	case p.GOOS == "linux" && p.GOARCH == "amd64":
 		r.add("host", OK, ClassCapability, "linux/amd64", "")
 	case p.GOOS == "linux" && known:
-		r.add("host", Warn, ClassCapability, fmt.Sprintf("linux/%s: Barn builds its native guests and emulated amd64 guests (single-threaded TCG) here, but no %s host has run them (README: architectures)", p.GOARCH, p.GOARCH), "")
+		r.add("host", Warn, ClassCapability, fmt.Sprintf("linux/%s: Barn builds its native guests and emulated amd64 guests (single-threaded TCG) here, but no %s host has run them", p.GOARCH, p.GOARCH),
+			"nothing to change here; README \"Foreign-architecture guests\" says what is proven where")
 	default:
 		r.add("host", Error, ClassCapability, fmt.Sprintf("%s/%s: Barn launches guests on linux/amd64 and linux/arm64 hosts only", p.GOOS, p.GOARCH),
 			"run Barn on a linux/amd64 host")
