@@ -60,11 +60,12 @@ func (h *Host) readLedger() (Ledger, error) {
 		return Ledger{Schema: LedgerSchema, Connections: []LedgerEntry{}}, err
 	}
 	var l Ledger
+	next := "sudo cat " + path + "   # then restore it, or remove it (sudo rm " + path + ") once nmcli connection show lists none of the UUIDs it names"
 	if err := wire.DecodeStrict(b, &l); err != nil {
-		return l, exitcode.Wrap(exitcode.Integrity, err, "the connection ledger %s is damaged", path).WithReason("manifest_damaged")
+		return l, exitcode.Wrap(exitcode.Integrity, err, "the connection ledger %s is damaged", path).WithReason("manifest_damaged").WithNext(next)
 	}
 	if l.Schema != LedgerSchema {
-		return l, exitcode.New(exitcode.Integrity, "the connection ledger %s: schema %q, want %q", path, l.Schema, LedgerSchema).WithReason("manifest_damaged")
+		return l, exitcode.New(exitcode.Integrity, "the connection ledger %s: schema %q, want %q", path, l.Schema, LedgerSchema).WithReason("manifest_damaged").WithNext(next)
 	}
 	return l, nil
 }

@@ -487,7 +487,7 @@ func TestNMLedgerDamagedIsNotEmpty(t *testing.T) {
 	must(t, os.MkdirAll(f.StateDir, 0o755))
 	must(t, os.WriteFile(f.LedgerPath(), []byte(`{"schema":"barn.net.nm-uuids/v1","connections":[{"uuid":`), 0o600))
 	_, err := f.Inspect(context.Background())
-	if e := exitcode.As(err); e == nil || e.Class != exitcode.Integrity || !strings.Contains(e.Message, f.LedgerPath()) {
+	if e := exitcode.As(err); e == nil || e.Class != exitcode.Integrity || !strings.Contains(e.Message, f.LedgerPath()) || !strings.Contains(e.Next, "sudo rm "+f.LedgerPath()) {
 		t.Fatalf("inspect with a damaged ledger: %#v", err)
 	}
 }
