@@ -101,8 +101,8 @@ func probeCommand(wait time.Duration) string {
 // expected identity: node, generation and node spec hash. Each probe waits
 // in the guest for a marker (probeCommand: up to ProbeWait, looking every
 // PollInterval) and is bounded by ConnectTimeout and ProbeWait +
-// ConnectTimeout + 10 s overall; a probe that ends without the expected marker is followed by
-// the next one PollInterval later.
+// ConnectTimeout + 10 s overall; a probe that ends without the expected
+// marker is followed by the next one PollInterval later.
 //
 // Errors (all *exitcode.Error):
 //   - the guest wrote error.json: runtime, reason "guest_setup_failed",

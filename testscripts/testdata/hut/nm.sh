@@ -69,7 +69,7 @@ step copy-install barn-net install --yes
 nmcli -t -f NAME,TYPE connection show > "$OUT/copy.nm" 2>&1
 nmcli connection delete barn0 > /dev/null
 # A late add: install killed right after recording the UUID it hands to
-# nmcli connection add, and the uninstall its hint asks for, which keeps
+# nmcli connection add, and the uninstall that backs it out, which keeps
 # that record; then NetworkManager adds the connection under that UUID
 # (as an add that timed out and was carried out later), active, trusted.
 step late-crash env BARN_NET_TEST_CRASH_AFTER=install:nm-uuid-recorded barn-net install --yes
