@@ -25,25 +25,23 @@ import (
 // the locally built Debian image, a bridge and taps inside a network
 // namespace the script's setup creates (and removes afterwards). It needs
 // root, qemu-system-x86_64 and BARN_TEST_REPO pointing at the repository
-// printed by scripts/build-image.sh (`make ci` and `make e2e` set it).
+// printed by `scripts/build-image.sh --arm64` (`make ci` and `make e2e`
+// set it); once it can run, a missing qemu-system-aarch64 (one script
+// boots an arm64 node) fails it.
 func TestLab(t *testing.T) {
 	if reason := labUnavailable(); reason != "" {
 		t.Skipf("real-lab suite not run: %s", reason)
 	}
+	if _, err := exec.LookPath("qemu-system-aarch64"); err != nil {
+		t.Fatalf("testdata/lab needs qemu-system-aarch64 (sudo scripts/install-deps.sh): %v", err)
+	}
 	runLab(t, "testdata/lab")
-}
-
-// TestArm64Node runs testdata/lab-arm64-node: one arm64 node under
-// qemu-system-aarch64 (TCG by policy) from the arm64 variant of the local
-// d12 (`make e2e-arm64`, which publishes that variant, runs it before
-// TestArm64Lab).
-func TestArm64Node(t *testing.T) {
-	runRequestedLab(t, "BARN_TEST_ARM64", "make e2e-arm64", "testdata/lab-arm64-node", "qemu-system-aarch64")
 }
 
 // TestArm64Lab runs testdata/lab-arm64: the 2-node arm64 lab (addresses,
 // ping, exec, NVRAM, the refused recreate without the emulator), outside
-// `make ci`: two arm64 boots under TCG cost more than it has.
+// `make ci`, which boots one arm64 node (testdata/lab/lab_single.txtar):
+// two more arm64 boots under TCG cost more than it has.
 func TestArm64Lab(t *testing.T) {
 	runRequestedLab(t, "BARN_TEST_ARM64", "make e2e-arm64", "testdata/lab-arm64", "qemu-system-aarch64")
 }
