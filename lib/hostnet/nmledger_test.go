@@ -107,9 +107,7 @@ func TestNMLedgerForgetsWhatIsGone(t *testing.T) {
 		f := newFakeHost(t, true, "inactive")
 		f.freshStateDir()
 		late := f.lostAdd(t)
-		f.fakeFile(t, "nm-connections", wiredUUID+":802-3-ethernet:Wired connection 1\n"+late+":bridge:barn0\n")
-		f.fakeFile(t, "nm-mac-"+late, BridgeMAC("barn0", mustSubnet(DefaultCIDR)))
-		f.fakeFile(t, "nm-zone-"+late, "")
+		f.markedConn(t, late, "")
 		// NetworkManager (or the user) drops it after Apply re-inspected.
 		f.CrashAfter = func(phase, step string) {
 			if phase == "install" && step == "write-manifest" {
@@ -198,8 +196,7 @@ func TestNMLedgerRefusesSymlinkAndMode(t *testing.T) {
 func TestNMUninstallNamesAProvenLeftover(t *testing.T) {
 	f := newFakeHost(t, true, "inactive")
 	late := f.lostAdd(t)
-	f.fakeFile(t, "nm-connections", wiredUUID+":802-3-ethernet:Wired connection 1\n"+late+":bridge:barn0\n")
-	f.fakeFile(t, "nm-mac-"+late, BridgeMAC("barn0", mustSubnet(DefaultCIDR)))
+	f.markedConn(t, late, "")
 	f.fakeFile(t, "nm-active", late+"\n")
 	f.fakeFile(t, "bridge", "")
 	p, err := f.Uninstall(context.Background(), nil)
@@ -216,9 +213,7 @@ func TestNMUninstallNamesAProvenLeftover(t *testing.T) {
 func (f *fakeHost) lateLeftover(t *testing.T) string {
 	t.Helper()
 	late := f.lostAdd(t)
-	f.fakeFile(t, "nm-connections", wiredUUID+":802-3-ethernet:Wired connection 1\n"+late+":bridge:barn0\n")
-	f.fakeFile(t, "nm-mac-"+late, BridgeMAC("barn0", mustSubnet(DefaultCIDR)))
-	f.fakeFile(t, "nm-zone-"+late, "trusted")
+	f.markedConn(t, late, "trusted")
 	must(t, f.command(context.Background(), "nmcli", "connection", "up", "uuid", late))
 	return late
 }
@@ -358,4 +353,14 @@ func TestNMKillBeforeAddKeepsTheUUIDAndSaysSo(t *testing.T) {
 	if pl, err := f.PlanInstall(o, Options{}); err != nil || pl.Steps[1].Kind != KindNMLeftover || pl.Steps[1].UUID != u {
 		t.Fatalf("install after the late add of %s: %v %+v", u, err, pl.Steps)
 	}
+}
+
+// markedConn makes the fake list connection uuid as NetworkManager would
+// after a late add of Barn's: barn0, type bridge, Barn's mark for the
+// default /24, zone (or none), beside the wired connection; not active.
+func (f *fakeHost) markedConn(t *testing.T, uuid, zone string) {
+	t.Helper()
+	f.fakeFile(t, "nm-connections", wiredUUID+":802-3-ethernet:Wired connection 1\n"+uuid+":bridge:barn0\n")
+	f.fakeFile(t, "nm-mac-"+uuid, BridgeMAC("barn0", mustSubnet(DefaultCIDR)))
+	f.fakeFile(t, "nm-zone-"+uuid, zone)
 }

@@ -155,9 +155,7 @@ func TestNMLateAddIsBarns(t *testing.T) {
 	late := f.lostAdd(t)
 	// NetworkManager finishes the add and activates it.
 	mac := BridgeMAC("barn0", mustSubnet(DefaultCIDR))
-	f.fakeFile(t, "nm-connections", wiredUUID+":802-3-ethernet:Wired connection 1\n"+late+":bridge:barn0\n")
-	f.fakeFile(t, "nm-mac-"+late, mac)
-	f.fakeFile(t, "nm-zone-"+late, "trusted")
+	f.markedConn(t, late, "trusted")
 	f.fakeFile(t, "nm-active", late+"\n")
 	f.fakeFile(t, "bridge", "")
 	f.fakeFile(t, "fw-runtime-barn0", "trusted")
@@ -502,9 +500,7 @@ func TestNMLedgerDamagedIsNotEmpty(t *testing.T) {
 func TestNMInactiveLeftoverKeepsTheUsersBinding(t *testing.T) {
 	f := newFakeHost(t, true, "inactive")
 	late := f.lostAdd(t)
-	f.fakeFile(t, "nm-connections", wiredUUID+":802-3-ethernet:Wired connection 1\n"+late+":bridge:barn0\n")
-	f.fakeFile(t, "nm-mac-"+late, BridgeMAC("barn0", mustSubnet(DefaultCIDR)))
-	f.fakeFile(t, "nm-zone-"+late, "trusted")
+	f.markedConn(t, late, "trusted")
 	f.fakeFile(t, "nm-active", "")               // added, never activated
 	f.fakeFile(t, "fw-runtime-barn0", "trusted") // the user's own runtime binding
 	f.fakeFile(t, "nm-fw-sticks", "")            // NetworkManager's teardown does not release it either
