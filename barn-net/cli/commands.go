@@ -37,6 +37,14 @@ func host(env *tool.Env) *hostnet.Host {
 	return h
 }
 
+// lockedHost is host(env) holding the network lock, for the commands that
+// change the host; the caller defers the release.
+func lockedHost(env *tool.Env) (*hostnet.Host, func(), error) {
+	h := host(env)
+	unlock, err := h.LockNetwork()
+	return h, unlock, err
+}
+
 type statusCmd struct{ cidrFlag }
 
 func (c *statusCmd) Run(env *tool.Env) error {
@@ -138,7 +146,11 @@ type installCmd struct {
 }
 
 func (c *installCmd) Run(env *tool.Env) error {
-	h := host(env)
+	h, unlock, err := lockedHost(env)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	o, err := h.Inspect(env.Ctx)
 	if err != nil {
 		return asError(err, "inspecting the host network")
@@ -171,7 +183,11 @@ type uninstallCmd struct {
 }
 
 func (c *uninstallCmd) Run(env *tool.Env) error {
-	h := host(env)
+	h, unlock, err := lockedHost(env)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	o, err := h.Inspect(env.Ctx)
 	if err != nil {
 		return asError(err, "inspecting the host network")

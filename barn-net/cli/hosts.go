@@ -60,7 +60,11 @@ func (c *hostsInstallCmd) Run(env *tool.Env) error {
 	if err := env.ReadDocument(env.In, "stdin", "barn.hosts/v1", &doc); err != nil {
 		return err
 	}
-	h := host(env)
+	h, unlock, err := lockedHost(env)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	res, err := h.PlanHosts(doc.Entries)
 	if err != nil {
 		return err
@@ -88,7 +92,11 @@ type hostsUninstallCmd struct {
 }
 
 func (c *hostsUninstallCmd) Run(env *tool.Env) error {
-	h := host(env)
+	h, unlock, err := lockedHost(env)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	res, err := h.UninstallHosts(false)
 	if err != nil {
 		return err

@@ -169,6 +169,8 @@ var reasons = []Reason{
 	{"missing_artifact", Usage, "repo.yaml names an artifact missing from the repository"},
 	{"missing_command", Usage, "exec was given no command"},
 	{"missing_node", Usage, "the command needs a node name"},
+	{"network_busy", Conflict, "another barn-net install, uninstall or hosts change holds the network lock"},
+	{"network_lock_failed", Runtime, "barn-net could not take its network lock file under /run"},
 	{"network_unusable", Capability, "the host network Barn needs is not installed or not usable"},
 	{"networkd_activation_unsafe", Conflict, "starting systemd-networkd could reconfigure a real interface"},
 	{"nm_connection_foreign", Conflict, "a NetworkManager connection is not the one Barn added"},

@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"barn.dev/lib/exitcode"
-	"github.com/gofrs/flock"
 )
 
 // FaultRequest is a fault to inject (see Fault for the fields).
@@ -37,25 +35,6 @@ func (h *Host) faultHook(step string) {
 	if h.FaultHook != nil {
 		h.FaultHook(step)
 	}
-}
-
-// FaultLockPath is <RunDir>/barn-net-faults.lock: one fault command at a
-// time changes the record and the kernel (flock(2); /run is cleared at
-// boot, and the state directory must stay removable).
-func (h *Host) FaultLockPath() string {
-	return filepath.Join(or(h.RunDir, "/run"), "barn-net-faults.lock")
-}
-
-// lockFaults waits (until ctx ends) for the fault lock and returns its
-// release.
-func (h *Host) lockFaults(ctx context.Context) (func(), error) {
-	l := flock.New(h.FaultLockPath())
-	ok, err := l.TryLockContext(ctx, 50*time.Millisecond)
-	if err != nil || !ok {
-		return nil, exitcode.Wrap(exitcode.Conflict, fmt.Errorf("%v (ctx: %v)", err, ctx.Err()), "waiting for the fault lock %s", h.FaultLockPath()).
-			WithReason("faults_busy").WithNext("barn-net fault list")
-	}
-	return func() { _ = l.Unlock() }, nil
 }
 
 // faultManifest returns the installed network, or a conflict when none is.
