@@ -267,6 +267,20 @@ func TestHostArch(t *testing.T) {
 	}
 }
 
+// TestQEMUFixNamesTheHostsPackage: a missing emulator's fix installs the
+// package of the host's own architecture.
+func TestQEMUFixNamesTheHostsPackage(t *testing.T) {
+	for arch, pkg := range map[string]string{"amd64": "qemu-system-x86", "arm64": "qemu-system-arm"} {
+		p := healthy(t).probe()
+		p.GOARCH = arch
+		p.LookPath = func(string) (string, error) { return "", exec.ErrNotFound }
+		r := p.Run(context.Background())
+		if c := find(t, r, "qemu"); c.Status != Error || c.Fix != "sudo apt-get install "+pkg {
+			t.Fatalf("%s host: %+v", arch, c)
+		}
+	}
+}
+
 func TestOlder(t *testing.T) {
 	for _, c := range []struct {
 		v    string

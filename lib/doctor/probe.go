@@ -121,13 +121,17 @@ func (p *Probe) host(r *Report) {
 	}
 }
 
-const qemuFix = "sudo apt-get install qemu-system-x86"
+// qemuFix installs the emulator of the host's own architecture (its
+// native guests' QEMU), Debian's package name.
+func (p *Probe) qemuFix() string {
+	return "sudo apt-get install " + cmp.Or(qemu.Targets[p.GOARCH].Package, "qemu-system-x86")
+}
 
 // qemu returns the binary barn-node would launch, "" when there is none.
 func (p *Probe) qemu(ctx context.Context, r *Report) string {
 	bin, err := qemu.ResolveBinary(p.Getenv, p.LookPath)
 	if err != nil {
-		r.add("qemu", Error, ClassCapability, err.Error(), qemuFix)
+		r.add("qemu", Error, ClassCapability, err.Error(), p.qemuFix())
 		return ""
 	}
 	r.add("qemu", OK, ClassCapability, bin, "")
@@ -140,12 +144,12 @@ const MinQEMU = "7.2.0"
 func (p *Probe) version(ctx context.Context, r *Report, bin string) {
 	out, errOut, err := p.run(ctx, bin, "--version")
 	if err != nil {
-		r.add("qemu-version", Error, ClassCapability, fmt.Sprintf("%s --version: %v: %s", bin, err, firstLine(string(errOut))), qemuFix)
+		r.add("qemu-version", Error, ClassCapability, fmt.Sprintf("%s --version: %v: %s", bin, err, firstLine(string(errOut))), p.qemuFix())
 		return
 	}
 	v, err := qemu.ParseVersion(out)
 	if err != nil {
-		r.add("qemu-version", Error, ClassCapability, err.Error(), qemuFix)
+		r.add("qemu-version", Error, ClassCapability, err.Error(), p.qemuFix())
 		return
 	}
 	if older(v, MinQEMU) {
@@ -178,7 +182,7 @@ func older(v, min string) bool {
 func (p *Probe) accelerator(ctx context.Context, r *Report, bin string) {
 	lines, err := p.query(ctx, bin, "-accel")
 	if err != nil {
-		r.add("accelerator", Error, ClassCapability, err.Error(), qemuFix)
+		r.add("accelerator", Error, ClassCapability, err.Error(), p.qemuFix())
 		return
 	}
 	listed := map[string]bool{}
@@ -196,7 +200,7 @@ func (p *Probe) accelerator(ctx context.Context, r *Report, bin string) {
 			"unset BARN_ACCEL (KVM), or BARN_ACCEL=tcg")
 		return
 	case !listed[qemu.AccelTCG]:
-		r.add("accelerator", Error, ClassCapability, "QEMU lists no tcg accelerator: "+strings.Join(names, ", "), qemuFix)
+		r.add("accelerator", Error, ClassCapability, "QEMU lists no tcg accelerator: "+strings.Join(names, ", "), p.qemuFix())
 		return
 	}
 	wantKVM := choice != qemu.AccelTCG
@@ -224,7 +228,7 @@ func (p *Probe) accelerator(ctx context.Context, r *Report, bin string) {
 		}
 		r.add("kvm", failed, ClassCapability, fmt.Sprintf("%s does not open read-write: %v", qemu.KVMDevice, err), fix)
 	case !listed[qemu.AccelKVM]:
-		r.add("kvm", failed, ClassCapability, qemu.KVMDevice+" opens, but this QEMU lists no kvm accelerator", qemuFix)
+		r.add("kvm", failed, ClassCapability, qemu.KVMDevice+" opens, but this QEMU lists no kvm accelerator", p.qemuFix())
 	default:
 		r.add("kvm", OK, ClassCapability, qemu.KVMDevice+" opens read-write", "")
 		s := p.Smoke(ctx, bin, qemu.AccelKVM)
@@ -247,7 +251,7 @@ func (p *Probe) accelerator(ctx context.Context, r *Report, bin string) {
 	}
 	s := p.Smoke(ctx, bin, qemu.AccelTCG)
 	if !s.OK {
-		r.add("tcg-real-smoke", Error, ClassCapability, s.Evidence, qemuFix)
+		r.add("tcg-real-smoke", Error, ClassCapability, s.Evidence, p.qemuFix())
 		return
 	}
 	r.Accelerator = qemu.AccelTCG
@@ -257,7 +261,7 @@ func (p *Probe) accelerator(ctx context.Context, r *Report, bin string) {
 func (p *Probe) machine(ctx context.Context, r *Report, bin string) {
 	lines, err := p.query(ctx, bin, "-machine")
 	if err != nil {
-		r.add("machine", Error, ClassCapability, err.Error(), qemuFix)
+		r.add("machine", Error, ClassCapability, err.Error(), p.qemuFix())
 		return
 	}
 	want := cmp.Or(qemu.Targets[p.GOARCH].Machine, "q35")
@@ -267,13 +271,13 @@ func (p *Probe) machine(ctx context.Context, r *Report, bin string) {
 			return
 		}
 	}
-	r.add("machine", Error, ClassCapability, bin+" -machine help lists no "+want+" machine", qemuFix)
+	r.add("machine", Error, ClassCapability, bin+" -machine help lists no "+want+" machine", p.qemuFix())
 }
 
 func (p *Probe) cpu(ctx context.Context, r *Report, bin string) {
 	lines, err := p.query(ctx, bin, "-cpu")
 	if err != nil {
-		r.add("cpu", Error, ClassCapability, err.Error(), qemuFix)
+		r.add("cpu", Error, ClassCapability, err.Error(), p.qemuFix())
 		return
 	}
 	have := map[string]bool{}
@@ -293,7 +297,7 @@ func (p *Probe) cpu(ctx context.Context, r *Report, bin string) {
 		}
 	}
 	if len(missing) > 0 {
-		r.add("cpu", Error, ClassCapability, bin+" -cpu help lists no "+strings.Join(missing, ", "), qemuFix)
+		r.add("cpu", Error, ClassCapability, bin+" -cpu help lists no "+strings.Join(missing, ", "), p.qemuFix())
 		return
 	}
 	r.add("cpu", OK, ClassCapability, "CPU models "+strings.Join(need, ", "), "")
@@ -309,7 +313,7 @@ var (
 func (p *Probe) devices(ctx context.Context, r *Report, bin string) {
 	lines, err := p.query(ctx, bin, "-device")
 	if err != nil {
-		r.add("devices", Error, ClassCapability, err.Error(), qemuFix)
+		r.add("devices", Error, ClassCapability, err.Error(), p.qemuFix())
 		return
 	}
 	have := map[string]bool{}
@@ -329,7 +333,7 @@ func (p *Probe) devices(ctx context.Context, r *Report, bin string) {
 		return out
 	}
 	if m := missing(Devices); len(m) > 0 {
-		r.add("devices", Error, ClassCapability, bin+" has no "+strings.Join(m, ", "), qemuFix)
+		r.add("devices", Error, ClassCapability, bin+" has no "+strings.Join(m, ", "), p.qemuFix())
 		return
 	}
 	all := strings.Join(append(append([]string{}, Devices...), ShareDevices...), ", ")
@@ -344,7 +348,7 @@ func (p *Probe) devices(ctx context.Context, r *Report, bin string) {
 func (p *Probe) netdevs(ctx context.Context, r *Report, bin string) {
 	lines, err := p.query(ctx, bin, "-netdev")
 	if err != nil {
-		r.add("netdev", Error, ClassCapability, err.Error(), qemuFix)
+		r.add("netdev", Error, ClassCapability, err.Error(), p.qemuFix())
 		return
 	}
 	have := map[string]bool{}
@@ -358,7 +362,7 @@ func (p *Probe) netdevs(ctx context.Context, r *Report, bin string) {
 		}
 	}
 	if len(missing) > 0 {
-		r.add("netdev", Error, ClassCapability, bin+" has no "+strings.Join(missing, ", ")+" netdev (user: the management NIC; bridge: the private NIC)", qemuFix)
+		r.add("netdev", Error, ClassCapability, bin+" has no "+strings.Join(missing, ", ")+" netdev (user: the management NIC; bridge: the private NIC)", p.qemuFix())
 		return
 	}
 	r.add("netdev", OK, ClassCapability, "user (management NIC), bridge (private NIC)", "")
