@@ -258,6 +258,7 @@ var reasons = []Reason{
 	{"snapshot_exists", Conflict, "a snapshot of that name exists"},
 	{"snapshot_interrupted", Conflict, "an interrupted save, restore or delete left the snapshot unfinished"},
 	{"snapshot_lab_mixed", Conflict, "some selected nodes run and others are stopped; a snapshot is of a running or a stopped lab"},
+	{"snapshot_layout_mismatch", Conflict, "a memory snapshot cannot load into the node's QEMU: launched with another command line, or its hot-plugged devices went with an earlier process"},
 	{"snapshot_missing", Integrity, "an image holds no internal snapshot of the tag Barn's snapshot record names"},
 	{"snapshot_node_unproven", Conflict, "a node recorded running does not prove its identity over QMP, so it cannot be paused"},
 	{"snapshot_not_found", Usage, "no snapshot of that name exists"},

@@ -14,7 +14,9 @@
 //     contents in the vmstate and writes them back to nvram.fd on resume;
 //   - a copy of Barn's committed node state, the proof a restore checks
 //     the node against (same VM UUID, spec hash, generation and image
-//     files).
+//     files);
+//   - for a memory snapshot, the QEMU it was saved from (Launch): a
+//     vmstate loads only into a QEMU with the same devices.
 //
 // Every transaction writes its record (record.json, state saving,
 // restoring or deleting) before it touches an image, and marks each
@@ -37,7 +39,12 @@ import (
 )
 
 // Schema is the schema of record.json.
-const Schema = "barn.snapshot/v1"
+const Schema = "barn.snapshot/v2"
+
+// schemaV1 is the record of development builds before Launch: refused
+// (dev_build_format), since it cannot prove a memory snapshot fits the
+// QEMU it would be loaded into.
+const schemaV1 = "barn.snapshot/v1"
 
 // DirName is the snapshots directory under the state root.
 const DirName = "snapshots"
@@ -75,9 +82,24 @@ type Node struct {
 	NVRAM     string     `json:"nvram,omitempty"`
 	NVRAMPath string     `json:"nvram_path,omitempty"`
 	NVRAMID   *fileid.ID `json:"nvram_id,omitempty"`
+	// Launch is the QEMU a memory snapshot was saved from; nil for a
+	// disk-only one.
+	Launch    *Launch    `json:"launch,omitempty"`
 	StateCopy string     `json:"state_copy"`
 	StateID   *fileid.ID `json:"state_id,omitempty"`
 	Done      bool       `json:"done"` // the current operation finished this node
+}
+
+// Launch is the QEMU a node ran when a memory snapshot was saved. QEMU's
+// snapshot-load needs the saving QEMU's devices: ArgvHash (the process
+// record's hash of its command line) fixes those it was launched with,
+// including the hot-plug headroom; HotplugPID and HotplugStarted name
+// the process itself when it also held hot-plugged vCPUs or memory
+// (state.Node.Hotplug), devices that exist only in that process.
+type Launch struct {
+	ArgvHash       string `json:"argv_hash"`
+	HotplugPID     int    `json:"hotplug_pid,omitempty"`
+	HotplugStarted string `json:"hotplug_started,omitempty"` // vmrecord.Process.Started, with the host boot id
 }
 
 // Image is one qcow2 image holding the snapshot's tag: Device is its QMP
@@ -121,7 +143,12 @@ func Read(root, name string) (*Record, error) {
 		return nil, exitcode.Wrap(exitcode.Runtime, err, "reading %s", p)
 	}
 	var r Record
-	if err := json.Unmarshal(data, &r); err != nil || r.Schema != Schema || r.Name != name {
+	err = json.Unmarshal(data, &r)
+	if err == nil && r.Schema == schemaV1 {
+		return nil, exitcode.New(exitcode.Integrity, "%s is a %s record of a development build, which does not record the QEMU a memory snapshot was saved from", p, schemaV1).
+			WithReason("dev_build_format").WithNext("move " + Dir(root, name) + " out of " + root + "   # its images keep the internal tag " + Tag(name) + " (qemu-img snapshot -l lists it)")
+	}
+	if err != nil || r.Schema != Schema || r.Name != name {
 		return nil, exitcode.New(exitcode.Integrity, "%s is not a %s record for %q (%v)", p, Schema, name, err).
 			WithReason("damaged_state").WithNext("move " + Dir(root, name) + " away")
 	}

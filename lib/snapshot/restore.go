@@ -154,6 +154,33 @@ func (e *Engine) matches(ctx context.Context, r *Record, ns []*state.Node) error
 		if up != r.Memory {
 			return phaseRefusal(r, n.Node, up)
 		}
+		if r.Memory {
+			if err := launchMatches(r.Name, n, sn.Launch); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// launchMatches refuses loading a memory snapshot into a QEMU that may
+// have other devices than the one it was saved from: another command
+// line (a restart after a hot-plug, a Barn that builds another), or, when
+// that QEMU held hot-plugged vCPUs or memory, any other process.
+func launchMatches(snap string, n *state.Node, l *Launch) error {
+	now := launchOf(n)
+	switch {
+	case l.HotplugPID != 0 && (now.HotplugPID != l.HotplugPID || now.HotplugStarted != l.HotplugStarted):
+		return exitcode.New(exitcode.Conflict, "node %s: snapshot %s holds the memory of QEMU process %d with hot-plugged vCPUs or memory, which is gone; another process cannot load it", n.Node, snap, l.HotplugPID).
+			WithReason("snapshot_layout_mismatch").WithNext("barn-node snapshot delete " + snap + "   # save a new one; a snapshot taken after a restart has no hot-plugged devices")
+	case now.ArgvHash != l.ArgvHash && n.Hotplug != nil:
+		// The snapshot's spec is the node's: a restart launches it with
+		// the command line the snapshot was saved from.
+		return exitcode.New(exitcode.Conflict, "node %s runs hot-plugged vCPUs or memory that the QEMU snapshot %s was saved from did not have", n.Node, snap).
+			WithReason("snapshot_layout_mismatch").WithNext("barn-node restart " + n.Node + ", then barn-node snapshot restore " + snap)
+	case now.ArgvHash != l.ArgvHash:
+		return exitcode.New(exitcode.Conflict, "node %s: its QEMU was launched from the same definition with another command line than the one snapshot %s was saved from (another Barn, or another host's hot-plug headroom), so its devices may differ", n.Node, snap).
+			WithReason("snapshot_layout_mismatch").WithNext("barn-node snapshot delete " + snap + "   # a memory snapshot loads only into the QEMU layout it was saved from")
 	}
 	return nil
 }

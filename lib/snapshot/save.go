@@ -48,7 +48,11 @@ func (e *Engine) Save(ctx context.Context, name string, nodes []string) (*Record
 	}
 	r := &Record{Schema: Schema, Name: name, State: Saving, Memory: memory, Paused: []string{}, CreatedAt: e.now()}
 	for _, n := range ns {
-		r.Nodes = append(r.Nodes, Node{Node: n.Node, VMUUID: n.VMUUID, SpecHash: n.SpecHash, Generation: n.Generation, Images: images(n)})
+		sn := Node{Node: n.Node, VMUUID: n.VMUUID, SpecHash: n.SpecHash, Generation: n.Generation, Images: images(n)}
+		if memory {
+			sn.Launch = launchOf(n)
+		}
+		r.Nodes = append(r.Nodes, sn)
 	}
 	if err := e.write(r); err != nil {
 		return nil, err
@@ -151,6 +155,15 @@ func (e *Engine) labRuns(ctx context.Context, ns []*state.Node) (bool, error) {
 			WithReason("snapshot_lab_mixed").WithNext("barn-node start " + joinNames(down) + " (or barn-node stop " + joinNames(up) + ")")
 	}
 	return len(up) > 0, nil
+}
+
+// launchOf is the QEMU running node n (recorded running: Process is set).
+func launchOf(n *state.Node) *Launch {
+	l := &Launch{ArgvHash: n.Process.ArgvHash}
+	if n.Hotplug != nil {
+		l.HotplugPID, l.HotplugStarted = n.Process.PID, n.Process.Started+"@"+n.Process.Boot
+	}
+	return l
 }
 
 func joinNames(ns []string) string {

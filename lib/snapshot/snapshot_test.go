@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"barn.dev/lib/fileid"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
+	"barn.dev/lib/vmrecord"
 )
 
 func reason(err error) string {
@@ -127,5 +129,61 @@ func TestRecordOwnership(t *testing.T) {
 	}
 	if reason(CheckName("../x")) != "bad_snapshot_name" || CheckName("pre-upgrade.1") != nil {
 		t.Fatal("name rule")
+	}
+}
+
+// TestPreviousSchemaRefused: a barn.snapshot/v1 record (development
+// builds, no Launch) is refused as such (integrity), naming the file and
+// the way out, never read as a snapshot or as none.
+func TestPreviousSchemaRefused(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(Dir(root, "old"), 0o700)
+	os.WriteFile(recordPath(root, "old"), []byte(`{"schema":"barn.snapshot/v1","name":"old","state":"complete","memory":true,"nodes":[]}`), 0o600)
+	_, err := Read(root, "old")
+	e := exitcode.As(err)
+	if reason(err) != "dev_build_format" || exitcode.ClassOf(err) != exitcode.Integrity ||
+		!strings.Contains(err.Error(), recordPath(root, "old")) || !strings.Contains(e.Next, "move "+Dir(root, "old")+" out of") {
+		t.Fatalf("v1 record: %v (next %q)", err, e.Next)
+	}
+	if _, err := All(root); reason(err) != "dev_build_format" {
+		t.Fatalf("list with a v1 record: %v", err)
+	}
+}
+
+// TestLaunchMatches: a memory snapshot loads only into the QEMU layout it
+// was saved from; each refusal names the action that makes it load, or
+// delete when none can.
+func TestLaunchMatches(t *testing.T) {
+	proc := func(pid int, argv string) *vmrecord.Process {
+		return &vmrecord.Process{PID: pid, Started: fmt.Sprintf("procstat:%d", pid*10), Boot: "b1", ArgvHash: argv}
+	}
+	hot := &state.Hotplug{LaunchCPUs: 1, LaunchMemoryBytes: 512 << 20}
+	cases := []struct {
+		name         string
+		saved, now   *state.Node
+		reason, next string
+	}{
+		{"same QEMU", &state.Node{Process: proc(7, "a")}, &state.Node{Process: proc(7, "a")}, "", ""},
+		{"restarted, same command line", &state.Node{Process: proc(7, "a")}, &state.Node{Process: proc(9, "a")}, "", ""},
+		{"same hot-plugged QEMU", &state.Node{Process: proc(7, "a"), Hotplug: hot}, &state.Node{Process: proc(7, "a"), Hotplug: hot}, "", ""},
+		{"hot-plugged QEMU gone", &state.Node{Process: proc(7, "a"), Hotplug: hot}, &state.Node{Process: proc(9, "b")}, "snapshot_layout_mismatch", "barn-node snapshot delete s1"},
+		{"same pid, another start", &state.Node{Process: proc(7, "a"), Hotplug: hot}, &state.Node{Process: &vmrecord.Process{PID: 7, Started: "procstat:1", Boot: "b1", ArgvHash: "a"}, Hotplug: hot}, "snapshot_layout_mismatch", "barn-node snapshot delete s1"},
+		{"hot-plugged since", &state.Node{Process: proc(7, "a")}, &state.Node{Process: proc(9, "b"), Hotplug: hot}, "snapshot_layout_mismatch", "barn-node restart n1, then barn-node snapshot restore s1"},
+		{"another command line", &state.Node{Process: proc(7, "a")}, &state.Node{Process: proc(9, "b")}, "snapshot_layout_mismatch", "barn-node snapshot delete s1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.now.Node = "n1"
+			err := launchMatches("s1", c.now, launchOf(c.saved))
+			if c.reason == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if reason(err) != c.reason || !strings.HasPrefix(exitcode.As(err).Next, c.next) {
+				t.Fatalf("got %v; want reason %s, next %q", err, c.reason, c.next)
+			}
+		})
 	}
 }
