@@ -217,35 +217,12 @@ func (m *Manager) resizeOne(ctx context.Context, c *state.Node, want spec.Node, 
 			return ok
 		}
 	}
-	if err := m.stop(ctx, c); err != nil {
-		res.addNode(nodeResult(c, "none"))
-		res.fail(name, "stop", err)
-		return false
-	}
-	if want.RootDiskBytes != c.Spec.RootDiskBytes {
-		m.logf("%s: growing the root disk to %d bytes", name, want.RootDiskBytes)
-		if _, err := m.Disk.Grow(ctx, c.RootDisk, want.RootDiskBytes); err != nil {
-			res.addNode(nodeResult(c, "none"))
-			res.fail(name, "resize", err)
-			return false
-		}
-		m.hook("root-grown", name)
-	}
-	adopt(c, want)
-	// The recorded invocation becomes the new definition's (the old one
-	// is expected to differ: no repair), so that the next launch finds it
-	// Barn's.
-	c.Invocation.Args = nil
-	repairs, err := m.rebuildInvocation(ctx, c, alloc)
-	if err == nil {
-		err = m.setPhase(c, c.Phase)
-	}
+	repairs, stage, err := m.resizeStopped(ctx, c, want, alloc)
 	if err != nil {
 		res.addNode(nodeResult(c, "none"))
-		res.fail(name, "resize", err)
+		res.fail(name, stage, err)
 		return false
 	}
-	m.hook("resized", name)
 	if !ran {
 		nr := nodeResult(c, "resized")
 		nr.Repairs = append(nr.Repairs, repairs...)
@@ -268,6 +245,37 @@ func (m *Manager) resizeOne(ctx context.Context, c *state.Node, want spec.Node, 
 		res.fail(name, stage, err)
 	}
 	return true
+}
+
+// resizeStopped stops node c, grows its root overlay to want's and
+// commits want as its definition with the invocation rebuilt from it
+// (crash steps root-grown and resized). It returns the invocation's
+// repairs, or the failed stage ("stop" or "resize") and its error.
+func (m *Manager) resizeStopped(ctx context.Context, c *state.Node, want spec.Node, alloc *portAllocator) ([]string, string, error) {
+	if err := m.stop(ctx, c); err != nil {
+		return nil, "stop", err
+	}
+	if want.RootDiskBytes != c.Spec.RootDiskBytes {
+		m.logf("%s: growing the root disk to %d bytes", c.Node, want.RootDiskBytes)
+		if _, err := m.Disk.Grow(ctx, c.RootDisk, want.RootDiskBytes); err != nil {
+			return nil, "resize", err
+		}
+		m.hook("root-grown", c.Node)
+	}
+	adopt(c, want)
+	// The recorded invocation becomes the new definition's (the old one
+	// is expected to differ: no repair), so that the next launch finds it
+	// Barn's.
+	c.Invocation.Args = nil
+	repairs, err := m.rebuildInvocation(ctx, c, alloc)
+	if err == nil {
+		err = m.setPhase(c, c.Phase)
+	}
+	if err != nil {
+		return nil, "resize", err
+	}
+	m.hook("resized", c.Node)
+	return repairs, "", nil
 }
 
 // adopt makes want c's definition, keeping the seed and the hash the
