@@ -25,7 +25,7 @@ func bridgeLearned(bridge string, mac net.HardwareAddr) (port string, found bool
 	if err != nil {
 		return "", false, fmt.Errorf("bridge %s: %w", bridge, err)
 	}
-	fdb, err := netlink.NeighList(0, unix.AF_BRIDGE)
+	fdb, err := dump(func() ([]netlink.Neigh, error) { return netlink.NeighList(0, unix.AF_BRIDGE) })
 	if err != nil {
 		return "", false, fmt.Errorf("reading the forwarding database of %s: %w", bridge, err)
 	}

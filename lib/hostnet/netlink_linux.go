@@ -1,6 +1,7 @@
 package hostnet
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"sort"
@@ -8,12 +9,31 @@ import (
 	"github.com/vishvananda/netlink"
 )
 
+// dumpTries bounds the retries of an interrupted netlink dump.
+const dumpTries = 10
+
+// dump runs a netlink dump again while the kernel reports it interrupted
+// (NLM_F_DUMP_INTR, netlink.ErrDumpInterrupted: the table changed during
+// the dump, as when QEMU adds its tap or networkd reacts to a new link,
+// and the results may be incomplete), up to dumpTries times; a table
+// that never holds still is an error.
+func dump[T any](list func() (T, error)) (T, error) {
+	var v T
+	var err error
+	for range dumpTries {
+		if v, err = list(); !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return v, err
+		}
+	}
+	return v, err
+}
+
 // NetlinkOps implements LinkOps with github.com/vishvananda/netlink.
 type NetlinkOps struct{}
 
 // Links lists every link with its IPv4 addresses, sorted by name.
 func (NetlinkOps) Links() ([]LinkInfo, error) {
-	links, err := netlink.LinkList()
+	links, err := dump(netlink.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("listing links: %w", err)
 	}
@@ -29,7 +49,7 @@ func (NetlinkOps) Links() ([]LinkInfo, error) {
 		if a.MasterIndex > 0 {
 			li.Master = byIndex[a.MasterIndex]
 		}
-		addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
+		addrs, err := dump(func() ([]netlink.Addr, error) { return netlink.AddrList(l, netlink.FAMILY_V4) })
 		if err != nil {
 			return nil, fmt.Errorf("listing addresses of %s: %w", a.Name, err)
 		}
@@ -45,12 +65,14 @@ func (NetlinkOps) Links() ([]LinkInfo, error) {
 
 // Routes lists IPv4 routes of every table with a destination, sorted.
 func (NetlinkOps) Routes() ([]RouteInfo, error) {
-	routes, err := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: 0}, netlink.RT_FILTER_TABLE)
+	routes, err := dump(func() ([]netlink.Route, error) {
+		return netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: 0}, netlink.RT_FILTER_TABLE)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("listing routes: %w", err)
 	}
 	names := map[int]string{}
-	if links, err := netlink.LinkList(); err == nil {
+	if links, err := dump(netlink.LinkList); err == nil {
 		for _, l := range links {
 			names[l.Attrs().Index] = l.Attrs().Name
 		}

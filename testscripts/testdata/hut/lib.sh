@@ -57,7 +57,8 @@ follow() {
 }
 
 # plan_ids FILE: the step IDs of the plan JSON in FILE, in order.
-plan_ids() { sed -n 's/^ *"id": "\([^"]*\)",*$/\1/p' "$1"; }
+# barn-net prints canonical (compact) JSON; an indented one reads the same.
+plan_ids() { grep -o '"id": *"[^"]*"' "$1" | sed 's/^"id": *"//; s/"$//'; }
 
 # snap NAME: the host network as the services themselves show it.
 snap() {
