@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -67,32 +65,4 @@ func LockAttach(ctx context.Context, bridge string) (release func(), err error) 
 		case <-tick.C:
 		}
 	}
-}
-
-// openLockFile opens path read-only, creating it (0644, O_EXCL) only when
-// absent, and proves it a regular file.
-func openLockFile(path string) (*os.File, error) {
-	const flags = os.O_RDONLY | syscall.O_NOFOLLOW | syscall.O_NONBLOCK
-	f, err := os.OpenFile(path, flags, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		f, err = os.OpenFile(path, flags|os.O_CREATE|os.O_EXCL, 0o644)
-		if err == nil {
-			err = f.Chmod(0o644) // whatever the umask: every user locks it
-		}
-		if errors.Is(err, fs.ErrExist) { // another Barn created it meanwhile
-			f, err = os.OpenFile(path, flags, 0)
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("opening the attach lock %s (remove it if it is not a Barn lock file): %w", path, err)
-	}
-	fi, err := f.Stat()
-	if err == nil && !fi.Mode().IsRegular() {
-		err = fmt.Errorf("it is a %v, not a regular file; remove it", fi.Mode().Type())
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("the attach lock %s: %w", path, err)
-	}
-	return f, nil
 }

@@ -58,7 +58,7 @@ func (h *Host) faultManifest() (*Manifest, error) {
 // (enforced, record not yet updated) → the record says active. A failed
 // enforcement heals the fault again before the error is returned.
 func (h *Host) AddFault(ctx context.Context, req FaultRequest, now time.Time) (Fault, error) {
-	unlock, err := h.lockFaults(ctx)
+	unlock, err := h.lockFaults(ctx, true)
 	if err != nil {
 		return Fault{}, err
 	}
@@ -111,7 +111,13 @@ func (h *Host) AddFault(ctx context.Context, req FaultRequest, now time.Time) (F
 // heal_recorded (state healing) → fault_converged (effects gone) → the
 // record drops them.
 func (h *Host) HealFaults(ctx context.Context, ids []string, all bool) ([]Fault, error) {
-	unlock, err := h.lockFaults(ctx)
+	return h.lockedHeal(ctx, ids, all, true)
+}
+
+// lockedHeal is HealFaults under the fault lock, and under the shared
+// network lock unless the caller holds it (network false).
+func (h *Host) lockedHeal(ctx context.Context, ids []string, all, network bool) ([]Fault, error) {
+	unlock, err := h.lockFaults(ctx, network)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 )
 
@@ -14,6 +15,10 @@ const DefaultBridge = "barn0"
 // DefaultCIDR is the deployment subnet used when none is given.
 const DefaultCIDR = "10.10.10.0/24"
 
+// defaultRunDir is the host's runtime directory: /run on Linux; macOS
+// has only /var/run.
+var defaultRunDir = map[bool]string{true: "/var/run", false: "/run"}[runtime.GOOS == "darwin"]
+
 // HelperPaths are the accepted qemu-bridge-helper locations, Debian first.
 var HelperPaths = []string{"/usr/lib/qemu/qemu-bridge-helper", "/usr/libexec/qemu-bridge-helper"}
 
@@ -22,7 +27,7 @@ var HelperPaths = []string{"/usr/lib/qemu/qemu-bridge-helper", "/usr/libexec/qem
 type Host struct {
 	EtcDir   string // "/etc"
 	StateDir string // "/var/lib/barn"
-	RunDir   string // "/run" (named network namespaces: <RunDir>/netns/NAME)
+	RunDir   string // defaultRunDir unless BARN_NET_RUN (named network namespaces: <RunDir>/netns/NAME; barn-net's locks)
 	ProcDir  string // "/proc" when empty (tests point it at a fixture tree)
 	Helper   string // qemu-bridge-helper path
 	QEMU     string // qemu-system-x86_64 binary for the attach proof
@@ -65,7 +70,7 @@ func FromEnv(getenv func(string) string) *Host {
 	}
 	h := &Host{
 		EtcDir: or(getenv("BARN_NET_ETC"), "/etc"), StateDir: or(getenv("BARN_NET_STATE"), "/var/lib/barn"),
-		RunDir: or(getenv("BARN_NET_RUN"), "/run"), Helper: getenv("BARN_NET_HELPER"),
+		RunDir: or(getenv("BARN_NET_RUN"), defaultRunDir), Helper: getenv("BARN_NET_HELPER"),
 		QEMU: or(getenv("BARN_QEMU"), "qemu-system-x86_64"), Bridge: or(getenv("BARN_BRIDGE"), DefaultBridge),
 		UID: os.Geteuid(), Runner: ExecRunner{}, Link: NetlinkOps{},
 	}

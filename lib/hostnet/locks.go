@@ -2,56 +2,146 @@ package hostnet
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"barn.dev/lib/exitcode"
-	"github.com/gofrs/flock"
 )
 
 // The run-directory locks of barn-net: flock(2) on files under RunDir
-// ("/run", cleared at boot, so a lock file never outlives the host's
-// processes, and the state directory stays removable by uninstall). The
-// kernel drops a lock when its holder exits, a crash included.
+// (cleared at boot, so a lock file never outlives the host's processes,
+// and the state directory stays removable by uninstall), opened by
+// openLockFile (no symlink followed, no FIFO waited on, a regular file
+// only). The kernel drops a lock when its holder exits, a crash included.
+//
+//   - The network lock (barn-net.lock): install, uninstall and the hosts
+//     changes hold it exclusively from inspection to their last step; the
+//     fault commands hold it shared, so an uninstall never runs beside a
+//     fault being added or healed. Never waited for: the holder may be
+//     waiting for its user's answer.
+//   - The fault lock (barn-net-faults.lock): one fault command at a time
+//     changes the fault record and the kernel; waited for until ctx ends.
+//     Taken after the network lock, never before.
 
-// FaultLockPath is <RunDir>/barn-net-faults.lock: one fault command at a
-// time changes the fault record and the kernel.
+// FaultLockPath is <RunDir>/barn-net-faults.lock.
 func (h *Host) FaultLockPath() string {
-	return filepath.Join(or(h.RunDir, "/run"), "barn-net-faults.lock")
+	return filepath.Join(or(h.RunDir, defaultRunDir), "barn-net-faults.lock")
 }
 
-// NetworkLockPath is <RunDir>/barn-net.lock: one install, uninstall or
-// hosts change at a time, from inspection to the last step, so no plan is
-// applied over another barn-net's half-made changes.
+// NetworkLockPath is <RunDir>/barn-net.lock.
 func (h *Host) NetworkLockPath() string {
-	return filepath.Join(or(h.RunDir, "/run"), "barn-net.lock")
+	return filepath.Join(or(h.RunDir, defaultRunDir), "barn-net.lock")
 }
 
-// lockFaults waits (until ctx ends) for the fault lock and returns its
-// release.
-func (h *Host) lockFaults(ctx context.Context) (func(), error) {
-	l := flock.New(h.FaultLockPath())
-	ok, err := l.TryLockContext(ctx, 50*time.Millisecond)
-	if err != nil || !ok {
-		return nil, exitcode.Wrap(exitcode.Conflict, fmt.Errorf("%v (ctx: %v)", err, ctx.Err()), "waiting for the fault lock %s", h.FaultLockPath()).
+// LockNetwork takes the network lock exclusively, without waiting, and
+// returns its release. Held by another: conflict network_busy. A user who
+// cannot open the lock file (not root: /run is root's) cannot change the
+// host network either, so LockNetwork lets such a run go on unlocked: it
+// can print a plan, and its first change would be refused.
+func (h *Host) LockNetwork() (func(), error) {
+	return h.lockNetwork(syscall.LOCK_EX)
+}
+
+func (h *Host) lockNetwork(how int) (func(), error) {
+	path := h.NetworkLockPath()
+	f, err := openLockFile(path)
+	if err != nil && os.Geteuid() != 0 && (errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrNotExist)) {
+		return func() {}, nil
+	}
+	if errors.Is(err, fs.ErrNotExist) { // root, and the run directory is missing
+		if err = os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
+			f, err = openLockFile(path)
+		}
+	}
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "taking the network lock").WithReason("network_lock_failed").
+			WithNext("ls -l " + path + "   # barn-net's lock file: a regular file; remove anything else there")
+	}
+	if err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, exitcode.New(exitcode.Conflict, "another barn-net install, uninstall or hosts change is running (it holds %s)", path).
+				WithReason("network_busy").WithNext("barn-net status   # then run this command again once the other has ended")
+		}
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "locking %s", path).WithReason("network_lock_failed")
+	}
+	return func() { _ = f.Close() }, nil // closing the descriptor drops the lock
+}
+
+// lockFaults takes the network lock shared (unless the caller holds it
+// exclusively: uninstall healing before it removes the bridge), then
+// waits (until ctx ends) for the fault lock; it returns their release.
+func (h *Host) lockFaults(ctx context.Context, network bool) (func(), error) {
+	unlockNet := func() {}
+	if network {
+		var err error
+		if unlockNet, err = h.lockNetwork(syscall.LOCK_SH); err != nil {
+			return nil, err
+		}
+	}
+	path := h.FaultLockPath()
+	f, err := openLockFile(path)
+	if err == nil {
+		err = waitFlock(ctx, f)
+	}
+	if err != nil {
+		if f != nil {
+			f.Close()
+		}
+		unlockNet()
+		return nil, exitcode.Wrap(exitcode.Conflict, err, "waiting for the fault lock %s", path).
 			WithReason("faults_busy").WithNext("barn-net fault list")
 	}
-	return func() { _ = l.Unlock() }, nil
+	return func() { _ = f.Close(); unlockNet() }, nil
 }
 
-// LockNetwork takes the network lock without waiting (another barn-net
-// holding it may be waiting for its user's answer) and returns its
-// release. Held: conflict network_busy.
-func (h *Host) LockNetwork() (func(), error) {
-	l := flock.New(h.NetworkLockPath())
-	ok, err := l.TryLock()
+// waitFlock takes an exclusive flock on f, polling every 50 ms until ctx
+// ends.
+func waitFlock(ctx context.Context, f *os.File) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("another fault command holds it: %w", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// openLockFile opens path read-only, creating it (0644, O_EXCL) only when
+// absent, without following a symlink or blocking on a FIFO, and proves
+// it a regular file. flock(2) needs no write access, so every user can
+// lock a file root created.
+func openLockFile(path string) (*os.File, error) {
+	const flags = os.O_RDONLY | syscall.O_NOFOLLOW | syscall.O_NONBLOCK | syscall.O_CLOEXEC
+	f, err := os.OpenFile(path, flags, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		f, err = os.OpenFile(path, flags|os.O_CREATE|os.O_EXCL, 0o644)
+		if err == nil {
+			err = f.Chmod(0o644) // whatever the umask: every user locks it
+		}
+		if errors.Is(err, fs.ErrExist) { // another process created it meanwhile
+			f, err = os.OpenFile(path, flags, 0)
+		}
+	}
 	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Runtime, err, "taking the network lock %s", h.NetworkLockPath()).WithReason("network_lock_failed")
+		return nil, fmt.Errorf("opening the lock file %s: %w", path, err)
 	}
-	if !ok {
-		return nil, exitcode.New(exitcode.Conflict, "another barn-net install, uninstall or hosts change is running (it holds %s)", h.NetworkLockPath()).
-			WithReason("network_busy").WithNext("barn-net status   # then run this command again once the other has ended")
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("it is a %v, not a regular file; remove it", fi.Mode().Type())
 	}
-	return func() { _ = l.Unlock() }, nil
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("the lock file %s: %w", path, err)
+	}
+	return f, nil
 }

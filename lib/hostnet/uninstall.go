@@ -207,10 +207,11 @@ func keptNote(refusal error) string {
 // about to go. Without a record it takes no fault lock either: an
 // uninstall leaves no lock file of a feature the host never used.
 func (h *Host) healBeforeUninstall(ctx context.Context, progress Progress) error {
+	// The caller holds the network lock: no fault command runs now.
 	if r, err := h.ReadFaults(); err == nil && len(r.Faults) == 0 {
 		return nil
 	}
-	healed, err := h.HealFaults(ctx, nil, true)
+	healed, err := h.lockedHeal(ctx, nil, true, false)
 	if err != nil {
 		return exitcode.Wrap(exitcode.Runtime, err, "healing the recorded network faults before uninstall").WithReason("uninstall_failed").WithNext("barn-net fault list")
 	}
