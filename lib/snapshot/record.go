@@ -26,6 +26,7 @@ package snapshot
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -36,6 +37,8 @@ import (
 	"barn.dev/lib/fileid"
 	"barn.dev/lib/lazyre"
 	"barn.dev/lib/safefile"
+	"barn.dev/lib/vm"
+	"barn.dev/lib/vmrecord"
 )
 
 // Schema is the schema of record.json.
@@ -90,16 +93,17 @@ type Node struct {
 	Done      bool       `json:"done"` // the current operation finished this node
 }
 
-// Launch is the QEMU a node ran when a memory snapshot was saved. QEMU's
-// snapshot-load needs the saving QEMU's devices: ArgvHash (the process
-// record's hash of its command line) fixes those it was launched with,
-// including the hot-plug headroom; HotplugPID and HotplugStarted name
-// the process itself when it also held hot-plugged vCPUs or memory
-// (state.Node.Hotplug), devices that exist only in that process.
+// Launch is the QEMU a node ran when a memory snapshot was saved: what
+// QEMU's snapshot-load needs of the QEMU it loads into beyond the node's
+// definition (checked by spec hash). Layout is QEMU's own report of its
+// vCPUs and memory (hot-plugged devices included, recorded or not);
+// Headroom the hot-plug capacity its command line gave it.
 type Launch struct {
-	ArgvHash       string `json:"argv_hash"`
-	HotplugPID     int    `json:"hotplug_pid,omitempty"`
-	HotplugStarted string `json:"hotplug_started,omitempty"` // vmrecord.Process.Started, with the host boot id
+	Layout   vm.Layout          `json:"layout"`
+	Headroom *vmrecord.Headroom `json:"headroom,omitempty"`
+	// Relaunchable: Layout is what a launch from the node's definition
+	// gives (no hot-plugged device), so a restart can bring it back.
+	Relaunchable bool `json:"relaunchable"`
 }
 
 // Image is one qcow2 image holding the snapshot's tag: Device is its QMP
@@ -147,6 +151,13 @@ func Read(root, name string) (*Record, error) {
 	if err == nil && r.Schema == schemaV1 {
 		return nil, exitcode.New(exitcode.Integrity, "%s is a %s record of a development build, which does not record the QEMU a memory snapshot was saved from", p, schemaV1).
 			WithReason("dev_build_format").WithNext("move " + Dir(root, name) + " out of " + root + "   # its images keep the internal tag " + Tag(name) + " (qemu-img snapshot -l lists it)")
+	}
+	if err == nil && r.Memory {
+		for _, n := range r.Nodes {
+			if n.Launch == nil {
+				err = fmt.Errorf("memory snapshot node %s has no launch record", n.Node)
+			}
+		}
 	}
 	if err != nil || r.Schema != Schema || r.Name != name {
 		return nil, exitcode.New(exitcode.Integrity, "%s is not a %s record for %q (%v)", p, Schema, name, err).

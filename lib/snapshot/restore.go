@@ -2,8 +2,10 @@ package snapshot
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/state"
@@ -128,8 +130,8 @@ func overwrite(dst, src string) error {
 	return f.Close()
 }
 
-// matches refuses a restore onto nodes that are not the ones saved, or in
-// the wrong run state.
+// matches refuses a restore onto nodes that are not the ones saved, in
+// the wrong run state, or (memory) running another QEMU layout.
 func (e *Engine) matches(ctx context.Context, r *Record, ns []*state.Node) error {
 	for i, n := range ns {
 		sn := r.Nodes[i]
@@ -138,8 +140,7 @@ func (e *Engine) matches(ctx context.Context, r *Record, ns []*state.Node) error
 				WithReason("snapshot_stale").WithNext("barn-node snapshot delete " + r.Name)
 		}
 		if n.SpecHash != sn.SpecHash || n.Generation != sn.Generation {
-			return exitcode.New(exitcode.Conflict, "node %s: applied spec %s (generation %d) is not the snapshot's %s (generation %d)", n.Node, n.SpecHash, n.Generation, sn.SpecHash, sn.Generation).
-				WithReason("snapshot_spec_mismatch").WithNext("barn-node resize " + n.Node + " back to the definition snapshot " + r.Name + " was taken with (node spec hash " + sn.SpecHash + "), then barn-node snapshot restore " + r.Name)
+			return specRefusal(r, n, sn)
 		}
 		for _, im := range sn.Images {
 			if why := imageDiffers(im); why != "" {
@@ -155,7 +156,7 @@ func (e *Engine) matches(ctx context.Context, r *Record, ns []*state.Node) error
 			return phaseRefusal(r, n.Node, up)
 		}
 		if r.Memory {
-			if err := launchMatches(r.Name, n, sn.Launch); err != nil {
+			if err := launchMatches(ctx, r.Name, n, sn.Launch); err != nil {
 				return err
 			}
 		}
@@ -163,26 +164,50 @@ func (e *Engine) matches(ctx context.Context, r *Record, ns []*state.Node) error
 	return nil
 }
 
-// launchMatches refuses loading a memory snapshot into a QEMU that may
-// have other devices than the one it was saved from: another command
-// line (a restart after a hot-plug, a Barn that builds another), or, when
-// that QEMU held hot-plugged vCPUs or memory, any other process.
-func launchMatches(snap string, n *state.Node, l *Launch) error {
-	now := launchOf(n)
-	switch {
-	case l.HotplugPID != 0 && (now.HotplugPID != l.HotplugPID || now.HotplugStarted != l.HotplugStarted):
-		return exitcode.New(exitcode.Conflict, "node %s: snapshot %s holds the memory of QEMU process %d with hot-plugged vCPUs or memory, which is gone; another process cannot load it", n.Node, snap, l.HotplugPID).
-			WithReason("snapshot_layout_mismatch").WithNext("barn-node snapshot delete " + snap + "   # save a new one; a snapshot taken after a restart has no hot-plugged devices")
-	case now.ArgvHash != l.ArgvHash && n.Hotplug != nil:
-		// The snapshot's spec is the node's: a restart launches it with
-		// the command line the snapshot was saved from.
-		return exitcode.New(exitcode.Conflict, "node %s runs hot-plugged vCPUs or memory that the QEMU snapshot %s was saved from did not have", n.Node, snap).
-			WithReason("snapshot_layout_mismatch").WithNext("barn-node restart " + n.Node + ", then barn-node snapshot restore " + snap)
-	case now.ArgvHash != l.ArgvHash:
-		return exitcode.New(exitcode.Conflict, "node %s: its QEMU was launched from the same definition with another command line than the one snapshot %s was saved from (another Barn, or another host's hot-plug headroom), so its devices may differ", n.Node, snap).
-			WithReason("snapshot_layout_mismatch").WithNext("barn-node snapshot delete " + snap + "   # a memory snapshot loads only into the QEMU layout it was saved from")
+// specRefusal refuses node n, whose definition is not snapshot sn's: a
+// resize back helps, unless the snapshot holds memory of hot-plugged
+// devices, which no resize re-creates (memory is never unplugged, and a
+// decrease restarts the node).
+func specRefusal(r *Record, n *state.Node, sn Node) error {
+	msg := fmt.Sprintf("node %s: applied spec %s (generation %d) is not the snapshot's %s (generation %d)", n.Node, n.SpecHash, n.Generation, sn.SpecHash, sn.Generation)
+	if r.Memory && !sn.Launch.Relaunchable {
+		return exitcode.New(exitcode.Conflict, "%s, and its memory was saved from a QEMU with hot-plugged vCPUs or memory, which no resize re-creates", msg).
+			WithReason("snapshot_spec_mismatch").WithNext("barn-node snapshot delete " + r.Name + "   # it can no longer be loaded")
 	}
-	return nil
+	return exitcode.New(exitcode.Conflict, "%s", msg).
+		WithReason("snapshot_spec_mismatch").WithNext("barn-node resize " + n.Node + " back to the definition snapshot " + r.Name + " was taken with (node spec hash " + sn.SpecHash + "), then barn-node snapshot restore " + r.Name)
+}
+
+// launchMatches refuses loading a memory snapshot into a QEMU whose
+// vCPUs, memory or hot-plug headroom (what QEMU reports now, and the
+// headroom its command line was recorded with) differ from the saving
+// QEMU's: QEMU's snapshot-load would fail inside the restore. A restart
+// relaunches from the definition, which is the snapshot's (checked
+// before), so it helps when the snapshot's layout is a launch's.
+func launchMatches(ctx context.Context, snap string, n *state.Node, l *Launch) error {
+	now, err := launchOf(ctx, n)
+	if err != nil {
+		return err
+	}
+	if now.Layout.Equal(l.Layout) && reflect.DeepEqual(now.Headroom, l.Headroom) {
+		return nil
+	}
+	msg := fmt.Sprintf("node %s: its QEMU has other vCPUs, memory or hot-plug headroom (%s) than the one snapshot %s was saved from (%s)", n.Node, describe(now), snap, describe(l))
+	if l.Relaunchable && !now.Relaunchable { // a restart launches the definition's layout and headroom
+		return exitcode.New(exitcode.Conflict, "%s", msg).WithReason("snapshot_layout_mismatch").
+			WithNext("barn-node restart " + n.Node + ", then barn-node snapshot restore " + snap)
+	}
+	return exitcode.New(exitcode.Conflict, "%s; no restart re-creates that QEMU", msg).WithReason("snapshot_layout_mismatch").
+		WithNext("barn-node snapshot delete " + snap + "   # it can no longer be loaded")
+}
+
+// describe sums up a launch for a message.
+func describe(l *Launch) string {
+	h := "no headroom"
+	if l.Headroom != nil {
+		h = fmt.Sprintf("headroom %d vCPUs, %d MiB", l.Headroom.MaxCPUs, l.Headroom.MaxMemoryBytes>>20)
+	}
+	return fmt.Sprintf("%d vCPUs, %d MiB at launch, hot-plugged memory %v, %s", len(l.Layout.CPUs), l.Layout.BaseMemory>>20, l.Layout.DIMMs, h)
 }
 
 func phaseRefusal(r *Record, node string, up bool) error {

@@ -7,6 +7,7 @@ import (
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/state"
+	"barn.dev/lib/vm"
 )
 
 // Save takes snapshot name of nodes (all applied nodes when nil): with
@@ -46,11 +47,16 @@ func (e *Engine) Save(ctx context.Context, name string, nodes []string) (*Record
 	if err := e.checkSpace(ns, memory); err != nil {
 		return nil, err
 	}
+	if err := e.tagsFree(ctx, name, ns); err != nil {
+		return nil, err
+	}
 	r := &Record{Schema: Schema, Name: name, State: Saving, Memory: memory, Paused: []string{}, CreatedAt: e.now()}
 	for _, n := range ns {
 		sn := Node{Node: n.Node, VMUUID: n.VMUUID, SpecHash: n.SpecHash, Generation: n.Generation, Images: images(n)}
 		if memory {
-			sn.Launch = launchOf(n)
+			if sn.Launch, err = launchOf(ctx, n); err != nil {
+				return nil, err
+			}
 		}
 		r.Nodes = append(r.Nodes, sn)
 	}
@@ -157,13 +163,41 @@ func (e *Engine) labRuns(ctx context.Context, ns []*state.Node) (bool, error) {
 	return len(up) > 0, nil
 }
 
-// launchOf is the QEMU running node n (recorded running: Process is set).
-func launchOf(n *state.Node) *Launch {
-	l := &Launch{ArgvHash: n.Process.ArgvHash}
-	if n.Hotplug != nil {
-		l.HotplugPID, l.HotplugStarted = n.Process.PID, n.Process.Started+"@"+n.Process.Boot
+// tagsFree refuses a save when an image already holds the snapshot's tag
+// that no record of Barn's names (a snapshot directory moved out by
+// hand): qemu-img and QEMU would keep that tag, and the new record would
+// restore its older contents.
+func (e *Engine) tagsFree(ctx context.Context, name string, ns []*state.Node) error {
+	for _, n := range ns {
+		for _, im := range images(n) {
+			has, err := e.Disk.HasSnapshot(ctx, im.Path, Tag(name))
+			if err != nil {
+				return err
+			}
+			if has {
+				return exitcode.New(exitcode.Conflict, "%s already holds an internal snapshot %s that no snapshot record names", im.Path, Tag(name)).
+					WithReason("snapshot_tag_taken").WithNext("barn-node snapshot save " + name + "-2   # or, with " + n.Node + " stopped, remove it: qemu-img snapshot -d " + Tag(name) + " " + im.Path)
+			}
+		}
 	}
-	return l
+	return nil
+}
+
+// launchOf reads what the QEMU of running node n has (its layout, over
+// its proven QMP monitor) and what its command line allows (the recorded
+// headroom).
+func launchOf(ctx context.Context, n *state.Node) (*Launch, error) {
+	s, err := session(ctx, n, false)
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Conflict, err, "node %s is recorded running but its QMP does not prove it", n.Node).
+			WithReason("snapshot_node_unproven").WithNext("barn-node status " + n.Node)
+	}
+	defer s.Close()
+	l, err := vm.ReadLayout(s)
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "%s: reading its vCPUs and memory over QMP", n.Node).WithReason("qmp_error")
+	}
+	return &Launch{Layout: l, Headroom: n.Invocation.Headroom, Relaunchable: l.Launched(n.Spec.CPUs, n.Spec.MemoryBytes)}, nil
 }
 
 func joinNames(ns []string) string {

@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"barn.dev/lib/fileid"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
-	"barn.dev/lib/vmrecord"
 )
 
 func reason(err error) string {
@@ -150,40 +148,34 @@ func TestPreviousSchemaRefused(t *testing.T) {
 	}
 }
 
-// TestLaunchMatches: a memory snapshot loads only into the QEMU layout it
-// was saved from; each refusal names the action that makes it load, or
-// delete when none can.
-func TestLaunchMatches(t *testing.T) {
-	proc := func(pid int, argv string) *vmrecord.Process {
-		return &vmrecord.Process{PID: pid, Started: fmt.Sprintf("procstat:%d", pid*10), Boot: "b1", ArgvHash: argv}
+// TestMemoryRecordNeedsLaunch: a memory record whose node has no launch
+// (damaged, or edited by hand) is refused as damaged, never restored
+// unchecked.
+func TestMemoryRecordNeedsLaunch(t *testing.T) {
+	root := t.TempDir()
+	r := &Record{Schema: Schema, Name: "m", State: Complete, Memory: true, Nodes: []Node{{Node: "n1"}}}
+	if err := write(root, r, r.CreatedAt); err != nil {
+		t.Fatal(err)
 	}
-	hot := &state.Hotplug{LaunchCPUs: 1, LaunchMemoryBytes: 512 << 20}
-	cases := []struct {
-		name         string
-		saved, now   *state.Node
-		reason, next string
-	}{
-		{"same QEMU", &state.Node{Process: proc(7, "a")}, &state.Node{Process: proc(7, "a")}, "", ""},
-		{"restarted, same command line", &state.Node{Process: proc(7, "a")}, &state.Node{Process: proc(9, "a")}, "", ""},
-		{"same hot-plugged QEMU", &state.Node{Process: proc(7, "a"), Hotplug: hot}, &state.Node{Process: proc(7, "a"), Hotplug: hot}, "", ""},
-		{"hot-plugged QEMU gone", &state.Node{Process: proc(7, "a"), Hotplug: hot}, &state.Node{Process: proc(9, "b")}, "snapshot_layout_mismatch", "barn-node snapshot delete s1"},
-		{"same pid, another start", &state.Node{Process: proc(7, "a"), Hotplug: hot}, &state.Node{Process: &vmrecord.Process{PID: 7, Started: "procstat:1", Boot: "b1", ArgvHash: "a"}, Hotplug: hot}, "snapshot_layout_mismatch", "barn-node snapshot delete s1"},
-		{"hot-plugged since", &state.Node{Process: proc(7, "a")}, &state.Node{Process: proc(9, "b"), Hotplug: hot}, "snapshot_layout_mismatch", "barn-node restart n1, then barn-node snapshot restore s1"},
-		{"another command line", &state.Node{Process: proc(7, "a")}, &state.Node{Process: proc(9, "b")}, "snapshot_layout_mismatch", "barn-node snapshot delete s1"},
+	if _, err := Read(root, "m"); reason(err) != "damaged_state" || !strings.Contains(err.Error(), "n1 has no launch record") {
+		t.Fatalf("memory record without launch: %v", err)
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			c.now.Node = "n1"
-			err := launchMatches("s1", c.now, launchOf(c.saved))
-			if c.reason == "" {
-				if err != nil {
-					t.Fatalf("refused: %v", err)
-				}
-				return
-			}
-			if reason(err) != c.reason || !strings.HasPrefix(exitcode.As(err).Next, c.next) {
-				t.Fatalf("got %v; want reason %s, next %q", err, c.reason, c.next)
-			}
-		})
+}
+
+// TestSpecRefusalAfterHotplug: a memory snapshot saved from a hot-plugged
+// QEMU cannot be brought back by a resize (a decrease restarts the node,
+// memory is never unplugged), so its spec refusal says delete; one saved
+// from a plain launch names the resize back.
+func TestSpecRefusalAfterHotplug(t *testing.T) {
+	n := &state.Node{Node: "n1", SpecHash: "h2", Generation: 1}
+	r := &Record{Name: "s1", Memory: true}
+	for _, c := range []struct {
+		relaunchable bool
+		next         string
+	}{{true, "barn-node resize n1 back to the definition snapshot s1"}, {false, "barn-node snapshot delete s1"}} {
+		err := specRefusal(r, n, Node{SpecHash: "h1", Generation: 1, Launch: &Launch{Relaunchable: c.relaunchable}})
+		if reason(err) != "snapshot_spec_mismatch" || !strings.HasPrefix(exitcode.As(err).Next, c.next) {
+			t.Fatalf("relaunchable %v: %v (next %q)", c.relaunchable, err, exitcode.As(err).Next)
+		}
 	}
 }

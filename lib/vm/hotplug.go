@@ -28,6 +28,10 @@ type memorySummary struct {
 
 type memoryDevice struct {
 	Type string `json:"type"`
+	Data struct {
+		ID   string `json:"id"`
+		Size int64  `json:"size"`
+	} `json:"data"`
 }
 
 type qomProperty struct {
