@@ -106,7 +106,7 @@ image: build ## Build (or reuse) the local Debian 12 guest image repository with
 e2e: build ## Run the real-lab suite (root, QEMU under TCG, the local image and its arm64 variant, a private netns)
 	@repo=$$(scripts/build-image.sh --arm64) && cd testscripts && BARN_TEST_REPO=$$repo $(GO) test -count=1 -timeout 60m -run '^TestLab$$' -v .
 
-e2e-next: build ## Run the real-lab sections not yet proven live (testscripts/testdata/lab-next; root, TCG)
+e2e-next: build ## Run the real-lab section outside make ci for its budget: lab_rehearse, snapshots, faults, clocks (testscripts/testdata/lab-next; root, TCG)
 	@cd lib && BARN_TEST_NEXT=1 $(GO) test -count=1 -run '^TestRealQEMUHotplug$$' -v ./vm
 	@repo=$$(scripts/build-image.sh) && cd testscripts && BARN_TEST_REPO=$$repo BARN_TEST_NEXT=1 $(GO) test -count=1 -timeout 60m -run '^TestLabNext$$' -v .
 
@@ -114,7 +114,7 @@ e2e-next: build ## Run the real-lab sections not yet proven live (testscripts/te
 # Debian 12 guests with systemd as PID 1. Outside `make ci` until it passes
 # live and fits the budget (README: Not verified).
 e2e-hut: build ## Run barn-net against the real NetworkManager, firewalld and networkd in host-under-test guests (root; builds their images once)
-	@hut=$$(scripts/build-hostimage.sh) && cd testscripts && BARN_TEST_HUT=$$hut $(GO) test -count=1 -timeout 60m -run 'TestHostUnderTest' -v .
+	@hut=$$(scripts/build-hostimage.sh) && cd testscripts && BARN_TEST_HUT=$$hut $(GO) test -count=1 -timeout 90m -run 'TestHostUnderTest' -v .
 
 e2e-arm64: build ## Run the 2-node arm64 lab (qemu-system-aarch64 under TCG; builds the arm64 d12 variant first, once: 2 h 12 min measured here)
 	@repo=$$(scripts/build-image.sh --arm64) && cd testscripts && BARN_TEST_REPO=$$repo BARN_TEST_ARM64=1 $(GO) test -count=1 -timeout 60m -run '^TestArm64Lab$$' -v .
