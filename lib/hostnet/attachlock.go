@@ -2,11 +2,9 @@ package hostnet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -42,27 +40,14 @@ func LockAttach(ctx context.Context, bridge string) (release func(), err error) 
 	if err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(attachLockWait)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { _ = f.Close() }, nil // closing the descriptor drops the lock
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("locking %s: %w", path, err)
-		}
-		if time.Now().After(deadline) {
-			f.Close()
+	wait, cancel := context.WithTimeout(ctx, attachLockWait)
+	defer cancel()
+	if err := waitFlock(wait, f); err != nil {
+		f.Close()
+		if ctx.Err() == nil && wait.Err() != nil {
 			return nil, fmt.Errorf("another Barn has held %s for over %v (lsof %s names it)", path, attachLockWait, path)
 		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, ctx.Err()
-		case <-tick.C:
-		}
+		return nil, fmt.Errorf("locking %s: %w", path, err)
 	}
+	return func() { _ = f.Close() }, nil // closing the descriptor drops the lock
 }

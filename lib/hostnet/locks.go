@@ -101,7 +101,7 @@ func (h *Host) lockFaults(ctx context.Context, network bool) (func(), error) {
 }
 
 // waitFlock takes an exclusive flock on f, polling every 50 ms until ctx
-// ends.
+// ends (the fault lock, the attach lock).
 func waitFlock(ctx context.Context, f *os.File) error {
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
@@ -110,7 +110,7 @@ func waitFlock(ctx context.Context, f *os.File) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("another fault command holds it: %w", ctx.Err())
+			return fmt.Errorf("another process holds it: %w", ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
