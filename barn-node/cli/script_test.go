@@ -212,6 +212,7 @@ func serial(node, disk string) string {
 // planOptions shape testPlan's nodes.
 type planOptions struct {
 	memMiB        int64
+	cpus          int
 	pdisks, disks []string
 	stale         bool
 	resize        bool                    // a changed node is resize, not recreate (only -mem may change)
@@ -230,6 +231,9 @@ func testPlan(getenv func(string) string, names []string, o planOptions) (*plan.
 	if o.memMiB == 0 {
 		o.memMiB = 512
 	}
+	if o.cpus == 0 {
+		o.cpus = 1
+	}
 	id, err := testImage(getenv("BARN_HOME"))
 	if err != nil {
 		return nil, err
@@ -247,7 +251,7 @@ func testPlan(getenv func(string) string, names []string, o planOptions) (*plan.
 		octet := 10 + i
 		sn := spec.Node{Name: n, Address: fmt.Sprintf("10.10.10.%d", octet), Control: i == 0,
 			MAC:   spec.NICs{Management: fmt.Sprintf("52:54:00:00:0a:%02x", octet), Private: fmt.Sprintf("52:54:00:01:0a:%02x", octet)},
-			Image: "t1", CPUs: 1, MemoryBytes: o.memMiB << 20, RootDiskBytes: 32 << 20, Disks: []spec.Disk{}, Aliases: []string{}, Shares: []spec.Share{}}
+			Image: "t1", CPUs: o.cpus, MemoryBytes: o.memMiB << 20, RootDiskBytes: 32 << 20, Disks: []spec.Disk{}, Aliases: []string{}, Shares: []spec.Share{}}
 		sn.Aliases = append(sn.Aliases, o.aliases[n]...)
 		sn.FQDN = o.fqdns[n]
 		for _, d := range o.pdisks {
@@ -369,6 +373,10 @@ func cmdTestplan(ts *testscript.TestScript, neg bool, args []string) {
 			v, err := strconv.ParseInt(strings.TrimPrefix(a, "-mem="), 10, 64)
 			ts.Check(err)
 			o.memMiB = v
+		case strings.HasPrefix(a, "-cpu="):
+			v, err := strconv.Atoi(strings.TrimPrefix(a, "-cpu="))
+			ts.Check(err)
+			o.cpus = v
 		case strings.HasPrefix(a, "-pdisk="):
 			o.pdisks = append(o.pdisks, strings.TrimPrefix(a, "-pdisk="))
 		case strings.HasPrefix(a, "-disk="):

@@ -58,7 +58,9 @@ func (v *vm) runHotplug(cmd string, raw json.RawMessage) (ret any, qerr *qmpErro
 		out := []map[string]any{}
 		for s := v.cfg.maxCPUs - 1; s >= 0; s-- { // QEMU lists the highest first
 			c := map[string]any{"type": fakeCPUType, "vcpus-count": 1, "props": map[string]int{"socket-id": s, "core-id": 0, "thread-id": 0}}
-			if _, plugged := h.cpus[s]; plugged || s < v.cfg.cpus {
+			if id, plugged := h.cpus[s]; plugged { // as QEMU names a device_add'ed vCPU
+				c["qom-path"] = "/machine/peripheral/" + id
+			} else if s < v.cfg.cpus {
 				c["qom-path"] = fmt.Sprintf("/machine/unattached/device[%d]", s)
 			}
 			out = append(out, c)

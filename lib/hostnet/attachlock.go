@@ -36,7 +36,7 @@ func LockAttach(ctx context.Context, bridge string) (release func(), err error) 
 		return nil, fmt.Errorf("bridge name %q cannot name a lock file", bridge)
 	}
 	path := filepath.Join(AttachLockDir, "barn-attach-"+bridge+".lock")
-	f, err := openLockFile(path)
+	f, err := openLockFile(path, 0o644)
 	if err != nil {
 		return nil, err
 	}

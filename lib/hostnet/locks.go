@@ -19,6 +19,8 @@ import (
 // openLockFile (no symlink followed, no FIFO waited on, a regular file
 // only). The kernel drops a lock when its holder exits, a crash included.
 //
+// Both are root's (0600): no other user can open them to hold barn-net up.
+//
 //   - The network lock (barn-net.lock): install, uninstall and the hosts
 //     changes hold it exclusively from inspection to their last step; the
 //     fault commands hold it shared, so an uninstall never runs beside a
@@ -49,28 +51,47 @@ func (h *Host) LockNetwork() (func(), error) {
 
 func (h *Host) lockNetwork(how int) (func(), error) {
 	path := h.NetworkLockPath()
-	f, err := openLockFile(path)
-	if err != nil && os.Geteuid() != 0 && (errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrNotExist)) {
-		return func() {}, nil
-	}
-	if errors.Is(err, fs.ErrNotExist) { // root, and the run directory is missing
-		if err = os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
-			f, err = openLockFile(path)
-		}
-	}
-	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Runtime, err, "taking the network lock").WithReason("network_lock_failed").
-			WithNext("ls -l " + path + "   # barn-net's lock file: a regular file; remove anything else there")
+	f, unlocked, err := h.openRunLock(path)
+	if unlocked || err != nil {
+		return func() {}, err
 	}
 	if err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, exitcode.New(exitcode.Conflict, "another barn-net install, uninstall or hosts change is running (it holds %s)", path).
+			return nil, exitcode.New(exitcode.Conflict, "another barn-net install, uninstall, hosts change or fault command is running (it holds %s)", path).
 				WithReason("network_busy").WithNext("barn-net status   # then run this command again once the other has ended")
 		}
 		return nil, exitcode.Wrap(exitcode.Runtime, err, "locking %s", path).WithReason("network_lock_failed")
 	}
 	return func() { _ = f.Close() }, nil // closing the descriptor drops the lock
+}
+
+// openRunLock opens barn-net's lock file path, root's only (0600: no
+// other user can open it, so none can hold barn-net up), creating the run
+// directory if it is missing. A user who cannot open it (not root)
+// cannot change the host network either: unlocked, it goes on without
+// the lock (it can print a plan; its first change would be refused).
+func (h *Host) openRunLock(path string) (f *os.File, unlocked bool, err error) {
+	f, err = openLockFile(path, 0o600)
+	if err != nil && os.Geteuid() != 0 && (errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrNotExist)) {
+		return nil, true, nil
+	}
+	if errors.Is(err, fs.ErrNotExist) { // root, and the run directory is missing
+		if err = os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
+			f, err = openLockFile(path, 0o600)
+		}
+	}
+	if err == nil && os.Geteuid() == 0 {
+		err = f.Chmod(0o600) // one left readable by another build: root's again
+	}
+	if err != nil {
+		if f != nil {
+			f.Close()
+		}
+		return nil, false, exitcode.Wrap(exitcode.Runtime, err, "opening barn-net's lock").WithReason("network_lock_failed").
+			WithNext("ls -l " + path + "   # barn-net's lock file: a regular file; remove anything else there")
+	}
+	return f, false, nil
 }
 
 // lockFaults takes the network lock shared (unless the caller holds it
@@ -85,14 +106,15 @@ func (h *Host) lockFaults(ctx context.Context, network bool) (func(), error) {
 		}
 	}
 	path := h.FaultLockPath()
-	f, err := openLockFile(path)
-	if err == nil {
-		err = waitFlock(ctx, f)
-	}
-	if err != nil {
-		if f != nil {
-			f.Close()
+	f, unlocked, err := h.openRunLock(path)
+	if unlocked || err != nil {
+		if err != nil {
+			unlockNet()
 		}
+		return unlockNet, err
+	}
+	if err := waitFlock(ctx, f); err != nil {
+		f.Close()
 		unlockNet()
 		return nil, exitcode.Wrap(exitcode.Conflict, err, "waiting for the fault lock %s", path).
 			WithReason("faults_busy").WithNext("barn-net fault list")
@@ -116,17 +138,17 @@ func waitFlock(ctx context.Context, f *os.File) error {
 	}
 }
 
-// openLockFile opens path read-only, creating it (0644, O_EXCL) only when
+// openLockFile opens path read-only, creating it (mode, O_EXCL) only when
 // absent, without following a symlink or blocking on a FIFO, and proves
-// it a regular file. flock(2) needs no write access, so every user can
-// lock a file root created.
-func openLockFile(path string) (*os.File, error) {
+// it a regular file. flock(2) needs no write access: a file every user
+// can read (0644, the attach lock) is one every user can lock.
+func openLockFile(path string, mode fs.FileMode) (*os.File, error) {
 	const flags = os.O_RDONLY | syscall.O_NOFOLLOW | syscall.O_NONBLOCK | syscall.O_CLOEXEC
 	f, err := os.OpenFile(path, flags, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		f, err = os.OpenFile(path, flags|os.O_CREATE|os.O_EXCL, 0o644)
+		f, err = os.OpenFile(path, flags|os.O_CREATE|os.O_EXCL, mode)
 		if err == nil {
-			err = f.Chmod(0o644) // whatever the umask: every user locks it
+			err = f.Chmod(mode) // whatever the umask
 		}
 		if errors.Is(err, fs.ErrExist) { // another process created it meanwhile
 			f, err = os.OpenFile(path, flags, 0)

@@ -96,5 +96,9 @@ func TestNetworkLockFileIsProven(t *testing.T) {
 			t.Fatalf("missing run directory: %v", err)
 		}
 		unlock()
+		// root's only: no other user can open it to hold barn-net up
+		if fi, err := os.Stat(filepath.Join(missing, "barn-net.lock")); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("lock file mode: %v %v", fi.Mode(), err)
+		}
 	}
 }

@@ -8,7 +8,9 @@ import (
 	"reflect"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/qemu"
 	"barn.dev/lib/state"
+	"barn.dev/lib/vmrecord"
 )
 
 // Restore returns the snapshot's nodes to snapshot name. It is
@@ -193,21 +195,40 @@ func launchMatches(ctx context.Context, snap string, n *state.Node, l *Launch) e
 		return nil
 	}
 	msg := fmt.Sprintf("node %s: its QEMU has other vCPUs, memory or hot-plug headroom (%s) than the one snapshot %s was saved from (%s)", n.Node, describe(now), snap, describe(l))
-	if l.Relaunchable && !now.Relaunchable { // a restart launches the definition's layout and headroom
-		return exitcode.New(exitcode.Conflict, "%s", msg).WithReason("snapshot_layout_mismatch").
-			WithNext("barn-node restart " + n.Node + ", then barn-node snapshot restore " + snap)
+	if !l.Relaunchable {
+		return exitcode.New(exitcode.Conflict, "%s; its hot-plugged devices went with that QEMU, and no restart or resize re-creates them", msg).WithReason("snapshot_layout_mismatch").
+			WithNext("barn-node snapshot delete " + snap + "   # it can no longer be loaded")
 	}
-	return exitcode.New(exitcode.Conflict, "%s; no restart re-creates that QEMU", msg).WithReason("snapshot_layout_mismatch").
-		WithNext("barn-node snapshot delete " + snap + "   # it can no longer be loaded")
+	// A restart launches the definition's layout, with the headroom this
+	// host gives now (qemu.HeadroomFor: its CPUs and memory as barn-node
+	// sees them at launch, CPU affinity included).
+	if launch := launchHeadroom(n, l); now.Relaunchable && !reflect.DeepEqual(launch, l.Headroom) {
+		return exitcode.New(exitcode.Conflict, "%s; a launch on this host now gives %s, so a restart does not re-create it", msg, describeHeadroom(launch)).WithReason("snapshot_layout_mismatch").
+			WithNext("barn-node snapshot delete " + snap + "   # or restore it where barn-node sees the CPUs and memory it saw at the save")
+	}
+	return exitcode.New(exitcode.Conflict, "%s", msg).WithReason("snapshot_layout_mismatch").
+		WithNext("barn-node restart " + n.Node + ", then barn-node snapshot restore " + snap)
+}
+
+// launchHeadroom is the headroom a launch of n would get on this host now
+// (nil when the snapshot's QEMU had none: not a q35 machine).
+func launchHeadroom(n *state.Node, l *Launch) *vmrecord.Headroom {
+	if l.Headroom == nil {
+		return nil
+	}
+	return qemu.HeadroomFor(n.Spec, qemu.Profile{Machine: "q35", Host: qemu.DetectHostSize()})
 }
 
 // describe sums up a launch for a message.
 func describe(l *Launch) string {
-	h := "no headroom"
-	if l.Headroom != nil {
-		h = fmt.Sprintf("headroom %d vCPUs, %d MiB", l.Headroom.MaxCPUs, l.Headroom.MaxMemoryBytes>>20)
+	return fmt.Sprintf("%d vCPUs (%d hot-plugged), %d MiB at launch, hot-plugged memory %v, %s", len(l.Layout.CPUs), len(l.Layout.HotCPUs), l.Layout.BaseMemory>>20, l.Layout.DIMMs, describeHeadroom(l.Headroom))
+}
+
+func describeHeadroom(h *vmrecord.Headroom) string {
+	if h == nil {
+		return "no headroom"
 	}
-	return fmt.Sprintf("%d vCPUs, %d MiB at launch, hot-plugged memory %v, %s", len(l.Layout.CPUs), l.Layout.BaseMemory>>20, l.Layout.DIMMs, h)
+	return fmt.Sprintf("headroom %d vCPUs, %d MiB", h.MaxCPUs, h.MaxMemoryBytes>>20)
 }
 
 func phaseRefusal(r *Record, node string, up bool) error {

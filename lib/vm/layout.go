@@ -3,16 +3,20 @@ package vm
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"barn.dev/lib/qmp"
 )
 
-// Layout is what a running QEMU reports of its vCPUs and memory over QMP:
+// Layout is what a running QEMU reports of its vCPUs and memory over QMP
+// (a vCPU from the command line lives under /machine/unattached, one
+// plugged by device_add under /machine/peripheral; checked on QEMU 7.2):
 // the part of its device layout a vmstate (QEMU's snapshot-save) depends
 // on that hot-plug changes after launch, so that only QEMU itself knows
 // (a hot-plug interrupted before Barn recorded it included).
 type Layout struct {
 	CPUs       []string `json:"cpus"`        // present vCPU slots, by device id (cpuID), sorted
+	HotCPUs    []string `json:"hot_cpus"`    // those of CPUs plugged by device_add, not the command line's
 	Slots      int      `json:"cpu_slots"`   // every vCPU slot (maxcpus)
 	BaseMemory int64    `json:"base_memory"` // bytes, from the command line
 	DIMMs      []string `json:"dimms"`       // hot-plugged memory devices, "<id>:<bytes>", sorted
@@ -34,16 +38,20 @@ func ReadLayout(s *qmp.Session) (Layout, error) {
 	if err := s.Execute("query-memory-devices", nil, &devs); err != nil {
 		return Layout{}, err
 	}
-	l := Layout{CPUs: []string{}, Slots: len(slots), BaseMemory: sum.Base, DIMMs: []string{}}
+	l := Layout{CPUs: []string{}, HotCPUs: []string{}, Slots: len(slots), BaseMemory: sum.Base, DIMMs: []string{}}
 	for _, c := range slots {
 		if c.QOMPath != "" {
 			l.CPUs = append(l.CPUs, cpuID(c))
+		}
+		if strings.HasPrefix(c.QOMPath, "/machine/peripheral/") { // QEMU's home of device_add'ed devices
+			l.HotCPUs = append(l.HotCPUs, cpuID(c))
 		}
 	}
 	for _, d := range devs {
 		l.DIMMs = append(l.DIMMs, fmt.Sprintf("%s:%d", d.Data.ID, d.Data.Size))
 	}
 	sort.Strings(l.CPUs)
+	sort.Strings(l.HotCPUs)
 	sort.Strings(l.DIMMs)
 	return l, nil
 }
@@ -57,5 +65,5 @@ func (l Layout) Equal(o Layout) bool {
 // memBytes of memory gives, before any hot-plug: a restart from that
 // definition brings it back.
 func (l Layout) Launched(cpus int, memBytes int64) bool {
-	return len(l.CPUs) == cpus && l.BaseMemory == memBytes && len(l.DIMMs) == 0
+	return len(l.CPUs) == cpus && len(l.HotCPUs) == 0 && l.BaseMemory == memBytes && len(l.DIMMs) == 0
 }
