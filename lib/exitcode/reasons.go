@@ -190,7 +190,7 @@ var reasons = []Reason{
 	{"node_not_running", Conflict, "the node's VM is not running"},
 	{"node_state_mismatch", Integrity, "a node's state does not match the name it was found under"},
 	{"nodes_failed", Varies, "some or all nodes of a batch failed in different ways"},
-	{"nodes_removed", Conflict, "the plan removes nodes; apply needs --force to destroy them"},
+	{"nodes_removed", Conflict, "the inventory omits applied nodes: apply and a whole recreate refuse (never destroy by omission); destroy them by name, or put them back"},
 	{"not_barns_disk", Conflict, "a disk is not the one Barn recorded"},
 	{"not_committed", Usage, "the journal's create was not committed"},
 	{"not_resizable", Conflict, "the node's outcome is not resize: its definition changed beyond vCPUs, memory and a larger root disk"},

@@ -21,9 +21,13 @@ type ApplyOptions struct {
 	Nodes []string
 }
 
-// applyAgain is the next: hint that plans the spec's inventory afresh and
-// applies it (spec.Pipeline: it works as printed).
-func applyAgain(source string) string { return spec.Pipeline(source, "barn-node apply") }
+// applyAgain is the next: hint that plans the spec's inventory afresh,
+// with planArgs (a plan's selection and overrides, kept so that the hint
+// does what the user asked for), and applies it (spec.PlanPipeline: it
+// works as printed).
+func applyAgain(source string, planArgs []string) string {
+	return spec.PlanPipeline(source, planArgs, "barn-node apply")
+}
 
 // appliedSource is the inventory the applied deployment was resolved
 // from ("" when none is applied or it cannot be read: the hints then use
@@ -37,11 +41,14 @@ func (m *Manager) appliedSource() string {
 }
 
 // applyAgain is applyAgain for the applied deployment's inventory.
-func (m *Manager) applyAgain() string { return applyAgain(m.appliedSource()) }
+func (m *Manager) applyAgain() string { return applyAgain(m.appliedSource(), nil) }
 
-// recreateAgain plans the spec's inventory afresh and recreates names.
-func recreateAgain(source string, names []string) string {
-	return spec.Pipeline(source, strings.Join(append([]string{"barn-node recreate"}, names...), " ")+" --force")
+// recreateAgain plans the spec's inventory afresh, with planArgs, and
+// recreates names. A hint that drops a plan's overrides would recreate a
+// node without the change the user asked for: plan-bound hints pass
+// p.PlanArgs().
+func recreateAgain(source string, planArgs, names []string) string {
+	return spec.PlanPipeline(source, planArgs, strings.Join(append([]string{"barn-node recreate"}, names...), " ")+" --force")
 }
 
 // checkPlan validates a plan document's own consistency; again is the

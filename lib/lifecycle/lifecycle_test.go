@@ -57,7 +57,7 @@ func TestPortAllocatorExhaustedIsResource(t *testing.T) {
 
 func TestStalePlanIsConflict(t *testing.T) {
 	p := &plan.Plan{BasedOn: plan.BasedOn{Generation: 1, SpecHash: "a"}}
-	err := checkBasedOn(p, &state.Deployment{Generation: 2, SpecHash: "b"}, applyAgain("lab.yml"))
+	err := checkBasedOn(p, &state.Deployment{Generation: 2, SpecHash: "b"}, applyAgain("lab.yml", nil))
 	if e := exitcode.As(err); e == nil || e.Class != exitcode.Conflict || e.Reason != "stale_plan" || e.Next != "barn-inventory resolve -f lab.yml | barn-plan | barn-node apply" {
 		t.Fatalf("err = %+v", e)
 	}

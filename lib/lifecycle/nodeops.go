@@ -210,7 +210,7 @@ func (m *Manager) launch(ctx context.Context, n *state.Node, alloc *portAllocato
 	defer hostshare.CloseAll(files) // QEMU holds its own copies
 	if len(files) != len(n.Invocation.InheritedFiles) {
 		return repairs, exitcode.New(exitcode.Integrity, "%s: the recorded invocation inherits %d descriptors but the node has %d shares",
-			n.Node, len(n.Invocation.InheritedFiles), len(files)).WithReason("invocation_shares_mismatch").WithNext(recreateAgain(m.appliedSource(), []string{n.Node}))
+			n.Node, len(n.Invocation.InheritedFiles), len(files)).WithReason("invocation_shares_mismatch").WithNext(recreateAgain(m.appliedSource(), nil, []string{n.Node}))
 	}
 	release, err := m.checkAddress(ctx, n)
 	if err != nil {

@@ -114,9 +114,9 @@ func sortedUnique(names []string) []string {
 // scope. Anything else is a conflict, deployment_changed, naming what
 // changed.
 func (m *Manager) checkWholeScope(p *plan.Plan, d *state.Deployment, scope []string) error {
-	again := recreateAgain(p.Spec.Source.Inventory(), nil)
+	again := recreateAgain(p.Spec.Source.Inventory(), p.PlanArgs(), nil)
 	if d == nil {
-		return exitcode.New(exitcode.Conflict, "no deployment is applied; nothing to recreate").WithReason("no_deployment").WithNext(applyAgain(p.Spec.Source.Inventory()))
+		return exitcode.New(exitcode.Conflict, "no deployment is applied; nothing to recreate").WithReason("no_deployment").WithNext(applyAgain(p.Spec.Source.Inventory(), p.PlanArgs()))
 	}
 	if p.BasedOn.Generation != d.Generation || p.BasedOn.SpecHash != d.SpecHash {
 		return exitcode.New(exitcode.Conflict, "the deployment changed since the plan: generation %d was planned, generation %d is applied now; nothing was stopped", p.BasedOn.Generation, d.Generation).
@@ -158,7 +158,7 @@ func (m *Manager) checkWholeScope(p *plan.Plan, d *state.Deployment, scope []str
 func recreateSelection(p *plan.Plan, applied *state.Deployment, names []string, promoted string, whole bool) (spec.Spec, error) {
 	src := p.Spec.Source.Inventory()
 	if applied == nil {
-		return spec.Spec{}, exitcode.New(exitcode.Conflict, "no deployment is applied; nothing to recreate").WithReason("no_deployment").WithNext(applyAgain(src))
+		return spec.Spec{}, exitcode.New(exitcode.Conflict, "no deployment is applied; nothing to recreate").WithReason("no_deployment").WithNext(applyAgain(src, p.PlanArgs()))
 	}
 	for _, s := range names {
 		if p.Spec.Node(s) == nil {
@@ -186,7 +186,7 @@ func (m *Manager) recreateJobs(ctx context.Context, p *plan.Plan, after *spec.Sp
 	for _, name := range names {
 		np := planNode(p, name)
 		if np.Image == nil {
-			return nil, exitcode.New(exitcode.Usage, "plan has no exact image for %s", name).WithReason("images_unresolved").WithNext("barn-repo update && " + recreateAgain(p.Spec.Source.Inventory(), names))
+			return nil, exitcode.New(exitcode.Usage, "plan has no exact image for %s", name).WithReason("images_unresolved").WithNext("barn-repo update && " + recreateAgain(p.Spec.Source.Inventory(), p.PlanArgs(), names))
 		}
 		if _, err := m.ensureBase(ctx, *np.Image, name); err != nil {
 			return nil, err

@@ -97,7 +97,7 @@ func cmpNames(selectors, fallback []string) []string {
 func resizeSelection(p *plan.Plan, applied *state.Deployment, selectors []string) ([]string, error) {
 	src := p.Spec.Source.Inventory()
 	if applied == nil {
-		return nil, exitcode.New(exitcode.Conflict, "no deployment is applied; nothing to resize").WithReason("no_deployment").WithNext(applyAgain(src))
+		return nil, exitcode.New(exitcode.Conflict, "no deployment is applied; nothing to resize").WithReason("no_deployment").WithNext(applyAgain(src, p.PlanArgs()))
 	}
 	if len(selectors) == 0 {
 		selectors = namesOf(p, plan.Resize)
@@ -115,7 +115,7 @@ func resizeSelection(p *plan.Plan, applied *state.Deployment, selectors []string
 		if np.Outcome != plan.Resize {
 			next := spec.Pipeline(src, "") + " --text"
 			if np.Outcome == plan.Recreate {
-				next = recreateAgain(src, []string{s})
+				next = recreateAgain(src, p.PlanArgs(), []string{s})
 			}
 			return nil, exitcode.New(exitcode.Conflict, "node %s is %s in the plan, not resize; resize changes only vCPUs, memory and a larger root disk", s, np.Outcome).
 				WithReason("not_resizable").WithNext(next)
@@ -146,7 +146,7 @@ func (m *Manager) resizeChecks(ctx context.Context, p *plan.Plan, names []string
 			return nil, err
 		}
 		if c == nil {
-			return nil, exitcode.New(exitcode.Conflict, "%s has no committed state; the plan is stale", name).WithReason("stale_plan").WithNext(resizeAgain(src, names))
+			return nil, exitcode.New(exitcode.Conflict, "%s has no committed state; the plan is stale", name).WithReason("stale_plan").WithNext(resizeAgain(src, p.PlanArgs(), names))
 		}
 		if err := m.restartable(ctx, c); err != nil {
 			return nil, err
@@ -156,9 +156,9 @@ func (m *Manager) resizeChecks(ctx context.Context, p *plan.Plan, names []string
 		moved.CPUs, moved.MemoryBytes, moved.RootDiskBytes = want.CPUs, want.MemoryBytes, want.RootDiskBytes
 		if spec.NodeHash(p.Spec.Deployment, moved) != want.SpecHash || c.SpecHash != spec.NodeHash(p.Spec.Deployment, c.Spec) {
 			return nil, exitcode.New(exitcode.Conflict, "%s: the committed definition differs from the desired one beyond vCPUs, memory and root disk size", name).
-				WithReason("not_resizable").WithNext(recreateAgain(src, []string{name}))
+				WithReason("not_resizable").WithNext(recreateAgain(src, p.PlanArgs(), []string{name}))
 		}
-		if err := m.checkRootGrowth(ctx, c, want.RootDiskBytes, src); err != nil {
+		if err := m.checkRootGrowth(ctx, c, want.RootDiskBytes, recreateAgain(src, p.PlanArgs(), []string{name})); err != nil {
 			return nil, err
 		}
 		if want.RootDiskBytes != c.Spec.RootDiskBytes {
@@ -174,15 +174,15 @@ func (m *Manager) resizeChecks(ctx context.Context, p *plan.Plan, names []string
 // checkRootGrowth refuses a root disk that would shrink (usage,
 // disk_shrink_refused), comparing with the committed definition and, when
 // the size changes, with the overlay's virtual size as qemu-img reads it
-// (which also proves qemu-img works before anything stops); src is the
-// plan's inventory, for the hint.
-func (m *Manager) checkRootGrowth(ctx context.Context, c *state.Node, size int64, src string) error {
+// (which also proves qemu-img works before anything stops); recreate is
+// the hint (the recreate of c with the plan's selection and overrides).
+func (m *Manager) checkRootGrowth(ctx context.Context, c *state.Node, size int64, recreate string) error {
 	if size == c.Spec.RootDiskBytes {
 		return nil
 	}
 	shrink := func(from int64) error {
 		return exitcode.New(exitcode.Usage, "%s: the root disk would shrink from %d to %d bytes; Barn never shrinks a disk (only recreate makes a new, smaller one)", c.Node, from, size).
-			WithReason("disk_shrink_refused").WithNext(recreateAgain(src, []string{c.Node}))
+			WithReason("disk_shrink_refused").WithNext(recreate)
 	}
 	if size < c.Spec.RootDiskBytes {
 		return shrink(c.Spec.RootDiskBytes)
@@ -419,7 +419,8 @@ func (m *Manager) verifyRootGrowth(ctx context.Context, name string, oldBytes in
 	return nil
 }
 
-// resizeAgain plans the spec's inventory afresh and resizes names.
-func resizeAgain(source string, names []string) string {
-	return spec.Pipeline(source, "barn-node resize "+strings.Join(names, " ")+" --force")
+// resizeAgain plans the spec's inventory afresh, with planArgs, and
+// resizes names.
+func resizeAgain(source string, planArgs, names []string) string {
+	return spec.PlanPipeline(source, planArgs, "barn-node resize "+strings.Join(names, " ")+" --force")
 }

@@ -12,7 +12,7 @@ import (
 // every applied node; an unknown name is a usage error naming it.
 func (m *Manager) selectNodes(d *state.Deployment, selectors []string) ([]string, error) {
 	if d == nil {
-		return nil, exitcode.New(exitcode.Conflict, "no deployment is applied").WithReason("no_deployment").WithNext(applyAgain(""))
+		return nil, exitcode.New(exitcode.Conflict, "no deployment is applied").WithReason("no_deployment").WithNext(applyAgain("", nil))
 	}
 	if len(selectors) == 0 {
 		names := d.Spec.NodeNames()

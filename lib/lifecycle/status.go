@@ -274,7 +274,7 @@ func (m *Manager) statusUncommitted(d *state.Deployment, name string, docs state
 		// The next apply rolls the unfinished create back and creates
 		// the node anew.
 		return "", exitcode.New(exitcode.Conflict, "%s: an unfinished create is journaled (%d artifact(s))", name, len(j.Completed)).
-			WithReason("interrupted_transition").WithNext(applyAgain(source))
+			WithReason("interrupted_transition").WithNext(applyAgain(source, nil))
 	}
 	conv := ""
 	if act {
