@@ -25,12 +25,13 @@ func (c *recreateCmd) Run(env *tool.Env) error {
 	// confirmation names every node being replaced. The plan took stdin,
 	// so the person is asked on the controlling terminal (as ssh and git
 	// ask for a password); with none, --force is required (usage).
-	scope, err := lifecycle.RecreateScope(&p, c.Nodes)
+	nodes := lifecycle.RecreateSelectors(&p, c.Nodes)
+	scope, err := lifecycle.RecreateScope(&p, nodes)
 	if err != nil {
 		return err
 	}
 	what := "Recreate " + strings.Join(scope, ", ")
-	if len(c.Nodes) == 0 {
+	if len(nodes) == 0 {
 		what = fmt.Sprintf("Recreate the whole deployment, all %d nodes: %s", len(scope), strings.Join(scope, ", "))
 	}
 	if err := env.Confirm(c.Force, true, "recreate", what+": root and non-persistent disks are replaced; persistent disks are kept."); err != nil {
@@ -44,7 +45,7 @@ func (c *recreateCmd) Run(env *tool.Env) error {
 		return err
 	}
 	wait := bindReadiness(env, m, c.NoWait)
-	res, err := m.Recreate(env.Ctx, &p, c.Nodes, wait)
+	res, err := m.Recreate(env.Ctx, &p, nodes, wait)
 	refreshFragment(env, res)
 	return emit(env, resultOrNil(res), err)
 }

@@ -28,6 +28,7 @@ import (
 // non-persistent disks are replaced; persistent disks are retained and
 // reattached.
 func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string, wait bool) (*Result, error) {
+	selectors = RecreateSelectors(p, selectors)
 	scope, err := RecreateScope(p, selectors)
 	if err != nil {
 		return nil, err
@@ -87,7 +88,7 @@ func (m *Manager) Recreate(ctx context.Context, p *plan.Plan, selectors []string
 // peer alone: it keeps its applied definition (selectedSpec). It reads only the plan, so a command can name the scope in
 // its confirmation before taking any lock.
 func RecreateScope(p *plan.Plan, selectors []string) ([]string, error) {
-	if len(selectors) > 0 {
+	if selectors = RecreateSelectors(p, selectors); len(selectors) > 0 {
 		return sortedUnique(selectors), nil
 	}
 	if mi := namesOf(p, plan.Missing); len(mi) > 0 {
@@ -99,6 +100,17 @@ func RecreateScope(p *plan.Plan, selectors []string) ([]string, error) {
 		return nil, exitcode.New(exitcode.Conflict, "the plan's spec has no nodes; nothing to recreate").WithReason("no_nodes")
 	}
 	return sortedUnique(names), nil
+}
+
+// RecreateSelectors is the recreate's node selection: the command's
+// names, or, with none, the plan's own selection (barn-plan NODE...); none
+// of either is the whole deployment. A selected plan is never taken for
+// the whole deployment.
+func RecreateSelectors(p *plan.Plan, selectors []string) []string {
+	if len(selectors) == 0 {
+		return p.Selected
+	}
+	return selectors
 }
 
 func sortedUnique(names []string) []string {
