@@ -432,6 +432,7 @@ func checkNM(t *testing.T, b *hutBoot) {
 			t.Errorf("with NetworkManager and networkd both active the plan chose %s", p.Backend)
 		}
 		b.refused("foreign-conn-plan", "4", "bridge_foreign")
+		contains(t, "the user's own bridge, made before the plan", b.file("foreign-link.link"), "barn0:")
 		b.refused("foreign-link-plan", "4", "bridge_foreign")
 		b.ok("fw-install")
 		b.refused("modified-uninstall", "7", "owned_file_modified")

@@ -594,6 +594,12 @@ func TestNetworkManagerForeignConnectionKept(t *testing.T) {
 	if m, _ := f.ReadManifest(); m != nil {
 		t.Fatal("manifest left behind")
 	}
+	// Barn's own connection, seen listed after install and deleted behind
+	// its back, leaves the ledger (live on the NetworkManager host under
+	// test it stayed, and kept the state directory Barn had created).
+	if b, err := os.ReadFile(f.LedgerPath()); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the ledger is left: %s (%v)", b, err)
+	}
 }
 
 // notesContain reports whether one note of p contains all of subs.

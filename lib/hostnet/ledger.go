@@ -141,6 +141,21 @@ func (h *Host) ledgerSettle(uuid string, deleted bool) error {
 	})
 }
 
+// ledgerForgetGone drops every UUID NetworkManager was seen to list and
+// no longer lists (conns: its listing now): deleted behind Barn's back, by
+// the user or a delete that timed out. No late add brings such a UUID
+// back, and a connection made later with it is not Barn's; kept, it would
+// also keep the state directory after uninstall.
+func (h *Host) ledgerForgetGone(l Ledger, conns []NMConn) error {
+	gone := func(e LedgerEntry) bool {
+		return e.Seen && !slices.ContainsFunc(conns, func(c NMConn) bool { return strings.EqualFold(c.UUID, e.UUID) })
+	}
+	if !slices.ContainsFunc(l.Connections, gone) {
+		return nil
+	}
+	return h.updateLedger(func(l *Ledger) { l.Connections = slices.DeleteFunc(l.Connections, gone) })
+}
+
 // keptNotes says what uninstall leaves of the ledger's UUIDs other than
 // claimed (the manifest's own connection, "" for none): a connection
 // NetworkManager lists with such a UUID is Barn's leftover, which the next

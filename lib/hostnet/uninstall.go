@@ -168,6 +168,9 @@ func (h *Host) Uninstall(ctx context.Context, progress Progress) (Plan, error) {
 	if err != nil || p.Noop {
 		return p, err
 	}
+	if err := h.ledgerForgetGone(o.NM.Ledger, o.NM.Connections); err != nil {
+		return p, exitcode.Wrap(exitcode.Runtime, err, "updating %s", h.LedgerPath()).WithReason("uninstall_failed").WithNext("barn-net status")
+	}
 	if err := h.healBeforeUninstall(ctx, progress); err != nil {
 		return p, err
 	}

@@ -56,6 +56,14 @@ follow() {
   return 0
 }
 
+# link_gone NAME: wait (deadline 2 min) until the link NAME is gone:
+# NetworkManager removes the software device of a deleted connection
+# after `nmcli connection delete` returns.
+link_gone() {
+  deadline=$(( $(date +%s) + 120 ))
+  while ip link show "$1" > /dev/null 2>&1 && [ "$(date +%s)" -le $deadline ]; do sleep 0.2; done
+}
+
 # plan_ids FILE: the step IDs of the plan JSON in FILE, in order.
 # barn-net prints canonical (compact) JSON; an indented one reads the same.
 plan_ids() { grep -o '"id": *"[^"]*"' "$1" | sed 's/^"id": *"//; s/"$//'; }

@@ -107,7 +107,9 @@ systemctl stop systemd-networkd.service systemd-networkd.socket
 nmcli connection add type bridge con-name barn0 ifname barn0 ipv4.method disabled ipv6.method disabled > /dev/null
 step foreign-conn-plan barn-net plan
 nmcli connection delete barn0 > /dev/null
+link_gone barn0
 ip link add barn0 type bridge
+ip -o link show barn0 > "$OUT/foreign-link.link" 2>&1
 step foreign-link-plan barn-net plan
 nmcli -t -f NAME,TYPE,DEVICE connection show --active > "$OUT/foreign-link.nm" 2>&1
 ip link del barn0
