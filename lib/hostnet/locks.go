@@ -2,6 +2,8 @@ package hostnet
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,7 +15,8 @@ import (
 	"barn.dev/lib/exitcode"
 )
 
-// The run-directory locks of barn-net: flock(2) on files under RunDir
+// The run-directory locks of barn-net, one pair per state directory
+// (lockKey): flock(2) on files under RunDir
 // (cleared at boot, so a lock file never outlives the host's processes,
 // and the state directory stays removable by uninstall), opened by
 // openLockFile (no symlink followed, no FIFO waited on, a regular file
@@ -30,14 +33,24 @@ import (
 //     changes the fault record and the kernel; waited for until ctx ends.
 //     Taken after the network lock, never before.
 
-// FaultLockPath is <RunDir>/barn-net-faults.lock.
+// FaultLockPath is <RunDir>/barn-net-<key>-faults.lock (lockKey).
 func (h *Host) FaultLockPath() string {
-	return filepath.Join(or(h.RunDir, defaultRunDir), "barn-net-faults.lock")
+	return filepath.Join(or(h.RunDir, defaultRunDir), "barn-net-"+h.lockKey()+"-faults.lock")
 }
 
-// NetworkLockPath is <RunDir>/barn-net.lock.
+// NetworkLockPath is <RunDir>/barn-net-<key>.lock (lockKey).
 func (h *Host) NetworkLockPath() string {
-	return filepath.Join(or(h.RunDir, defaultRunDir), "barn-net.lock")
+	return filepath.Join(or(h.RunDir, defaultRunDir), "barn-net-"+h.lockKey()+".lock")
+}
+
+// lockKey names the host network the locks guard by its state directory
+// (the first 16 hex digits of the SHA-256 of its clean path): the
+// manifests and fault records two barn-net processes would race on. Two
+// labs with their own state directories (each in its network namespace)
+// never wait for each other.
+func (h *Host) lockKey() string {
+	sum := sha256.Sum256([]byte(filepath.Clean(h.StateDir)))
+	return hex.EncodeToString(sum[:8])
 }
 
 // LockNetwork takes the network lock exclusively, without waiting, and

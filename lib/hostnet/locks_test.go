@@ -23,7 +23,7 @@ func lockReason(err error) string {
 // (faults do not run beside an install or uninstall); shared holds
 // coexist; released, it is taken again.
 func TestNetworkLockExcludes(t *testing.T) {
-	h := &Host{RunDir: t.TempDir()}
+	h := &Host{RunDir: t.TempDir(), StateDir: filepath.Join(t.TempDir(), "state")}
 	unlock, err := h.LockNetwork()
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +57,14 @@ func TestNetworkLockExcludes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("after release: %v", err)
 	}
-	again()
+	defer again()
+	// Another host network (another state directory: a second lab in its
+	// own namespace) has its own lock: never refused by this one's.
+	other, err := (&Host{RunDir: h.RunDir, StateDir: filepath.Join(t.TempDir(), "other")}).LockNetwork()
+	if err != nil {
+		t.Fatalf("a second host network's install: %v", err)
+	}
+	other()
 }
 
 // TestNetworkLockFileIsProven: a FIFO at the lock path is refused at once
@@ -65,7 +72,7 @@ func TestNetworkLockExcludes(t *testing.T) {
 // is not created), and a missing run directory is created (root).
 func TestNetworkLockFileIsProven(t *testing.T) {
 	run := t.TempDir()
-	if err := syscall.Mkfifo(filepath.Join(run, "barn-net.lock"), 0o600); err != nil {
+	if err := syscall.Mkfifo((&Host{RunDir: run}).NetworkLockPath(), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -79,7 +86,7 @@ func TestNetworkLockFileIsProven(t *testing.T) {
 		t.Fatal("LockNetwork blocked in open(2) on a FIFO")
 	}
 	run, victim := t.TempDir(), filepath.Join(t.TempDir(), "nologin")
-	if err := os.Symlink(victim, filepath.Join(run, "barn-net.lock")); err != nil {
+	if err := os.Symlink(victim, (&Host{RunDir: run}).NetworkLockPath()); err != nil {
 		t.Fatal(err)
 	}
 	if unlock, err := (&Host{RunDir: run}).LockNetwork(); err == nil {
@@ -97,7 +104,7 @@ func TestNetworkLockFileIsProven(t *testing.T) {
 		}
 		unlock()
 		// root's only: no other user can open it to hold barn-net up
-		if fi, err := os.Stat(filepath.Join(missing, "barn-net.lock")); err != nil || fi.Mode().Perm() != 0o600 {
+		if fi, err := os.Stat((&Host{RunDir: missing}).NetworkLockPath()); err != nil || fi.Mode().Perm() != 0o600 {
 			t.Fatalf("lock file mode: %v %v", fi.Mode(), err)
 		}
 	}
