@@ -94,8 +94,12 @@ func setupInside(t *testing.T) *liveEnv {
 	must(t, os.WriteFile(helper, b, 0o755))
 	must(t, os.Chmod(helper, 0o755))
 	must(t, exec.Command("ip", "link", "set", "lo", "up").Run())
+	// barn-net's locks go to the test's own run directory; the named
+	// namespaces it reads there are the host's.
+	must(t, os.MkdirAll(filepath.Join(dir, "run"), 0o755))
+	must(t, os.Symlink("/run/netns", filepath.Join(dir, "run", "netns")))
 	h := FromEnv(func(k string) string {
-		return map[string]string{"BARN_NET_STATE": filepath.Join(dir, "state"), "BARN_NET_HELPER": helper}[k]
+		return map[string]string{"BARN_NET_STATE": filepath.Join(dir, "state"), "BARN_NET_HELPER": helper, "BARN_NET_RUN": filepath.Join(dir, "run")}[k]
 	})
 	h.Runner = failRunner{}
 	return &liveEnv{dir: dir, host: h}
