@@ -16,20 +16,20 @@ import (
 )
 
 // The run-directory locks of barn-net, one pair per state directory
-// (lockKey): flock(2) on files under RunDir
-// (cleared at boot, so a lock file never outlives the host's processes,
-// and the state directory stays removable by uninstall), opened by
+// (lockKey): flock(2) on files under RunDir (cleared at boot, so a lock
+// file never outlives the host's processes, and the state directory stays
+// removable by uninstall), opened by
 // openLockFile (no symlink followed, no FIFO waited on, a regular file
 // only). The kernel drops a lock when its holder exits, a crash included.
 //
 // Both are root's (0600): no other user can open them to hold barn-net up.
 //
-//   - The network lock (barn-net.lock): install, uninstall and the hosts
+//   - The network lock (barn-net-<key>.lock): install, uninstall and the hosts
 //     changes hold it exclusively from inspection to their last step; the
 //     fault commands hold it shared, so an uninstall never runs beside a
 //     fault being added or healed. Never waited for: the holder may be
 //     waiting for its user's answer.
-//   - The fault lock (barn-net-faults.lock): one fault command at a time
+//   - The fault lock (barn-net-<key>-faults.lock): one fault command at a time
 //     changes the fault record and the kernel; waited for until ctx ends.
 //     Taken after the network lock, never before.
 
