@@ -127,6 +127,7 @@ nmcli connection add type bridge con-name barn0 ifname barn0 ipv4.method disable
 step replaced-uninstall barn-net uninstall --yes
 nmcli -t -f NAME,TYPE connection show > "$OUT/replaced.nm" 2>&1
 nmcli connection delete barn0 > /dev/null
+link_gone barn0
 snap foreign-after
 
 part crashes || exit 0
