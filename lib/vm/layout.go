@@ -56,7 +56,8 @@ func ReadLayout(s *qmp.Session) (Layout, error) {
 	return l, nil
 }
 
-// Equal reports whether l and o are the same layout.
+// Equal reports whether l and o are the same layout (printed alike: a
+// missing list in a record reads as an empty one).
 func (l Layout) Equal(o Layout) bool {
 	return fmt.Sprint(l) == fmt.Sprint(o)
 }
