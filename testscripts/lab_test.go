@@ -18,6 +18,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"barn.dev/lib/hostnet"
 	"barn.dev/lib/scripttest"
 )
 
@@ -114,8 +115,8 @@ func runLab(t *testing.T, dir string) {
 // /etc/qemu (so bridge.conf is the namespace's own). When the script
 // ends (deferred calls run last-in first-out) it kills the QEMUs whose
 // command line mentions the final value of any of the variables marks,
-// undoes the host network (barn-net uninstall in $NS), drops the
-// namespace and removes /etc/netns/$NS.
+// undoes the host network (barn-net uninstall in $NS, then its keyed
+// lock files in /run), drops the namespace and removes /etc/netns/$NS.
 func labNamespace(env *testscript.Env, prefix string, marks ...string) (string, error) {
 	ns, err := newNamespace(prefix)
 	if err != nil {
@@ -133,6 +134,12 @@ func labNamespace(env *testscript.Env, prefix string, marks ...string) (string, 
 		cmd := exec.Command("ip", "netns", "exec", ns, "barn-net", "uninstall", "--yes")
 		cmd.Env = env.Vars
 		_ = cmd.Run()
+		// barn-net's locks in /run are keyed by this script's
+		// BARN_NET_STATE: no other run opens them (the host-wide attach
+		// lock, shared with any concurrent lab, stays).
+		h := hostnet.FromEnv(env.Getenv)
+		_ = os.Remove(h.NetworkLockPath())
+		_ = os.Remove(h.FaultLockPath())
 	})
 	env.Defer(func() {
 		var paths []string
