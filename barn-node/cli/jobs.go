@@ -14,15 +14,19 @@ const envJobs = "BARN_JOBS"
 // jobsFlag is --jobs of the multi-node lifecycle commands (apply, start,
 // restart, stop, recreate, resize, destroy).
 type jobsFlag struct {
-	Jobs int `short:"j" name:"jobs" placeholder:"N" help:"Nodes worked on at once, 1-16 (default: $BARN_JOBS, else 4)."`
+	Jobs *int `short:"j" name:"jobs" placeholder:"N" help:"Nodes worked on at once, 1-16 (default: $BARN_JOBS, else 4)."`
 }
 
 // setJobs sets m's concurrency from --jobs, else BARN_JOBS, else leaves
-// lifecycle.DefaultJobs. A value outside 1..lifecycle.MaxJobs is a usage
-// error naming where it came from.
+// lifecycle.DefaultJobs. Jobs is a pointer so that an explicit --jobs 0 is
+// told apart from no flag: a value outside 1..lifecycle.MaxJobs, 0 and
+// negatives included, is a usage error (bad_jobs) naming where it came from.
 func (f jobsFlag) setJobs(env *tool.Env, m *lifecycle.Manager) error {
-	n, from := f.Jobs, "--jobs"
-	if n == 0 {
+	var n int
+	from := "--jobs"
+	if f.Jobs != nil {
+		n = *f.Jobs
+	} else {
 		v := env.Getenv(envJobs)
 		if v == "" {
 			return nil

@@ -103,6 +103,7 @@ func params(dir string) testscript.Params {
 			"spawnclaim": cmdSpawnClaim,
 			"killpid":    cmdKillPID,
 			"holdqmp":    cmdHoldQMP,
+			"noheadroom": cmdNoHeadroom,
 			"releaseqmp": cmdReleaseQMP,
 		},
 		Setup: func(env *testscript.Env) error {
@@ -590,6 +591,24 @@ func cmdFDLink(ts *testscript.TestScript, neg bool, args []string) {
 	target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", runningPID(ts, args[0]), args[1]))
 	ts.Check(err)
 	fmt.Fprintln(ts.Stdout(), target)
+}
+
+// noheadroom NODE: record NODE's invocation as Barn recorded it before the
+// hot-plug headroom policy, without invocation.headroom (the running fake
+// QEMU and its process tuple are left as they are).
+func cmdNoHeadroom(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: noheadroom NODE")
+	}
+	root, err := state.Open(ts.Getenv)
+	ts.Check(err)
+	n, err := root.ReadNode(args[0])
+	ts.Check(err)
+	if n == nil || n.Invocation.Headroom == nil {
+		ts.Fatalf("noheadroom: %s has no recorded headroom", args[0])
+	}
+	n.Invocation.Headroom = nil
+	ts.Check(root.WriteNode(n))
 }
 
 // argvhash NODE: print the argv hash of NODE's recorded process tuple.

@@ -70,10 +70,11 @@ func setImage(o *plan.Overrides, v string) (string, error) {
 	return hint, err
 }
 
+// setArch reads --arch / BARN_ARCH with spec.ParseArch (any case, aliases).
 func setArch(o *plan.Overrides, v string) (string, error) {
-	a := spec.CanonicalArch(v)
-	if v := spec.CheckArch(a); v != nil {
-		return "write amd64 (x86_64, x64), arm64 (aarch64, a64) or native", v
+	a, viol := spec.ParseArch(v)
+	if viol != nil {
+		return viol.Hint, viol
 	}
 	o.Arch = a
 	return "", nil

@@ -14,8 +14,8 @@ import (
 
 type infoCmd struct {
 	sourceFlags
-	Selector string `arg:"" predictor:"image" help:"Image selector: family, alias, family:channel, family@version or local-NAME."`
-	Arch     string `name:"arch" default:"native" enum:"native,amd64,arm64,x86_64,x64,aarch64,a64" help:"Architecture (native, amd64, arm64; x86_64/x64 and aarch64/a64 are aliases)."`
+	Selector string    `arg:"" predictor:"image" help:"Image selector: family, alias, family:channel, family@version or local-NAME."`
+	Arch     tool.Arch `name:"arch" default:"native" predictor:"arch" help:"Architecture (native, amd64, arm64; x86_64/x64 and aarch64/a64 are aliases; any case)."`
 }
 
 type infoDoc struct {
@@ -46,7 +46,7 @@ func (c *infoCmd) Run(env *tool.Env) error {
 	if err != nil {
 		return err
 	}
-	id, err := cat.Resolve(c.Selector, c.Arch)
+	id, err := cat.Resolve(c.Selector, string(c.Arch))
 	if err != nil {
 		return err
 	}

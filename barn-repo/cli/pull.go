@@ -11,8 +11,8 @@ import (
 
 type pullCmd struct {
 	sourceFlags
-	Selector string `arg:"" predictor:"image" help:"Image selector."`
-	Arch     string `name:"arch" default:"native" enum:"native,amd64,arm64,x86_64,x64,aarch64,a64" help:"Architecture (native, amd64, arm64; x86_64/x64 and aarch64/a64 are aliases)."`
+	Selector string    `arg:"" predictor:"image" help:"Image selector."`
+	Arch     tool.Arch `name:"arch" default:"native" predictor:"arch" help:"Architecture (native, amd64, arm64; x86_64/x64 and aarch64/a64 are aliases; any case)."`
 }
 
 type pullDoc struct {
@@ -37,7 +37,7 @@ func (c *pullCmd) Run(env *tool.Env) error {
 	if err != nil {
 		return err
 	}
-	id, err := cat.Resolve(c.Selector, c.Arch)
+	id, err := cat.Resolve(c.Selector, string(c.Arch))
 	if err != nil {
 		return err
 	}

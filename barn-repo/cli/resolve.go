@@ -13,8 +13,8 @@ import (
 
 type resolveCmd struct {
 	sourceFlags
-	Selector string `arg:"" optional:"" predictor:"image" help:"One selector to resolve; without it a barn.spec/v1 is read on stdin."`
-	Arch     string `name:"arch" default:"native" enum:"native,amd64,arm64,x86_64,x64,aarch64,a64" help:"Architecture for a single selector (native, amd64, arm64; x86_64/x64 and aarch64/a64 are aliases)."`
+	Selector string    `arg:"" optional:"" predictor:"image" help:"One selector to resolve; without it a barn.spec/v1 is read on stdin."`
+	Arch     tool.Arch `name:"arch" default:"native" predictor:"arch" help:"Architecture for a single selector (native, amd64, arm64; x86_64/x64 and aarch64/a64 are aliases; any case)."`
 }
 
 type resolvedNode struct {
@@ -56,7 +56,7 @@ func (c *resolveCmd) Run(env *tool.Env) error {
 	}
 	doc := resolveDoc{Schema: "barn.repo.resolve/v1", Revision: rec.ActiveRevision, Nodes: []resolvedNode{}}
 	if c.Selector != "" {
-		id, err := cat.Resolve(c.Selector, c.Arch)
+		id, err := cat.Resolve(c.Selector, string(c.Arch))
 		if err != nil {
 			return err
 		}

@@ -90,6 +90,7 @@ func selfArgv() ([]string, error) {
 type vm struct {
 	cfg     *config
 	lns     []net.Listener // one per monitor
+	tcp     net.Listener   // the management port forward (hostfwd.go); nil when not served
 	once    sync.Once
 	exiting chan int
 	run     runState // QMP stop/cont and snapshot jobs (snapshots.go)
@@ -124,6 +125,12 @@ func runVM(cfg *config) int {
 		}
 		v.lns = append(v.lns, ln)
 		go v.serve(ln)
+	}
+	if cfg.fwdTarget != "" {
+		if err := v.serveHostFwd(); err != nil {
+			v.cleanup()
+			return fail(err)
+		}
 	}
 
 	if fdStr := os.Getenv(readyFDEnv); fdStr != "" {
@@ -173,6 +180,9 @@ func (v *vm) shutdown() {
 func (v *vm) cleanup() {
 	for _, ln := range v.lns {
 		ln.Close()
+	}
+	if v.tcp != nil {
+		v.tcp.Close()
 	}
 	for _, path := range v.cfg.monitors {
 		os.Remove(path)

@@ -32,7 +32,8 @@
 //
 // It also answers the capability queries `-accel|-machine|-cpu|-device|
 // -netdev help` and smoke starts (-S without -daemonize or -pidfile): see
-// help.go.
+// help.go. With FAKEQEMU_HOSTFWD it serves the management port forward
+// (hostfwd.go).
 //
 // Use from Go tests: in TestMain, `if fakeqemu.Invoked() { os.Exit(fakeqemu.Main(os.Args[1:])) }`,
 // then `bin, _ := fakeqemu.Install(t.TempDir())` and run bin (or set
@@ -100,6 +101,8 @@ type config struct {
 	// the file node under it (the images snapshot-save/load/delete act on).
 	blockNodes map[string]string
 	shareFDs   []int
+	hostfwd    string // the management forward's host address, served when fwdTarget is set
+	fwdTarget  string // FAKEQEMU_HOSTFWD (hostfwd.go)
 	modes      map[string]bool
 	exitDelay  time.Duration
 }
@@ -289,6 +292,10 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 				if f, ok := strings.CutPrefix(o, "file="); ok {
 					cfg.files = append(cfg.files, f)
 				}
+			}
+		case "-netdev":
+			if a := hostfwdAddr(opts); a != "" && getenv(HostFwdEnv) != "" {
+				cfg.hostfwd, cfg.fwdTarget = a, getenv(HostFwdEnv)
 			}
 		case "-fsdev":
 			for _, o := range opts {

@@ -113,6 +113,27 @@ func TestParseGeneratedSubset(t *testing.T) {
 	}
 }
 
+// The management port forward is served only when FAKEQEMU_HOSTFWD names
+// where to relay it; the host side is the hostfwd option's address.
+func TestParseHostFwd(t *testing.T) {
+	args := []string{"-name", "n1", "-qmp", "unix:/r/qmp.sock,server=on,wait=off",
+		"-netdev", "user,id=mgmt,hostfwd=tcp:127.0.0.1:2222-:22"}
+	for env, want := range map[string][2]string{"": {}, "127.0.0.1:40000": {"127.0.0.1:2222", "127.0.0.1:40000"}} {
+		cfg, err := parse(args, func(k string) string {
+			if k == HostFwdEnv {
+				return env
+			}
+			return ""
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := [2]string{cfg.hostfwd, cfg.fwdTarget}; got != want {
+			t.Errorf("%s=%q: forward %q, want %q", HostFwdEnv, env, got, want)
+		}
+	}
+}
+
 func TestParseRejects(t *testing.T) {
 	for _, args := range [][]string{
 		{"-frobnicate", "-qmp", "unix:/q"},

@@ -55,13 +55,15 @@ func NewProgress(w io.Writer, terminal bool, now func() time.Time) *Progress {
 func (p *Progress) Underlying() io.Writer { return p.w }
 
 // Set records node's phase; done marks the node finished (its elapsed
-// time stops until a later phase).
+// time stops until a later phase). On a pipe only a change of phase is a
+// line: the same phase again, done or not, prints nothing.
 func (p *Progress) Set(node, phase string, done bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
 	r := p.row(node, now)
-	if r.phase == phase && r.end.IsZero() == !done {
+	changed := r.phase != phase
+	if !changed && r.end.IsZero() == !done {
 		return
 	}
 	r.phase, r.end = phase, time.Time{}
@@ -69,7 +71,12 @@ func (p *Progress) Set(node, phase string, done bool) {
 		r.end = now
 	}
 	if !p.terminal {
-		fmt.Fprintf(p.w, "%s: %s (%s)\n", node, phase, r.detail(now))
+		// A node whose outcome is named like its last step (stop's
+		// durable step "stopped", then its outcome "stopped") only
+		// freezes its elapsed time: its line was already printed.
+		if changed {
+			fmt.Fprintf(p.w, "%s: %s (%s)\n", node, phase, r.detail(now))
+		}
 		return
 	}
 	p.redraw(nil)

@@ -114,9 +114,12 @@ func TestProgressLinesOnAPipe(t *testing.T) {
 	clk.add(2 * time.Second)
 	p.Write([]byte("meta: a log line\n"))
 	p.Set("meta", "running", true)
+	// a stop: its durable step and then its outcome are both "stopped"
+	p.Set("data", "stopped", false)
+	p.Set("data", "stopped", true) // the same phase, now done: no second line
 	clk.add(time.Minute)
 	p.Close()
-	want := "meta: starting (0s)\nmeta: a log line\nmeta: running (2s)\n"
+	want := "meta: starting (0s)\nmeta: a log line\nmeta: running (2s)\ndata: stopped (0s)\n"
 	if b.String() != want {
 		t.Fatalf("got %q\nwant %q", b.String(), want)
 	}

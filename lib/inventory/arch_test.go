@@ -3,11 +3,11 @@ package inventory
 import "testing"
 
 // TestVMArchAliases: vm_arch is read with its aliases (x86_64/x64 → amd64,
-// aarch64/a64 → arm64), as every other place that reads an architecture.
+// aarch64/a64 → arm64), as every other place that reads an architecture (spec.ParseArch, any case).
 func TestVMArchAliases(t *testing.T) {
 	for in, want := range map[string]string{
 		"x86_64": "amd64", "x64": "amd64", "AARCH64": "arm64", "a64": "arm64",
-		"arm64": "arm64", "amd64": "amd64", "native": "native",
+		"arm64": "arm64", "amd64": "amd64", "native": "native", "AMD64": "amd64", "Native": "native",
 	} {
 		s, _, err := Resolve([]byte("all:\n  vars: {vm_arch: "+in+"}\n  hosts: {10.10.10.10: {}}\n"), "pigsty.yml")
 		if err != nil {

@@ -326,7 +326,8 @@ func (a *analysis) sizes(hr *hostResult) {
 	}
 }
 
-// arch reads vm_arch (default DefaultArch), aliases read as Barn's names.
+// arch reads vm_arch (default DefaultArch) with spec.ParseArch: any case,
+// aliases read as Barn's names.
 func (a *analysis) arch(hr *hostResult) {
 	hr.arch = DefaultArch
 	s := hr.settings["vm_arch"]
@@ -335,12 +336,11 @@ func (a *analysis) arch(hr *hostResult) {
 	}
 	v := a.r.val(hr.h.Name, s)
 	if str, ok := v.str(s.Value, ""); ok {
-		// x86_64/x64 and aarch64/a64 are read as amd64 and arm64.
-		str = spec.CanonicalArch(str)
-		if viol := spec.CheckArch(str); viol != nil {
-			v.fail(s.Value, "", viol.Problem, viol.Hint+" (or an alias: x86_64, x64, aarch64, a64)")
+		// any case; x86_64/x64 and aarch64/a64 are read as amd64 and arm64.
+		if arch, viol := spec.ParseArch(str); viol != nil {
+			v.fail(s.Value, "", viol.Problem, viol.Hint)
 		} else {
-			hr.arch = str
+			hr.arch = arch
 		}
 	}
 }

@@ -21,3 +21,23 @@ func CanonicalArch(a string) string {
 	}
 	return a
 }
+
+// ArchSpellings are the spellings ParseArch accepts (in any case): Barn's
+// names first, then the aliases. Shell completion offers them.
+var ArchSpellings = []string{"native", "amd64", "arm64", "x86_64", "x64", "aarch64", "a64"}
+
+// ParseArch is the one reader of an architecture a person wrote: a flag
+// (barn-plan --arch, barn-repo --arch), BARN_ARCH or vm_arch. It is
+// case-insensitive and ignores surrounding white space (AMD64, X86_64 and
+// " aarch64 " are read), maps the aliases (CanonicalArch) and returns
+// Barn's name: native, amd64 or arm64. Anything else is a Violation
+// ("unknown architecture") whose hint names every spelling. Documents Barn
+// writes, catalog variant keys and image file names carry Barn's lower-case
+// names only and are not read through it.
+func ParseArch(a string) (string, *Violation) {
+	c := CanonicalArch(a)
+	if CheckArch(c) != nil {
+		return "", violation("unknown architecture", "write native, amd64 or arm64 (or an alias: x86_64, x64, aarch64, a64; any case)")
+	}
+	return c, nil
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/willabides/kongplete"
 
 	"barn.dev/lib/quote"
+	"barn.dev/lib/spec"
 )
 
 // Shell completion is derived from the kong grammar by kongplete (which
@@ -22,6 +23,7 @@ import (
 //
 //	yaml       YAML files (*.yml, *.yaml) and directories, for -f/--file
 //	file       any file; qcow2: *.qcow2 and *.img; pub: *.pub (built in)
+//	arch       the spellings of an architecture (spec.ArchSpellings; built in)
 //	others     supplied by the grammar through Completer, e.g. node names
 //	           from the applied state, image selectors from the active catalog
 //
@@ -50,6 +52,7 @@ func runCompletion(env *Env, parser *kong.Kong, grammar any, args []string) int 
 		"file":  complete.PredictFiles("*"),
 		"qcow2": complete.PredictOr(complete.PredictFiles("*.qcow2"), complete.PredictFiles("*.img")),
 		"pub":   complete.PredictFiles("*.pub"),
+		"arch":  complete.PredictSet(spec.ArchSpellings...),
 	}
 	if c, ok := grammar.(Completer); ok {
 		for name, p := range c.Predictors(env) {
