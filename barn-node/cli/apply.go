@@ -14,6 +14,10 @@ type applyCmd struct {
 }
 
 func (c *applyCmd) Run(env *tool.Env) error {
+	jobs, err := c.jobs(env)
+	if err != nil {
+		return err
+	}
 	var p plan.Plan
 	if err := env.ReadDocument(env.In, "stdin", plan.Schema, &p); err != nil {
 		return err
@@ -22,9 +26,7 @@ func (c *applyCmd) Run(env *tool.Env) error {
 	if err != nil {
 		return err
 	}
-	if err := c.setJobs(env, m); err != nil {
-		return err
-	}
+	m.Concurrency = jobs
 	wait := bindReadiness(env, m, c.NoWait)
 	res, err := m.Apply(env.Ctx, &p, lifecycle.ApplyOptions{NoWait: !wait, Rollback: c.Rollback, Nodes: c.Nodes})
 	warnSkew(env, res)

@@ -18,6 +18,10 @@ type destroyCmd struct {
 }
 
 func (c *destroyCmd) Run(env *tool.Env) error {
+	jobs, err := c.jobs(env)
+	if err != nil {
+		return err
+	}
 	what := "the whole deployment"
 	if len(c.Nodes) > 0 {
 		what = strings.Join(c.Nodes, ", ")
@@ -38,9 +42,7 @@ func (c *destroyCmd) Run(env *tool.Env) error {
 	if err != nil {
 		return err
 	}
-	if err := c.setJobs(env, m); err != nil {
-		return err
-	}
+	m.Concurrency = jobs
 	res, err := m.Destroy(env.Ctx, c.Nodes, lifecycle.DestroyOptions{DeletePersistent: c.DeletePersistent, Purge: c.Purge})
 	if err == nil && c.Purge && len(c.Nodes) == 0 {
 		if err = purgeSnapshots(env, res); err == nil {

@@ -17,6 +17,10 @@ type recreateCmd struct {
 }
 
 func (c *recreateCmd) Run(env *tool.Env) error {
+	jobs, err := c.jobs(env)
+	if err != nil {
+		return err
+	}
 	var p plan.Plan
 	if err := env.ReadDocument(env.In, "stdin", plan.Schema, &p); err != nil {
 		return err
@@ -41,9 +45,7 @@ func (c *recreateCmd) Run(env *tool.Env) error {
 	if err != nil {
 		return err
 	}
-	if err := c.setJobs(env, m); err != nil {
-		return err
-	}
+	m.Concurrency = jobs
 	wait := bindReadiness(env, m, c.NoWait)
 	res, err := m.Recreate(env.Ctx, &p, nodes, wait)
 	refreshFragment(env, res)

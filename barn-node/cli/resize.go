@@ -19,6 +19,10 @@ type resizeCmd struct {
 }
 
 func (c *resizeCmd) Run(env *tool.Env) error {
+	jobs, err := c.jobs(env)
+	if err != nil {
+		return err
+	}
 	var p plan.Plan
 	if err := env.ReadDocument(env.In, "stdin", plan.Schema, &p); err != nil {
 		return err
@@ -40,9 +44,7 @@ func (c *resizeCmd) Run(env *tool.Env) error {
 	if err != nil {
 		return err
 	}
-	if err := c.setJobs(env, m); err != nil {
-		return err
-	}
+	m.Concurrency = jobs
 	m.Hotplug = c.Hotplug
 	wait := bindReadiness(env, m, c.NoWait)
 	if wait {

@@ -24,13 +24,15 @@ func (c *restartCmd) Run(env *tool.Env) error { return c.run(env, (*lifecycle.Ma
 // readiness unless --no-wait, then refreshes the SSH fragment and warns
 // of skewed guest clocks.
 func (c *startCmd) run(env *tool.Env, op func(*lifecycle.Manager, context.Context, []string, bool) (*lifecycle.Result, error)) error {
+	jobs, err := c.jobs(env)
+	if err != nil {
+		return err
+	}
 	m, err := manager(env, true, true)
 	if err != nil {
 		return err
 	}
-	if err := c.setJobs(env, m); err != nil {
-		return err
-	}
+	m.Concurrency = jobs
 	res, err := op(m, env.Ctx, c.Nodes, bindReadiness(env, m, c.NoWait))
 	refreshFragment(env, res)
 	warnSkew(env, res)

@@ -8,13 +8,15 @@ type stopCmd struct {
 }
 
 func (c *stopCmd) Run(env *tool.Env) error {
+	jobs, err := c.jobs(env)
+	if err != nil {
+		return err
+	}
 	m, err := manager(env, true, false)
 	if err != nil {
 		return err
 	}
-	if err := c.setJobs(env, m); err != nil {
-		return err
-	}
+	m.Concurrency = jobs
 	res, err := m.Stop(env.Ctx, c.Nodes)
 	return emit(env, resultOrNil(res), err)
 }
