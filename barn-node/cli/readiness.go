@@ -58,7 +58,8 @@ type rootProbe struct{ root *state.Root }
 
 // rootProbeScript reports the guest's root filesystem (findmnt) and the
 // block device under it (lsblk, and sysfs for a partition's place on its
-// disk; nothing needs root) as key=value words that parseRootProbe reads.
+// disk and a serial lsblk lacks; nothing needs root) as key=value words
+// that parseRootProbe reads (lsblk -r escapes blanks in a serial).
 // A source lsblk does not know stops after the first line.
 const rootProbeScript = `set -- $(findmnt -bnr -o SOURCE,FSTYPE,SIZE /)
 echo "source=$1 fstype=$2 fs_bytes=$3"
@@ -67,7 +68,9 @@ set -- $(lsblk -ndro KNAME,TYPE,PKNAME "$1" 2>/dev/null)
 b=/sys/class/block k=$1 d=$1 s=0 last=yes
 [ "$2" != part ] || { d=$3; s=$(cat $b/$k/start); }
 for f in $b/$d/$d*/start; do [ ! -e "$f" ] || [ "$(cat "$f")" -le "$s" ] || last=no; done
-echo "type=$2 disk=$d serial=$(lsblk -ndro SERIAL /dev/$d 2>/dev/null) start=$((s * 512)) bytes=$(($(cat $b/$k/size) * 512)) last=$last"
+r=$(lsblk -ndro SERIAL /dev/$d 2>/dev/null)
+[ -n "$r" ] || r=$(cat $b/$d/serial 2>/dev/null)
+echo "type=$2 disk=$d serial=$r start=$((s * 512)) bytes=$(($(cat $b/$k/size) * 512)) last=$last"
 `
 
 func (g *rootProbe) RootFS(ctx context.Context, n *state.Node) (lifecycle.RootFS, error) {
