@@ -137,14 +137,16 @@ func durationEnv(env *tool.Env, name string, def time.Duration) (time.Duration, 
 	return d, nil
 }
 
-// bindReadiness binds guest readiness unless disabled.
+// bindReadiness binds guest readiness and, with it, the root filesystem
+// probe (resize's layout check, a start's growth verification) unless
+// disabled; it returns whether they are bound.
 func bindReadiness(env *tool.Env, m *lifecycle.Manager, noWait bool) bool {
 	if noWait || env.Getenv(envReadiness) == "none" {
-		m.Ready = nil
+		m.Ready, m.Probe = nil, nil
 		return false
 	}
-	m.Ready = readiness(env, m)
-	return m.Ready != nil
+	m.Ready, m.Probe = readiness(env, m), &rootProbe{root: m.Root}
+	return true
 }
 
 // emit ends the progress display, writes the result document (a

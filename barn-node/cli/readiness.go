@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -51,9 +52,26 @@ func (g *guestReadiness) WaitReady(ctx context.Context, n *state.Node) ([]lifecy
 	return warnings, r.Repairs, err
 }
 
-// rootProbe binds lifecycle.RootProbe: `findmnt` in the guest over the
-// management SSH connection, as barn-node exec runs it.
+// rootProbe binds lifecycle.RootProbe: rootProbeScript in the guest over
+// the management SSH connection, as barn-node exec runs it.
 type rootProbe struct{ root *state.Root }
+
+// rootProbeScript reports the guest's root filesystem (findmnt) and the
+// block device under it (lsblk, and sysfs for a partition's place on its
+// disk and a serial lsblk lacks; nothing needs root) as key=value words
+// that parseRootProbe reads (lsblk -r escapes blanks in a serial).
+// A source lsblk does not know stops after the first line.
+const rootProbeScript = `set -- $(findmnt -bnr -o SOURCE,FSTYPE,SIZE /)
+echo "source=$1 fstype=$2 fs_bytes=$3"
+set -- $(lsblk -ndro KNAME,TYPE,PKNAME "$1" 2>/dev/null)
+[ -n "$1" ] || exit 0
+b=/sys/class/block k=$1 d=$1 s=0 last=yes
+[ "$2" != part ] || { d=$3; s=$(cat $b/$k/start); }
+for f in $b/$d/$d*/start; do [ ! -e "$f" ] || [ "$(cat "$f")" -le "$s" ] || last=no; done
+r=$(lsblk -ndro SERIAL /dev/$d 2>/dev/null)
+[ -n "$r" ] || r=$(cat $b/$d/serial 2>/dev/null)
+echo "type=$2 disk=$d serial=$r start=$((s * 512)) bytes=$(($(cat $b/$k/size) * 512)) last=$last"
+`
 
 func (g *rootProbe) RootFS(ctx context.Context, n *state.Node) (lifecycle.RootFS, error) {
 	d, err := g.root.ReadDeployment()
@@ -65,7 +83,7 @@ func (g *rootProbe) RootFS(ctx context.Context, n *state.Node) (lifecycle.RootFS
 	}
 	t := guest.Target{Node: n.Node, Port: n.SSHPort, User: d.Spec.Deployment.User.Name,
 		Keys: sshkeys.Paths(g.root.KeysDir()), VMUUID: n.VMUUID, Generation: n.Generation, SpecHash: n.ReadyHash()}
-	argv, err := guest.ExecArgv(t, []string{"findmnt", "-bnr", "-o", "SOURCE,FSTYPE,SIZE", "/"})
+	argv, err := guest.ExecArgv(t, []string{"sh", "-c", rootProbeScript})
 	if err != nil {
 		return lifecycle.RootFS{}, err
 	}
@@ -74,14 +92,40 @@ func (g *rootProbe) RootFS(ctx context.Context, n *state.Node) (lifecycle.RootFS
 	if err != nil {
 		return lifecycle.RootFS{}, err
 	}
-	f := strings.Fields(out.String())
-	var size int64
-	if code == 0 && len(f) == 3 {
-		size, err = strconv.ParseInt(f[2], 10, 64)
-	}
-	if code != 0 || len(f) != 3 || err != nil {
-		return lifecycle.RootFS{}, exitcode.New(exitcode.Runtime, "%s: reading the root filesystem (findmnt) failed: exit %d, output %q, %s", n.Node, code, out.String(), strings.TrimSpace(errOut.String())).
+	fs, perr := parseRootProbe(out.String())
+	if code != 0 || perr != nil {
+		return lifecycle.RootFS{}, exitcode.New(exitcode.Runtime, "%s: reading the root filesystem (findmnt, lsblk) failed: exit %d, output %q, %s", n.Node, code, out.String(), strings.TrimSpace(errOut.String())).
 			WithReason("guest_probe_failed").WithNext("barn-node exec " + n.Node + " -- findmnt /")
 	}
-	return lifecycle.RootFS{Source: f[0], FSType: f[1], SizeBytes: size}, nil
+	return fs, nil
+}
+
+// parseRootProbe reads rootProbeScript's output: source, fstype and a
+// numeric fs_bytes are required; the device words (type, disk, serial,
+// start, bytes, last) are absent when lsblk did not know the source.
+func parseRootProbe(out string) (lifecycle.RootFS, error) {
+	kv := map[string]string{}
+	for _, w := range strings.Fields(out) {
+		k, v, ok := strings.Cut(w, "=")
+		if !ok {
+			return lifecycle.RootFS{}, fmt.Errorf("unexpected word %q", w)
+		}
+		kv[k] = v
+	}
+	num := func(k string) int64 {
+		v, err := strconv.ParseInt(kv[k], 10, 64)
+		if err != nil {
+			return -1
+		}
+		return v
+	}
+	fs := lifecycle.RootFS{Source: kv["source"], FSType: kv["fstype"], SizeBytes: num("fs_bytes"), DevType: kv["type"],
+		Disk: kv["disk"], DiskSerial: kv["serial"], PartStart: num("start"), PartBytes: num("bytes"), Last: kv["last"] == "yes"}
+	if fs.Source == "" || fs.FSType == "" || fs.SizeBytes < 0 {
+		return lifecycle.RootFS{}, fmt.Errorf("no root filesystem in %q", out)
+	}
+	if fs.DevType != "" && (fs.PartStart < 0 || fs.PartBytes < 0) {
+		return lifecycle.RootFS{}, fmt.Errorf("no device geometry in %q", out)
+	}
+	return fs, nil
 }

@@ -47,9 +47,6 @@ func (c *resizeCmd) Run(env *tool.Env) error {
 	m.Concurrency = jobs
 	m.Hotplug = c.Hotplug
 	wait := bindReadiness(env, m, c.NoWait)
-	if wait {
-		m.Probe = &rootProbe{root: m.Root}
-	}
 	res, err := m.Resize(env.Ctx, &p, c.Nodes, wait)
 	refreshFragment(env, res)
 	return emit(env, resultOrNil(res), err)

@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -96,6 +97,7 @@ func params(dir string) testscript.Params {
 			"sshd":       cmdSSHD,
 			"sshport":    cmdSSHPort,
 			"guestready": cmdGuestReady,
+			"guestroot":  cmdGuestRoot,
 			"guestclock": cmdGuestClock,
 			"event":      cmdEvent,
 			"shipped":    cmdShipped,
@@ -223,6 +225,7 @@ type planOptions struct {
 	aliases       map[string][]string     // node → aliases
 	fqdns         map[string]string       // node → FQDN (an FQDN nodename)
 	shares        map[string][]spec.Share // node → vm_shares
+	rootMiB       map[string]int64        // node → root disk MiB (default 32)
 }
 
 // testPlan builds a barn.plan/v1 for names against the applied state under
@@ -252,7 +255,7 @@ func testPlan(getenv func(string) string, names []string, o planOptions) (*plan.
 		octet := 10 + i
 		sn := spec.Node{Name: n, Address: fmt.Sprintf("10.10.10.%d", octet), Control: i == 0,
 			MAC:   spec.NICs{Management: fmt.Sprintf("52:54:00:00:0a:%02x", octet), Private: fmt.Sprintf("52:54:00:01:0a:%02x", octet)},
-			Image: "t1", CPUs: o.cpus, MemoryBytes: o.memMiB << 20, RootDiskBytes: 32 << 20, Disks: []spec.Disk{}, Aliases: []string{}, Shares: []spec.Share{}}
+			Image: "t1", CPUs: o.cpus, MemoryBytes: o.memMiB << 20, RootDiskBytes: cmp.Or(o.rootMiB[n], 32) << 20, Disks: []spec.Disk{}, Aliases: []string{}, Shares: []spec.Share{}}
 		sn.Aliases = append(sn.Aliases, o.aliases[n]...)
 		sn.FQDN = o.fqdns[n]
 		for _, d := range o.pdisks {
@@ -349,7 +352,8 @@ func testPlan(getenv func(string) string, names []string, o planOptions) (*plan.
 //	-pdisk=NAME         a 64 MiB persistent data disk at /NAME on every node
 //	-disk=NAME          a 64 MiB non-persistent data disk at /NAME
 //	-stale              use based_on generation 99 (a stale plan)
-//	-resize             a node whose spec changed is resize (use with -mem only)
+//	-resize             a node whose spec changed is resize (use with -mem, -cpu, -root only)
+//	-root=NODE:MiB      NODE's root disk (default 32 MiB)
 //	-uefi               the image boots UEFI (firmware: BARN_TEST_FIRMWARE)
 //	-uefi=NODE          only NODE's image boots UEFI (a forged plan: barn-plan refuses it)
 //	-arch=ARCH          the image's architecture
@@ -358,7 +362,7 @@ func testPlan(getenv func(string) string, names []string, o planOptions) (*plan.
 //	                    a vm_shares entry of NODE (HOST relative to $WORK;
 //	                    read-only unless :rw), tagged like barn-inventory
 func cmdTestplan(ts *testscript.TestScript, neg bool, args []string) {
-	o := planOptions{aliases: map[string][]string{}, fqdns: map[string]string{}, shares: map[string][]spec.Share{}}
+	o := planOptions{aliases: map[string][]string{}, fqdns: map[string]string{}, shares: map[string][]spec.Share{}, rootMiB: map[string]int64{}}
 	var names []string
 	for _, a := range args {
 		switch {
@@ -374,6 +378,13 @@ func cmdTestplan(ts *testscript.TestScript, neg bool, args []string) {
 			v, err := strconv.ParseInt(strings.TrimPrefix(a, "-mem="), 10, 64)
 			ts.Check(err)
 			o.memMiB = v
+		case strings.HasPrefix(a, "-root="):
+			n, v, ok := strings.Cut(strings.TrimPrefix(a, "-root="), ":")
+			mib, err := strconv.ParseInt(v, 10, 64)
+			if !ok || err != nil {
+				ts.Fatalf("testplan: want -root=NODE:MiB, got %q", a)
+			}
+			o.rootMiB[n] = mib
 		case strings.HasPrefix(a, "-cpu="):
 			v, err := strconv.Atoi(strings.TrimPrefix(a, "-cpu="))
 			ts.Check(err)

@@ -402,7 +402,8 @@ func (m *Manager) startBatch(ctx context.Context, names []string, alloc *portAll
 }
 
 // startOne converges and starts one committed node. Running nodes are left
-// alone (reported "already-running").
+// alone (reported "already-running"). A node it launched and found ready
+// has its root's growth verified (stage "verify": verifyRoot).
 func (m *Manager) startOne(ctx context.Context, name string, alloc *portAllocator, wait bool) (*NodeResult, string, error) {
 	n, err := m.readCommitted(name)
 	if err != nil {
@@ -434,6 +435,9 @@ func (m *Manager) startOne(ctx context.Context, name string, alloc *portAllocato
 	}
 	if err := m.waitReady(ctx, n, wait, &nr); err != nil {
 		return &nr, "readiness", err
+	}
+	if err := m.verifyRoot(ctx, n, wait); err != nil {
+		return &nr, "verify", err
 	}
 	return &nr, "", nil
 }

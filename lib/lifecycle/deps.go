@@ -183,8 +183,10 @@ type Manager struct {
 	Net    Network
 	Ready  Readiness
 	Disk   disk.Tool
-	// Probe reads a running guest's root filesystem (resize verifies a
-	// root disk's growth with it); nil verifies nothing (as --no-wait).
+	// Probe reads a running guest's root filesystem: resize refuses a
+	// root layout the guest cannot grow with it, and every start that
+	// launches a node and waits for readiness verifies that the root
+	// fills its root disk (verifyRoot); nil reads nothing (as --no-wait).
 	Probe RootProbe
 
 	Log io.Writer // progress lines; nil discards

@@ -20,15 +20,19 @@ import (
 // seed and NVRAM. Before it stops anything it proves, for every selected
 // node, that its committed definition differs from the desired one only
 // in those fields, that no root disk would shrink (usage,
-// disk_shrink_refused; qemu-img must read the overlay), and that its share
-// sources open. Then, per node: a running node is stopped (the verified
-// stop ladder), the root overlay grows offline (qemu-img resize; the
-// guest's growpart and resize_rootfs grow the partition and filesystem
-// at the next boot), the new definition is committed, and a node that ran
-// is started again. Every step is idempotent and the committed node state
-// is the record: a resize interrupted at any step is finished by running
-// it again, or by the apply the next plan names once the definition is
-// committed (see the hooks "stopped", "root-grown", "resized").
+// disk_shrink_refused; qemu-img must read the overlay), that a running
+// node's guest can grow its root (conflict, root_layout_unsupported; with
+// a probe) and that its share sources open. Then, per node: a running
+// node is stopped (the verified stop ladder), the root overlay grows
+// offline (qemu-img resize; the guest's growpart and resize_rootfs grow
+// the partition and filesystem at the next boot), the new definition is
+// committed, and a node that ran is started again, which verifies the
+// growth (runtime, root_not_grown; see verifyRoot: a node resized while
+// stopped is verified by its next start). Every step is idempotent and
+// the committed node state is the record: a resize interrupted at any
+// step is finished by running it again, or by the apply the next plan
+// names once the definition is committed (see the hooks "stopped",
+// "root-grown", "resized").
 //
 // The applied spec is written first, carrying the new definitions of the
 // selected nodes and the applied definitions of every other node, and
@@ -134,9 +138,10 @@ func resizeSelection(p *plan.Plan, applied *state.Deployment, selectors []string
 // name: the committed definition with the desired vCPUs, memory and root
 // disk is the desired definition (conflict, not_resizable), no root disk
 // shrinks against the definition or the overlay's virtual size (usage,
-// disk_shrink_refused), and the node could start again (restartable: a
-// resize that is not a hot-plug stops it, and an arm64 node has no
-// hot-plug headroom).
+// disk_shrink_refused), a running node's root layout is one its guest
+// grows (checkRootLayout, when the root disk grows), and the node could
+// start again (restartable: a resize that is not a hot-plug stops it, and
+// an arm64 node has no hot-plug headroom).
 func (m *Manager) resizeChecks(ctx context.Context, p *plan.Plan, names []string) (map[string]*state.Node, error) {
 	src := p.Spec.Source.Inventory()
 	olds := map[string]*state.Node{}
@@ -158,7 +163,7 @@ func (m *Manager) resizeChecks(ctx context.Context, p *plan.Plan, names []string
 			return nil, exitcode.New(exitcode.Conflict, "%s: the committed definition differs from the desired one beyond vCPUs, memory and root disk size", name).
 				WithReason("not_resizable").WithNext(recreateAgain(src, p.PlanArgs(), []string{name}))
 		}
-		if err := m.checkRootGrowth(ctx, c, want.RootDiskBytes, recreateAgain(src, p.PlanArgs(), []string{name})); err != nil {
+		if err := m.checkRootGrowth(ctx, c, want.RootDiskBytes, resizeAgain(src, p.PlanArgs(), []string{name}), recreateAgain(src, p.PlanArgs(), []string{name})); err != nil {
 			return nil, err
 		}
 		if want.RootDiskBytes != c.Spec.RootDiskBytes {
@@ -174,27 +179,41 @@ func (m *Manager) resizeChecks(ctx context.Context, p *plan.Plan, names []string
 // checkRootGrowth refuses a root disk that would shrink (usage,
 // disk_shrink_refused), comparing with the committed definition and, when
 // the size changes, with the overlay's virtual size as qemu-img reads it
-// (which also proves qemu-img works before anything stops); recreate is
-// the hint (the recreate of c with the plan's selection and overrides).
-func (m *Manager) checkRootGrowth(ctx context.Context, c *state.Node, size int64, recreate string) error {
+// (which also proves qemu-img works before anything stops). The hint is
+// recreate (the recreate of c with the plan's selection and overrides),
+// except for an overlay larger than the committed definition: a resize
+// interrupted after it grew the overlay ("root-grown") and then abandoned
+// left it so, and growing to at least the overlay's size (again, the
+// resize pipeline to run after editing the inventory) loses nothing.
+func (m *Manager) checkRootGrowth(ctx context.Context, c *state.Node, size int64, again, recreate string) error {
 	if size == c.Spec.RootDiskBytes {
 		return nil
 	}
-	shrink := func(from int64) error {
-		return exitcode.New(exitcode.Usage, "%s: the root disk would shrink from %d to %d bytes; Barn never shrinks a disk (only recreate makes a new, smaller one)", c.Node, from, size).
-			WithReason("disk_shrink_refused").WithNext(recreate)
-	}
 	if size < c.Spec.RootDiskBytes {
-		return shrink(c.Spec.RootDiskBytes)
+		return exitcode.New(exitcode.Usage, "%s: the root disk would shrink from %d to %d bytes; Barn never shrinks a disk (only recreate makes a new, smaller one)", c.Node, c.Spec.RootDiskBytes, size).
+			WithReason("disk_shrink_refused").WithNext(recreate)
 	}
 	info, err := m.Disk.Inspect(ctx, c.RootDisk)
 	if err != nil {
 		return err
 	}
 	if size < info.VirtualSize {
-		return shrink(info.VirtualSize)
+		return exitcode.New(exitcode.Usage, "%s: the root overlay is already %d bytes, more than the committed %d bytes: a resize interrupted after it grew the overlay was not finished; growing to %d bytes would shrink it, and Barn never shrinks a disk", c.Node, info.VirtualSize, c.Spec.RootDiskBytes, size).
+			WithReason("disk_shrink_refused").WithNext("set vm_disk of " + c.Node + " to at least " + vmDiskValue(info.VirtualSize) + " and run " + again + " (keeps the disk); or discard the root disk: " + recreate)
 	}
 	return nil
+}
+
+// vmDiskValue is bytes as an inventory vm_disk value: whole GiB or MiB
+// when exact, else bytes.
+func vmDiskValue(bytes int64) string {
+	switch {
+	case bytes%(1<<30) == 0:
+		return strconv.FormatInt(bytes>>30, 10) + "GiB"
+	case bytes%(1<<20) == 0:
+		return strconv.FormatInt(bytes>>20, 10) + "MiB"
+	}
+	return strconv.FormatInt(bytes, 10) + "B"
 }
 
 // resizeOne resizes one node from committed state c to definition want:
@@ -227,18 +246,18 @@ func (m *Manager) resizeOne(ctx context.Context, c *state.Node, want spec.Node, 
 		nr := nodeResult(c, "resized")
 		nr.Repairs = append(nr.Repairs, repairs...)
 		if want.RootDiskBytes != oldRoot {
-			nr.Warnings = append(nr.Warnings, Warning{Stage: "resize", Detail: "the node was not running: its root filesystem grows, unverified, at its next start"})
+			nr.Warnings = append(nr.Warnings, Warning{Stage: "resize", Detail: "the node was not running: its root partition and filesystem grow at its next start, which verifies them (with readiness)"})
 		}
 		res.addNode(nr)
 		return true
 	}
-	nr, stage, err := m.startOne(ctx, name, alloc, wait)
-	if err == nil && want.RootDiskBytes != oldRoot {
-		stage, err = "verify", m.verifyRootGrowth(ctx, name, oldRoot, wait, nr)
-	}
+	nr, stage, err := m.startOne(ctx, name, alloc, wait) // verifies the root's growth (verifyRoot)
 	if nr != nil {
 		nr.Action = "resized"
 		nr.Repairs = append(repairs, nr.Repairs...)
+		if err == nil && want.RootDiskBytes != oldRoot && (m.Probe == nil || !wait) {
+			nr.Warnings = append(nr.Warnings, Warning{Stage: "resize", Detail: "the root filesystem's growth was not verified (no readiness wait); the next start with readiness verifies it"})
+		}
 		res.addNode(*nr)
 	}
 	if err != nil {
@@ -353,70 +372,6 @@ func resizedSpec(p *plan.Plan, applied *state.Deployment, names []string) spec.S
 	}
 	out.Seal()
 	return out
-}
-
-// RootFS is a running guest's root filesystem as the guest reports it.
-type RootFS struct {
-	Source    string // the mounted device, e.g. /dev/vda1
-	FSType    string // e.g. ext4, xfs
-	SizeBytes int64  // the filesystem's size
-}
-
-// RootProbe reads a running guest's root filesystem over the management
-// connection.
-type RootProbe interface {
-	RootFS(ctx context.Context, n *state.Node) (RootFS, error)
-}
-
-// growableFS are the root filesystems the guest's resize_rootfs grows
-// online at boot.
-var growableFS = map[string]bool{"ext4": true, "xfs": true}
-
-// checkRootLayout refuses, before anything stops, to grow the root disk
-// of running node c whose root filesystem the guest cannot grow at boot
-// (conflict, root_layout_unsupported). Without a probe (no readiness) or
-// for a node not running, nothing can be read and nothing is refused.
-func (m *Manager) checkRootLayout(ctx context.Context, c *state.Node) error {
-	if m.Probe == nil || c.Phase != state.Running {
-		return nil
-	}
-	fs, err := m.Probe.RootFS(ctx, c)
-	if err != nil {
-		return err
-	}
-	if !growableFS[fs.FSType] {
-		return exitcode.New(exitcode.Conflict, "%s: the root filesystem is %s on %s; Barn grows only ext4 and XFS roots", c.Node, fs.FSType, fs.Source).
-			WithReason("root_layout_unsupported").WithNext("keep vm_disk at " + strconv.FormatInt(c.Spec.RootDiskBytes, 10) + " bytes, or recreate " + c.Node)
-	}
-	return nil
-}
-
-// verifyRootGrowth proves, after node name started again and became
-// ready, that its root filesystem grew beyond the old disk size (runtime,
-// root_not_grown). Without a probe or readiness it only says, as a
-// warning, that nothing was verified.
-func (m *Manager) verifyRootGrowth(ctx context.Context, name string, oldBytes int64, ready bool, nr *NodeResult) error {
-	if m.Probe == nil || !ready {
-		nr.Warnings = append(nr.Warnings, Warning{Stage: "resize", Detail: "the root filesystem's growth was not verified (no readiness wait)"})
-		return nil
-	}
-	n, err := m.readCommitted(name)
-	if err != nil {
-		return err
-	}
-	if n == nil {
-		return exitcode.New(exitcode.Conflict, "%s has no committed state any more", name).WithReason("stale_plan")
-	}
-	fs, err := m.Probe.RootFS(ctx, n)
-	if err != nil {
-		return err
-	}
-	if fs.SizeBytes <= oldBytes {
-		return exitcode.New(exitcode.Runtime, "%s: the root filesystem (%s on %s) is %d bytes after the root disk grew from %d to %d bytes; the guest did not grow it", n.Node, fs.FSType, fs.Source, fs.SizeBytes, oldBytes, n.Spec.RootDiskBytes).
-			WithReason("root_not_grown").WithNext("barn-node logs " + n.Node)
-	}
-	m.logf("%s: root filesystem %s is %d bytes", n.Node, fs.FSType, fs.SizeBytes)
-	return nil
 }
 
 // resizeAgain plans the spec's inventory afresh, with planArgs, and

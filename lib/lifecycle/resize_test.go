@@ -74,3 +74,13 @@ func TestResizedSpecKeepsPeersApplied(t *testing.T) {
 		t.Fatal("resizedSpec changed the applied spec it was given")
 	}
 }
+
+// The R3 hint names an overlay's size as a vm_disk value the inventory
+// takes (whole units; fractions are refused there).
+func TestVMDiskValue(t *testing.T) {
+	for b, want := range map[int64]string{8 << 30: "8GiB", 8<<30 + 512<<20: "8704MiB", 8<<30 + 1: "8589934593B"} {
+		if got := vmDiskValue(b); got != want {
+			t.Errorf("vmDiskValue(%d) = %q, want %q", b, got, want)
+		}
+	}
+}
