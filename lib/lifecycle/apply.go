@@ -436,7 +436,7 @@ func (m *Manager) startOne(ctx context.Context, name string, alloc *portAllocato
 	if err := m.waitReady(ctx, n, wait, &nr); err != nil {
 		return &nr, "readiness", err
 	}
-	if err := m.verifyRoot(ctx, n, wait); err != nil {
+	if err := m.verifyRoot(ctx, n, wait, &nr); err != nil {
 		return &nr, "verify", err
 	}
 	return &nr, "", nil

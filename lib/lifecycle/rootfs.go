@@ -76,15 +76,12 @@ func rootLayoutProblem(fs RootFS) string {
 	return ""
 }
 
-// rootGrowthProblem says how root filesystem fs falls short of filling a
-// root disk of diskBytes, or "" when it fills it: its layout is one Barn
-// grows, its partition ends within partitionSlack of the disk's end (a
+// rootGrowthProblem says how root filesystem fs, on a layout Barn grows
+// (rootLayoutProblem), falls short of filling a root disk of diskBytes,
+// or "" when it fills it: its partition ends within partitionSlack of the disk's end (a
 // disk larger than diskBytes, as an interrupted resize leaves it, is
 // fine) and the filesystem within filesystemSlack of its partition.
 func rootGrowthProblem(fs RootFS, diskBytes int64) string {
-	if p := rootLayoutProblem(fs); p != "" {
-		return p
-	}
 	if end := fs.PartStart + fs.PartBytes; diskBytes-end > partitionSlack {
 		return fmt.Sprintf("the root partition ends at byte %d of the %d-byte root disk; growpart did not grow it", end, diskBytes)
 	}
@@ -127,14 +124,25 @@ func (m *Manager) checkRootLayout(ctx context.Context, c *state.Node) error {
 // rootGrowthProblem). Every such start verifies, so a root disk grown
 // while the node was stopped, or by a resize interrupted before its
 // start, is verified at the next start without any record of the growth.
+// What cannot be verified is a warning on nr, not a failed start: a probe
+// that failed (the guest lacks findmnt or lsblk), or a root Barn never
+// grows (rootLayoutProblem: resize refuses to grow it while it runs).
 // Without a probe or readiness nothing is read.
-func (m *Manager) verifyRoot(ctx context.Context, n *state.Node, ready bool) error {
+func (m *Manager) verifyRoot(ctx context.Context, n *state.Node, ready bool, nr *NodeResult) error {
 	if m.Probe == nil || !ready {
 		return nil
 	}
+	unverified := func(why string) {
+		nr.Warnings = append(nr.Warnings, Warning{Stage: "verify", Detail: "the root disk's growth was not verified: " + why})
+	}
 	fs, err := m.Probe.RootFS(ctx, n)
 	if err != nil {
-		return err
+		unverified(err.Error())
+		return nil
+	}
+	if p := rootLayoutProblem(fs); p != "" {
+		unverified(p)
+		return nil
 	}
 	if p := rootGrowthProblem(fs, n.Spec.RootDiskBytes); p != "" {
 		return exitcode.New(exitcode.Runtime, "%s: %s (%s on %s; root disk %d bytes)", n.Node, p, fs.FSType, fs.Source, n.Spec.RootDiskBytes).
