@@ -48,7 +48,7 @@ func TestUpstream_DestroyingTheControlNodePromotesTheFirstRemaining(t *testing.T
 	upstream(t, accessParams(t, ""), "control_promotion")
 }
 
-// Barn 1.2: multi-node lifecycle commands show live progress tables on a
+// Barn 1.1/1.2: multi-node lifecycle commands show live progress tables on a
 // terminal and one line per phase change on a pipe; --jobs and BARN_JOBS
 // bound how many nodes are worked on at once (default 4, 1 to 16); nodes
 // started at once never share a launch or a port.
