@@ -42,15 +42,16 @@ test: ## Run unit tests, fuzz seeds and the testscript suites of every module
 
 # `test` without the guard, in two parts that run side by side. SKIP_RACED=1
 # (what `make ci` sets) leaves out the packages `race` runs whole under the
-# race detector, and barn-node's TestScripts, which `race` runs under it
-# too: the same tests, proving more, need not run twice. The rest of
+# race detector, and barn-node's TestScripts and TestUpstream_* (its
+# documented Barn 1.x behaviours), which `race` runs under it too: the
+# same tests, proving more, need not run twice. The rest of
 # barn-node/cli then runs in its own go test beside the others.
 RACED := barn.dev/lib/(state|lifecycle|imagecache|qmp|vm)|barn.dev/barn-plan/cli
 test-units:
 	@if [ -z "$(SKIP_RACED)" ]; then exec $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '$(ANSIBLE_SUITES)' $(PKGS); fi; \
 		pkgs=$$($(GO) list $(PKGS) | grep -vxE '$(RACED)|barn.dev/barn-node/cli'); \
 		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '$(ANSIBLE_SUITES)' $$pkgs & a=$$!; \
-		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '$(ANSIBLE_SUITES)|^TestScripts$$' ./barn-node/cli & b=$$!; \
+		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '$(ANSIBLE_SUITES)|^TestScripts$$|^TestUpstream_' ./barn-node/cli & b=$$!; \
 		rc=0; wait $$a || rc=1; wait $$b || rc=1; exit $$rc
 test-ansible:
 	@set -o pipefail; cd lib && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -v -run '$(ANSIBLE_SUITES)' ./inventory ./guest \
@@ -59,14 +60,15 @@ test-ansible:
 # The concurrency suites under the race detector: locks and the event log,
 # batched lifecycle operations, parallel pulls, QMP and VM supervision, the
 # planner's parallel audits, and barn-node's scripts (concurrent starts,
-# crash recovery) on the fake QEMU. About five minutes on two cores.
+# crash recovery, the upstream behaviours: whole recreate under the
+# destruction lock, --jobs) on the fake QEMU. About five minutes on two cores.
 race: ## Run the concurrency suites under the race detector
 	@$(GUARD) $(MAKE) -s --no-print-directory race-pass
 
 race-pass:
 	@cd lib && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./state ./lifecycle ./imagecache ./qmp ./vm
 	@cd barn-plan && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./cli
-	@cd barn-node && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run 'TestScripts' ./cli
+	@cd barn-node && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestScripts|TestUpstream_.*)$$' ./cli
 
 # `make ci`'s two test passes at once, each under its guard (output grouped
 # per pass): much of both is waiting on sshd, fake QEMUs and child

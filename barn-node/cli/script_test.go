@@ -60,13 +60,19 @@ func TestScripts(t *testing.T) {
 // committed by a fake-QEMU apply. HOME is $WORK so ~/.ssh is the test's.
 // It skips only when sshd or the ssh client is not installed.
 func TestAccess(t *testing.T) {
+	scripttest.Run(t, accessParams(t, "testdata/access"))
+}
+
+// accessParams is params(dir) with HOME=$WORK, so ~/.ssh is the test's;
+// it skips t when sshd or the ssh client is not installed.
+func accessParams(t *testing.T, dir string) testscript.Params {
 	if sshdBinary() == "" {
 		t.Skip("openssh-server (sshd) is not installed: the access suite needs a real SSH server")
 	}
 	if _, err := exec.LookPath("ssh"); err != nil {
 		t.Skip("the OpenSSH client is not installed: ", err)
 	}
-	p := params("testdata/access")
+	p := params(dir)
 	setup := p.Setup
 	p.Setup = func(env *testscript.Env) error {
 		if err := setup(env); err != nil {
@@ -75,7 +81,7 @@ func TestAccess(t *testing.T) {
 		env.Setenv("HOME", env.WorkDir)
 		return nil
 	}
-	scripttest.Run(t, p)
+	return p
 }
 
 func params(dir string) testscript.Params {
