@@ -58,7 +58,24 @@ func TestUpstream_ProgressAndConcurrency(t *testing.T) {
 
 // Barn 1.3: time status measures each guest's clock against the host's
 // over the management SSH; time sync steps it back over the same
-// connection (a real sshd, the guest's date faked).
+// connection; a start warns of a skewed clock (a real sshd, the guest's
+// date faked).
 func TestUpstream_TimeStatusAndSync(t *testing.T) {
-	upstream(t, accessParams(t, ""), "time")
+	upstream(t, accessParams(t, ""), "time", "clock_start")
+}
+
+// Barn 0.9.3: a running VM launched without hot-plug headroom (before the
+// policy) is resized by a stop/start, keeping its identity and disks
+// (barn-node's half; the pipeline's is testscripts' test of the same name).
+func TestUpstream_ResizeChangesVCPUsAndMemoryInPlace(t *testing.T) {
+	upstream(t, params(""), "resize_no_headroom")
+}
+
+// Barn 1.2: resize --disk refuses, before anything stops, a root the
+// guest cannot grow (not ext4 or XFS, LVM, another disk, not the last
+// partition) and an overlay an interrupted resize left larger; every
+// start that waits for readiness verifies that the guest grew its root
+// partition and filesystem (root_not_grown; the guest's probe faked).
+func TestUpstream_ResizeGrowsTheRootDiskOffline(t *testing.T) {
+	upstream(t, params(""), "resize_root")
 }
