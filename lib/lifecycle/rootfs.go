@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/qemu"
@@ -113,7 +112,7 @@ func (m *Manager) checkRootLayout(ctx context.Context, c *state.Node) error {
 	}
 	if p := rootLayoutProblem(fs); p != "" {
 		return exitcode.New(exitcode.Conflict, "%s: %s (%s on %s, %s)", c.Node, p, fs.FSType, fs.Source, fs.DevType).
-			WithReason("root_layout_unsupported").WithNext("keep vm_disk of " + c.Node + " at " + strconv.FormatInt(c.Spec.RootDiskBytes, 10) + " bytes, or recreate " + c.Node)
+			WithReason("root_layout_unsupported").WithNext("keep vm_disk of " + c.Node + " at " + vmDiskValue(c.Spec.RootDiskBytes) + ", or recreate " + c.Node)
 	}
 	return nil
 }
