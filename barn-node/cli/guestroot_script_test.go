@@ -98,10 +98,11 @@ func (g guestRoot) files() map[string]string {
 		src, kname, parent = "/dev/mapper/vg-root", "dm-0", "vda3"
 	}
 	f := map[string]string{
-		"bin/findmnt": fmt.Sprintf("#!/bin/sh\necho '%s %s %d'\n", src, g.fs, size-(4<<20)),
-		"bin/lsblk": fmt.Sprintf("#!/bin/sh\ncase \"$2 $3\" in\n'KNAME,TYPE,PKNAME %s') echo '%s %s %s' ;;\n'SERIAL /dev/vda') echo '%s' ;;\n*) echo \"fake lsblk: $*\" >&2; exit 1 ;;\nesac\n",
-			src, kname, g.devType, parent, g.serial),
+		"bin/findmnt": fmt.Sprintf("#!/bin/sh\ncase \"$*\" in *MAJ:MIN*) echo 254:1 ;; *) echo '%s %s %d' ;; esac\n", src, g.fs, size-(4<<20)),
+		"bin/lsblk": fmt.Sprintf("#!/bin/sh\ncase \"$2 $3\" in\n'KNAME,TYPE,PKNAME /dev/%s') echo '%s %s %s' ;;\n'SERIAL /dev/vda') echo '%s' ;;\n*) echo \"fake lsblk: $*\" >&2; exit 1 ;;\nesac\n",
+			kname, kname, g.devType, parent, g.serial),
 		"sys/" + kname + "/size": fmt.Sprintf("%d\n", size/sector),
+		"sys/" + kname + "/dev":  "254:1\n",
 	}
 	if g.devType == "part" {
 		f["sys/vda1/start"] = fmt.Sprintf("%d\n", start/sector)

@@ -59,17 +59,23 @@ type rootProbe struct{ root *state.Root }
 // rootProbeScript reports the guest's root filesystem (findmnt) and the
 // block device under it (lsblk, and sysfs for a partition's place on its
 // disk and a serial lsblk lacks; nothing needs root) as key=value words
-// that parseRootProbe reads (lsblk -r escapes blanks in a serial).
-// A source lsblk does not know stops after the first line.
+// that parseRootProbe reads (lsblk -r escapes blanks in a serial; a sysfs
+// serial's blanks become underscores). The device is found by the root's
+// MAJ:MIN among /sys/class/block/*/dev, not by findmnt's SOURCE, which is
+// /dev/root when the kernel mounted the root itself. A root no block
+// device holds (btrfs, overlay) stops after the first line.
 const rootProbeScript = `set -- $(findmnt -bnr -o SOURCE,FSTYPE,SIZE /)
 echo "source=$1 fstype=$2 fs_bytes=$3"
-set -- $(lsblk -ndro KNAME,TYPE,PKNAME "$1" 2>/dev/null)
+b=/sys/class/block mm=$(findmnt -nr -o MAJ:MIN /) k=
+for f in $b/*/dev; do [ "$(cat "$f" 2>/dev/null)" != "$mm" ] || { k=${f%/dev}; k=${k##*/}; }; done
+[ -n "$k" ] || exit 0
+set -- $(lsblk -ndro KNAME,TYPE,PKNAME "/dev/$k" 2>/dev/null)
 [ -n "$1" ] || exit 0
-b=/sys/class/block k=$1 d=$1 s=0 last=yes
+k=$1 d=$1 s=0 last=yes
 [ "$2" != part ] || { d=$3; s=$(cat $b/$k/start); }
 for f in $b/$d/$d*/start; do [ ! -e "$f" ] || [ "$(cat "$f")" -le "$s" ] || last=no; done
 r=$(lsblk -ndro SERIAL /dev/$d 2>/dev/null)
-[ -n "$r" ] || r=$(cat $b/$d/serial 2>/dev/null)
+[ -n "$r" ] || r=$(tr -s ' \t' '__' < $b/$d/serial 2>/dev/null)
 echo "type=$2 disk=$d serial=$r start=$((s * 512)) bytes=$(($(cat $b/$k/size) * 512)) last=$last"
 `
 

@@ -17,7 +17,7 @@ import (
 // not know fails as the real one does: "not a block device"), and sysfs
 // files under /sys/class/block.
 type probeGuest struct {
-	findmnt string            // SOURCE FSTYPE SIZE of / (and MAJ:MIN 254:1)
+	findmnt string            // SOURCE FSTYPE SIZE of / (its MAJ:MIN is 254:1: the sys entry <kname>/dev says which device that is)
 	lsblk   map[string]string // "COLUMNS DEVICE" -> output line
 	sys     map[string]string // path under /sys/class/block -> content
 }
@@ -103,11 +103,11 @@ func TestRootProbeScriptLayouts(t *testing.T) {
 			growable("vda")},
 		{"nvme", probeGuest{findmnt: "/dev/nvme0n1p2 xfs 8000000000",
 			lsblk: map[string]string{"KNAME,TYPE,PKNAME /dev/nvme0n1p2": "nvme0n1p2 part nvme0n1", "SERIAL /dev/nvme0n1": qemu.RootDiskSerial},
-			sys:   map[string]string{"nvme0n1p2/start": "2048", "nvme0n1p2/size": "1000", "nvme0n1/nvme0n1p1/start": "34", "nvme0n1/nvme0n1p2/start": "2048"}},
+			sys:   map[string]string{"nvme0n1p2/dev": "254:1", "nvme0n1p2/start": "2048", "nvme0n1p2/size": "1000", "nvme0n1/nvme0n1p1/start": "34", "nvme0n1/nvme0n1p2/start": "2048"}},
 			growable("nvme0n1")},
 		{"mmcblk", probeGuest{findmnt: "/dev/mmcblk0p2 ext4 8000000000",
 			lsblk: map[string]string{"KNAME,TYPE,PKNAME /dev/mmcblk0p2": "mmcblk0p2 part mmcblk0", "SERIAL /dev/mmcblk0": qemu.RootDiskSerial},
-			sys:   map[string]string{"mmcblk0p2/start": "2048", "mmcblk0p2/size": "1000", "mmcblk0/mmcblk0p1/start": "34", "mmcblk0/mmcblk0p2/start": "2048"}},
+			sys:   map[string]string{"mmcblk0p2/dev": "254:1", "mmcblk0p2/start": "2048", "mmcblk0p2/size": "1000", "mmcblk0/mmcblk0p1/start": "34", "mmcblk0/mmcblk0p2/start": "2048"}},
 			growable("mmcblk0")},
 		{"btrfs subvolume", probeGuest{findmnt: "/dev/vda1[/@rootfs] btrfs 8000000000",
 			lsblk: map[string]string{"KNAME,TYPE,PKNAME /dev/vda1": "vda1 part vda", "SERIAL /dev/vda": ""}, sys: debianDisk()},
@@ -126,7 +126,7 @@ func TestRootProbeScriptLayouts(t *testing.T) {
 		// the probe failing.
 		{"sysfs serial with a blank", probeGuest{findmnt: "/dev/vdb1 ext4 8000000000",
 			lsblk: map[string]string{"KNAME,TYPE,PKNAME /dev/vdb1": "vdb1 part vdb", "SERIAL /dev/vdb": ""},
-			sys:   map[string]string{"vdb/serial": "data disk 1", "vdb1/start": "2048", "vdb1/size": "1000", "vdb/vdb1/start": "2048"}},
+			sys:   map[string]string{"vdb/serial": "data disk 1", "vdb1/dev": "254:1", "vdb1/start": "2048", "vdb1/size": "1000", "vdb/vdb1/start": "2048"}},
 			func(fs lifecycle.RootFS) bool { return fs.Disk == "vdb" && fs.DiskSerial != qemu.RootDiskSerial }},
 	}
 	for _, c := range cases {

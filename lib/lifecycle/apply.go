@@ -402,8 +402,9 @@ func (m *Manager) startBatch(ctx context.Context, names []string, alloc *portAll
 }
 
 // startOne converges and starts one committed node. Running nodes are left
-// alone (reported "already-running"). A node it launched and found ready
-// has its root's growth verified (stage "verify": verifyRoot).
+// alone (reported "already-running"). A node it found ready, launched or
+// already running, has its root's growth verified (stage "verify":
+// verifyRoot).
 func (m *Manager) startOne(ctx context.Context, name string, alloc *portAllocator, wait bool) (*NodeResult, string, error) {
 	n, err := m.readCommitted(name)
 	if err != nil {
@@ -424,6 +425,11 @@ func (m *Manager) startOne(ctx context.Context, name string, alloc *portAllocato
 		nr := nodeResult(n, "already-running")
 		if err := m.waitReady(ctx, n, wait, &nr); err != nil {
 			return &nr, "readiness", err
+		}
+		// a resize killed after it launched the node left a growth no
+		// start verified yet
+		if err := m.verifyRoot(ctx, n, wait, &nr); err != nil {
+			return &nr, "verify", err
 		}
 		return &nr, "", nil
 	}

@@ -167,7 +167,7 @@ func (m *Manager) resizeChecks(ctx context.Context, p *plan.Plan, names []string
 			return nil, err
 		}
 		if want.RootDiskBytes != c.Spec.RootDiskBytes {
-			if err := m.checkRootLayout(ctx, c); err != nil {
+			if err := m.checkRootLayout(ctx, c, recreateAgain(src, p.PlanArgs(), []string{name})); err != nil {
 				return nil, err
 			}
 		}

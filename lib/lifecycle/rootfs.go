@@ -48,14 +48,15 @@ const partitionSlack = 16 << 20
 
 // filesystemSlack is how much smaller than its partition (part bytes) a
 // grown root filesystem may look: statfs leaves out ext4's inode tables
-// (1/64 of the space at 16 KiB per 256-byte inode), bitmaps and group
-// descriptors, and its journal (64 MiB for a filesystem made below 16 GiB,
-// as cloud images are, at most 1 GiB), and XFS its internal log. 1/32 of
-// the partition plus 256 MiB bounds these with room. A filesystem that
-// was not grown after its partition grew by less than that is not told
-// from one that was; the partition check still catches a growpart that
-// did not run.
-func filesystemSlack(part int64) int64 { return part/32 + 256<<20 }
+// (1/64 of the space at 16 KiB per 256-byte inode; 1/16 for a filesystem
+// made below 512 MiB, mke2fs's "small" type, which keeps its ratio when
+// resize2fs grows it), bitmaps and group descriptors, and its journal
+// (64 MiB for a filesystem made below 16 GiB, as cloud images are, at
+// most 1 GiB), and XFS its internal log. 1/16 of the partition plus
+// 256 MiB bounds these. A filesystem that was not grown after its
+// partition grew by less than that is not told from one that was; the
+// partition check still catches a growpart that did not run.
+func filesystemSlack(part int64) int64 { return part/16 + 256<<20 }
 
 // rootLayoutProblem says why the guest's growpart and resize_rootfs
 // cannot grow root filesystem fs to a larger root disk, or "" when they
@@ -101,8 +102,10 @@ func orUnknown(s string) string {
 // of running node c whose root the guest cannot grow at boot (conflict,
 // root_layout_unsupported; see rootLayoutProblem). Without a probe (no
 // readiness) or for a node not running, nothing can be read and nothing
-// is refused: its next start verifies the growth (verifyRoot).
-func (m *Manager) checkRootLayout(ctx context.Context, c *state.Node) error {
+// is refused: its next start verifies the growth (verifyRoot). The hint
+// keeps vm_disk, or runs recreate (c's recreate with the plan's
+// selection and overrides), which gives a new root disk of the new size.
+func (m *Manager) checkRootLayout(ctx context.Context, c *state.Node, recreate string) error {
 	if m.Probe == nil || c.Phase != state.Running {
 		return nil
 	}
@@ -112,7 +115,7 @@ func (m *Manager) checkRootLayout(ctx context.Context, c *state.Node) error {
 	}
 	if p := rootLayoutProblem(fs); p != "" {
 		return exitcode.New(exitcode.Conflict, "%s: %s (%s on %s, %s)", c.Node, p, fs.FSType, fs.Source, fs.DevType).
-			WithReason("root_layout_unsupported").WithNext("keep vm_disk of " + c.Node + " at " + vmDiskValue(c.Spec.RootDiskBytes) + ", or recreate " + c.Node)
+			WithReason("root_layout_unsupported").WithNext("keep vm_disk of " + c.Node + " at " + vmDiskValue(c.Spec.RootDiskBytes) + "; or discard the root disk for a new one of the new size: " + recreate)
 	}
 	return nil
 }

@@ -6,11 +6,11 @@ import (
 	"barn.dev/lib/qemu"
 )
 
-// break-it (claim 3: root_not_grown only when the root does not fill its
-// disk). An ext4 root made below 512 MiB gets mke2fs's "small" type
+// root_not_grown only when the root does not fill its disk (found by a
+// break-it review). An ext4 root made below 512 MiB gets mke2fs's "small" type
 // (1 KiB blocks, inode_ratio 4096: its inode tables take 1/16 of the
-// space, and keep that ratio when resize2fs grows it), which is more than
-// filesystemSlack's 1/32 + 256 MiB once the partition passes 8 GiB.
+// space, and keep that ratio when resize2fs grows it), which was more than
+// the first filesystemSlack's 1/32 + 256 MiB once the partition passed 8 GiB.
 // Measured with Debian 12's mke2fs 1.47.0 and mke2fs.conf: mkfs.ext4 on a
 // 400 MiB file, grown to 20 GiB with resize2fs, shows 19643036 free 1 KiB
 // blocks of 20971520 on the empty filesystem (statfs f_blocks is that
