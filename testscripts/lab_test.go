@@ -18,7 +18,6 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"barn.dev/lib/hostnet"
 	"barn.dev/lib/scripttest"
 )
 
@@ -115,8 +114,9 @@ func runLab(t *testing.T, dir string) {
 // /etc/qemu (so bridge.conf is the namespace's own). When the script
 // ends (deferred calls run last-in first-out) it kills the QEMUs whose
 // command line mentions the final value of any of the variables marks,
-// undoes the host network (barn-net uninstall in $NS, then its keyed
-// lock files in /run), drops the namespace and removes /etc/netns/$NS.
+// undoes the host network (barn-net uninstall in $NS), drops the
+// namespace and removes /etc/netns/$NS. barn-net's run directory is the
+// script's own (netRunDir).
 func labNamespace(env *testscript.Env, prefix string, marks ...string) (string, error) {
 	ns, err := newNamespace(prefix)
 	if err != nil {
@@ -134,13 +134,10 @@ func labNamespace(env *testscript.Env, prefix string, marks ...string) (string, 
 		cmd := exec.Command("ip", "netns", "exec", ns, "barn-net", "uninstall", "--yes")
 		cmd.Env = env.Vars
 		_ = cmd.Run()
-		// barn-net's locks in /run are keyed by this script's
-		// BARN_NET_STATE: no other run opens them (the host-wide attach
-		// lock, shared with any concurrent lab, stays).
-		h := hostnet.FromEnv(env.Getenv)
-		_ = os.Remove(h.NetworkLockPath())
-		_ = os.Remove(h.FaultLockPath())
 	})
+	if err := netRunDir(env); err != nil {
+		return "", err
+	}
 	env.Defer(func() {
 		var paths []string
 		for _, m := range marks {
@@ -149,6 +146,29 @@ func labNamespace(env *testscript.Env, prefix string, marks ...string) (string, 
 		killLab(paths...)
 	})
 	return ns, nil
+}
+
+// netRunDir sets BARN_NET_RUN to $WORK/netrun, so that barn-net's lock
+// files (every barn-net the script runs: the lab's, demo.sh's, the final
+// uninstall) stay in the work dir instead of /run, where nothing would
+// remove them. What barn-net reads there is /run's: netns (the named
+// namespaces' pins) and systemd (whether systemd is PID 1, networkd's
+// runtime state), linked.
+func netRunDir(env *testscript.Env) error {
+	run := filepath.Join(env.WorkDir, "netrun")
+	if err := os.Mkdir(run, 0o755); err != nil {
+		return err
+	}
+	for _, name := range []string{"netns", "systemd"} {
+		if _, err := os.Stat(filepath.Join("/run", name)); err != nil {
+			continue
+		}
+		if err := os.Symlink(filepath.Join("/run", name), filepath.Join(run, name)); err != nil {
+			return err
+		}
+	}
+	env.Setenv("BARN_NET_RUN", run)
+	return nil
 }
 
 // labCondition answers the lab scripts' conditions: [netem] is true when
