@@ -18,6 +18,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"barn.dev/lib/hostnet"
 	"barn.dev/lib/scripttest"
 )
 
@@ -75,6 +76,7 @@ func runRequestedLab(t *testing.T, gate, target, dir string, needs ...string) {
 
 // runLab runs the real-lab scripts in dir, each in its own namespace.
 func runLab(t *testing.T, dir string) {
+	shareHelper(t)
 	p := params(dir)
 	setup := p.Setup
 	p.Setup = func(env *testscript.Env) error {
@@ -106,6 +108,28 @@ func runLab(t *testing.T, dir string) {
 	p.Cmds["noqemu"] = cmdNoQEMU
 	p.Cmds["robind"] = cmdROBind
 	scripttest.Run(t, p)
+}
+
+// shareHelper makes qemu-bridge-helper setuid for the whole lab run and
+// restores its mode afterwards. The helper is the one host-wide thing
+// every lab's barn-net install changes: labs running side by side would
+// race for it (one install's plan goes stale when another sets the bit),
+// and the lab that set it would clear it at its end under the others'
+// QEMUs. With the bit already set no install records it; the uninstall
+// suite proves the helper step itself.
+func shareHelper(t *testing.T) {
+	helper := hostnet.FromEnv(nil).Helper
+	fi, err := os.Stat(helper)
+	if err != nil {
+		t.Fatalf("the bridge helper: %v", err)
+	}
+	if fi.Mode()&os.ModeSetuid != 0 {
+		return
+	}
+	if err := os.Chmod(helper, fi.Mode().Perm()|os.ModeSetuid); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Chmod(helper, fi.Mode().Perm()) })
 }
 
 // labNamespace confines a lab script to a new network namespace named

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"barn.dev/lib/exitcode"
 )
 
 // crashed is the panic value of the CrashAfter seam in these tests: it
@@ -132,5 +134,27 @@ func TestCrashAtEveryStepConverges(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// Another barn-net (another state directory, say a second lab in its own
+// namespace) sets the shared helper's setuid bit while this install runs:
+// the helper step refuses (stale_plan) before it acts, and the rollback
+// leaves the bit, which is not this install's, as the other one set it.
+func TestInstallRefusedByAnotherHelperChangeLeavesIt(t *testing.T) {
+	f := newFakeHost(t, false, "inactive")
+	f.CrashAfter = func(phase, id string) {
+		if phase == "install" && id == "bridge-conf" {
+			must(t, os.Chmod(f.Helper, 0o755|os.ModeSetuid))
+		}
+	}
+	_, err := f.install(t, Options{Backend: BackendNetworkd})
+	if e := exitcode.As(err); e == nil || e.Reason != "stale_plan" {
+		t.Fatalf("install with the helper changed under it: %v, want stale_plan", err)
+	}
+	fi, err := os.Stat(f.Helper)
+	must(t, err)
+	if fi.Mode()&os.ModeSetuid == 0 {
+		t.Fatalf("the rollback undid another barn-net's setuid bit: helper mode %v", fi.Mode())
 	}
 }

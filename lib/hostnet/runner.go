@@ -108,9 +108,12 @@ func (h *Host) Apply(ctx context.Context, plan Plan, opt Options, progress Progr
 // rollback undoes m's applied steps in reverse and returns the error to
 // report for cause at step i.
 func (h *Host) rollback(m *Manifest, cause error, i int, s Step) error {
-	if m.Applied == i {
+	// The failed step may have taken effect, unless it refused before it
+	// acted (stale_plan: what its pre-check saw, say another barn-net's
+	// setuid bit on the shared helper, is not this step's to undo).
+	if e := exitcode.As(cause); m.Applied == i && (e == nil || e.Reason != "stale_plan") {
 		if now, err := h.now(context.Background(), s); err == nil {
-			h.settleInFlight(m, now) // the failed step may have taken effect
+			h.settleInFlight(m, now)
 		}
 	}
 	class := exitcode.ClassOf(cause)
