@@ -375,23 +375,40 @@ func killLab(marks ...string) {
 // bind-mounts over /etc/qemu (the mount point must exist on the host). The
 // returned func removes what it created.
 func namespaceEtc(ns string) (func(), error) {
-	createdQemu := false
-	if _, err := os.Stat("/etc/qemu"); os.IsNotExist(err) {
-		if err := os.Mkdir("/etc/qemu", 0o755); err != nil {
-			return nil, err
+	etcQemu.Lock()
+	defer etcQemu.Unlock()
+	if etcQemu.users == 0 {
+		if _, err := os.Stat("/etc/qemu"); os.IsNotExist(err) {
+			if err := os.Mkdir("/etc/qemu", 0o755); err != nil {
+				return nil, err
+			}
+			etcQemu.created = true
 		}
-		createdQemu = true
 	}
 	if err := os.MkdirAll(filepath.Join("/etc/netns", ns, "qemu"), 0o755); err != nil {
 		return nil, err
 	}
+	etcQemu.users++
 	return func() {
+		etcQemu.Lock()
+		defer etcQemu.Unlock()
 		_ = os.RemoveAll(filepath.Join("/etc/netns", ns))
 		_ = os.Remove("/etc/netns") // only when empty
-		// Another namespace (the demo, a parallel run) may still mount over
-		// /etc/qemu: keep it while any /etc/netns/*/qemu exists.
-		if others, _ := filepath.Glob("/etc/netns/*/qemu"); createdQemu && len(others) == 0 {
+		etcQemu.users--
+		// Another namespace (the demo, another process's run) may still
+		// mount over /etc/qemu: keep it while any /etc/netns/*/qemu exists.
+		if others, _ := filepath.Glob("/etc/netns/*/qemu"); etcQemu.users == 0 && etcQemu.created && len(others) == 0 {
 			_ = os.Remove("/etc/qemu") // only when empty
+			etcQemu.created = false
 		}
 	}, nil
+}
+
+// etcQemu counts the scripts of this process using /etc/qemu, which the
+// first creates when the host has none and the last removes: lab scripts
+// run side by side, and a check-then-create of their own raced.
+var etcQemu struct {
+	sync.Mutex
+	users   int
+	created bool
 }
