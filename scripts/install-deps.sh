@@ -16,6 +16,16 @@ PKGS=(qemu-system-x86 qemu-utils ovmf debootstrap ansible iproute2 fdisk extlinu
 # One dpkg-query for all of them (one read of dpkg's database): when
 # everything is installed, `make deps` is a quick no-op.
 installed=" $(dpkg-query -W -f='${Package} ${Status}\n' "${PKGS[@]}" 2>/dev/null | awk '$(NF-1) == "ok" && $NF == "installed" {printf "%s ", $1}' || true)"
+# /dev/net/tun: udev's default rule makes it 0666, so that the setuid
+# qemu-bridge-helper, which opens it as QEMU's user, can. A host without
+# udev (a container, a minimal VM) keeps the kernel's root-only 0600 and
+# every unprivileged bridge NIC fails (barn-net names it:
+# tun_not_accessible); as root, do what udev would.
+tun=/dev/net/tun
+if [ "$(id -u)" -eq 0 ] && [ -c "$tun" ] && [ "$(stat -c %a "$tun")" != 666 ]; then
+  echo "install-deps: $tun is mode $(stat -c %a "$tun") (no udev rule applied); chmod 0666 $tun, as udev's default rule does" >&2
+  chmod 0666 "$tun"
+fi
 missing=()
 for p in "${PKGS[@]}"; do
   case "$installed" in *" $p "*) ;; *) missing+=("$p") ;; esac

@@ -10,7 +10,9 @@
 # hard-coded /tmp) lands there and nothing another process writes does.
 # A checkout that itself lives under /tmp is bind-mounted at the same
 # path inside the fresh /tmp. Otherwise (not root) the entries of /tmp are
-# compared before and after.
+# compared before and after. Either way, the barn entries of /run (the
+# host's runtime directory: barn-net's locks) are compared before and
+# after: a test keeps its run directory under its own temp dir too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd -P)
@@ -19,6 +21,8 @@ case "$top" in /tmp/*) rel=${top#/tmp/} ;; esac
 
 tree() { { git status --porcelain=v1 --untracked-files=all; git diff HEAD 2>/dev/null | sha256sum; } 2>/dev/null; }
 tree_before=$(tree)
+runs() { ls -A /run 2>/dev/null | grep '^barn' | sort || true; }
+run_before=$(runs)
 rc=0
 if [ "$(id -u)" = 0 ] && unshare --mount true 2>/dev/null; then
 	priv=$(mktemp -d /var/tmp/barn-test-tmp.XXXXXX)
@@ -40,6 +44,12 @@ else
 		echo "test-guard: these appeared in /tmp during the tests:" >&2
 		echo "$left" >&2
 	fi
+fi
+run_left=$(comm -13 <(echo "$run_before") <(runs))
+if [ -n "$run_left" ]; then
+	echo "test-guard: these appeared in /run during the tests:" >&2
+	echo "$run_left" >&2
+	[ "$rc" -ne 0 ] || rc=1
 fi
 if [ "$(tree)" != "$tree_before" ]; then
 	echo "test-guard: the tests changed the work tree (stale goldens? run 'BARN_UPDATE=1 make test' and review the diff):" >&2

@@ -290,6 +290,7 @@ var reasons = []Reason{
 	{"symlink", Conflict, "the output of barn-inventory init is a symlink"},
 	{"too_many_nodes", Usage, "more than one node was given where one is expected"},
 	{"torn_event", Integrity, "the event log has a torn final record"},
+	{"tun_not_accessible", Capability, "QEMU's user cannot open /dev/net/tun (no udev made it 0666)"},
 	{"unexpected_files", Varies, "files Barn did not publish are in its way"},
 	{"unfinished_node_directory", Conflict, "an unfinished node directory has no readable prepare record"},
 	{"uninstall_failed", Runtime, "barn-net uninstall failed"},

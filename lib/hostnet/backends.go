@@ -52,6 +52,10 @@ func (h *Host) PlanInstall(o Observed, opt Options) (Plan, error) {
 	if err := h.checkOwnership(o, br, sn); err != nil {
 		return p, err
 	}
+	if why := h.tunDenied(h.AttachUID, h.AttachGID); why != "" {
+		return p, exitcode.New(exitcode.Capability, "the readiness proof's QEMU would fail: %s", why).
+			WithReason(FindTunDenied).WithNext(h.TunFix())
+	}
 	p.add(Step{ID: "write-manifest", Kind: KindManifest, Path: h.ManifestPath(), Mode: "0600",
 		Summary: fmt.Sprintf("write the manifest %s (0600) with the prestate of bridge.conf, the helper and units", h.ManifestPath())})
 	if err := h.planLeftovers(&p, o, sn); err != nil {

@@ -938,3 +938,41 @@ func TestBothActiveChoosesNetworkManager(t *testing.T) {
 		t.Fatalf("--backend networkd on a host where both are active: %v %v", p.Backend, err)
 	}
 }
+
+// Without udev the TUN device stays root's 0600, and the unprivileged
+// QEMU of the readiness proof could not open it: install refuses before
+// it changes anything, naming the mode and the one command that helps.
+// Preflight, which judges the user who will run QEMU, names the same.
+func TestTunDeviceQEMUCannotOpen(t *testing.T) {
+	tun := filepath.Join(t.TempDir(), "tun")
+	if err := os.WriteFile(tun, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := realPaths()
+	h.Tun, h.AttachUID, h.AttachGID = tun, 65534, 65534
+	_, err := h.PlanInstall(baseObserved(), Options{})
+	xe := exitcode.As(err)
+	if xe == nil || xe.Class != exitcode.Capability || xe.Reason != FindTunDenied || xe.Next != "chmod 0666 "+tun ||
+		!strings.Contains(xe.Message, "is mode 0600") || !strings.Contains(xe.Message, "uid 65534 cannot open it") {
+		t.Fatalf("install with a 0600 tun: %#v", xe)
+	}
+	var got []Finding
+	h.UID = 65534
+	h.checkTun(func(code, sev, fix, format string, args ...any) {
+		got = append(got, Finding{Code: code, Severity: sev, Fix: fix, Message: fmt.Sprintf(format, args...)})
+	})
+	if len(got) != 1 || got[0].Code != FindTunDenied || got[0].Severity != SevError || got[0].Fix != "chmod 0666 "+tun {
+		t.Fatalf("preflight findings %+v", got)
+	}
+	if err := os.Chmod(tun, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.PlanInstall(baseObserved(), Options{}); err != nil {
+		t.Fatalf("install with a 0666 tun: %v", err)
+	}
+	got = nil
+	h.checkTun(func(code, sev, fix, format string, args ...any) { got = append(got, Finding{Code: code}) })
+	if len(got) != 0 {
+		t.Fatalf("preflight findings with a 0666 tun: %+v", got)
+	}
+}

@@ -32,6 +32,7 @@ type Host struct {
 	Helper   string // qemu-bridge-helper path
 	QEMU     string // qemu-system-x86_64 binary for the attach proof
 	Bridge   string // bridge name, default barn0
+	Tun      string // the TUN clone device, "/dev/net/tun" when empty (tests point it at a file)
 
 	// UID is the user whose access Preflight judges (default: the effective uid).
 	UID int

@@ -516,6 +516,8 @@ func TestLivePreflightMatrix(t *testing.T) {
 			t.Fatalf("good host: %v %+v", err, r)
 		}
 		helper := h.Helper
+		tun := filepath.Join(e.dir, "tun") // the kernel's root-only mode, as on a host without udev
+		must(t, os.WriteFile(tun, nil, 0o600))
 		cases := []struct {
 			code   string
 			fix    string
@@ -529,10 +531,11 @@ func TestLivePreflightMatrix(t *testing.T) {
 			{FindBridgeAbsent, "barn-net install", func() { sh(t, "ip", "link", "del", "barn0") }},
 			{FindBridgeDown, "barn-net install", func() { sh(t, "ip", "link", "set", "barn0", "down") }},
 			{FindBridgeAddrMissing, "barn-net install", func() { sh(t, "ip", "addr", "flush", "dev", "barn0") }},
+			{FindTunDenied, "chmod 0666 " + tun, func() { h.Tun = tun }},
 		}
 		seen := map[string]bool{}
 		for _, c := range cases {
-			h.Helper = helper
+			h.Helper, h.Tun = helper, ""
 			good()
 			c.break_()
 			r, err := h.Preflight(ctx, "", "")
@@ -549,12 +552,62 @@ func TestLivePreflightMatrix(t *testing.T) {
 			seen[r.Findings[0].Message] = true
 		}
 		// Root is not blocked by a missing setuid bit: a warning, still usable.
-		h.Helper = helper
+		h.Helper, h.Tun = helper, ""
 		good()
 		must(t, os.Chmod(helper, 0o755))
 		h.UID = 0
 		if r, err := h.Preflight(ctx, "", ""); err != nil || !r.Usable || len(r.Findings) != 1 || r.Findings[0].Severity != SevWarning {
 			t.Fatalf("root: %v %+v", err, r)
 		}
+	})
+}
+
+// Two installs on one host (two state directories, as the demo's netns lab
+// beside a workstation's own) share the setuid helper and the real ACL.
+// Only the first sets the helper's bit; the second records no helper step.
+// Uninstalled in the wrong order, the first is refused, because the
+// second's block changed the ACL it wrote (owned_file_modified), before
+// it touches the helper: its bit never goes while the second's QEMUs may
+// need it. In the right order each leaves what it found, the helper's
+// mode included.
+func TestLiveTwoInstallsShareTheHelper(t *testing.T) {
+	live(t, func(t *testing.T, e *liveEnv) {
+		a := e.host
+		ctx := context.Background()
+		b := *a
+		b.StateDir, b.Bridge = filepath.Join(e.dir, "state-b"), "barn1"
+		before := snap(t, a)
+		if _, err := install(t, a); err != nil {
+			t.Fatalf("install a: %v", err)
+		}
+		o, err := b.Inspect(ctx)
+		must(t, err)
+		p, err := b.PlanInstall(o, Options{CIDR: "10.10.20.0/24"})
+		must(t, err)
+		if _, err := b.Apply(ctx, p, Options{CIDR: "10.10.20.0/24"}, func(s string) { t.Log(s) }); err != nil {
+			t.Fatalf("install b: %v", err)
+		}
+		for _, s := range p.Steps {
+			if s.Kind == KindChmod && s.Path == b.Helper {
+				t.Fatalf("the second install has a helper step %+v: the bit was already set", s)
+			}
+		}
+		_, err = a.Uninstall(ctx, nil)
+		if exitcode.As(err) == nil || exitcode.As(err).Reason != "owned_file_modified" {
+			t.Fatalf("uninstall a before b: want owned_file_modified, got %v", err)
+		}
+		if st, _ := StatFile(a.Helper, false); st.Mode != "4755" {
+			t.Fatalf("a refused uninstall left the helper %s, want 4755", st.Mode)
+		}
+		if _, err := b.Uninstall(ctx, nil); err != nil {
+			t.Fatalf("uninstall b: %v", err)
+		}
+		if st, _ := StatFile(a.Helper, false); st.Mode != "4755" {
+			t.Fatalf("b's uninstall left the helper %s, want a's 4755", st.Mode)
+		}
+		if _, err := a.Uninstall(ctx, nil); err != nil {
+			t.Fatalf("uninstall a: %v", err)
+		}
+		sameSnap(t, "both uninstalled", before, snap(t, a))
 	})
 }

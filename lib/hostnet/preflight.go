@@ -39,6 +39,7 @@ const (
 	FindBridgeAddrMissing  = "bridge_address_missing"
 	FindBridgeCIDRMismatch = "bridge_cidr_mismatch"
 	FindTunMissing         = "tun_missing"
+	FindTunDenied          = "tun_not_accessible"
 )
 
 // Finding is one observed problem and the one action that fixes it.
@@ -96,9 +97,7 @@ func (h *Host) Preflight(ctx context.Context, cidr, bridge string) (Report, erro
 	} else {
 		checkBridge(links, bridge, sn, add)
 	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		add(FindTunMissing, SevError, "modprobe tun", "/dev/net/tun is not available: %v", err)
-	}
+	h.checkTun(add)
 	r.Usable = true
 	for _, f := range r.Findings {
 		if f.Severity == SevError {
@@ -203,6 +202,21 @@ func accessibleBy(path string, uid int) error {
 	if err != nil {
 		return err
 	}
+	groups := groupsOf(uid)
+	for d := filepath.Dir(real); ; d = filepath.Dir(d) {
+		if err := permits(d, uid, groups, 0o1); err != nil {
+			return err
+		}
+		if d == "/" {
+			break
+		}
+	}
+	return permits(real, uid, groups, 0o4)
+}
+
+// groupsOf is the set of uid's group IDs (primary and supplementary, from
+// the user database; empty when uid has no entry).
+func groupsOf(uid int) map[uint32]bool {
 	groups := map[uint32]bool{}
 	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
 		if ids, err := u.GroupIds(); err == nil {
@@ -213,32 +227,65 @@ func accessibleBy(path string, uid int) error {
 			}
 		}
 	}
-	allowed := func(p string, bit uint32) error {
-		var st syscall.Stat_t
-		if err := syscall.Stat(p, &st); err != nil {
-			return &fs.PathError{Op: "stat", Path: p, Err: err}
-		}
-		shift := uint32(0) // other
-		switch {
-		case st.Uid == uint32(uid):
-			shift = 6
-		case groups[st.Gid]:
-			shift = 3
-		}
-		if uint32(st.Mode)&(bit<<shift) == 0 { // Mode is uint16 on macOS
-			return &fs.PathError{Op: "open", Path: p, Err: fs.ErrPermission}
-		}
-		return nil
+	return groups
+}
+
+// permits is nil when p's permission bits grant uid (in groups) every
+// bit of bits (0o4 read, 0o2 write, 0o1 search), as the kernel's
+// owner/group/other check does for a non-root caller; else fs.ErrPermission.
+func permits(p string, uid int, groups map[uint32]bool, bits uint32) error {
+	var st syscall.Stat_t
+	if err := syscall.Stat(p, &st); err != nil {
+		return &fs.PathError{Op: "stat", Path: p, Err: err}
 	}
-	for d := filepath.Dir(real); ; d = filepath.Dir(d) {
-		if err := allowed(d, 0o1); err != nil {
-			return err
-		}
-		if d == "/" {
-			break
-		}
+	shift := uint32(0) // other
+	switch {
+	case st.Uid == uint32(uid):
+		shift = 6
+	case groups[st.Gid]:
+		shift = 3
 	}
-	return allowed(real, 0o4)
+	if uint32(st.Mode)&(bits<<shift) != bits<<shift { // Mode is uint16 on macOS
+		return &fs.PathError{Op: "open", Path: p, Err: fs.ErrPermission}
+	}
+	return nil
+}
+
+// TunPath is the TUN/TAP clone device (h.Tun, default /dev/net/tun).
+func (h *Host) TunPath() string { return or(h.Tun, "/dev/net/tun") }
+
+// tunDenied says why uid (also in group gid unless negative) cannot open the TUN device for
+// reading and writing, as qemu-bridge-helper does after dropping to
+// QEMU's user ("" when it can, and always for root). Without udev (a
+// container, a minimal VM) the device stays 0600 root's; udev's default
+// rule makes it 0666.
+func (h *Host) tunDenied(uid, gid int) string {
+	if uid == 0 {
+		return ""
+	}
+	groups := groupsOf(uid)
+	if gid >= 0 {
+		groups[uint32(gid)] = true
+	}
+	if err := permits(h.TunPath(), uid, groups, 0o6); errors.Is(err, fs.ErrPermission) {
+		st, _ := StatFile(h.TunPath(), false)
+		return fmt.Sprintf("%s is mode %s, owner %d:%d: uid %d cannot open it, so the bridge helper fails with \"failed to open /dev/net/tun: Permission denied\"", h.TunPath(), st.Mode, st.UID, st.GID, uid)
+	}
+	return ""
+}
+
+// TunFix is the one command that makes the TUN device usable by every
+// user, as udev's default rule does.
+func (h *Host) TunFix() string { return "chmod 0666 " + h.TunPath() }
+
+func (h *Host) checkTun(add func(code, sev, fix, format string, args ...any)) {
+	if _, err := os.Stat(h.TunPath()); err != nil {
+		add(FindTunMissing, SevError, "modprobe tun", "%s is not available: %v", h.TunPath(), err)
+		return
+	}
+	if why := h.tunDenied(h.UID, -1); why != "" {
+		add(FindTunDenied, SevError, h.TunFix(), "%s", why)
+	}
 }
 
 func checkBridge(links []LinkInfo, bridge string, sn Subnet, add func(code, sev, fix, format string, args ...any)) {
