@@ -76,7 +76,6 @@ func runRequestedLab(t *testing.T, gate, target, dir string, needs ...string) {
 
 // runLab runs the real-lab scripts in dir, each in its own namespace.
 func runLab(t *testing.T, dir string) {
-	shareHelper(t)
 	p := params(dir)
 	setup := p.Setup
 	p.Setup = func(env *testscript.Env) error {
@@ -110,26 +109,37 @@ func runLab(t *testing.T, dir string) {
 	scripttest.Run(t, p)
 }
 
-// shareHelper makes qemu-bridge-helper setuid for the whole lab run and
-// restores its mode afterwards. The helper is the one host-wide thing
-// every lab's barn-net install changes: labs running side by side would
-// race for it (one install's plan goes stale when another sets the bit),
-// and the lab that set it would clear it at its end under the others'
-// QEMUs. With the bit already set no install records it; the uninstall
-// suite proves the helper step itself.
-func shareHelper(t *testing.T) {
-	helper := hostnet.FromEnv(nil).Helper
-	fi, err := os.Stat(helper)
+// copyHelper copies the host's qemu-bridge-helper into dir as a root-owned
+// 0755 file (no setuid bit, as a fresh package leaves it) and returns its
+// path. The test's directories above it (private to root) become
+// searchable by others: barn-net's readiness proof runs QEMU, and so the
+// helper, as an unprivileged user.
+func copyHelper(dir string) (string, error) {
+	src, found := hostnet.HelperPath(func(string) string { return "" })
+	if !found {
+		return "", fmt.Errorf("qemu-bridge-helper is not installed (looked in %s)", strings.Join(hostnet.HelperPaths, ", "))
+	}
+	b, err := os.ReadFile(src)
 	if err != nil {
-		t.Fatalf("the bridge helper: %v", err)
+		return "", err
 	}
-	if fi.Mode()&os.ModeSetuid != 0 {
-		return
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
 	}
-	if err := os.Chmod(helper, fi.Mode().Perm()|os.ModeSetuid); err != nil {
-		t.Fatal(err)
+	for d := dir; strings.HasPrefix(d, os.TempDir()+"/"); d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return "", err
+		}
+		if err := os.Chmod(d, fi.Mode().Perm()|0o001); err != nil {
+			return "", err
+		}
 	}
-	t.Cleanup(func() { _ = os.Chmod(helper, fi.Mode().Perm()) })
+	dst := filepath.Join(dir, "qemu-bridge-helper")
+	if err := os.WriteFile(dst, b, 0o755); err != nil {
+		return "", err
+	}
+	return dst, os.Chmod(dst, 0o755)
 }
 
 // labNamespace confines a lab script to a new network namespace named
@@ -140,7 +150,10 @@ func shareHelper(t *testing.T) {
 // command line mentions the final value of any of the variables marks,
 // undoes the host network (barn-net uninstall in $NS), drops the
 // namespace and removes /etc/netns/$NS. barn-net's run directory is the
-// script's own (netRunDir).
+// script's own (netRunDir), and so is the bridge helper: BARN_NET_HELPER
+// (read by barn-net and by barn-node's QEMU alike) is a copy of the
+// host's under $WORK (copyHelper), so no script changes the host's helper
+// and labs side by side never race for its one setuid bit.
 func labNamespace(env *testscript.Env, prefix string, marks ...string) (string, error) {
 	ns, err := newNamespace(prefix)
 	if err != nil {
@@ -162,6 +175,11 @@ func labNamespace(env *testscript.Env, prefix string, marks ...string) (string, 
 	if err := netRunDir(env); err != nil {
 		return "", err
 	}
+	helper, err := copyHelper(env.WorkDir + "/usr/lib/qemu")
+	if err != nil {
+		return "", err
+	}
+	env.Setenv("BARN_NET_HELPER", helper)
 	env.Defer(func() {
 		var paths []string
 		for _, m := range marks {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"barn.dev/lib/hostnet"
 	"barn.dev/lib/scripttest"
 )
 
@@ -31,12 +30,12 @@ import (
 // Host-global paths are confined the way the lab suite confines them:
 // bridge.conf and the hosts file are the namespace's own (/etc/netns/$NS,
 // bind-mounted by ip netns exec), HOME, BARN_NET_STATE, XDG_RUNTIME_DIR
-// and BARN_IMAGE_CACHE are under $WORK. The only host-global change is the
-// helper's setuid bit, which the snapshot covers; serialise with other
-// lab runs on a shared machine (flock /tmp/barn-lab.lock).
+// and BARN_IMAGE_CACHE are under $WORK. The bridge helper is the script's
+// own copy (labNamespace): install sets its setuid bit and uninstall
+// restores it, in the snapshot; the host's helper is never touched.
 func TestUninstall(t *testing.T) {
 	if testing.Short() {
-		t.Skip("the uninstall suite starts real QEMUs and changes the bridge helper's mode: not in -short runs (make test runs it)")
+		t.Skip("the uninstall suite starts real QEMUs and runs make uninstall: not in -short runs (make test runs it)")
 	}
 	if reason := uninstallUnavailable(); reason != "" {
 		t.Skipf("uninstall suite not run: %s", reason)
@@ -112,7 +111,7 @@ func TestUninstall(t *testing.T) {
 func uninstallUnavailable() string {
 	switch {
 	case os.Geteuid() != 0:
-		return "needs root for a network namespace and the bridge helper's mode"
+		return "needs root for a network namespace and a root-owned bridge helper"
 	case goBinary() == "":
 		return "the go command is not on PATH (make uninstall builds the tools)"
 	}
@@ -175,13 +174,13 @@ func cmdMachine(ts *testscript.TestScript, neg bool, args []string) {
 // (type, mode with setuid/setgid/sticky, owner, size, sha256 or link
 // target) under the script's HOME, BARN_NET_STATE's and BARN_IMAGE_CACHE's
 // top directories under $WORK, XDG_RUNTIME_DIR, /etc/netns/$NS, the host's
-// /etc/qemu and /etc/hosts, and the bridge helper; the links and addresses
+// /etc/qemu and /etc/hosts, and the script's bridge helper; the links and addresses
 // in $NS; and whether the demo's namespace exists. Paths are shown with
 // $WORK and $NS for readable diffs.
 func machineState(ts *testscript.TestScript) []string {
 	w, ns := ts.Getenv("WORK"), ts.Getenv("NS")
 	roots := []string{ts.Getenv("HOME"), w + "/var", w + "/cache", ts.Getenv("XDG_RUNTIME_DIR"),
-		filepath.Join("/etc/netns", ns), "/etc/qemu", "/etc/hosts", hostnet.FromEnv(nil).Helper}
+		filepath.Join("/etc/netns", ns), "/etc/qemu", "/etc/hosts", ts.Getenv("BARN_NET_HELPER")}
 	var out []string
 	for _, root := range roots {
 		if _, err := os.Lstat(root); os.IsNotExist(err) {

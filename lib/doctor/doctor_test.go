@@ -41,7 +41,7 @@ func healthy(t *testing.T) *fakeHost {
 	}
 	q := "/usr/bin/qemu-system-x86_64"
 	return &fakeHost{
-		env:     map[string]string{"BARN_HOME": filepath.Join(dir, ".barn"), "BARN_BRIDGE_HELPER": "/usr/lib/qemu/qemu-bridge-helper"},
+		env:     map[string]string{"BARN_HOME": filepath.Join(dir, ".barn"), "BARN_NET_HELPER": "/usr/lib/qemu/qemu-bridge-helper"},
 		missing: map[string]bool{},
 		out: map[string]string{
 			q + " --version":                         "QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)\n",

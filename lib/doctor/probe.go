@@ -22,7 +22,7 @@ import (
 // Probe is how the doctor observes the host. Every field may be left nil
 // (or empty) for the real host; tests replace them.
 type Probe struct {
-	// Getenv reads BARN_QEMU, BARN_ACCEL, BARN_BRIDGE_HELPER, BARN_HOME,
+	// Getenv reads BARN_QEMU, BARN_ACCEL, BARN_NET_HELPER, BARN_HOME,
 	// BARN_NET_* and the other variables barn-node and barn-net read.
 	Getenv func(string) string
 	// LookPath finds a program (exec.LookPath).

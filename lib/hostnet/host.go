@@ -19,8 +19,30 @@ const DefaultCIDR = "10.10.10.0/24"
 // has only /var/run.
 var defaultRunDir = map[bool]string{true: "/var/run", false: "/run"}[runtime.GOOS == "darwin"]
 
-// HelperPaths are the accepted qemu-bridge-helper locations, Debian first.
-var HelperPaths = []string{"/usr/lib/qemu/qemu-bridge-helper", "/usr/libexec/qemu-bridge-helper"}
+// HelperPaths are the accepted qemu-bridge-helper locations, in the order
+// they are tried.
+var HelperPaths = []string{
+	"/usr/lib/qemu/qemu-bridge-helper",      // Debian, Ubuntu
+	"/usr/libexec/qemu-bridge-helper",       // Fedora, RHEL, Arch
+	"/usr/local/libexec/qemu-bridge-helper", // source builds
+}
+
+// HelperPath is the one qemu-bridge-helper Barn uses, the one barn-net
+// sets up and the one QEMU's private NIC runs: BARN_NET_HELPER when set
+// (found, whether or not it exists), else the first of HelperPaths that
+// exists. With neither, found is false and path is HelperPaths[0] (for
+// messages).
+func HelperPath(getenv func(string) string) (path string, found bool) {
+	if p := getenv("BARN_NET_HELPER"); p != "" {
+		return p, true
+	}
+	for _, p := range HelperPaths {
+		if _, err := os.Lstat(p); err == nil {
+			return p, true
+		}
+	}
+	return HelperPaths[0], false
+}
 
 // Host is the machine being changed: every path outside the process and
 // every external effect, so that tests redirect them.
@@ -71,19 +93,11 @@ func FromEnv(getenv func(string) string) *Host {
 	}
 	h := &Host{
 		EtcDir: or(getenv("BARN_NET_ETC"), "/etc"), StateDir: or(getenv("BARN_NET_STATE"), "/var/lib/barn"),
-		RunDir: or(getenv("BARN_NET_RUN"), defaultRunDir), Helper: getenv("BARN_NET_HELPER"),
+		RunDir: or(getenv("BARN_NET_RUN"), defaultRunDir),
 		QEMU: or(getenv("BARN_QEMU"), "qemu-system-x86_64"), Bridge: or(getenv("BARN_BRIDGE"), DefaultBridge),
 		UID: os.Geteuid(), Runner: ExecRunner{}, Link: NetlinkOps{},
 	}
-	if h.Helper == "" {
-		h.Helper = HelperPaths[0]
-		for _, p := range HelperPaths {
-			if _, err := os.Lstat(p); err == nil {
-				h.Helper = p
-				break
-			}
-		}
-	}
+	h.Helper, _ = HelperPath(getenv)
 	h.AttachUID, h.AttachGID = os.Getuid(), os.Getgid()
 	if h.AttachUID == 0 {
 		h.AttachUID, h.AttachGID = 65534, 65534

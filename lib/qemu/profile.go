@@ -14,13 +14,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/hostnet"
 )
 
 // Accelerators and private-network modes of a Profile.
@@ -59,13 +59,6 @@ type Profile struct {
 	Host HostSize
 }
 
-// bridgeHelperPaths are the distro locations of qemu-bridge-helper.
-var bridgeHelperPaths = []string{
-	"/usr/lib/qemu/qemu-bridge-helper",      // Debian, Ubuntu
-	"/usr/libexec/qemu-bridge-helper",       // Fedora, RHEL, Arch
-	"/usr/local/libexec/qemu-bridge-helper", // source builds
-}
-
 // DetectProfile decides the runtime profile of this host's own (native)
 // guests from the environment; see DetectProfileOf.
 func DetectProfile(getenv func(string) string, lookPath func(string) (string, error)) (Profile, error) {
@@ -85,8 +78,8 @@ func DetectProfile(getenv func(string) string, lookPath func(string) (string, er
 //     result is a capability error (exit 3) with reason
 //     "accelerator_unavailable" — never a silent fallback to TCG.
 //   - BARN_BRIDGE: the private bridge (default "barn0").
-//   - BARN_BRIDGE_HELPER: qemu-bridge-helper's path (default: first existing
-//     distro path).
+//   - BARN_NET_HELPER: qemu-bridge-helper's path, the one barn-net sets
+//     up (default: the first existing distro path; hostnet.HelperPath).
 //   - BARN_PRIVATE_NET: "bridge" (default) or "none" (TEST-ONLY).
 //
 // Foreign guests derive their profile from this one (ForeignProfile). It
@@ -193,20 +186,15 @@ func packageOf(name string) string {
 	return Targets["amd64"].Package
 }
 
-// FindBridgeHelper finds qemu-bridge-helper: BARN_BRIDGE_HELPER, else the
-// first distro path that exists. None is a capability error, reason
-// bridge_helper_missing.
+// FindBridgeHelper finds qemu-bridge-helper as barn-net does
+// (hostnet.HelperPath: BARN_NET_HELPER, else the first distro path that
+// exists). None is a capability error, reason bridge_helper_missing.
 func FindBridgeHelper(getenv func(string) string) (string, error) {
-	if helper := getenv("BARN_BRIDGE_HELPER"); helper != "" {
+	if helper, found := hostnet.HelperPath(getenv); found {
 		return helper, nil
 	}
-	for _, c := range bridgeHelperPaths {
-		if _, err := os.Stat(c); err == nil {
-			return c, nil
-		}
-	}
 	return "", exitcode.New(exitcode.Capability,
-		"qemu-bridge-helper not found (looked in %s)", strings.Join(bridgeHelperPaths, ", ")).
+		"qemu-bridge-helper not found (looked in %s)", strings.Join(hostnet.HelperPaths, ", ")).
 		WithReason("bridge_helper_missing").
 		WithNext("sudo apt-get install qemu-system-common")
 }

@@ -37,7 +37,7 @@ func TestDetectProfileNoKVMIsCapabilityError(t *testing.T) {
 
 func TestDetectProfileExplicitTCG(t *testing.T) {
 	withKVM(t, false)
-	p, err := DetectProfile(env(map[string]string{"BARN_ACCEL": "tcg", "BARN_BRIDGE_HELPER": "/h"}), found)
+	p, err := DetectProfile(env(map[string]string{"BARN_ACCEL": "tcg", "BARN_NET_HELPER": "/h"}), found)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestDetectProfileExplicitTCG(t *testing.T) {
 
 func TestDetectProfileKVM(t *testing.T) {
 	withKVM(t, true)
-	p, err := DetectProfile(env(map[string]string{"BARN_BRIDGE_HELPER": "/h", "BARN_BRIDGE": "br9"}), found)
+	p, err := DetectProfile(env(map[string]string{"BARN_NET_HELPER": "/h", "BARN_BRIDGE": "br9"}), found)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,14 +149,14 @@ func TestProbeVersionRealQEMU(t *testing.T) {
 // q35, CPU max, single-threaded TCG by policy. Other hosts are refused.
 func TestDetectProfileOfArm64Host(t *testing.T) {
 	withKVM(t, true)
-	p, err := DetectProfileOf("arm64", env(map[string]string{"BARN_BRIDGE_HELPER": "/h"}), found)
+	p, err := DetectProfileOf("arm64", env(map[string]string{"BARN_NET_HELPER": "/h"}), found)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.Arch != "arm64" || p.Binary != "/usr/bin/qemu-system-aarch64" || p.Machine != "virt" || p.Accel != AccelKVM || p.CPU != "host" {
 		t.Fatalf("native arm64 under KVM: %+v", p)
 	}
-	tcg, err := DetectProfileOf("arm64", env(map[string]string{"BARN_ACCEL": "tcg", "BARN_BRIDGE_HELPER": "/h"}), found)
+	tcg, err := DetectProfileOf("arm64", env(map[string]string{"BARN_ACCEL": "tcg", "BARN_NET_HELPER": "/h"}), found)
 	if err != nil || tcg.Accel != AccelTCG || tcg.CPU != "max" || tcg.TCGThread != TCGMulti || tcg.Machine != "virt" {
 		t.Fatalf("native arm64 under TCG: %+v %v", tcg, err)
 	}
@@ -165,7 +165,7 @@ func TestDetectProfileOfArm64Host(t *testing.T) {
 		t.Fatalf("amd64 on arm64: %+v %v", x86, err)
 	}
 	missing := func(string) (string, error) { return "", errors.New("not found") }
-	_, err = DetectProfileOf("arm64", env(map[string]string{"BARN_BRIDGE_HELPER": "/h"}), missing)
+	_, err = DetectProfileOf("arm64", env(map[string]string{"BARN_NET_HELPER": "/h"}), missing)
 	if e := exitcode.As(err); e == nil || e.Reason != "qemu_missing" || !strings.Contains(e.Next, "qemu-system-arm ") {
 		t.Fatalf("no qemu-system-aarch64 on an arm64 host: %#v", err)
 	}
