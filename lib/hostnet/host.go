@@ -94,7 +94,7 @@ func FromEnv(getenv func(string) string) *Host {
 	h := &Host{
 		EtcDir: or(getenv("BARN_NET_ETC"), "/etc"), StateDir: or(getenv("BARN_NET_STATE"), "/var/lib/barn"),
 		RunDir: or(getenv("BARN_NET_RUN"), defaultRunDir),
-		QEMU: or(getenv("BARN_QEMU"), "qemu-system-x86_64"), Bridge: or(getenv("BARN_BRIDGE"), DefaultBridge),
+		QEMU:   or(getenv("BARN_QEMU"), "qemu-system-x86_64"), Bridge: or(getenv("BARN_BRIDGE"), DefaultBridge),
 		UID: os.Geteuid(), Runner: ExecRunner{}, Link: NetlinkOps{},
 	}
 	h.Helper, _ = HelperPath(getenv)
