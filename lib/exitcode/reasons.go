@@ -137,6 +137,7 @@ var reasons = []Reason{
 	{"images_unresolved", Usage, "the plan has no exact image for a node; update the catalog and plan again"},
 	{"install_failed", Varies, "a barn-net install step failed and was rolled back"},
 	{"install_interrupted", Conflict, "an earlier barn-net install was interrupted"},
+	{"installed_after", Conflict, "another barn-net install on this host came later and must be uninstalled first"},
 	{"installed_differently", Conflict, "barn-net is installed with other settings than requested"},
 	{"installed_drifted", Conflict, "the installed host network no longer matches its manifest"},
 	{"interrupted_transition", Conflict, "an interrupted transition (such as a destroy) is pending on the node"},

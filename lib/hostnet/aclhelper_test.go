@@ -58,7 +58,7 @@ func curatedACLs() []aclCase {
 		{name: "nul ends the line", conf: "allow bw12\x00junk here\n"},
 		{name: "long comment line", conf: "#" + long + "\nallow bw12\n"},
 		{name: "long comment with a space", conf: "#" + strings.Repeat("y", 4094) + "allow bw12\n"},
-		{name: "barn block", conf: "# existing\n" + ManagedBlock(aclBridge)},
+		{name: "barn block", conf: "# existing\n" + ManagedBlock(aclBridge, "/var/lib/barn/network.json")},
 		{name: "missing include", conf: "include @/nope\nallow bw12\n"},
 		{name: "include allows", conf: "include @/a\n", files: map[string]string{"a": "allow bw12\n"}},
 		{name: "include denies", conf: "allow bw12\ninclude @/a\n", files: map[string]string{"a": "deny bw12\n"}},

@@ -119,8 +119,8 @@ func (h *Host) planHelperSteps(p *Plan, o Observed) {
 			p.Notes = append(p.Notes, fmt.Sprintf("%s becomes mode %s (was %s): qemu-bridge-helper reads it without root's file access; the mode is restored on uninstall", h.BridgeConf(), mode, prev.Mode))
 		}
 	}
-	p.add(Step{ID: "bridge-conf", Kind: KindWriteFile, Path: h.BridgeConf(), Mode: mode, Content: WithBlock(prev.Content, br), Prev: &prev,
-		Summary: fmt.Sprintf("append the block %q / allow %s / %q to %s", BlockBegin(br), br, BlockEnd(br), h.BridgeConf())})
+	p.add(Step{ID: "bridge-conf", Kind: KindWriteFile, Path: h.BridgeConf(), Mode: mode, Content: WithBlock(prev.Content, br, h.ManifestPath()), Prev: &prev,
+		Summary: fmt.Sprintf("append the block %q / %s / allow %s / %q to %s", BlockBegin(br), manifestLine(h.ManifestPath()), br, BlockEnd(br), h.BridgeConf())})
 	m, _ := parseMode(o.Helper.Mode)
 	if m&0o4000 == 0 {
 		hp := o.Helper

@@ -137,7 +137,7 @@ func TestPlanRefusals(t *testing.T) {
 			o.BridgeConf = FileState{Path: "/etc/qemu/bridge.conf", Exists: true, Mode: "0644", Content: "allow br7 # the old lab\n"}
 		}, exitcode.Conflict, FindBridgeConfInvalid},
 		{"stale block", func(o *Observed, _ *Options) {
-			o.BridgeConf = FileState{Path: "/etc/qemu/bridge.conf", Exists: true, Mode: "0644", Content: ManagedBlock("barn0")}
+			o.BridgeConf = FileState{Path: "/etc/qemu/bridge.conf", Exists: true, Mode: "0644", Content: ManagedBlock("barn0", "/var/lib/barn/network.json")}
 		}, exitcode.Conflict, "bridge_conf_stale_block"},
 		{"helper missing", func(o *Observed, _ *Options) { o.Helper = FileState{Path: HelperPaths[0]} }, exitcode.Capability, FindHelperMissing},
 		{"helper not root", func(o *Observed, _ *Options) { o.Helper.UID = 1000 }, exitcode.Capability, FindHelperUnsafe},
@@ -236,6 +236,7 @@ func TestProposeAndSubnet(t *testing.T) {
 }
 
 func TestACL(t *testing.T) {
+	const m = "/var/lib/barn/barn 0\n/network.json" // quoted in the block: one line
 	cases := []struct {
 		content            string
 		allows, has, intct bool
@@ -245,9 +246,10 @@ func TestACL(t *testing.T) {
 		{"allow barn0\n", true, false, false, true},
 		{"allow all\n", true, false, false, false},
 		{"allow barn0\ndeny barn0\n", false, false, false, true},
-		{"deny all\n" + ManagedBlock("barn0"), false, true, true, false},
-		{"allow br7\n" + ManagedBlock("barn0"), true, true, true, false},
-		{"# BEGIN BARN MANAGED: barn0\nallow barn0\nallow all\n# END BARN MANAGED: barn0\n", true, true, false, false},
+		{"deny all\n" + ManagedBlock("barn0", m), false, true, true, false},
+		{"allow br7\n" + ManagedBlock("barn0", m), true, true, true, false},
+		{"# BEGIN BARN MANAGED: barn0\n# manifest: \"/s/network.json\"\nallow barn0\nallow all\n# END BARN MANAGED: barn0\n", true, true, false, false},
+		{"# BEGIN BARN MANAGED: barn0\nallow barn0\n# END BARN MANAGED: barn0\n", true, true, false, false}, // no manifest named
 	}
 	for i, c := range cases {
 		a := ParseACL(c.content, "barn0")
@@ -255,8 +257,15 @@ func TestACL(t *testing.T) {
 			t.Errorf("case %d %q: %+v allows=%v", i, c.content, a, a.Allows("barn0"))
 		}
 	}
-	if WithBlock("allow br7", "barn0") != "allow br7\n"+ManagedBlock("barn0") {
+	if WithBlock("allow br7", "barn0", m) != "allow br7\n"+ManagedBlock("barn0", m) {
 		t.Fatal("WithBlock must add the missing newline")
+	}
+	if a := ParseACL(ManagedBlock("barn0", m), "barn0"); a.Manifest != m {
+		t.Fatalf("manifest read back %q, want %q", a.Manifest, m)
+	}
+	two := "allow br7\n" + ManagedBlock("barn0", "/a/network.json") + "# BEGIN BARN MANAGED: barn2\nallow all\n# END BARN MANAGED: barn2\n" + ManagedBlock("barn1", m)
+	if got := Blocks(two); !slices.Equal(got, []Block{{"barn0", "/a/network.json"}, {"barn1", m}}) {
+		t.Fatalf("Blocks: %+v (barn2's block is not intact)", got)
 	}
 }
 
@@ -478,7 +487,7 @@ func TestNetworkManagerAgainstFakes(t *testing.T) {
 		"nmcli connection add type bridge con-name barn0 ifname barn0 ipv4.method manual ipv4.addresses 10.10.10.1/24 ipv6.method disabled bridge.stp no bridge.mac-address "+BridgeMAC("barn0", mustSubnet(DefaultCIDR))+" connection.autoconnect yes connection.uuid "+barnUUID,
 		"nmcli connection up uuid "+barnUUID)
 	conf, _ := os.ReadFile(f.BridgeConf())
-	if string(conf) != ManagedBlock("barn0") {
+	if string(conf) != ManagedBlock("barn0", f.ManifestPath()) {
 		t.Fatalf("bridge.conf %q", conf)
 	}
 	fl := f.Link.(fakeLinks)

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -15,9 +16,36 @@ func BlockBegin(bridge string) string { return "# BEGIN BARN MANAGED: " + bridge
 // BlockEnd is the closing marker of Barn's block.
 func BlockEnd(bridge string) string { return "# END BARN MANAGED: " + bridge }
 
-// ManagedBlock is the exact block Barn appends to bridge.conf.
-func ManagedBlock(bridge string) string {
-	return BlockBegin(bridge) + "\nallow " + bridge + "\n" + BlockEnd(bridge) + "\n"
+// ManagedBlock is the exact block Barn appends to bridge.conf for bridge,
+// with a comment naming the manifest that records it: bridge.conf is the
+// one file every barn-net install on a host shares (each with its own
+// BARN_BRIDGE and BARN_NET_STATE), so one install can name another.
+func ManagedBlock(bridge, manifest string) string {
+	return BlockBegin(bridge) + "\n" + manifestLine(manifest) + "\nallow " + bridge + "\n" + BlockEnd(bridge) + "\n"
+}
+
+// manifestLine is the block's comment naming its manifest, Go-quoted.
+func manifestLine(manifest string) string { return "# manifest: " + strconv.Quote(manifest) }
+
+// Block is one of Barn's intact blocks in bridge.conf.
+type Block struct {
+	Bridge   string // the bridge it allows
+	Manifest string // the manifest of the install that wrote it
+}
+
+// Blocks lists Barn's intact blocks in content, in file order.
+func Blocks(content string) []Block {
+	var out []Block
+	for _, line := range strings.Split(content, "\n") {
+		br, ok := strings.CutPrefix(strings.TrimSpace(line), BlockBegin(""))
+		if !ok || br == "" {
+			continue
+		}
+		if a := ParseACL(content, br); a.BlockIntact {
+			out = append(out, Block{Bridge: br, Manifest: a.Manifest})
+		}
+	}
+	return out
 }
 
 // The ACL syntax is qemu-bridge-helper's own, read exactly as its
@@ -67,8 +95,10 @@ type ACL struct {
 	// are not read.
 	Problem string
 	// HasBlock: Barn's marked block is present; BlockIntact: it is exactly
-	// ManagedBlock. UnmarkedAllow: an "allow <bridge>" outside the block.
+	// ManagedBlock for Manifest, the manifest its comment names.
+	// UnmarkedAllow: an "allow <bridge>" outside the block.
 	HasBlock, BlockIntact, UnmarkedAllow bool
+	Manifest                             string
 }
 
 // ParseACL parses bridge.conf content for bridge as qemu-bridge-helper
@@ -91,6 +121,9 @@ func ParseACL(content, bridge string) ACL {
 		}
 		if inBlock {
 			block.WriteString(raw + "\n")
+			if m, ok := strings.CutPrefix(raw, "# manifest: "); ok && a.Manifest == "" {
+				a.Manifest, _ = strconv.Unquote(m)
+			}
 		}
 		if a.Problem != "" {
 			continue // the helper reads no further
@@ -114,7 +147,7 @@ func ParseACL(content, bridge string) ACL {
 			}
 		}
 	}
-	a.BlockIntact = a.HasBlock && !inBlock && block.String() == ManagedBlock(bridge)
+	a.BlockIntact = a.HasBlock && !inBlock && a.Manifest != "" && block.String() == ManagedBlock(bridge, a.Manifest)
 	return a
 }
 
@@ -273,9 +306,9 @@ func (r *aclReader) includes(a *ACL, file string) {
 }
 
 // WithBlock returns content with Barn's block appended.
-func WithBlock(content, bridge string) string {
+func WithBlock(content, bridge, manifest string) string {
 	if content != "" && !strings.HasSuffix(content, "\n") {
 		content += "\n"
 	}
-	return content + ManagedBlock(bridge)
+	return content + ManagedBlock(bridge, manifest)
 }

@@ -218,7 +218,7 @@ func TestLiveInstallAttachNoopUninstall(t *testing.T) {
 			t.Fatalf("prestate %+v", m.Prestate)
 		}
 		conf, _ := os.ReadFile("/etc/qemu/bridge.conf")
-		if string(conf) != ManagedBlock("barn0") {
+		if string(conf) != ManagedBlock("barn0", h.ManifestPath()) {
 			t.Fatalf("bridge.conf = %q", conf)
 		}
 		// The readiness proof again, on its own, as nobody: a tap joins barn0.
@@ -294,7 +294,7 @@ func TestLiveModifiedOwnedFileBlocksUninstall(t *testing.T) {
 			t.Fatal(err)
 		}
 		good, _ := os.ReadFile("/etc/qemu/bridge.conf")
-		if string(good) != "allow br7\n"+ManagedBlock("barn0") {
+		if string(good) != "allow br7\n"+ManagedBlock("barn0", h.ManifestPath()) {
 			t.Fatalf("bridge.conf %q", good)
 		}
 		must(t, os.WriteFile("/etc/qemu/bridge.conf", append(append([]byte{}, good...), "allow all\n"...), 0o640))
@@ -562,14 +562,14 @@ func TestLivePreflightMatrix(t *testing.T) {
 	})
 }
 
-// Two installs on one host (two state directories, as the demo's netns lab
-// beside a workstation's own) share the setuid helper and the real ACL.
-// Only the first sets the helper's bit; the second records no helper step.
-// Uninstalled in the wrong order, the first is refused, because the
-// second's block changed the ACL it wrote (owned_file_modified), before
-// it touches the helper: its bit never goes while the second's QEMUs may
-// need it. In the right order each leaves what it found, the helper's
-// mode included.
+// Two installs on one host (two state directories and bridges, as README's
+// two users, or the demo's netns lab beside a workstation's own) share the
+// setuid helper and bridge.conf. Only the first sets the helper's bit; the
+// second records no helper step. Uninstalled in the wrong order, the
+// first is refused (installed_after), changing nothing, with the command
+// that uninstalls the second: its bit never goes while the second's QEMUs
+// may need it. In the right order each leaves what it found, and the host
+// is as before.
 func TestLiveTwoInstallsShareTheHelper(t *testing.T) {
 	live(t, func(t *testing.T, e *liveEnv) {
 		a := e.host
@@ -592,13 +592,31 @@ func TestLiveTwoInstallsShareTheHelper(t *testing.T) {
 				t.Fatalf("the second install has a helper step %+v: the bit was already set", s)
 			}
 		}
+		mid := snap(t, a)
 		_, err = a.Uninstall(ctx, nil)
-		if exitcode.As(err) == nil || exitcode.As(err).Reason != "owned_file_modified" {
-			t.Fatalf("uninstall a before b: want owned_file_modified, got %v", err)
+		want := "BARN_BRIDGE=barn1 BARN_NET_STATE=" + b.StateDir + " barn-net uninstall --yes"
+		if xe := exitcode.As(err); xe == nil || xe.Class != exitcode.Conflict || xe.Reason != "installed_after" || xe.Next != want ||
+			!strings.Contains(xe.Message, "also allows barn1") {
+			t.Fatalf("uninstall a before b: want conflict installed_after, next %q; got %#v", want, xe)
 		}
-		if st, _ := StatFile(a.Helper, false); st.Mode != "4755" {
-			t.Fatalf("a refused uninstall left the helper %s, want 4755", st.Mode)
+		sameSnap(t, "refused uninstall", mid, snap(t, a))
+		st, err := a.Status(ctx, "")
+		must(t, err)
+		if f := findingOf(st.Findings, "installed_after"); f == nil || f.Fix != want || findingOf(st.Findings, "owned_file_modified") != nil {
+			t.Fatalf("a's status findings %+v: want installed_after with fix %q, and no owned_file_modified", st.Findings, want)
 		}
+		if linkNamed(t, a, "barn0") == nil || linkNamed(t, a, "barn1") == nil {
+			t.Fatal("a refused uninstall removed a bridge")
+		}
+		// Another change to the file beside the later block is still the
+		// admin's edit: owned_file_modified, as for any owned file.
+		conf, err := os.ReadFile(a.BridgeConf())
+		must(t, err)
+		must(t, os.WriteFile(a.BridgeConf(), append(append([]byte{}, conf...), "allow br7\n"...), 0o644))
+		if _, err := a.Uninstall(ctx, nil); exitcode.As(err) == nil || exitcode.As(err).Reason != "owned_file_modified" {
+			t.Fatalf("uninstall a after an edit: want owned_file_modified, got %v", err)
+		}
+		must(t, os.WriteFile(a.BridgeConf(), conf, 0o644))
 		if _, err := b.Uninstall(ctx, nil); err != nil {
 			t.Fatalf("uninstall b: %v", err)
 		}

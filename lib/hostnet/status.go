@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"barn.dev/lib/exitcode"
 )
 
 // StatusSchema is the schema of a status document.
@@ -58,7 +60,7 @@ func (h *Host) Status(ctx context.Context, cidr string) (Status, error) {
 	}
 	s.CIDR, s.HostAddress, s.Usable, s.Findings = r.CIDR, r.HostAddress, r.Usable, r.Findings
 	if o.Manifest != nil {
-		s.Findings = append(s.Findings, modifiedOwnedFiles(o.Manifest)...)
+		s.Findings = append(s.Findings, h.modifiedOwnedFiles(o.Manifest)...)
 	}
 	s.Faults, err = h.FaultViews(ctx, time.Now())
 	if err != nil {
@@ -80,8 +82,9 @@ func (h *Host) Status(ctx context.Context, cidr string) (Status, error) {
 // modifiedOwnedFiles returns one warning "owned_file_modified" per file
 // the installation wrote whose current SHA-256 differs from the content
 // recorded in the manifest (the check PlanUninstall refuses on), so status
-// shows what blocks uninstall before anyone runs it.
-func modifiedOwnedFiles(m *Manifest) []Finding {
+// shows what blocks uninstall before anyone runs it. bridge.conf changed
+// only by later installs' blocks is their "installed_after" instead.
+func (h *Host) modifiedOwnedFiles(m *Manifest) []Finding {
 	var out []Finding
 	for _, st := range m.Steps[:min(m.Applied, len(m.Steps))] {
 		if st.Kind != KindWriteFile {
@@ -89,6 +92,10 @@ func modifiedOwnedFiles(m *Manifest) []Finding {
 		}
 		cur, err := StatFile(st.Path, false)
 		if err != nil || cur.SHA256 == digest([]byte(st.Content)) {
+			continue
+		}
+		if xe := exitcode.As(h.refuseLaterInstalls(st)); xe != nil {
+			out = append(out, Finding{Code: xe.Reason, Severity: SevWarning, Message: xe.Message + "; barn-net uninstall refuses until then", Fix: xe.Next})
 			continue
 		}
 		out = append(out, Finding{Code: "owned_file_modified", Severity: SevWarning,
