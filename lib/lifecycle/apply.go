@@ -329,8 +329,9 @@ func (m *Manager) createJobs(p *plan.Plan, after *spec.Spec, creates []string, g
 }
 
 // buildNode is the one node-build path of apply and recreate: prepare
-// job's node, launch it and (with wait) wait for readiness, recording the
-// node as action, or its failure, in res. It returns false when prepare
+// job's node, launch it and (with wait) wait for readiness and verify its
+// root's growth at first boot (verifyRoot), recording the node as action,
+// or its failure, in res. It returns false when prepare
 // failed (nothing was launched).
 func (m *Manager) buildNode(ctx context.Context, job createJob, alloc *portAllocator, action string, wait bool, res *Result) bool {
 	name := job.Node.Name
@@ -349,6 +350,8 @@ func (m *Manager) buildNode(ctx context.Context, job createJob, alloc *portAlloc
 		res.fail(name, "start", err)
 	} else if err := m.waitReady(ctx, pr.Node, wait, &nr); err != nil {
 		res.fail(name, "readiness", err)
+	} else if err := m.verifyRoot(ctx, pr.Node, wait, &nr); err != nil {
+		res.fail(name, "verify", err)
 	}
 	res.addNode(nr)
 	return true
