@@ -46,12 +46,15 @@ test: ## Run unit tests, fuzz seeds and the testscript suites of every module
 # documented Barn 1.x behaviours), which `race` runs under it too: the
 # same tests, proving more, need not run twice. The rest of
 # barn-node/cli then runs in its own go test beside the others.
+# WITH_E2E=1 (also `make ci`'s) leaves TestUninstall to `e2e`, which runs
+# beside this pass.
 RACED := barn.dev/lib/(state|lifecycle|imagecache|qmp|vm)|barn.dev/barn-plan/cli
+UNIT_SKIP = $(ANSIBLE_SUITES)$(if $(WITH_E2E),|^TestUninstall$$)
 test-units:
-	@if [ -z "$(SKIP_RACED)" ]; then exec $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '$(ANSIBLE_SUITES)' $(PKGS); fi; \
+	@if [ -z "$(SKIP_RACED)" ]; then exec $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '$(UNIT_SKIP)' $(PKGS); fi; \
 		pkgs=$$($(GO) list $(PKGS) | grep -vxE '$(RACED)|barn.dev/barn-node/cli'); \
-		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '$(ANSIBLE_SUITES)' $$pkgs & a=$$!; \
-		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '$(ANSIBLE_SUITES)|^TestScripts$$|^TestUpstream_' ./barn-node/cli & b=$$!; \
+		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '$(UNIT_SKIP)' $$pkgs & a=$$!; \
+		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '$(UNIT_SKIP)|^TestScripts$$|^TestUpstream_' ./barn-node/cli & b=$$!; \
 		rc=0; wait $$a || rc=1; wait $$b || rc=1; exit $$rc
 test-ansible:
 	@set -o pipefail; cd lib && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -v -run '$(ANSIBLE_SUITES)' ./inventory ./guest \
@@ -70,12 +73,16 @@ race-pass:
 	@cd barn-plan && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./cli
 	@cd barn-node && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestScripts|TestUpstream_.*)$$' ./cli
 
-# `make ci`'s two test passes at once, each under its guard (output grouped
-# per pass): much of both is waiting on sshd, fake QEMUs and child
-# processes, which leaves the cores room for the other.
+# `make ci`'s test passes at once, the two guarded ones and the real-lab
+# suite (output grouped per pass): much of all three is waiting on sshd,
+# fake QEMUs, booting guests and child processes, which leaves the cores
+# room for the others. No suite shares a host-wide object with another:
+# each lab and the uninstall suite have their own namespace, barn-net run
+# directory and bridge helper (testscripts/lab_test.go labNamespace), and
+# /etc/qemu, which their namespaces mount over, is counted in e2e's one
+# process.
 ci-tests:
-	@$(MAKE) --no-print-directory -j2 -O test race SKIP_RACED=1
-
+	@$(MAKE) --no-print-directory -j3 -O test race e2e SKIP_RACED=1 WITH_E2E=1
 fmt: ## Check formatting (gofmt)
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
@@ -105,8 +112,8 @@ deps: ## Install the host packages the suites need (root on Debian)
 image: build ## Build (or reuse) the local Debian 12 guest image repository with its arm64 variant (cached by recipe hash); prints its path
 	@scripts/build-image.sh --arm64
 
-e2e: build ## Run the real-lab suite (root, QEMU under TCG, the local image and its arm64 variant, a private netns)
-	@repo=$$(scripts/build-image.sh --arm64) && cd testscripts && BARN_TEST_REPO=$$repo $(GO) test -count=1 -timeout 60m -run '^TestLab$$' -v .
+e2e: build ## Run the real-lab suite and the uninstall suite (root, QEMU under TCG, the local image and its arm64 variant, private netns)
+	@repo=$$(scripts/build-image.sh --arm64) && cd testscripts && BARN_TEST_REPO=$$repo $(GO) test -count=1 -timeout 60m -run '^(TestLab|TestUninstall)$$' -v .
 
 e2e-next: build ## Run the real-lab section outside make ci for its budget: lab_rehearse, snapshots, faults, clocks (testscripts/testdata/lab-next; root, TCG)
 	@cd lib && BARN_TEST_NEXT=1 $(GO) test -count=1 -run '^TestRealQEMUHotplug$$' -v ./vm
@@ -121,7 +128,7 @@ e2e-hut: build ## Run barn-net against the real NetworkManager, firewalld and ne
 e2e-arm64: build ## Run the 2-node arm64 lab (qemu-system-aarch64 under TCG; builds the arm64 d12 variant first, once: 2 h 12 min measured here)
 	@repo=$$(scripts/build-image.sh --arm64) && cd testscripts && BARN_TEST_REPO=$$repo BARN_TEST_ARM64=1 $(GO) test -count=1 -timeout 60m -run '^TestArm64Lab$$' -v .
 
-ci: deps build image fmt vet cross ci-tests e2e ## The test command: install prerequisites, build the image, run every suite (concurrency suites also under -race)
+ci: deps build image fmt vet cross ci-tests ## The test command: install prerequisites, build the image, run every suite (concurrency suites also under -race)
 
 # --- The demo lab and the workstation recipes --------------------------------
 .PHONY: demo demo-down up plan status down uninstall

@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -403,7 +405,16 @@ func namespaceEtc(ns string) (func(), error) {
 			etcQemu.created = true
 		}
 	}
-	if err := os.MkdirAll(filepath.Join("/etc/netns", ns, "qemu"), 0o755); err != nil {
+	// Another process's script may remove an empty /etc/netns between
+	// MkdirAll's parent and child (`make ci` runs the unit pass beside
+	// this one): try again, a bounded number of times.
+	var err error
+	for try := 0; try < 5; try++ {
+		if err = os.MkdirAll(filepath.Join("/etc/netns", ns, "qemu"), 0o755); !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+	}
+	if err != nil {
 		return nil, err
 	}
 	etcQemu.users++

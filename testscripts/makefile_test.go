@@ -1,6 +1,7 @@
 package testscripts
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -53,6 +54,15 @@ func TestTestGuard(t *testing.T) {
 	guard := "../scripts/test-guard.sh"
 	if out, err := exec.Command(guard, "sh", "-c", "f=$(mktemp /tmp/guard-ok.XXXXXX) && rm $f").CombinedOutput(); err != nil {
 		t.Fatalf("a clean command failed the guard: %v\n%s", err, out)
+	}
+	if os.Geteuid() == 0 {
+		// barn entries of the host's /run (barn-net's locks) are leaks too
+		run := "/run/barn-guard-leak-" + strings.ReplaceAll(t.Name(), "/", "_")
+		t.Cleanup(func() { _ = os.Remove(run) })
+		out, err := exec.Command(guard, "sh", "-c", "touch "+run).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "appeared in /run") || !strings.Contains(string(out), "barn-guard-leak-") {
+			t.Fatalf("a file left in /run passed the guard: %v\n%s", err, out)
+		}
 	}
 	leak := "/tmp/barn-guard-leak-" + strings.ReplaceAll(t.Name(), "/", "_")
 	t.Cleanup(func() { _ = exec.Command("rm", "-f", leak).Run() }) // the non-root guard sees the real /tmp
