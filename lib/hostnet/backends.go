@@ -16,11 +16,14 @@ type Options struct {
 }
 
 // PlanInstall computes the install plan for the observed state (step 2 of
-// the transaction). It is pure: it reads only h's paths and names and o.
+// the transaction). It changes nothing: it reads h's paths and names and
+// o, and asks the kernel whether the readiness proof's QEMU user could
+// open the TUN device (tunDenied).
 // Refusals: resource (6) "subnet_in_use" when a foreign interface or route
 // uses the /24; conflict (4) for a foreign bridge, an unmarked or stale
 // bridge.conf block, a manifest for another network or an interrupted
-// install; capability (3) for a missing or unsafe helper or a backend this
+// install; capability (3) for a missing or unsafe helper, a TUN device
+// QEMU's user cannot open (tun_not_accessible) or a backend this
 // machine cannot run; usage (2) for a bad cidr or backend name.
 func (h *Host) PlanInstall(o Observed, opt Options) (Plan, error) {
 	sn, err := ParseSubnet(or(opt.CIDR, DefaultCIDR))
@@ -52,7 +55,8 @@ func (h *Host) PlanInstall(o Observed, opt Options) (Plan, error) {
 	if err := h.checkOwnership(o, br, sn); err != nil {
 		return p, err
 	}
-	if why := h.tunDenied(h.AttachUID, h.AttachGID); why != "" {
+	// the readiness proof runs QEMU with no supplementary groups (attach.go)
+	if why := h.tunDenied(h.AttachUID, h.AttachGID, []uint32{}); why != "" {
 		return p, exitcode.New(exitcode.Capability, "the readiness proof's QEMU would fail: %s", why).
 			WithReason(FindTunDenied).WithNext(h.TunFix())
 	}

@@ -953,16 +953,24 @@ func TestBothActiveChoosesNetworkManager(t *testing.T) {
 // it changes anything, naming the mode and the one command that helps.
 // Preflight, which judges the user who will run QEMU, names the same.
 func TestTunDeviceQEMUCannotOpen(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("judging another user's access to the TUN device runs a child as that user: root only")
+	}
 	tun := filepath.Join(t.TempDir(), "tun")
 	if err := os.WriteFile(tun, nil, 0o600); err != nil {
 		t.Fatal(err)
+	}
+	for _, d := range []string{filepath.Dir(tun), filepath.Dir(filepath.Dir(tun))} {
+		if err := os.Chmod(d, 0o755); err != nil { // the test's own directories: searchable by nobody
+			t.Fatal(err)
+		}
 	}
 	h := realPaths()
 	h.Tun, h.AttachUID, h.AttachGID = tun, 65534, 65534
 	_, err := h.PlanInstall(baseObserved(), Options{})
 	xe := exitcode.As(err)
 	if xe == nil || xe.Class != exitcode.Capability || xe.Reason != FindTunDenied || xe.Next != "chmod 0666 "+tun ||
-		!strings.Contains(xe.Message, "is mode 0600") || !strings.Contains(xe.Message, "uid 65534 cannot open it") {
+		!strings.Contains(xe.Message, "(mode 0600, owner 0:0)") || !strings.Contains(xe.Message, "uid 65534 cannot open") {
 		t.Fatalf("install with a 0600 tun: %#v", xe)
 	}
 	var got []Finding

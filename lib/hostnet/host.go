@@ -98,6 +98,11 @@ func FromEnv(getenv func(string) string) *Host {
 		UID: os.Geteuid(), Runner: ExecRunner{}, Link: NetlinkOps{},
 	}
 	h.Helper, _ = HelperPath(getenv)
+	// The manifest path is written into bridge.conf for other installs to
+	// name, and the lock key is the state directory's path: both absolute.
+	if abs, err := filepath.Abs(h.StateDir); err == nil {
+		h.StateDir = abs
+	}
 	h.AttachUID, h.AttachGID = os.Getuid(), os.Getgid()
 	if h.AttachUID == 0 {
 		h.AttachUID, h.AttachGID = 65534, 65534

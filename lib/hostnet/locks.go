@@ -29,6 +29,10 @@ import (
 //     fault commands hold it shared, so an uninstall never runs beside a
 //     fault being added or healed. Never waited for: the holder may be
 //     waiting for its user's answer.
+//   - The shared lock (barn-net-shared-<key>.lock, keyed on bridge.conf's
+//     path): taken after the network lock by every exclusive holder, so
+//     that installs of other state directories, which share bridge.conf
+//     and the helper, never change them at once. Never waited for.
 //   - The fault lock (barn-net-<key>-faults.lock): one fault command at a time
 //     changes the fault record and the kernel; waited for until ctx ends.
 //     Taken after the network lock, never before.
@@ -53,13 +57,51 @@ func (h *Host) lockKey() string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// LockNetwork takes the network lock exclusively, without waiting, and
-// returns its release. Held by another: conflict network_busy. A user who
+// LockNetwork takes the network lock exclusively, then the shared lock
+// (lockShared), without waiting, and returns their release. Held by another: conflict network_busy. A user who
 // cannot open the lock file (not root: /run is root's) cannot change the
 // host network either, so LockNetwork lets such a run go on unlocked: it
 // can print a plan, and its first change would be refused.
 func (h *Host) LockNetwork() (func(), error) {
-	return h.lockNetwork(syscall.LOCK_EX)
+	unlock, err := h.lockNetwork(syscall.LOCK_EX)
+	if err != nil {
+		return nil, err
+	}
+	unlockShared, err := h.lockShared()
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	return func() { unlockShared(); unlock() }, nil
+}
+
+// SharedLockPath is <RunDir>/barn-net-shared-<key>.lock, key the first
+// 16 hex digits of the SHA-256 of bridge.conf's path (BARN_NET_ETC): the
+// lock of the objects every install on the host shares (shared.go).
+func (h *Host) SharedLockPath() string {
+	sum := sha256.Sum256([]byte(filepath.Clean(h.BridgeConf())))
+	return filepath.Join(or(h.RunDir, defaultRunDir), "barn-net-shared-"+hex.EncodeToString(sum[:8])+".lock")
+}
+
+// lockShared takes the shared objects' lock exclusively, without
+// waiting: installs and uninstalls of other state directories on this
+// host (another BARN_NET_STATE) change bridge.conf and the helper too,
+// and each plans on what it read. Held by another: conflict network_busy.
+func (h *Host) lockShared() (func(), error) {
+	path := h.SharedLockPath()
+	f, unlocked, err := h.openRunLock(path)
+	if unlocked || err != nil {
+		return func() {}, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, exitcode.New(exitcode.Conflict, "another barn-net (another BARN_NET_STATE) is changing %s or the bridge helper on this host (it holds %s)", h.BridgeConf(), path).
+				WithReason("network_busy").WithNext("barn-net status   # then run this command again once the other has ended")
+		}
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "locking %s", path).WithReason("network_lock_failed")
+	}
+	return func() { _ = f.Close() }, nil
 }
 
 func (h *Host) lockNetwork(how int) (func(), error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -58,11 +59,18 @@ func TestNetworkLockExcludes(t *testing.T) {
 		t.Fatalf("after release: %v", err)
 	}
 	defer again()
-	// Another host network (another state directory: a second lab in its
-	// own namespace) has its own lock: never refused by this one's.
-	other, err := (&Host{RunDir: h.RunDir, StateDir: filepath.Join(t.TempDir(), "other")}).LockNetwork()
+	// Another host network (another state directory) sharing this one's
+	// bridge.conf and helper (a second user's bridge) waits for nothing
+	// of its own, but not both change the shared objects at once: refused
+	// by the shared lock. One with its own bridge.conf (a lab in its own
+	// namespace and /etc) is never refused by this one's.
+	if _, err := (&Host{RunDir: h.RunDir, StateDir: filepath.Join(t.TempDir(), "other")}).LockNetwork(); lockReason(err) != "network_busy" ||
+		!strings.Contains(err.Error(), "another BARN_NET_STATE") {
+		t.Fatalf("a second host network on the same bridge.conf: %v", err)
+	}
+	other, err := (&Host{RunDir: h.RunDir, EtcDir: t.TempDir(), StateDir: filepath.Join(t.TempDir(), "other")}).LockNetwork()
 	if err != nil {
-		t.Fatalf("a second host network's install: %v", err)
+		t.Fatalf("a second host network with its own bridge.conf: %v", err)
 	}
 	other()
 }

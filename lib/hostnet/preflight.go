@@ -251,42 +251,6 @@ func permits(p string, uid int, groups map[uint32]bool, bits uint32) error {
 	return nil
 }
 
-// TunPath is the TUN/TAP clone device (h.Tun, default /dev/net/tun).
-func (h *Host) TunPath() string { return or(h.Tun, "/dev/net/tun") }
-
-// tunDenied says why uid (also in group gid unless negative) cannot open the TUN device for
-// reading and writing, as qemu-bridge-helper does after dropping to
-// QEMU's user ("" when it can, and always for root). Without udev (a
-// container, a minimal VM) the device stays 0600 root's; udev's default
-// rule makes it 0666.
-func (h *Host) tunDenied(uid, gid int) string {
-	if uid == 0 {
-		return ""
-	}
-	groups := groupsOf(uid)
-	if gid >= 0 {
-		groups[uint32(gid)] = true
-	}
-	if err := permits(h.TunPath(), uid, groups, 0o6); errors.Is(err, fs.ErrPermission) {
-		st, _ := StatFile(h.TunPath(), false)
-		return fmt.Sprintf("%s is mode %s, owner %d:%d: uid %d cannot open it, so the bridge helper fails with \"failed to open /dev/net/tun: Permission denied\"", h.TunPath(), st.Mode, st.UID, st.GID, uid)
-	}
-	return ""
-}
-
-// TunFix is the one command that makes the TUN device usable by every
-// user, as udev's default rule does.
-func (h *Host) TunFix() string { return "chmod 0666 " + h.TunPath() }
-
-func (h *Host) checkTun(add func(code, sev, fix, format string, args ...any)) {
-	if _, err := os.Stat(h.TunPath()); err != nil {
-		add(FindTunMissing, SevError, "modprobe tun", "%s is not available: %v", h.TunPath(), err)
-		return
-	}
-	if why := h.tunDenied(h.UID, -1); why != "" {
-		add(FindTunDenied, SevError, h.TunFix(), "%s", why)
-	}
-}
 
 func checkBridge(links []LinkInfo, bridge string, sn Subnet, add func(code, sev, fix, format string, args ...any)) {
 	var br *LinkInfo

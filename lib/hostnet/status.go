@@ -79,28 +79,20 @@ func (h *Host) Status(ctx context.Context, cidr string) (Status, error) {
 	return s, nil
 }
 
-// modifiedOwnedFiles returns one warning "owned_file_modified" per file
-// the installation wrote whose current SHA-256 differs from the content
-// recorded in the manifest (the check PlanUninstall refuses on), so status
-// shows what blocks uninstall before anyone runs it. bridge.conf changed
-// only by later installs' blocks is their "installed_after" instead.
+// modifiedOwnedFiles returns one warning per file the installation wrote
+// that uninstall would refuse to restore (fileUndo: owned_file_modified,
+// or installed_after while later installs' blocks follow its own), so
+// status shows what blocks uninstall before anyone runs it.
 func (h *Host) modifiedOwnedFiles(m *Manifest) []Finding {
 	var out []Finding
 	for _, st := range m.Steps[:min(m.Applied, len(m.Steps))] {
 		if st.Kind != KindWriteFile {
 			continue
 		}
-		cur, err := StatFile(st.Path, false)
-		if err != nil || cur.SHA256 == digest([]byte(st.Content)) {
-			continue
+		if _, refusal := h.fileUndo(st); refusal != nil {
+			xe := exitcode.As(refusal)
+			out = append(out, Finding{Code: xe.Reason, Severity: SevWarning, Message: xe.Message + "; barn-net uninstall refuses until then", Fix: or(xe.Next, "restore Barn's content of "+st.Path+" or undo the edit")})
 		}
-		if xe := exitcode.As(h.refuseLaterInstalls(st)); xe != nil {
-			out = append(out, Finding{Code: xe.Reason, Severity: SevWarning, Message: xe.Message + "; barn-net uninstall refuses until then", Fix: xe.Next})
-			continue
-		}
-		out = append(out, Finding{Code: "owned_file_modified", Severity: SevWarning,
-			Message: fmt.Sprintf("%s was modified since install (sha256 %s, recorded %s); barn-net uninstall refuses until it is restored", st.Path, short(cur.SHA256), short(digest([]byte(st.Content)))),
-			Fix:     "restore Barn's content of " + st.Path + " or undo the edit"})
 	}
 	return out
 }

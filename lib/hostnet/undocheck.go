@@ -83,6 +83,8 @@ func (h *Host) undoCheck(m *Manifest, s Step, now hostNow) (skip bool, refusal e
 			return false, notBarnsError(s.Link, v)
 		}
 		return v.Link == nil && !bound, nil
+	case KindWriteFile:
+		return h.fileUndo(s)
 	case KindUnitStart, KindUnitEnable:
 		u, ok := now.units[s.Unit]
 		cur, left, verb := u.Active, "active", "is-active"

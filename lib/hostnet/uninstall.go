@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"barn.dev/lib/exitcode"
-	"barn.dev/lib/quote"
 )
 
 // PlanUninstall returns the uninstall plan (the applied steps' undos in
@@ -80,16 +79,8 @@ func (h *Host) PlanUninstall(o Observed) (Plan, error) {
 		if s.Kind != KindWriteFile {
 			continue
 		}
-		cur, err := StatFile(s.Path, false)
-		if err != nil {
-			return p, exitcode.Wrap(exitcode.Runtime, err, "checking %s", s.Path)
-		}
-		if want := digest([]byte(s.Content)); cur.SHA256 != want && !sameAsPrev(cur, s.Prev) {
-			if err := h.refuseLaterInstalls(s); err != nil {
-				return p, err
-			}
-			return p, exitcode.New(exitcode.Integrity, "%s was modified since install (sha256 %s, recorded %s); Barn does not overwrite a changed file — restore Barn's content or undo the edit",
-				s.Path, short(cur.SHA256), short(want)).WithReason("owned_file_modified").WithDetail(map[string]string{"path": s.Path})
+		if _, refusal := h.fileUndo(s); refusal != nil {
+			return p, refusal
 		}
 	}
 	for j := m.Applied - 1; j >= 0; j-- {
@@ -199,44 +190,6 @@ func (h *Host) Uninstall(ctx context.Context, progress Progress) (Plan, error) {
 		progress("removed " + h.StateDir + " (Barn created it for its manifests)")
 	}
 	return p, nil
-}
-
-// refuseLaterInstalls refuses, conflict installed_after, to uninstall
-// while bridge.conf holds, beside exactly the content this install wrote
-// (s, its bridge-conf step), intact blocks that other barn-net installs
-// (another BARN_BRIDGE and BARN_NET_STATE) appended after it. Those
-// installs share the file and the helper's setuid bit with this one and
-// recorded them as this one left them, so they leave in reverse order:
-// the hint uninstalls the latest first, named by its block's manifest.
-// Anything else changed in the file is not this function's (nil: the
-// caller refuses owned_file_modified).
-func (h *Host) refuseLaterInstalls(s Step) error {
-	if s.Path != h.BridgeConf() {
-		return nil
-	}
-	cur, err := StatFile(s.Path, true)
-	if err != nil || !cur.Exists {
-		return nil
-	}
-	mine := map[string]bool{}
-	for _, b := range Blocks(s.Content) {
-		mine[b.Bridge] = true
-	}
-	rest, later := cur.Content, []string{}
-	var last Block
-	for _, b := range Blocks(cur.Content) {
-		if !mine[b.Bridge] {
-			rest = strings.Replace(rest, ManagedBlock(b.Bridge, b.Manifest), "", 1)
-			later, last = append(later, b.Bridge), b
-		}
-	}
-	if len(later) == 0 || rest != s.Content {
-		return nil
-	}
-	return exitcode.New(exitcode.Conflict, "%s also allows %s for barn-net installs made after this one, which share it and the helper's setuid bit with it; uninstall them first, the latest first",
-		s.Path, strings.Join(later, ", ")).WithReason("installed_after").
-		WithNext(fmt.Sprintf("BARN_BRIDGE=%s BARN_NET_STATE=%s barn-net uninstall --yes", quote.ShellIfNeeded(last.Bridge), quote.ShellIfNeeded(filepath.Dir(last.Manifest)))).
-		WithDetail(later)
 }
 
 // keptNote is the plan note for an undo refused by undoCheck.

@@ -1,0 +1,117 @@
+package hostnet
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/quote"
+)
+
+// bridge.conf and the helper's setuid bit are the host objects every
+// barn-net install on a host shares, each install with its own
+// BARN_BRIDGE and BARN_NET_STATE (README: two users on one host). Only the
+// first install sets the bit and each appends its block (ManagedBlock,
+// naming its manifest) to the file as the installs before it left it, so
+// they leave in reverse order: an uninstall that finds later installs'
+// blocks after its own content is refused installed_after, naming the
+// latest. The shared lock (lockShared) keeps two of them from changing
+// these objects at once.
+
+// fileUndo judges undoing write-file step s on the file as it is now:
+// skip when nothing of Barn's is left to undo there (the file is as
+// recorded before install; or bridge.conf, which other installs change
+// too, no longer holds this install's block, as when an uninstall killed
+// after restoring it was followed by an earlier install's); nil when it
+// holds exactly what Barn wrote; else a refusal, installed_after
+// (laterInstalls) or integrity owned_file_modified: Barn never overwrites
+// a changed file.
+func (h *Host) fileUndo(s Step) (skip bool, refusal error) {
+	cur, err := StatFile(s.Path, s.Path == h.BridgeConf())
+	if err != nil {
+		return false, exitcode.Wrap(exitcode.Runtime, err, "checking %s", s.Path)
+	}
+	want := digest([]byte(s.Content))
+	switch {
+	case cur.SHA256 == want:
+		return false, nil
+	case sameAsPrev(cur, s.Prev):
+		return true, nil
+	case s.Path == h.BridgeConf():
+		if own, ok := lastBlock(s.Content); ok && !ParseACL(cur.Content, own.Bridge).HasBlock {
+			return true, nil
+		}
+		if err := h.laterInstalls(s, cur.Content); err != nil {
+			return false, err
+		}
+	}
+	return false, exitcode.New(exitcode.Integrity, "%s was modified since install (sha256 %s, recorded %s); Barn does not overwrite a changed file — restore Barn's content or undo the edit",
+		s.Path, short(cur.SHA256), short(want)).WithReason("owned_file_modified").WithDetail(map[string]string{"path": s.Path})
+}
+
+// lastBlock is the last of Barn's blocks in content: the one an install
+// appended.
+func lastBlock(content string) (Block, bool) {
+	bl := Blocks(content)
+	if len(bl) == 0 {
+		return Block{}, false
+	}
+	return bl[len(bl)-1], true
+}
+
+// laterInstalls refuses, conflict installed_after, when cur is exactly
+// the content bridge.conf step s wrote followed by blocks that later
+// installs provably appended (laterInstallWrote), the latest last; the
+// hint uninstalls the latest. Anything else (nil) is an edit.
+func (h *Host) laterInstalls(s Step, cur string) error {
+	tail, ok := strings.CutPrefix(cur, s.Content)
+	if !ok {
+		return nil
+	}
+	later := Blocks(tail)
+	var names []string
+	var exact strings.Builder
+	for _, b := range later {
+		if !h.laterInstallWrote(b, s) {
+			return nil
+		}
+		names = append(names, b.Bridge)
+		exact.WriteString(ManagedBlock(b.Bridge, b.Manifest))
+	}
+	if len(later) == 0 || exact.String() != tail {
+		return nil
+	}
+	last := later[len(later)-1]
+	return exitcode.New(exitcode.Conflict, "%s also allows %s for barn-net installs made after this one, which share it and the helper's setuid bit with it; uninstall them first, the latest first",
+		s.Path, strings.Join(names, ", ")).WithReason("installed_after").
+		WithNext(fmt.Sprintf("BARN_BRIDGE=%s BARN_NET_STATE=%s barn-net uninstall --yes", quote.ShellIfNeeded(last.Bridge), quote.ShellIfNeeded(filepath.Dir(last.Manifest)))).
+		WithDetail(names)
+}
+
+// laterInstallWrote reports whether b's manifest (an absolute path to
+// another state directory's network.json) records an install on bridge
+// b.Bridge whose bridge.conf step, applied or in flight, wrote s's file
+// on top of s's content, ending with b. A block copied by hand, or one
+// naming a manifest of another file, is not a later install.
+func (h *Host) laterInstallWrote(b Block, s Step) bool {
+	if !filepath.IsAbs(b.Manifest) || filepath.Base(b.Manifest) != filepath.Base(h.ManifestPath()) || filepath.Clean(b.Manifest) == h.ManifestPath() {
+		return false
+	}
+	other := *h
+	other.StateDir = filepath.Dir(b.Manifest)
+	m, err := other.ReadManifest()
+	if err != nil || m == nil || m.Bridge != b.Bridge {
+		return false
+	}
+	n := m.Applied
+	if m.Status == StatusInstalling && n < len(m.Steps) {
+		n++ // the step a crash left in flight
+	}
+	for _, st := range m.Steps[:n] {
+		if st.Kind == KindWriteFile && st.Path == s.Path && strings.HasPrefix(st.Content, s.Content) && strings.HasSuffix(st.Content, ManagedBlock(b.Bridge, b.Manifest)) {
+			return true
+		}
+	}
+	return false
+}

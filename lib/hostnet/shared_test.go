@@ -1,0 +1,275 @@
+package hostnet
+
+import (
+	"context"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"barn.dev/lib/exitcode"
+)
+
+// The objects every install on a host shares (shared.go): bridge.conf and
+// the helper's setuid bit, under installs of several state directories.
+// Each case here broke an earlier version (a fresh reviewer's attempts).
+
+func installCIDR(t *testing.T, h *Host, cidr string) error {
+	t.Helper()
+	ctx := context.Background()
+	o, err := h.Inspect(ctx)
+	must(t, err)
+	p, err := h.PlanInstall(o, Options{CIDR: cidr})
+	if err != nil {
+		return err
+	}
+	_, err = h.Apply(ctx, p, Options{CIDR: cidr}, func(s string) { t.Log(s) })
+	return err
+}
+
+func reasonOf(err error) string {
+	if xe := exitcode.As(err); xe != nil {
+		return xe.Reason
+	}
+	return ""
+}
+
+// crashIn runs f, which panics with crashed at phase/step through h's
+// test seam, as a barn-net killed there.
+func crashIn(h *Host, phase, step string, f func()) {
+	defer func() { _ = recover() }()
+	h.CrashAfter = func(ph, id string) {
+		if ph == phase && id == step {
+			panic(crashed{ph, id})
+		}
+	}
+	defer func() { h.CrashAfter = nil }()
+	f()
+}
+
+// Three installs over an admin's own bridge.conf (0600, CRLF, no final
+// newline) in a 0700 /etc/qemu: the earlier ones are refused, naming the
+// latest, also after an install made after a refusal; in reverse order
+// the host ends exactly as before.
+func TestLiveThreeInstallsLeaveInReverseOrder(t *testing.T) {
+	live(t, func(t *testing.T, e *liveEnv) {
+		a := e.host
+		ctx := context.Background()
+		must(t, os.MkdirAll(a.QemuConfDir(), 0o700))
+		must(t, os.WriteFile(a.BridgeConf(), []byte("allow virbr0\r\ndeny br9"), 0o600))
+		before := snap(t, a)
+		b, c := *a, *a
+		b.StateDir, b.Bridge = filepath.Join(e.dir, "state-b"), "barn1"
+		c.StateDir, c.Bridge = filepath.Join(e.dir, "state-c"), "barn2"
+		must(t, installCIDR(t, a, ""))
+		must(t, installCIDR(t, &b, "10.10.20.0/24"))
+		if _, err := a.Uninstall(ctx, nil); reasonOf(err) != "installed_after" {
+			t.Fatalf("a: %v", err)
+		}
+		must(t, installCIDR(t, &c, "10.10.30.0/24"))
+		for _, h := range []*Host{a, &b} {
+			if _, err := h.Uninstall(ctx, nil); reasonOf(err) != "installed_after" || !strings.Contains(exitcode.As(err).Next, "BARN_BRIDGE=barn2 ") {
+				t.Fatalf("%s: %v", h.Bridge, err)
+			}
+		}
+		for _, h := range []*Host{&c, &b, a} {
+			if _, err := h.Uninstall(ctx, nil); err != nil {
+				t.Fatalf("uninstall %s: %v", h.Bridge, err)
+			}
+		}
+		sameSnap(t, "three uninstalled", before, snap(t, a))
+	})
+}
+
+// A later install killed right after it wrote its block (in flight in its
+// manifest), then a third install: the hints lead from the earliest to the
+// latest, then to the crashed one, and the host ends as before.
+func TestLiveCrashedMiddleInstallIsNamed(t *testing.T) {
+	live(t, func(t *testing.T, e *liveEnv) {
+		a := e.host
+		ctx := context.Background()
+		before := snap(t, a)
+		b, c := *a, *a
+		b.StateDir, b.Bridge = filepath.Join(e.dir, "state-b"), "barn1"
+		c.StateDir, c.Bridge = filepath.Join(e.dir, "state-c"), "barn2"
+		must(t, installCIDR(t, a, ""))
+		crashIn(&b, "install", "bridge-conf", func() { _ = installCIDR(t, &b, "10.10.20.0/24") })
+		must(t, installCIDR(t, &c, "10.10.30.0/24"))
+		var followed []string
+		for range 3 {
+			_, err := a.Uninstall(ctx, nil)
+			if err == nil {
+				break
+			}
+			xe := exitcode.As(err)
+			if xe == nil || xe.Reason != "installed_after" {
+				t.Fatalf("a: %v", err)
+			}
+			next := map[string]*Host{"barn2": &c, "barn1": &b}[strings.TrimPrefix(strings.Fields(xe.Next)[0], "BARN_BRIDGE=")]
+			followed = append(followed, next.Bridge)
+			if _, err := next.Uninstall(ctx, nil); err != nil {
+				t.Fatalf("following the hint %q: %v", xe.Next, err)
+			}
+		}
+		if strings.Join(followed, ",") != "barn2,barn1" {
+			t.Fatalf("hints followed %v, want barn2 then barn1", followed)
+		}
+		sameSnap(t, "all uninstalled", before, snap(t, a))
+	})
+}
+
+// A later install's uninstall killed right after it restored bridge.conf
+// (its manifest still counts the block), then the earlier one's uninstall:
+// the later one, resumed, finds its block gone and leaves the file to the
+// earlier one's restore; the host ends as before.
+func TestLiveResumedUninstallAfterAnEarlierOne(t *testing.T) {
+	live(t, func(t *testing.T, e *liveEnv) {
+		a := e.host
+		ctx := context.Background()
+		b := *a
+		b.StateDir, b.Bridge = filepath.Join(e.dir, "state-b"), "barn1"
+		before := snap(t, a)
+		must(t, installCIDR(t, a, ""))
+		must(t, installCIDR(t, &b, "10.10.20.0/24"))
+		crashIn(&b, "uninstall", "bridge-conf", func() { _, _ = b.Uninstall(ctx, nil) })
+		if _, err := a.Uninstall(ctx, nil); err != nil {
+			t.Fatalf("a's uninstall after b's killed one: %v", err)
+		}
+		if _, err := b.Uninstall(ctx, nil); err != nil {
+			t.Fatalf("b's uninstall resumed: %v", err)
+		}
+		if _, err := os.Lstat(b.ManifestPath()); !os.IsNotExist(err) || linkNamed(t, a, "barn1") != nil {
+			t.Fatalf("b is not uninstalled: manifest %v, barn1 %v", err, linkNamed(t, a, "barn1"))
+		}
+		sameSnap(t, "both uninstalled", before, snap(t, a))
+	})
+}
+
+// Another install's block copied into this bridge.conf (by hand, from a
+// lab with its own /etc) is not a later install of this file: uninstall
+// refuses owned_file_modified, and names no command that would uninstall
+// the lab.
+func TestLiveCopiedBlockIsAnEdit(t *testing.T) {
+	live(t, func(t *testing.T, e *liveEnv) {
+		a := e.host
+		ctx := context.Background()
+		lab := *a
+		lab.StateDir, lab.Bridge, lab.EtcDir = filepath.Join(e.dir, "lab-state"), "barnlab", filepath.Join(e.dir, "lab-etc")
+		must(t, os.MkdirAll(lab.EtcDir, 0o755))
+		lab.Prover = func(context.Context, *Host, *Plan) error { return nil } // the real helper reads the host's bridge.conf, not the lab's
+		must(t, installCIDR(t, a, ""))
+		must(t, installCIDR(t, &lab, "10.10.30.0/24"))
+		labConf, err := os.ReadFile(lab.BridgeConf())
+		must(t, err)
+		conf, err := os.ReadFile(a.BridgeConf())
+		must(t, err)
+		must(t, os.WriteFile(a.BridgeConf(), append(conf, labConf...), 0o644))
+		_, err = a.Uninstall(ctx, nil)
+		if xe := exitcode.As(err); xe == nil || xe.Reason != "owned_file_modified" || strings.Contains(xe.Next, "barnlab") {
+			t.Fatalf("a's uninstall with a copied block: %#v", xe)
+		}
+		must(t, os.WriteFile(a.BridgeConf(), conf, 0o644))
+		for _, h := range []*Host{a, &lab} {
+			if _, err := h.Uninstall(ctx, nil); err != nil {
+				t.Fatalf("uninstall %s: %v", h.Bridge, err)
+			}
+		}
+	})
+}
+
+// Blocks that are not exactly what a later install of this file appended
+// after this one's content are edits (owned_file_modified), never
+// installed_after: no install's manifest backs them.
+func TestForgedLaterBlocksAreEdits(t *testing.T) {
+	d := t.TempDir()
+	h := &Host{EtcDir: filepath.Join(d, "etc"), StateDir: filepath.Join(d, "state"), Bridge: "barn0"}
+	must(t, os.MkdirAll(h.QemuConfDir(), 0o755))
+	s := Step{Kind: KindWriteFile, Path: h.BridgeConf(), Content: WithBlock("allow virbr0\n", "barn0", h.ManifestPath())}
+	other := filepath.Join(d, "b", "network.json")
+	B := ManagedBlock("barn1", other)
+	for _, c := range []struct{ name, cur string }{
+		{"a block whose manifest does not exist", s.Content + B},
+		{"a block naming no manifest file", s.Content + ManagedBlock("x", "/nonexistent/network.json")},
+		{"a relative manifest", s.Content + ManagedBlock("x", "b/network.json")},
+		{"a block naming this install's manifest", s.Content + ManagedBlock("barn1", h.ManifestPath())},
+		{"a later block moved to the top", B + s.Content},
+		{"a later block between the admin's lines", "allow virbr0\n" + B + ManagedBlock("barn0", h.ManifestPath())},
+		{"a CRLF block", s.Content + strings.ReplaceAll(B, "\n", "\r\n")},
+		{"a duplicated block", s.Content + B + B},
+		{"this install's block edited", strings.Replace(s.Content, "allow barn0", "allow all", 1) + B},
+	} {
+		must(t, os.WriteFile(h.BridgeConf(), []byte(c.cur), 0o644))
+		if _, err := h.fileUndo(s); reasonOf(err) != "owned_file_modified" {
+			t.Errorf("%s: %v, want owned_file_modified", c.name, err)
+		}
+	}
+	// this install's block gone (a killed uninstall restored it, then an
+	// earlier install's uninstall rewrote the file): nothing left to undo
+	must(t, os.WriteFile(h.BridgeConf(), []byte("allow virbr0\n"+B), 0o644))
+	if skip, err := h.fileUndo(s); !skip || err != nil {
+		t.Errorf("block gone: skip=%v err=%v", skip, err)
+	}
+}
+
+// QEMU's user reaches the TUN device only through a supplementary group,
+// which the readiness proof's QEMU does not have: install refuses before
+// it changes anything.
+func TestLiveTunThroughASupplementaryGroupIsRefused(t *testing.T) {
+	live(t, func(t *testing.T, e *liveEnv) {
+		a := e.host
+		f, err := os.OpenFile("/etc/group", os.O_APPEND|os.O_WRONLY, 0) // the overlay's
+		must(t, err)
+		_, err = f.WriteString("tunusers:x:4343:nobody\n")
+		must(t, err)
+		must(t, f.Close())
+		dev := filepath.Join(e.dir, "dev")
+		must(t, os.Mkdir(dev, 0o755))
+		sh(t, "mount", "-t", "tmpfs", "-o", "mode=0755", "none", dev)
+		sh(t, "mknod", "-m", "0660", filepath.Join(dev, "tun"), "c", "10", "200")
+		sh(t, "chown", "root:4343", filepath.Join(dev, "tun"))
+		sh(t, "mount", "--bind", filepath.Join(dev, "tun"), "/dev/net/tun") // this mount namespace only
+		before := snap(t, a)
+		if err := installCIDR(t, a, ""); reasonOf(err) != FindTunDenied {
+			t.Fatalf("install: %v, want %s", err, FindTunDenied)
+		}
+		sameSnap(t, "refused install", before, snap(t, a))
+	})
+}
+
+// A POSIX ACL grants nobody read-write on a root-only 0600 device: the
+// kernel lets nobody open it, so install does not refuse.
+func TestTunThroughAnACLIsAccepted(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("judging another user's access runs a child as that user: root only")
+	}
+	tun := filepath.Join(t.TempDir(), "tun")
+	must(t, os.WriteFile(tun, nil, 0o600))
+	must(t, os.Chmod(filepath.Dir(tun), 0o755))
+	must(t, os.Chmod(filepath.Dir(filepath.Dir(tun)), 0o755))
+	// system.posix_acl_access, version 2: user::rw- user:65534:rw- group::--- mask::rw- other::---
+	ent := func(tag, perm uint16, id uint32) []byte {
+		b := make([]byte, 8)
+		binary.LittleEndian.PutUint16(b, tag)
+		binary.LittleEndian.PutUint16(b[2:], perm)
+		binary.LittleEndian.PutUint32(b[4:], id)
+		return b
+	}
+	acl := []byte{2, 0, 0, 0}
+	for _, e := range [][]byte{ent(1, 6, ^uint32(0)), ent(2, 6, 65534), ent(4, 0, ^uint32(0)), ent(0x10, 6, ^uint32(0)), ent(0x20, 0, ^uint32(0))} {
+		acl = append(acl, e...)
+	}
+	if err := syscall.Setxattr(tun, "system.posix_acl_access", acl, 0); err != nil {
+		t.Fatalf("setting a POSIX ACL on %s: %v", tun, err)
+	}
+	h := &Host{Tun: tun}
+	if why := h.tunDenied(65534, 65534, []uint32{}); why != "" {
+		t.Fatalf("refused though the ACL grants uid 65534: %s", why)
+	}
+	must(t, syscall.Removexattr(tun, "system.posix_acl_access"))
+	must(t, os.Chmod(tun, 0o600))
+	if why := h.tunDenied(65534, 65534, []uint32{}); why == "" {
+		t.Fatal("not refused without the ACL")
+	}
+}
