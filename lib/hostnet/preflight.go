@@ -251,7 +251,6 @@ func permits(p string, uid int, groups map[uint32]bool, bits uint32) error {
 	return nil
 }
 
-
 func checkBridge(links []LinkInfo, bridge string, sn Subnet, add func(code, sev, fix, format string, args ...any)) {
 	var br *LinkInfo
 	for i := range links {
