@@ -273,3 +273,71 @@ func TestTunThroughAnACLIsAccepted(t *testing.T) {
 		t.Fatal("not refused without the ACL")
 	}
 }
+
+// Two installs on one host (two state directories and bridges, as README's
+// two users, or the demo's netns lab beside a workstation's own) share the
+// setuid helper and bridge.conf. Only the first sets the helper's bit; the
+// second records no helper step. Uninstalled in the wrong order, the
+// first is refused (installed_after), changing nothing, with the command
+// that uninstalls the second: its bit never goes while the second's QEMUs
+// may need it. In the right order each leaves what it found, and the host
+// is as before.
+func TestLiveTwoInstallsShareTheHelper(t *testing.T) {
+	live(t, func(t *testing.T, e *liveEnv) {
+		a := e.host
+		ctx := context.Background()
+		b := *a
+		b.StateDir, b.Bridge = filepath.Join(e.dir, "state-b"), "barn1"
+		before := snap(t, a)
+		if _, err := install(t, a); err != nil {
+			t.Fatalf("install a: %v", err)
+		}
+		o, err := b.Inspect(ctx)
+		must(t, err)
+		p, err := b.PlanInstall(o, Options{CIDR: "10.10.20.0/24"})
+		must(t, err)
+		if _, err := b.Apply(ctx, p, Options{CIDR: "10.10.20.0/24"}, func(s string) { t.Log(s) }); err != nil {
+			t.Fatalf("install b: %v", err)
+		}
+		for _, s := range p.Steps {
+			if s.Kind == KindChmod && s.Path == b.Helper {
+				t.Fatalf("the second install has a helper step %+v: the bit was already set", s)
+			}
+		}
+		mid := snap(t, a)
+		_, err = a.Uninstall(ctx, nil)
+		want := "BARN_BRIDGE=barn1 BARN_NET_STATE=" + b.StateDir + " barn-net uninstall --yes"
+		if xe := exitcode.As(err); xe == nil || xe.Class != exitcode.Conflict || xe.Reason != "installed_after" || xe.Next != want ||
+			!strings.Contains(xe.Message, "also allows barn1") {
+			t.Fatalf("uninstall a before b: want conflict installed_after, next %q; got %#v", want, xe)
+		}
+		sameSnap(t, "refused uninstall", mid, snap(t, a))
+		st, err := a.Status(ctx, "")
+		must(t, err)
+		if f := findingOf(st.Findings, "installed_after"); f == nil || f.Fix != want || findingOf(st.Findings, "owned_file_modified") != nil {
+			t.Fatalf("a's status findings %+v: want installed_after with fix %q, and no owned_file_modified", st.Findings, want)
+		}
+		if linkNamed(t, a, "barn0") == nil || linkNamed(t, a, "barn1") == nil {
+			t.Fatal("a refused uninstall removed a bridge")
+		}
+		// Another change to the file beside the later block is still the
+		// admin's edit: owned_file_modified, as for any owned file.
+		conf, err := os.ReadFile(a.BridgeConf())
+		must(t, err)
+		must(t, os.WriteFile(a.BridgeConf(), append(append([]byte{}, conf...), "allow br7\n"...), 0o644))
+		if _, err := a.Uninstall(ctx, nil); exitcode.As(err) == nil || exitcode.As(err).Reason != "owned_file_modified" {
+			t.Fatalf("uninstall a after an edit: want owned_file_modified, got %v", err)
+		}
+		must(t, os.WriteFile(a.BridgeConf(), conf, 0o644))
+		if _, err := b.Uninstall(ctx, nil); err != nil {
+			t.Fatalf("uninstall b: %v", err)
+		}
+		if st, _ := StatFile(a.Helper, false); st.Mode != "4755" {
+			t.Fatalf("b's uninstall left the helper %s, want a's 4755", st.Mode)
+		}
+		if _, err := a.Uninstall(ctx, nil); err != nil {
+			t.Fatalf("uninstall a: %v", err)
+		}
+		sameSnap(t, "both uninstalled", before, snap(t, a))
+	})
+}
