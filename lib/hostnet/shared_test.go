@@ -3,6 +3,7 @@ package hostnet
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -225,9 +226,11 @@ func TestLiveTunThroughASupplementaryGroupIsRefused(t *testing.T) {
 		dev := filepath.Join(e.dir, "dev")
 		must(t, os.Mkdir(dev, 0o755))
 		sh(t, "mount", "-t", "tmpfs", "-o", "mode=0755", "none", dev)
+		t.Cleanup(func() { _ = exec.Command("umount", dev).Run() }) // before the work dir goes
 		sh(t, "mknod", "-m", "0660", filepath.Join(dev, "tun"), "c", "10", "200")
 		sh(t, "chown", "root:4343", filepath.Join(dev, "tun"))
 		sh(t, "mount", "--bind", filepath.Join(dev, "tun"), "/dev/net/tun") // this mount namespace only
+		t.Cleanup(func() { _ = exec.Command("umount", "/dev/net/tun").Run() })
 		before := snap(t, a)
 		if err := installCIDR(t, a, ""); reasonOf(err) != FindTunDenied {
 			t.Fatalf("install: %v, want %s", err, FindTunDenied)
