@@ -99,9 +99,12 @@ func FromEnv(getenv func(string) string) *Host {
 	}
 	h.Helper, _ = HelperPath(getenv)
 	// The manifest path is written into bridge.conf for other installs to
-	// name, and the lock key is the state directory's path: both absolute.
-	if abs, err := filepath.Abs(h.StateDir); err == nil {
-		h.StateDir = abs
+	// name, and the locks are keyed on the state directory's and
+	// bridge.conf's paths: all absolute.
+	for _, p := range []*string{&h.StateDir, &h.EtcDir, &h.RunDir} {
+		if abs, err := filepath.Abs(*p); err == nil {
+			*p = abs
+		}
 	}
 	h.AttachUID, h.AttachGID = os.Getuid(), os.Getgid()
 	if h.AttachUID == 0 {

@@ -16,7 +16,8 @@ import (
 // Evidence, per kind (what is judged is what undoCheck judges later):
 //
 //	write-manifest      the manifest exists (it is what is being read)
-//	write-file          the file has exactly the content Barn planned
+//	write-file          the file has exactly the content Barn planned, or
+//	                    (bridge.conf) holds this install's block intact
 //	mkdir               the directory exists
 //	chmod               the path has the mode Barn planned
 //	nm-connection-add   a connection with the UUID recorded before the add
@@ -40,8 +41,17 @@ func (h *Host) inFlightDone(m *Manifest, s Step, now hostNow) bool {
 	case KindManifest:
 		return true
 	case KindWriteFile:
-		cur, err := StatFile(s.Path, false)
-		return err == nil && cur.Exists && cur.SHA256 == digest([]byte(s.Content))
+		cur, err := StatFile(s.Path, s.Path == h.BridgeConf())
+		if err != nil || !cur.Exists {
+			return false
+		}
+		if cur.SHA256 == digest([]byte(s.Content)) {
+			return true
+		}
+		// bridge.conf: later installs may have appended their blocks since
+		own, ok := lastBlock(s.Content)
+		acl := ParseACL(cur.Content, own.Bridge)
+		return ok && s.Path == h.BridgeConf() && acl.BlockIntact && acl.Manifest == own.Manifest
 	case KindMkdir:
 		cur, err := StatFile(s.Path, false)
 		return err == nil && cur.Exists && cur.Dir

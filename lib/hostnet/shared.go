@@ -22,7 +22,7 @@ import (
 // fileUndo judges undoing write-file step s on the file as it is now:
 // skip when nothing of Barn's is left to undo there (the file is as
 // recorded before install; or bridge.conf, which other installs change
-// too, no longer holds this install's block, as when an uninstall killed
+// too, holds no line of this install's block, as when an uninstall killed
 // after restoring it was followed by an earlier install's); nil when it
 // holds exactly what Barn wrote; else a refusal, installed_after
 // (laterInstalls) or integrity owned_file_modified: Barn never overwrites
@@ -39,7 +39,7 @@ func (h *Host) fileUndo(s Step) (skip bool, refusal error) {
 	case sameAsPrev(cur, s.Prev):
 		return true, nil
 	case s.Path == h.BridgeConf():
-		if own, ok := lastBlock(s.Content); ok && !ParseACL(cur.Content, own.Bridge).HasBlock {
+		if own, ok := lastBlock(s.Content); ok && !holdsAnyLine(cur.Content, ManagedBlock(own.Bridge, own.Manifest)) {
 			return true, nil
 		}
 		if err := h.laterInstalls(s, cur.Content); err != nil {
@@ -48,6 +48,21 @@ func (h *Host) fileUndo(s Step) (skip bool, refusal error) {
 	}
 	return false, exitcode.New(exitcode.Integrity, "%s was modified since install (sha256 %s, recorded %s); Barn does not overwrite a changed file — restore Barn's content or undo the edit",
 		s.Path, short(cur.SHA256), short(want)).WithReason("owned_file_modified").WithDetail(map[string]string{"path": s.Path})
+}
+
+// holdsAnyLine reports whether content has a line equal to any line of
+// block (surrounding whitespace ignored, as the helper ignores it).
+func holdsAnyLine(content, block string) bool {
+	lines := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSuffix(block, "\n"), "\n") {
+		lines[strings.TrimSpace(l)] = true
+	}
+	for _, l := range strings.Split(content, "\n") {
+		if lines[strings.TrimSpace(l)] {
+			return true
+		}
+	}
+	return false
 }
 
 // lastBlock is the last of Barn's blocks in content: the one an install

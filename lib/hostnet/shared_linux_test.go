@@ -3,7 +3,9 @@ package hostnet
 import (
 	"encoding/binary"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -42,4 +44,21 @@ func TestTunThroughAnACLIsAccepted(t *testing.T) {
 	if why := h.tunDenied(65534, 65534, []uint32{}); why == "" {
 		t.Fatal("not refused without the ACL")
 	}
+}
+
+// A 0666 TUN node on a nodev mount: the permission bits allow it, the
+// kernel does not (open fails EACCES), so install refuses.
+func TestLiveTunOnANodevMountIsRefused(t *testing.T) {
+	live(t, func(t *testing.T, e *liveEnv) {
+		dev := filepath.Join(e.dir, "dev")
+		must(t, os.Mkdir(dev, 0o755))
+		sh(t, "mount", "-t", "tmpfs", "-o", "mode=0755,nodev", "none", dev)
+		t.Cleanup(func() { _ = exec.Command("umount", dev).Run() })
+		tun := filepath.Join(dev, "tun")
+		sh(t, "mknod", "-m", "0666", tun, "c", "10", "200")
+		h := &Host{Tun: tun}
+		if why := h.tunDenied(65534, 65534, []uint32{}); !strings.Contains(why, "Permission denied") {
+			t.Fatalf("nodev: %q, want a refusal", why)
+		}
+	})
 }

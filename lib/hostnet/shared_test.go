@@ -306,3 +306,91 @@ func TestLiveTwoInstallsShareTheHelper(t *testing.T) {
 		sameSnap(t, "both uninstalled", before, snap(t, a))
 	})
 }
+
+// As the CLI does: LockNetwork around install and uninstall.
+func lockedInstall(t *testing.T, h *Host, cidr string) error {
+	t.Helper()
+	unlock, err := h.LockNetwork()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return installCIDR(t, h, cidr)
+}
+
+func lockedUninstall(t *testing.T, h *Host) error {
+	t.Helper()
+	unlock, err := h.LockNetwork()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	_, err = h.Uninstall(context.Background(), func(s string) { t.Log(s) })
+	return err
+}
+
+// An install killed right after it wrote its block (in flight), a later
+// install on top: the first one's block counts as written, so its
+// uninstall is refused until the later one is gone, then removes it; the
+// host ends as before.
+func TestLiveInFlightBlockUnderALaterInstall(t *testing.T) {
+	live(t, func(t *testing.T, e *liveEnv) {
+		a := e.host
+		must(t, os.MkdirAll(a.QemuConfDir(), 0o755))
+		before := snap(t, a)
+		b := *a
+		b.StateDir, b.Bridge = filepath.Join(e.dir, "state-b"), "barn1"
+		crashIn(a, "install", "bridge-conf", func() { _ = lockedInstall(t, a, "") })
+		if err := lockedInstall(t, a, ""); reasonOf(err) != "install_interrupted" {
+			t.Fatalf("a's install again: %v", err)
+		}
+		must(t, lockedInstall(t, &b, "10.10.20.0/24"))
+		if err := lockedUninstall(t, a); reasonOf(err) != "installed_after" {
+			t.Fatalf("a's uninstall under b: %v, want installed_after", err)
+		}
+		must(t, lockedUninstall(t, &b))
+		must(t, lockedUninstall(t, a))
+		sameSnap(t, "both uninstalled", before, snap(t, a))
+	})
+}
+
+// "Nothing of this install is left" means no line of its block: a
+// marker edited, or Barn's allow line kept without its markers, is an
+// edit (owned_file_modified), never a skipped undo.
+func TestLeftoverBlockLinesAreEdits(t *testing.T) {
+	d := t.TempDir()
+	h := &Host{EtcDir: filepath.Join(d, "etc"), StateDir: filepath.Join(d, "state"), Bridge: "barn0"}
+	must(t, os.MkdirAll(h.QemuConfDir(), 0o755))
+	prev := "allow virbr0\n"
+	s := Step{Kind: KindWriteFile, Path: h.BridgeConf(), Content: WithBlock(prev, "barn0", h.ManifestPath()),
+		Prev: &FileState{Exists: true, SHA256: digest([]byte(prev)), Content: prev, Mode: "0644"}}
+	for _, cur := range []string{
+		strings.Replace(s.Content, BlockBegin("barn0"), BlockBegin("barn0")+" (kept)", 1),
+		"allow virbr0\nallow barn0\n",
+	} {
+		must(t, os.WriteFile(h.BridgeConf(), []byte(cur), 0o644))
+		if skip, err := h.fileUndo(s); skip || reasonOf(err) != "owned_file_modified" {
+			t.Errorf("%q: skip=%v err=%v, want owned_file_modified", cur, skip, err)
+		}
+	}
+}
+
+// Two state directories, each with its own relative BARN_NET_ETC read in
+// its own working directory, have two bridge.conf files: their shared
+// locks are two (FromEnv makes the paths absolute).
+func TestRelativeEtcDirsDoNotContend(t *testing.T) {
+	d := t.TempDir()
+	run := filepath.Join(d, "run")
+	t.Chdir(d)
+	var hs []*Host
+	for _, n := range []string{"one", "two"} {
+		must(t, os.MkdirAll(filepath.Join(d, n, "etc"), 0o755))
+		t.Chdir(filepath.Join(d, n))
+		hs = append(hs, FromEnv(func(k string) string {
+			return map[string]string{"BARN_NET_ETC": "etc", "BARN_NET_STATE": "state", "BARN_NET_RUN": run}[k]
+		}))
+	}
+	if hs[0].SharedLockPath() == hs[1].SharedLockPath() || !filepath.IsAbs(hs[0].StateDir) || !filepath.IsAbs(hs[0].BridgeConf()) {
+		t.Fatalf("one lock for two bridge.conf files: %s, %s (state %s)", hs[0].BridgeConf(), hs[1].BridgeConf(), hs[0].StateDir)
+	}
+}

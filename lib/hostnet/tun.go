@@ -3,13 +3,13 @@ package hostnet
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/user"
 	"strconv"
+	"strings"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // TunPath is the TUN/TAP clone device (h.Tun, default /dev/net/tun).
@@ -22,30 +22,37 @@ func (h *Host) TunFix() string { return "chmod 0666 " + h.TunPath() }
 // tunDenied says why uid, with primary group gid and supplementary groups,
 // cannot open the TUN device for reading and writing, as
 // qemu-bridge-helper does after dropping to QEMU's user; "" when it can.
-// The kernel decides (permission bits, groups, POSIX ACLs): faccessat for
-// this process's own user, else, as root, `test -r && test -w` in a child
-// running as that user. Root always can; another user, judged by a
-// process that is not root, is not decided here ("": QEMU will say).
+// The kernel decides (permission bits, groups, POSIX ACLs, a nodev
+// mount): the device is opened read-write and closed at once (no
+// interface is made) by this process for its own user, else, as root, by
+// a child running as that user. Root always can; another user, judged by
+// a process that is not root, is not decided here ("": QEMU will say).
 // Without udev (a container, a minimal VM) the device stays root's 0600.
 func (h *Host) tunDenied(uid, gid int, groups []uint32) string {
 	path := h.TunPath()
-	var denied bool
+	why := ""
 	switch {
 	case uid == 0:
-		return ""
 	case uid == os.Geteuid():
-		denied = errors.Is(unix.Faccessat(unix.AT_FDCWD, path, unix.R_OK|unix.W_OK, unix.AT_EACCESS), unix.EACCES)
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err == nil {
+			f.Close()
+		} else if errors.Is(err, fs.ErrPermission) {
+			why = err.Error()
+		}
 	case os.Geteuid() == 0:
-		cmd := exec.Command("/bin/sh", "-c", `test -r "$1" && test -w "$1"`, "sh", path)
+		cmd := exec.Command("/bin/sh", "-c", `: <>"$1"`, "sh", path)
+		cmd.Env = []string{"LC_ALL=C", "PATH=/usr/bin:/bin"}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: groups}}
-		var ee *exec.ExitError
-		denied = errors.As(cmd.Run(), &ee) && ee.ExitCode() == 1
+		if out, err := cmd.CombinedOutput(); err != nil && strings.Contains(string(out), "Permission denied") {
+			why = strings.TrimSpace(string(out))
+		}
 	}
-	if !denied {
+	if why == "" {
 		return ""
 	}
 	st, _ := StatFile(path, false)
-	return fmt.Sprintf("uid %d cannot open %s (mode %s, owner %d:%d) for reading and writing, so the bridge helper fails with \"failed to open /dev/net/tun: Permission denied\"", uid, path, st.Mode, st.UID, st.GID)
+	return fmt.Sprintf("uid %d cannot open %s (mode %s, owner %d:%d) for reading and writing (%s), so the bridge helper fails with \"failed to open /dev/net/tun: Permission denied\"", uid, path, st.Mode, st.UID, st.GID, why)
 }
 
 // checkTun adds the TUN device's findings for the user h.UID, judged with
