@@ -59,9 +59,7 @@ func TestLiveThreeInstallsLeaveInReverseOrder(t *testing.T) {
 		must(t, os.MkdirAll(a.QemuConfDir(), 0o700))
 		must(t, os.WriteFile(a.BridgeConf(), []byte("allow virbr0\r\ndeny br9"), 0o600))
 		before := snap(t, a)
-		b, c := *a, *a
-		b.StateDir, b.Bridge = filepath.Join(e.dir, "state-b"), "barn1"
-		c.StateDir, c.Bridge = filepath.Join(e.dir, "state-c"), "barn2"
+		b, c := another(e, "b", "barn1"), another(e, "c", "barn2")
 		must(t, installCIDR(t, a, ""))
 		must(t, installCIDR(t, &b, "10.10.20.0/24"))
 		if _, err := a.Uninstall(ctx, nil); reasonOf(err) != "installed_after" {
@@ -90,9 +88,7 @@ func TestLiveCrashedMiddleInstallIsNamed(t *testing.T) {
 		a := e.host
 		ctx := context.Background()
 		before := snap(t, a)
-		b, c := *a, *a
-		b.StateDir, b.Bridge = filepath.Join(e.dir, "state-b"), "barn1"
-		c.StateDir, c.Bridge = filepath.Join(e.dir, "state-c"), "barn2"
+		b, c := another(e, "b", "barn1"), another(e, "c", "barn2")
 		must(t, installCIDR(t, a, ""))
 		crashIn(&b, "install", "bridge-conf", func() { _ = installCIDR(t, &b, "10.10.20.0/24") })
 		must(t, installCIDR(t, &c, "10.10.30.0/24"))
@@ -127,8 +123,7 @@ func TestLiveResumedUninstallAfterAnEarlierOne(t *testing.T) {
 	live(t, func(t *testing.T, e *liveEnv) {
 		a := e.host
 		ctx := context.Background()
-		b := *a
-		b.StateDir, b.Bridge = filepath.Join(e.dir, "state-b"), "barn1"
+		b := another(e, "b", "barn1")
 		before := snap(t, a)
 		must(t, installCIDR(t, a, ""))
 		must(t, installCIDR(t, &b, "10.10.20.0/24"))
@@ -240,8 +235,7 @@ func TestLiveTunThroughASupplementaryGroupIsRefused(t *testing.T) {
 }
 
 // Two installs on one host (two state directories and bridges, as README's
-// two users, or the demo's netns lab beside a workstation's own) share the
-// setuid helper and bridge.conf. Only the first sets the helper's bit; the
+// two users) share the setuid helper and bridge.conf. Only the first sets the helper's bit; the
 // second records no helper step. Uninstalled in the wrong order, the
 // first is refused (installed_after), changing nothing, with the command
 // that uninstalls the second: its bit never goes while the second's QEMUs
@@ -251,8 +245,7 @@ func TestLiveTwoInstallsShareTheHelper(t *testing.T) {
 	live(t, func(t *testing.T, e *liveEnv) {
 		a := e.host
 		ctx := context.Background()
-		b := *a
-		b.StateDir, b.Bridge = filepath.Join(e.dir, "state-b"), "barn1"
+		b := another(e, "b", "barn1")
 		before := snap(t, a)
 		if _, err := install(t, a); err != nil {
 			t.Fatalf("install a: %v", err)
@@ -307,6 +300,14 @@ func TestLiveTwoInstallsShareTheHelper(t *testing.T) {
 	})
 }
 
+// another is a second install on e's host, sharing its bridge.conf and
+// helper: its own state directory (state-NAME) and bridge.
+func another(e *liveEnv, name, bridge string) Host {
+	h := *e.host
+	h.StateDir, h.Bridge = filepath.Join(e.dir, "state-"+name), bridge
+	return h
+}
+
 // As the CLI does: LockNetwork around install and uninstall.
 func lockedInstall(t *testing.T, h *Host, cidr string) error {
 	t.Helper()
@@ -338,8 +339,7 @@ func TestLiveInFlightBlockUnderALaterInstall(t *testing.T) {
 		a := e.host
 		must(t, os.MkdirAll(a.QemuConfDir(), 0o755))
 		before := snap(t, a)
-		b := *a
-		b.StateDir, b.Bridge = filepath.Join(e.dir, "state-b"), "barn1"
+		b := another(e, "b", "barn1")
 		crashIn(a, "install", "bridge-conf", func() { _ = lockedInstall(t, a, "") })
 		if err := lockedInstall(t, a, ""); reasonOf(err) != "install_interrupted" {
 			t.Fatalf("a's install again: %v", err)
