@@ -58,10 +58,11 @@ func (h *Host) lockKey() string {
 }
 
 // LockNetwork takes the network lock exclusively, then the shared lock
-// (lockShared), without waiting, and returns their release. Held by another: conflict network_busy. A user who
-// cannot open the lock file (not root: /run is root's) cannot change the
-// host network either, so LockNetwork lets such a run go on unlocked: it
-// can print a plan, and its first change would be refused.
+// (lockShared), without waiting, and returns their release. Held by
+// another: conflict network_busy. A user who cannot open the lock file
+// (not root: /run is root's) cannot change the host network either, so
+// LockNetwork lets such a run go on unlocked: it can print a plan, and
+// its first change would be refused.
 func (h *Host) LockNetwork() (func(), error) {
 	unlock, err := h.lockNetwork(syscall.LOCK_EX)
 	if err != nil {
