@@ -251,6 +251,7 @@ var reasons = []Reason{
 	{"share_source_symlink", Usage, "a vm_shares host path has a symlink component"},
 	{"share_source_unreadable", Usage, "a vm_shares host path cannot be inspected"},
 	{"share_unsupported_on_darwin", Capability, "vm_shares are not supported on macOS hosts"},
+	{"shared_in_use", Conflict, "a host object other barn-net installs still use (the helper's setuid bit, /etc/qemu's mode) is kept"},
 	{"signal_failed", Runtime, "sending a signal to a proven QEMU failed"},
 	{"signature_always_required", Usage, "this repository always needs a signature; --allow-unsigned does not apply"},
 	{"signature_comment_mismatch", Integrity, "the signature's trusted comment names another catalog"},

@@ -65,6 +65,39 @@ func holdsAnyLine(content, block string) bool {
 	return false
 }
 
+// sharedModeInUse refuses (conflict shared_in_use: uninstall keeps it) to
+// undo chmod step s of the helper's setuid bit or /etc/qemu's search bit
+// while bridge.conf allows another bridge for another barn-net install
+// that finished (installedElsewhere), whose unprivileged QEMUs need both. In reverse order of installs no
+// uninstall meets one (laterInstalls refuses first); after a crash in a
+// rollback, another install of the host can: the mode is then left as it
+// is, never taken from under the other.
+func (h *Host) sharedModeInUse(m *Manifest, s Step) error {
+	if s.Path != h.Helper && s.Path != h.QemuConfDir() {
+		return nil
+	}
+	conf, err := StatFile(h.BridgeConf(), true)
+	if err != nil {
+		return exitcode.Wrap(exitcode.Runtime, err, "checking %s", h.BridgeConf())
+	}
+	var others []string
+	for _, b := range Blocks(conf.Content) {
+		if b.Bridge != m.Bridge && h.installedElsewhere(b) {
+			others = append(others, b.Bridge)
+		}
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	was := "its mode before install"
+	if s.Prev != nil {
+		was = s.Prev.Mode
+	}
+	return exitcode.New(exitcode.Conflict, "%s stays mode %s: %s still allows %s for other barn-net installs, whose QEMUs need it",
+		s.Path, s.Mode, h.BridgeConf(), strings.Join(others, ", ")).WithReason("shared_in_use").
+		WithNext(fmt.Sprintf("chmod %s %s   # once no Barn install allows a bridge in %s", was, s.Path, h.BridgeConf()))
+}
+
 // lastBlock is the last of Barn's blocks in content: the one an install
 // appended.
 func lastBlock(content string) (Block, bool) {
@@ -104,19 +137,37 @@ func (h *Host) laterInstalls(s Step, cur string) error {
 		WithDetail(names)
 }
 
+// otherManifest reads the manifest block b names, when it is another
+// state directory's (an absolute path to a network.json that is not
+// this install's) and records an install on b's bridge; else nil.
+func (h *Host) otherManifest(b Block) *Manifest {
+	if !filepath.IsAbs(b.Manifest) || filepath.Base(b.Manifest) != filepath.Base(h.ManifestPath()) || filepath.Clean(b.Manifest) == h.ManifestPath() {
+		return nil
+	}
+	other := *h
+	other.StateDir = filepath.Dir(b.Manifest)
+	m, err := other.ReadManifest()
+	if err != nil || m == nil || m.Bridge != b.Bridge {
+		return nil
+	}
+	return m
+}
+
+// installedElsewhere reports whether b is the block of another install
+// that finished (its manifest says installed).
+func (h *Host) installedElsewhere(b Block) bool {
+	m := h.otherManifest(b)
+	return m != nil && m.Status == StatusInstalled
+}
+
 // laterInstallWrote reports whether b's manifest (an absolute path to
 // another state directory's network.json) records an install on bridge
 // b.Bridge whose bridge.conf step, applied or in flight, wrote s's file
 // on top of s's content, ending with b. A block copied by hand, or one
 // naming a manifest of another file, is not a later install.
 func (h *Host) laterInstallWrote(b Block, s Step) bool {
-	if !filepath.IsAbs(b.Manifest) || filepath.Base(b.Manifest) != filepath.Base(h.ManifestPath()) || filepath.Clean(b.Manifest) == h.ManifestPath() {
-		return false
-	}
-	other := *h
-	other.StateDir = filepath.Dir(b.Manifest)
-	m, err := other.ReadManifest()
-	if err != nil || m == nil || m.Bridge != b.Bridge {
+	m := h.otherManifest(b)
+	if m == nil {
 		return false
 	}
 	n := m.Applied

@@ -2,9 +2,11 @@ package hostnet
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -393,4 +395,52 @@ func TestRelativeEtcDirsDoNotContend(t *testing.T) {
 	if hs[0].SharedLockPath() == hs[1].SharedLockPath() || !filepath.IsAbs(hs[0].StateDir) || !filepath.IsAbs(hs[0].BridgeConf()) {
 		t.Fatalf("one lock for two bridge.conf files: %s, %s (state %s)", hs[0].BridgeConf(), hs[1].BridgeConf(), hs[0].StateDir)
 	}
+}
+
+// An install's rollback killed after it restored the helper and
+// bridge.conf (its manifest still "installing"), then another install,
+// which sets the bit again itself, then the first one's uninstall: the
+// bit the other install needs is kept (shared_in_use, a kept note), and
+// the other's uninstall restores it; the host ends as before.
+func TestLiveKilledRollbackKeepsTheOthersBit(t *testing.T) {
+	live(t, func(t *testing.T, e *liveEnv) {
+		a := e.host
+		must(t, os.MkdirAll(a.QemuConfDir(), 0o755))
+		before := snap(t, a)
+		b := another(e, "b", "barn1")
+		a.Prover = func(context.Context, *Host, *Plan) error { return errors.New("injected proof failure") }
+		crashIn(a, "uninstall", "bridge-conf", func() { _ = lockedInstall(t, a, "") })
+		a.Prover = nil
+		must(t, lockedInstall(t, &b, "10.10.20.0/24"))
+		p, err := a.Uninstall(context.Background(), nil)
+		if err != nil {
+			t.Fatalf("a's uninstall: %v", err)
+		}
+		if st, _ := StatFile(a.Helper, false); st.Mode != "4755" || !slices.ContainsFunc(p.Notes, func(n string) bool { return strings.Contains(n, "kept: "+a.Helper+" stays mode 4755") }) {
+			t.Fatalf("a's uninstall: helper %s, notes %q; want the bit kept for barn1, with a kept note", st.Mode, p.Notes)
+		}
+		must(t, lockedUninstall(t, &b))
+		sameSnap(t, "both uninstalled", before, snap(t, a))
+	})
+}
+
+// The same for /etc/qemu's search bit: an install killed right after it
+// made a 0700 /etc/qemu searchable, another install (which finds it so),
+// then the first one's uninstall: the mode stays, and the other's
+// unprivileged QEMU still attaches.
+func TestLiveKilledInstallKeepsTheOthersQemuDirMode(t *testing.T) {
+	live(t, func(t *testing.T, e *liveEnv) {
+		a := e.host
+		must(t, os.MkdirAll(a.QemuConfDir(), 0o700))
+		must(t, os.Chmod(a.QemuConfDir(), 0o700))
+		b := another(e, "b", "barn1")
+		crashIn(a, "install", "qemu-dir-mode", func() { _ = lockedInstall(t, a, "") })
+		must(t, lockedInstall(t, &b, "10.10.20.0/24"))
+		must(t, lockedUninstall(t, a))
+		b.AttachUID, b.AttachGID = 65534, 65534
+		if err := ProveAttach(context.Background(), &b, &Plan{Bridge: "barn1"}); err != nil {
+			t.Fatalf("b's QEMU after a's uninstall: %v", err)
+		}
+		must(t, lockedUninstall(t, &b))
+	})
 }

@@ -85,6 +85,8 @@ func (h *Host) undoCheck(m *Manifest, s Step, now hostNow) (skip bool, refusal e
 		return v.Link == nil && !bound, nil
 	case KindWriteFile:
 		return h.fileUndo(s)
+	case KindChmod:
+		return false, h.sharedModeInUse(m, s)
 	case KindUnitStart, KindUnitEnable:
 		u, ok := now.units[s.Unit]
 		cur, left, verb := u.Active, "active", "is-active"
