@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -317,6 +318,18 @@ func (fakeLinks) SetUp(string) error { return errors.New("netlink used by a non-
 
 // newFakeHost writes shell fakes into <root>/bin that append their argv to
 // <root>/log and answer the read-only queries from <root>/fake/*.
+// writeExecutable writes an executable script with syscall.ForkLock held:
+// parallel tests fork while it is open for writing, and a child that
+// inherits the descriptor until its exec makes exec of the script fail
+// with "text file busy" (ETXTBSY) in another test, or an Inspect see a
+// fake that does not run.
+func writeExecutable(t *testing.T, path, content string) {
+	t.Helper()
+	syscall.ForkLock.Lock()
+	defer syscall.ForkLock.Unlock()
+	must(t, os.WriteFile(path, []byte(content), 0o755))
+}
+
 func newFakeHost(t *testing.T, nm bool, networkdActive string) *fakeHost {
 	root := t.TempDir()
 	log := filepath.Join(root, "log")
@@ -324,7 +337,7 @@ func newFakeHost(t *testing.T, nm bool, networkdActive string) *fakeHost {
 		must(t, os.MkdirAll(filepath.Join(root, d), 0o755))
 	}
 	helper := filepath.Join(root, "qemu-bridge-helper")
-	must(t, os.WriteFile(helper, []byte("#!/bin/sh\n"), 0o755))
+	writeExecutable(t, helper, "#!/bin/sh\n")
 	state := func(name, v string) { must(t, os.WriteFile(filepath.Join(root, "fake", name), []byte(v), 0o644)) }
 	if nm {
 		state("nm", "running")
@@ -338,7 +351,7 @@ func newFakeHost(t *testing.T, nm bool, networkdActive string) *fakeHost {
 	state("networkd-socket", networkdActive)
 	state("networkd-enabled", "disabled")
 	script := func(name, body string) {
-		must(t, os.WriteFile(filepath.Join(root, "bin", name), []byte("#!/bin/sh\necho \""+name+" $*\" >> "+log+"\nF="+root+"/fake\n"+body), 0o755))
+		writeExecutable(t, filepath.Join(root, "bin", name), "#!/bin/sh\necho \""+name+" $*\" >> "+log+"\nF="+root+"/fake\n"+body)
 	}
 	state("nm-connections", wiredUUID+":802-3-ethernet:Wired connection 1\n")
 	state("nm-active", "")

@@ -21,7 +21,7 @@ import (
 func withFaultFakes(t *testing.T, f *fakeHost) {
 	t.Helper()
 	script := func(name, body string) {
-		must(t, os.WriteFile(filepath.Join(f.root, "bin", name), []byte("#!/bin/sh\nF="+f.root+"/fake\n"+body), 0o755))
+		writeExecutable(t, filepath.Join(f.root, "bin", name), "#!/bin/sh\nF="+f.root+"/fake\n"+body)
 	}
 	script("nft", `case "$1" in
 list) [ -e $F/nft ] || { echo "Error: No such file or directory" >&2; exit 1; }; cat $F/nft ;;
