@@ -30,7 +30,10 @@
 // Helper permissions: on install Barn sets the setuid bit on the helper with
 // chmod (mode |= 04000, owner must already be root) and records the original
 // owner, group and mode in the manifest; uninstall restores that mode exactly
-// when the helper still has the mode Barn set. A package upgrade that resets
+// when the helper still has the mode Barn set and bridge.conf allows no
+// bridge of another finished install (shared.go: installs of several
+// state directories share the helper and bridge.conf, and leave in
+// reverse order). A package upgrade that resets
 // the mode shows up in Preflight as helper_not_setuid (fix: barn-net install).
 // Barn does not use dpkg-statoverride: the override would live in dpkg's
 // database, outside the recorded prestate, and could not be redirected in
