@@ -22,6 +22,7 @@ import (
 
 	"barn.dev/lib/hostnet"
 	"barn.dev/lib/scripttest"
+	"barn.dev/lib/testexec"
 )
 
 // TestLab runs the real-lab scripts in testdata/lab: real QEMU under TCG,
@@ -138,7 +139,7 @@ func copyHelper(dir string) (string, error) {
 		}
 	}
 	dst := filepath.Join(dir, "qemu-bridge-helper")
-	if err := os.WriteFile(dst, b, 0o755); err != nil {
+	if err := testexec.WriteScript(dst, b); err != nil {
 		return "", err
 	}
 	return dst, os.Chmod(dst, 0o755)

@@ -16,6 +16,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"barn.dev/lib/scripttest"
+	"barn.dev/lib/testexec"
 )
 
 // TestUninstall runs testdata/uninstall: a realistic install of every
@@ -294,13 +295,13 @@ func TestUninstallRunsEveryStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "scripts", "uninstall.sh"), script, 0o755); err != nil {
+	if err := testexec.WriteScript(filepath.Join(dir, "scripts", "uninstall.sh"), script); err != nil {
 		t.Fatal(err)
 	}
 	log := filepath.Join(dir, "calls")
 	stub := func(name, body string) {
 		text := "#!/bin/sh\necho \"" + name + " $*\" >> " + log + "\n" + body + "\n"
-		if err := os.WriteFile(filepath.Join(dir, "bin", name), []byte(text), 0o755); err != nil {
+		if err := testexec.WriteScript(filepath.Join(dir, "bin", name), []byte(text)); err != nil {
 			t.Fatal(err)
 		}
 	}

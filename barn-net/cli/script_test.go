@@ -12,6 +12,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"barn.dev/lib/scripttest"
+	"barn.dev/lib/testexec"
 )
 
 func TestMain(m *testing.M) {
@@ -48,7 +49,7 @@ func TestScripts(t *testing.T) {
 					return err
 				}
 			}
-			return os.WriteFile(w+"/qemu-bridge-helper", []byte("#!/bin/sh\nexit 1\n"), 0o755)
+			return testexec.WriteScript(w+"/qemu-bridge-helper", []byte("#!/bin/sh\nexit 1\n"))
 		},
 	}))
 }

@@ -19,6 +19,7 @@ import (
 	"barn.dev/lib/spec"
 	"barn.dev/lib/sshkeys"
 	"barn.dev/lib/state"
+	"barn.dev/lib/testexec"
 	"barn.dev/lib/wire"
 )
 
@@ -132,7 +133,7 @@ func cmdSSHD(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Check(os.MkdirAll(gdir, 0o755))
 			wrapper := filepath.Join(dir, "guest-"+n+".sh")
 			script := "#!/bin/sh\nPATH=" + gdir + "/bin:$PATH; export PATH\nexec sh -c \"$(printf '%s' \"$SSH_ORIGINAL_COMMAND\" | sed 's|" + cidata.StateDir + "/|" + gdir + "/|g')\"\n"
-			ts.Check(os.WriteFile(wrapper, []byte(script), 0o755))
+			ts.Check(testexec.WriteScript(wrapper, []byte(script)))
 			fmt.Fprintf(&conf, "Match LocalPort %d\n  ForceCommand %s\n", ports[n], wrapper)
 		}
 	}
@@ -315,7 +316,7 @@ func cmdGuestClock(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	dir := ts.MkAbs(filepath.Join("guest", args[0]))
 	ts.Check(os.MkdirAll(filepath.Join(dir, "bin"), 0o755))
-	ts.Check(os.WriteFile(filepath.Join(dir, "bin", "date"), []byte(guestDate), 0o755))
-	ts.Check(os.WriteFile(filepath.Join(dir, "bin", "sudo"), []byte(guestSudo), 0o755))
+	ts.Check(testexec.WriteScript(filepath.Join(dir, "bin", "date"), []byte(guestDate)))
+	ts.Check(testexec.WriteScript(filepath.Join(dir, "bin", "sudo"), []byte(guestSudo)))
 	ts.Check(os.WriteFile(filepath.Join(dir, "clock_offset"), []byte(args[1]+"\n"), 0o644))
 }

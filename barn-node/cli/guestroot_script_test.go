@@ -13,6 +13,7 @@ import (
 	"barn.dev/lib/qemu"
 	"barn.dev/lib/sshkeys"
 	"barn.dev/lib/state"
+	"barn.dev/lib/testexec"
 )
 
 // fakeSSH answers barn-node's ssh commands without a server: it takes the
@@ -83,7 +84,7 @@ func cmdGuestRoot(ts *testscript.TestScript, neg bool, args []string) {
 	for path, body := range g.files() {
 		p := filepath.Join(dir, path)
 		ts.Check(os.MkdirAll(filepath.Dir(p), 0o755))
-		ts.Check(os.WriteFile(p, []byte(body), 0o755))
+		ts.Check(testexec.WriteScript(p, []byte(body)))
 	}
 	installFakeSSH(ts, sshkeys.HostKeyAlias(n.VMUUID), dir)
 }
@@ -121,7 +122,7 @@ func installFakeSSH(ts *testscript.TestScript, alias, dir string) {
 	hosts := filepath.Join(bin, "hosts")
 	ts.Check(os.MkdirAll(hosts, 0o755))
 	if _, err := os.Stat(filepath.Join(bin, "ssh")); err != nil {
-		ts.Check(os.WriteFile(filepath.Join(bin, "ssh"), []byte(fakeSSH), 0o755))
+		ts.Check(testexec.WriteScript(filepath.Join(bin, "ssh"), []byte(fakeSSH)))
 		ts.Setenv("PATH", bin+string(os.PathListSeparator)+ts.Getenv("PATH"))
 	}
 	link := filepath.Join(hosts, alias)

@@ -10,6 +10,7 @@ import (
 
 	"barn.dev/lib/lifecycle"
 	"barn.dev/lib/qemu"
+	"barn.dev/lib/testexec"
 )
 
 // probeGuest is a fake guest for rootProbeScript: what findmnt prints for
@@ -50,7 +51,7 @@ func (g probeGuest) run(t *testing.T) (lifecycle.RootFS, string, error) {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+		if err := testexec.WriteScript(p, []byte(body)); err != nil {
 			t.Fatal(err)
 		}
 	}

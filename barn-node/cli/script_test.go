@@ -28,6 +28,7 @@ import (
 	"barn.dev/lib/scripttest"
 	"barn.dev/lib/spec"
 	"barn.dev/lib/state"
+	"barn.dev/lib/testexec"
 	"barn.dev/lib/vmrecord"
 	"barn.dev/lib/wire"
 )
@@ -770,5 +771,5 @@ func cmdShipped(ts *testscript.TestScript, neg bool, args []string) {
 	data, err := os.ReadFile(shippedOnce.path)
 	ts.Check(err)
 	ts.Check(os.MkdirAll(ts.MkAbs("shipped"), 0o755))
-	ts.Check(os.WriteFile(ts.MkAbs("shipped/barn-node"), data, 0o755))
+	ts.Check(testexec.WriteScript(ts.MkAbs("shipped/barn-node"), data))
 }

@@ -11,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"barn.dev/lib/spec"
+	"barn.dev/lib/testexec"
 )
 
 // fakeGuest runs one guest helper under bash with fake system commands:
@@ -70,7 +71,7 @@ func newFakeGuest(t *testing.T) *fakeGuest {
 		t.Fatal(err)
 	}
 	for name, body := range fakeCommands {
-		if err := os.WriteFile(filepath.Join(bin, name), []byte(fakePrelude+body+"\n"), 0o755); err != nil {
+		if err := testexec.WriteScript(filepath.Join(bin, name), []byte(fakePrelude+body+"\n")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -129,7 +130,7 @@ func (g *fakeGuest) run(script string, env ...string) {
 		g.t.Fatal(err)
 	}
 	p := filepath.Join(g.dir, script)
-	if err := os.WriteFile(p, body, 0o755); err != nil {
+	if err := testexec.WriteScript(p, body); err != nil {
 		g.t.Fatal(err)
 	}
 	cmd := exec.Command("/bin/bash", p)
@@ -289,7 +290,7 @@ func TestInitSharesReadOnlyDefaultAndFallback(t *testing.T) {
 		if err := os.Chmod(rw, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(g.dir, "bin", "mount"), []byte(fakePrelude+rootProbeBlocker+"\n"), 0o755); err != nil {
+		if err := testexec.WriteScript(filepath.Join(g.dir, "bin", "mount"), []byte(fakePrelude+rootProbeBlocker+"\n")); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/testexec"
 )
 
 func needQemuImg(t *testing.T) {
@@ -201,7 +202,7 @@ func TestScratchIsRemovedOnlyWhileItIsBarns(t *testing.T) {
 	fake := filepath.Join(t.TempDir(), "qemu-img")
 	// create ... PATH SIZE: replace PATH with another file, then fail.
 	script := "#!/bin/sh\nfor a; do p=$q; q=$a; done\nrm -f \"$p\" && echo theirs > \"$p\"\necho failed >&2\nexit 1\n"
-	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+	if err := testexec.WriteScript(fake, []byte(script)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := (Tool{QemuImg: fake}).CreateData(context.Background(), filepath.Join(dir, "data.qcow2"), 1<<20); err == nil {
@@ -217,7 +218,7 @@ func TestScratchIsRemovedOnlyWhileItIsBarns(t *testing.T) {
 
 	// A qemu-img that fails leaving Barn's own file: removed.
 	clean := t.TempDir()
-	if err := os.WriteFile(fake, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+	if err := testexec.WriteScript(fake, []byte("#!/bin/sh\nexit 1\n")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := (Tool{QemuImg: fake}).CreateData(context.Background(), filepath.Join(clean, "data.qcow2"), 1<<20); err == nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"barn.dev/lib/inventory"
+	"barn.dev/lib/testexec"
 )
 
 // A user's value for each connection variable that would take a lab run
@@ -132,7 +133,7 @@ func newLab(t *testing.T, n int) *lab {
 	}
 	shim := "#!/bin/sh\nfor a in \"$@\"; do case $a in ConnectTimeout=*) id=${a#ConnectTimeout=};; esac; done\n" +
 		"printf '%s\\n' \"$@\" > \"" + l.log + "/$id\"\nexit 255\n"
-	if err := os.WriteFile(filepath.Join(bin, "ssh"), []byte(shim), 0o755); err != nil {
+	if err := testexec.WriteScript(filepath.Join(bin, "ssh"), []byte(shim)); err != nil {
 		t.Fatal(err)
 	}
 	var hosts []AnsibleHost

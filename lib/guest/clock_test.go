@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"barn.dev/lib/testexec"
 )
 
 // The guest side of ReadClock is plain sh and date, run here in place of
@@ -95,7 +97,7 @@ func TestSetClockScriptStepsRelativeToTheGuestClock(t *testing.T) {
 		"sudo": "#!/bin/sh\n[ \"$1\" = -n ] || exit 9\nshift\nexec \"$@\"\n",
 		"date": "#!/bin/sh\nprintf '%s\\n' \"$@\" > " + rec + "\n",
 	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
+		if err := testexec.WriteScript(filepath.Join(dir, name), []byte(script)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/sshkeys"
+	"barn.dev/lib/testexec"
 )
 
 func entries(port int, user string, keys sshkeys.KeyPair) []HostEntry {
@@ -317,7 +318,7 @@ func TestFragmentCheckedByTheLocalSSH(t *testing.T) {
 	}
 	old := filepath.Join(t.TempDir(), "ssh")
 	script := "#!/bin/sh\nif grep -q SessionType \"$3\"; then echo \"$3: line 9: Bad configuration option: sessiontype\" >&2; exit 255; fi\n"
-	if err := os.WriteFile(old, []byte(script), 0o755); err != nil {
+	if err := testexec.WriteScript(old, []byte(script)); err != nil {
 		t.Fatal(err)
 	}
 	err = CheckFragmentParses(context.Background(), old, frag)

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"barn.dev/lib/golden"
 	"barn.dev/lib/lazyre"
 	"barn.dev/lib/safefile/safefiletest"
+	"barn.dev/lib/testexec"
 	"barn.dev/lib/wire"
 	"barn.dev/lib/wire/wiretest"
 )
@@ -318,16 +318,11 @@ func (fakeLinks) SetUp(string) error { return errors.New("netlink used by a non-
 
 // newFakeHost writes shell fakes into <root>/bin that append their argv to
 // <root>/log and answer the read-only queries from <root>/fake/*.
-// writeExecutable writes an executable script with syscall.ForkLock held:
-// parallel tests fork while it is open for writing, and a child that
-// inherits the descriptor until its exec makes exec of the script fail
-// with "text file busy" (ETXTBSY) in another test, or an Inspect see a
-// fake that does not run.
+// writeExecutable writes an executable fake (testexec: no "text file
+// busy" when the parallel tests fork meanwhile).
 func writeExecutable(t *testing.T, path, content string) {
 	t.Helper()
-	syscall.ForkLock.Lock()
-	defer syscall.ForkLock.Unlock()
-	must(t, os.WriteFile(path, []byte(content), 0o755))
+	must(t, testexec.WriteScript(path, []byte(content)))
 }
 
 func newFakeHost(t *testing.T, nm bool, networkdActive string) *fakeHost {

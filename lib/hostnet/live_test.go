@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/testexec"
 	"barn.dev/lib/wire"
 )
 
@@ -91,7 +92,7 @@ func setupInside(t *testing.T) *liveEnv {
 	if err != nil {
 		t.Fatalf("live tests need the real %s: %v", src, err)
 	}
-	must(t, os.WriteFile(helper, b, 0o755))
+	must(t, testexec.WriteScript(helper, b))
 	must(t, os.Chmod(helper, 0o755))
 	must(t, exec.Command("ip", "link", "set", "lo", "up").Run())
 	// barn-net's locks go to the test's own run directory; the named

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/testexec"
 )
 
 // writeTree writes files (path → content; content "->target" makes a
@@ -24,7 +25,7 @@ func writeTree(t testing.TB, files map[string]string) string {
 		if target, ok := strings.CutPrefix(content, "->"); ok {
 			err = os.Symlink(target, full)
 		} else if script, ok := strings.CutPrefix(content, "x:"); ok {
-			err = os.WriteFile(full, []byte(script), 0o755)
+			err = testexec.WriteScript(full, []byte(script))
 		} else {
 			err = os.WriteFile(full, []byte(content), 0o644)
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/testexec"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -95,7 +96,7 @@ func TestResolveBinaryResolvesSymlinks(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(real), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(real, []byte("#!/bin/sh\n"), 0o755); err != nil {
+	if err := testexec.WriteScript(real, []byte("#!/bin/sh\n")); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(filepath.Join(dir, "real"), filepath.Join(dir, "bin")); err != nil {

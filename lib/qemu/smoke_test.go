@@ -2,12 +2,13 @@ package qemu
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"barn.dev/lib/testexec"
 )
 
 // TestSmokeStart: a QEMU that aborts at once (as on a host whose /dev/kvm
@@ -19,7 +20,7 @@ func TestSmokeStart(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		if err := testexec.WriteScript(p, []byte("#!/bin/sh\n"+body+"\n")); err != nil {
 			t.Fatal(err)
 		}
 		return p

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"barn.dev/lib/testexec"
 )
 
 // TestCompletionScriptRunsToolAtOddPath: the registration code bash, zsh
@@ -18,7 +20,7 @@ func TestCompletionScriptRunsToolAtOddPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "barn-x")
-	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho \"ran:$COMP_LINE\"\n"), 0o755); err != nil {
+	if err := testexec.WriteScript(bin, []byte("#!/bin/sh\necho \"ran:$COMP_LINE\"\n")); err != nil {
 		t.Fatal(err)
 	}
 	// bash: register, then run the stored -C command line as bash does.
