@@ -83,6 +83,7 @@ race-pass:
 # process.
 ci-tests:
 	@$(MAKE) --no-print-directory -j3 -O test race e2e SKIP_RACED=1 WITH_E2E=1
+
 fmt: ## Check formatting (gofmt)
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 

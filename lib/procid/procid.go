@@ -338,8 +338,12 @@ func fileID(path string) (string, error) {
 	return fmt.Sprintf("%d:%d", st.Dev, st.Ino), nil
 }
 
+// procErr wraps an error reading /proc/<pid>/<file>: ErrNoProcess when
+// the process is gone (ENOENT) or exiting (ESRCH: its memory is already
+// released, as when reading the command line of a process being torn
+// down); else the error.
 func procErr(pid int, file string, err error) error {
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH) {
 		return fmt.Errorf("reading /proc/%d/%s: %w", pid, file, ErrNoProcess)
 	}
 	return fmt.Errorf("reading /proc/%d/%s: %w", pid, file, err)

@@ -118,7 +118,7 @@ func Find(c Claim, inv vmrecord.Invocation) (Table, error) {
 
 // readCmdline returns pid's argv. ErrNoProcess (wrapped) means gone, a
 // zombie or a kernel thread; an empty command line of a live user process
-// (caught inside execve) is retried briefly and then an error.
+// (caught inside execve) is retried for up to 2 s and then an error.
 func readCmdline(pid int) ([]string, error) {
 	for i := 0; ; i++ {
 		b, err := os.ReadFile(fmt.Sprintf("%s/%d/cmdline", procRoot, pid))
@@ -135,7 +135,7 @@ func readCmdline(pid int) ([]string, error) {
 		if st.state == "Z" || st.state == "X" || st.kernel {
 			return nil, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
 		}
-		if i == 40 {
+		if i == 400 { // 2 s: an exec of a large binary on a loaded host
 			return nil, fmt.Errorf("pid %d has an empty command line", pid)
 		}
 		time.Sleep(5 * time.Millisecond)

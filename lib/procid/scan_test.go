@@ -1,7 +1,9 @@
 package procid
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -9,6 +11,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"barn.dev/lib/vmrecord"
 )
@@ -198,5 +202,19 @@ func TestSocketClients(t *testing.T) {
 	got, err := SocketClients(sock)
 	if err != nil || len(got) != 1 || got[0] != c.Process.Pid {
 		t.Fatalf("SocketClients = %v %v, want [%d]", got, err, c.Process.Pid)
+	}
+}
+
+// A process being torn down answers a read of its command line with ESRCH:
+// it is gone, never "could not be read" (which keeps a node unproven and
+// refuses its start).
+func TestExitingProcessIsGone(t *testing.T) {
+	for _, err := range []error{fs.ErrNotExist, unix.ESRCH} {
+		if e := procErr(42, "cmdline", err); !errors.Is(e, ErrNoProcess) {
+			t.Errorf("%v: %v, want ErrNoProcess", err, e)
+		}
+	}
+	if e := procErr(42, "cmdline", fs.ErrPermission); errors.Is(e, ErrNoProcess) {
+		t.Errorf("EACCES read as gone: %v", e)
 	}
 }
