@@ -110,15 +110,20 @@ clean: ## Remove bin/
 deps: ## Install the host packages the suites need (root on Debian)
 	@scripts/install-deps.sh
 
-image: build ## Build (or reuse) the local Debian 12 guest image repository with its arm64 variant (cached by recipe hash); prints its path
+image: build ## Build (or reuse) the local Debian 12 guest image repository with its arm64 variant, and the host-under-test images (cached by recipe hash); prints their paths
 	@scripts/build-image.sh --arm64
+	@scripts/build-hostimage.sh
 
-e2e: build ## Run the real-lab suite and the uninstall suite (root, QEMU under TCG, the local image and its arm64 variant, private netns)
-	@repo=$$(scripts/build-image.sh --arm64) && cd testscripts && BARN_TEST_REPO=$$repo $(GO) test -count=1 -timeout 60m -run '^(TestLab|TestUninstall)$$' -v .
+# The real-lab scripts (testdata/lab: lab_single, lab_lifecycle,
+# lab_rehearse), the kernel fault guest (TestKernelFaults) and the
+# uninstall suite. -parallel 4: every lab script and the guest boot at
+# once; they wait on guests far more than they compute.
+e2e: build ## Run the real-lab suite, the kernel fault guest and the uninstall suite (root, QEMU under TCG, the local images, private netns)
+	@repo=$$(scripts/build-image.sh --arm64) && hut=$$(scripts/build-hostimage.sh) && cd testscripts && \
+		BARN_TEST_REPO=$$repo BARN_TEST_HUT=$$hut $(GO) test -count=1 -timeout 60m -parallel 4 -run '^(TestLab|TestUninstall|TestKernelFaults)$$' -v .
 
-e2e-next: build ## Run the real-lab section outside make ci for its budget: lab_rehearse, snapshots, faults, clocks (testscripts/testdata/lab-next; root, TCG)
+e2e-next: build ## Run real-QEMU hot-plug outside make ci: experimental (lib/vm TestRealQEMUHotplug; root, TCG)
 	@cd lib && BARN_TEST_NEXT=1 $(GO) test -count=1 -run '^TestRealQEMUHotplug$$' -v ./vm
-	@repo=$$(scripts/build-image.sh) && cd testscripts && BARN_TEST_REPO=$$repo BARN_TEST_NEXT=1 $(GO) test -count=1 -timeout 60m -run '^TestLabNext$$' -v .
 
 # The hosts under test (issue 23): NetworkManager/firewalld and networkd in
 # Debian 12 guests with systemd as PID 1. Outside `make ci` until it passes

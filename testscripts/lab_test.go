@@ -31,8 +31,10 @@ import (
 // root, qemu-system-x86_64 and BARN_TEST_REPO pointing at the repository
 // printed by `scripts/build-image.sh --arm64` (`make ci` and `make e2e`
 // set it); once it can run, a missing qemu-system-aarch64 (one script
-// boots an arm64 node) fails it.
+// boots an arm64 node) fails it. It runs beside TestKernelFaults (`make
+// e2e` gives go test room for every script and that guest at once).
 func TestLab(t *testing.T) {
+	t.Parallel()
 	if reason := labUnavailable(); reason != "" {
 		t.Skipf("real-lab suite not run: %s", reason)
 	}
@@ -48,14 +50,6 @@ func TestLab(t *testing.T) {
 // two more arm64 boots under TCG cost more than it has.
 func TestArm64Lab(t *testing.T) {
 	runRequestedLab(t, "BARN_TEST_ARM64", "make e2e-arm64", "testdata/lab-arm64", "qemu-system-aarch64")
-}
-
-// TestLabNext runs testdata/lab-next: real-lab sections `make ci` does not
-// carry, because they have not yet passed live on this machine class or
-// do not fit its budget beside testdata/lab (lab_rehearse: passed, about
-// 16 minutes of two more TCG guests); README: What is verified here.
-func TestLabNext(t *testing.T) {
-	runRequestedLab(t, "BARN_TEST_NEXT", "make e2e-next", "testdata/lab-next")
 }
 
 // runRequestedLab runs the real-lab scripts in dir only when the
