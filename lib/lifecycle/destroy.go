@@ -71,6 +71,7 @@ func (m *Manager) Destroy(ctx context.Context, selectors []string, o DestroyOpti
 	if err != nil {
 		return nil, err
 	}
+	m.faultNotes(d, destroyed, res)
 	res.sort()
 	if len(res.Failures) > 0 {
 		// Selected nodes that were destroyed left the applied spec above;

@@ -1,12 +1,14 @@
 package lifecycle
 
 import (
+	"fmt"
 	"io"
 	"slices"
 	"time"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/hostnet"
+	"barn.dev/lib/state"
 )
 
 // Network faults are barn-net's (barn-net fault): root-owned kernel state
@@ -58,6 +60,37 @@ func (m *Manager) addNetFaults(st *Status) {
 		for i, n := range st.Nodes {
 			if n.Address != "" && slices.Contains(nf.Addresses, n.Address) {
 				st.Nodes[i].NetFaults = append(st.Nodes[i].NetFaults, f.ID)
+			}
+		}
+	}
+}
+
+// faultNotes adds a note to res for each recorded network fault acting on
+// the private address of a node d applied and destroy removed: barn-node
+// cannot heal it (the fault is barn-net's, and root's), and it would cut or
+// slow a node created at that address next. An unreadable record is a
+// note too, never "no fault".
+func (m *Manager) faultNotes(d *state.Deployment, destroyed map[string]bool, res *Result) {
+	if d == nil || len(destroyed) == 0 || m.Net == nil || m.Emu == nil || m.Emu.PrivateNet() == "none" {
+		return
+	}
+	faults, err := m.Net.Faults()
+	if err != nil {
+		res.Notes = append(res.Notes, "network faults unknown: "+exitcode.As(err).Message)
+		return
+	}
+	gone := map[string]string{} // private address -> destroyed node
+	for _, n := range d.Spec.Nodes {
+		if destroyed[n.Name] && n.Address != "" {
+			gone[n.Address] = n.Name
+		}
+	}
+	for _, f := range faults {
+		for _, mb := range append(slices.Clone(f.A), f.B...) {
+			if name, ok := gone[mb.Address]; ok {
+				res.Notes = append(res.Notes, fmt.Sprintf("network fault %s (%s) still acts on %s, destroyed %s's address, and on a node created there next; heal it: sudo barn-net fault heal %s",
+					f.ID, f.Describe(), mb.Address, name, f.ID))
+				break
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/hostnet"
 	"barn.dev/lib/spec"
+	"barn.dev/lib/state"
 )
 
 type bridgeEmu struct{ Emulator }
@@ -108,5 +110,33 @@ func TestRecordedFaultsReadsBarnNetRecord(t *testing.T) {
 	}
 	if _, err := recordedFaults(h, "barn0"); exitcode.ClassOf(err) != exitcode.Integrity {
 		t.Fatalf("a world-writable record: %v", err)
+	}
+}
+
+// Destroy cannot heal a fault (barn-net's, root's): it names each one that
+// still acts on a destroyed node's address, with the command that heals
+// it, and says so when the record cannot be read.
+func TestDestroyNamesFaultsOnDestroyedAddresses(t *testing.T) {
+	meta, pg := hostnet.Member{Name: "meta", Address: "10.10.10.10"}, hostnet.Member{Name: "pg-test-1", Address: "10.10.10.11"}
+	d := &state.Deployment{Spec: spec.Spec{Nodes: []spec.Node{{Name: "meta", Address: meta.Address}, {Name: "pg-test-1", Address: pg.Address}}}}
+	net := faultsNet{faults: []hostnet.Fault{
+		{ID: "f1", Kind: hostnet.FaultPartition, A: []hostnet.Member{meta}, B: []hostnet.Member{pg}},
+		{ID: "f2", Kind: hostnet.FaultIsolate, A: []hostnet.Member{meta}},
+	}}
+	res := &Result{}
+	(&Manager{Emu: bridgeEmu{}, Net: net}).faultNotes(d, map[string]bool{"pg-test-1": true}, res)
+	want := []string{"network fault f1 (partition meta <-> pg-test-1) still acts on 10.10.10.11, destroyed pg-test-1's address, and on a node created there next; heal it: sudo barn-net fault heal f1"}
+	if !slices.Equal(res.Notes, want) {
+		t.Fatalf("notes = %q, want %q", res.Notes, want)
+	}
+	res = &Result{}
+	(&Manager{Emu: bridgeEmu{}, Net: faultsNet{err: exitcode.New(exitcode.Integrity, "fault record x is damaged")}}).faultNotes(d, map[string]bool{"meta": true}, res)
+	if !slices.Equal(res.Notes, []string{"network faults unknown: fault record x is damaged"}) {
+		t.Fatalf("unreadable record: %q", res.Notes)
+	}
+	res = &Result{}
+	(&Manager{Net: faultsNet{err: errors.New("must not be read")}}).faultNotes(d, map[string]bool{"meta": true}, res)
+	if len(res.Notes) != 0 {
+		t.Fatalf("without a private network: %q", res.Notes)
 	}
 }
