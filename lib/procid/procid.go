@@ -103,8 +103,11 @@ func Capture(pid int) (vmrecord.Process, error) {
 	if err != nil {
 		return vmrecord.Process{}, err
 	}
-	if st.state == "Z" || st.state == "X" {
-		return vmrecord.Process{}, fmt.Errorf("capturing pid %d: zombie: %w", pid, ErrNoProcess)
+	if st.ended() {
+		if groupEnded(pid) {
+			return vmrecord.Process{}, fmt.Errorf("capturing pid %d: zombie: %w", pid, ErrNoProcess)
+		}
+		return vmrecord.Process{}, fmt.Errorf("capturing pid %d: %w", pid, errLeaderGone)
 	}
 	if _, err := readExe(pid); err != nil { // an unreadable executable refuses before any wait
 		return vmrecord.Process{}, err
@@ -152,7 +155,7 @@ func Capture(pid int) (vmrecord.Process, error) {
 // Observe judges the recorded tuple p against the live process now at
 // p.PID: Foreign when the boot id differs, or the live start time,
 // executable path or executable file differs; Dead when nothing (or a
-// zombie) lives there; Ours when everything matches; Unknown when the live
+// zombie, every thread of it) lives there; Ours when everything matches; Unknown when the live
 // process cannot be read, when its argv differs with the same start time
 // and executable, and for an incomplete tuple (no boot id or no executable
 // file: Capture always records both), which is never enough to signal.
@@ -174,8 +177,11 @@ func Observe(p vmrecord.Process) Verdict {
 	if err != nil {
 		return Unknown
 	}
-	if st.state == "Z" || st.state == "X" {
-		return Dead
+	if st.ended() {
+		if groupEnded(p.PID) {
+			return Dead
+		}
+		return Unknown // its main thread exited, others still run (errLeaderGone)
 	}
 	if p.Started != "procstat:"+st.start {
 		return Foreign
@@ -243,10 +249,40 @@ func RunsBinary(p vmrecord.Process, binary string) bool {
 	return err == nil && id == p.ExecutableFile
 }
 
-// Alive reports whether a non-zombie process has pid.
+// Alive reports whether a process that has not ended has pid: its main
+// thread runs, or another of its threads does (groupEnded).
 func Alive(pid int) bool {
 	st, err := readStat(pid)
-	return err == nil && st.state != "Z" && st.state != "X"
+	return err == nil && (!st.ended() || !groupEnded(pid))
+}
+
+// errLeaderGone: the main thread of pid has exited (a zombie) while other
+// threads of the process still run, as after pthread_exit in main or in
+// the middle of the process's exit. Its identity cannot be read (its
+// command line is empty), but it is not gone: never ErrNoProcess.
+var errLeaderGone = errors.New("its main thread has exited but other threads still run")
+
+// ended reports whether the thread st describes is a zombie or dead.
+func (st stat) ended() bool { return st.state == "Z" || st.state == "X" }
+
+// groupEnded reports whether no thread of the process pid runs any more:
+// every entry of /proc/<pid>/task is a zombie or dead, or gone. A task
+// directory that cannot be listed for another reason is not proof.
+func groupEnded(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("%s/%d/task", procRoot, pid))
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist)
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("%s/%d/task/%s/stat", procRoot, pid, t.Name()))
+		if err != nil {
+			continue // that thread is gone
+		}
+		if ts, err := parseStat(pid, b); err != nil || !ts.ended() {
+			return false
+		}
+	}
+	return true
 }
 
 // Frozen reports whether every thread of the live process pid is stopped

@@ -117,29 +117,59 @@ func Find(c Claim, inv vmrecord.Invocation) (Table, error) {
 }
 
 // readCmdline returns pid's argv. ErrNoProcess (wrapped) means gone, a
-// zombie or a kernel thread; an empty command line of a live user process
-// (caught inside execve) is retried for up to 2 s and then an error.
+// zombie (every thread of it) or a kernel thread. A main thread that has
+// exited while others run has an empty command line: the argv is read
+// through a live thread. An empty command line of a live process of this
+// user (caught inside execve, or its threads still exiting) is retried
+// for up to 2 s and then an error; of another user's, an error at once.
 func readCmdline(pid int) ([]string, error) {
+	uid := os.Geteuid()
 	for i := 0; ; i++ {
 		b, err := os.ReadFile(fmt.Sprintf("%s/%d/cmdline", procRoot, pid))
 		if err != nil {
 			return nil, procErr(pid, "cmdline", err)
 		}
+		if len(b) == 0 {
+			st, err := readStat(pid)
+			if err != nil {
+				return nil, err
+			}
+			if st.kernel || st.ended() && groupEnded(pid) {
+				return nil, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
+			}
+			if st.ended() {
+				b = liveThreadCmdline(pid)
+			}
+		}
 		if len(b) > 0 {
 			return strings.Split(string(bytes.TrimSuffix(b, []byte{0})), "\x00"), nil
 		}
-		st, err := readStat(pid)
-		if err != nil {
-			return nil, err
-		}
-		if st.state == "Z" || st.state == "X" || st.kernel {
-			return nil, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
-		}
-		if i == 400 { // 2 s: an exec of a large binary on a loaded host
+		if i == 400 || owner(pid) != uid { // 2 s: an exec of a large binary on a loaded host
 			return nil, fmt.Errorf("pid %d has an empty command line", pid)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// liveThreadCmdline is the command line of process pid as its first live
+// thread other than the main one reads it (/proc/<pid>/task/<tid>), or
+// nil.
+func liveThreadCmdline(pid int) []byte {
+	tasks, _ := os.ReadDir(fmt.Sprintf("%s/%d/task", procRoot, pid))
+	for _, t := range tasks {
+		dir := fmt.Sprintf("%s/%d/task/%s", procRoot, pid, t.Name())
+		st, err := os.ReadFile(dir + "/stat")
+		if err != nil {
+			continue
+		}
+		if ts, err := parseStat(pid, st); err != nil || ts.ended() {
+			continue
+		}
+		if b, err := os.ReadFile(dir + "/cmdline"); err == nil && len(b) > 0 {
+			return b
+		}
+	}
+	return nil
 }
 
 // owner is the uid owning /proc/<pid> (-1 when unknown).

@@ -218,3 +218,67 @@ func TestExitingProcessIsGone(t *testing.T) {
 		t.Errorf("EACCES read as gone: %v", e)
 	}
 }
+
+// TestZombieLeaderWithLiveThreadsIsNotGone: a process whose main thread
+// exited (a zombie, empty command line) while another of its threads
+// still runs — pthread_exit in main, or the middle of its exit — may be
+// the node's QEMU holding its disks: not absent, not dead, not captured.
+// Once every thread has ended it is gone.
+func TestZombieLeaderWithLiveThreadsIsNotGone(t *testing.T) {
+	root := t.TempDir()
+	old := procRoot
+	procRoot = root
+	t.Cleanup(func() { procRoot = old })
+	stat := func(pid, state string) string {
+		return pid + " (qemu) " + state + " 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 12345 0 0\n"
+	}
+	write := func(p, body string) {
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(root+"/sys/kernel/random/boot_id", "b00t\n")
+	write(root+"/7/stat", stat("7", "Z"))
+	write(root+"/7/cmdline", "")
+	write(root+"/7/task/7/stat", stat("7", "Z"))
+	write(root+"/7/task/8/stat", stat("8", "S"))
+	claim := Claim{UUID: "0b5f0a3e-8a4c-4f55-9a43-4a3b8f0d2f11"}
+	recorded := vmrecord.Process{PID: 7, Boot: "b00t", Started: "procstat:12345", Executable: "/usr/bin/qemu-system-x86_64", ExecutableFile: "dev:ino"}
+
+	// Its argv, read through the live thread, makes the claim: a claimant
+	// whose identity cannot be captured, never the sole match.
+	write(root+"/7/task/8/cmdline", "qemu-system-x86_64\x00-uuid\x00"+claim.UUID+"\x00")
+	tab, err := Find(claim, vmrecord.Invocation{})
+	if err != nil || tab.Absent() || tab.Sole() != nil || len(tab.Matches) != 1 || tab.Matches[0].PID != 7 || tab.Matches[0].Process != nil {
+		t.Fatalf("a live thread under a zombie leader: %+v %v, want pid 7 claiming, uncaptured", tab, err)
+	}
+	// Another program's: no claimant.
+	write(root+"/7/task/8/cmdline", "bash\x00")
+	if tab, err := Find(claim, vmrecord.Invocation{}); err != nil || !tab.Absent() {
+		t.Fatalf("bash with a zombie leader: %+v %v, want absent", tab, err)
+	}
+	if !Alive(7) {
+		t.Error("Alive(7) = false with a live thread")
+	}
+	if _, err := Capture(7); err == nil || errors.Is(err, ErrNoProcess) {
+		t.Errorf("Capture(7) = %v, want an error that is not ErrNoProcess", err)
+	}
+	if v := Observe(recorded); v != Unknown {
+		t.Errorf("Observe = %s, want unknown", v)
+	}
+
+	write(root+"/7/task/8/stat", stat("8", "Z")) // the last thread ends
+	if tab, err := Find(claim, vmrecord.Invocation{}); err != nil || !tab.Absent() {
+		t.Fatalf("every thread ended: %+v %v, want absent", tab, err)
+	}
+	if Alive(7) {
+		t.Error("Alive(7) = true with every thread ended")
+	}
+	if _, err := Capture(7); !errors.Is(err, ErrNoProcess) {
+		t.Errorf("Capture(7) = %v, want ErrNoProcess", err)
+	}
+	if v := Observe(recorded); v != Dead {
+		t.Errorf("Observe = %s, want dead", v)
+	}
+}
