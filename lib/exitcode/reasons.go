@@ -98,7 +98,7 @@ var reasons = []Reason{
 	{"fault_apply_failed", Runtime, "nft or tc refused what a network fault needs"},
 	{"fault_conflict", Conflict, "the node is already degraded by another recorded fault"},
 	{"fault_qdisc_foreign", Conflict, "a node's tap has a root qdisc Barn did not put there, so Barn does not replace it"},
-	{"fault_table_foreign", Conflict, "an nftables table named barn_faults exists that Barn did not create"},
+	{"fault_table_foreign", Conflict, "an nftables table named barn_faults_<bridge> (Barn's name for this bridge's faults) exists that Barn did not create"},
 	{"fault_target_ambiguous", Conflict, "more than one QEMU holds a tap for the node's private MAC"},
 	{"fault_target_down", Conflict, "the node to degrade has no running QEMU, so no link to degrade"},
 	{"fault_unknown", Usage, "no recorded fault has that ID"},

@@ -33,7 +33,7 @@ import (
 //     are Linux-only and refuse elsewhere (faults_unsupported).
 //
 // Only Barn's own things are touched: the nftables table bridge
-// barn_faults (its rules match the deployment's addresses only, see
+// barn_faults_<bridge> (FaultTable; its rules match the deployment's addresses only, see
 // faultRuleset) and a root qdisc with handle
 // FaultQdiscHandle on a node's tap. The management NIC is QEMU user-mode
 // networking and never crosses the bridge.
@@ -157,7 +157,7 @@ func (h *Host) ReadFaults() (*FaultRecord, error) {
 	var r FaultRecord
 	if err := json.Unmarshal(b, &r); err != nil || r.Schema != FaultsSchema {
 		return nil, exitcode.New(exitcode.Integrity, "fault record %s is damaged or of another schema than %s", h.FaultsPath(), FaultsSchema).
-			WithReason("manifest_damaged").WithNext("nft list table bridge " + FaultTable + " # what the record enforced; then repair or move " + h.FaultsPath())
+			WithReason("manifest_damaged").WithNext("nft list table bridge " + FaultTable(h.Bridge) + " # what the record enforced; then repair or move " + h.FaultsPath())
 	}
 	return &r, nil
 }

@@ -202,7 +202,7 @@ func TestLiveFaultsOneWayAndForeignTable(t *testing.T) {
 		_, err = h.HealFaults(ctx, nil, true)
 		must(t, err)
 		// A table of Barn's name that Barn did not create is refused, untouched.
-		sh(t, "nft", "add table bridge "+FaultTable)
+		sh(t, "nft", "add table bridge "+FaultTable("barn0"))
 		before := nftRuleset(t)
 		_, err = h.AddFault(ctx, FaultRequest{Kind: FaultIsolate, A: member(a)}, time.Now())
 		if exitcode.As(err).Reason != "fault_table_foreign" {
@@ -384,7 +384,7 @@ func TestLiveFaultsCrashAtEveryStep(t *testing.T) {
 			_, err = h.HealFaults(ctx, []string{v[0].ID}, false)
 			must(t, err)
 			wantReach(t, "healed after a crash at "+step, "host>node11 host>node12 node11>host node11>node12 node12>host node12>node11", a, b)
-			if r, _ := h.ReadFaults(); len(r.Faults) != 0 || strings.Contains(nftRuleset(t), FaultTable) {
+			if r, _ := h.ReadFaults(); len(r.Faults) != 0 || strings.Contains(nftRuleset(t), FaultTable("barn0")) {
 				t.Fatalf("left after a crash at %s: %+v\n%s", step, r.Faults, nftRuleset(t))
 			}
 		}
@@ -408,7 +408,7 @@ func TestLiveFaultsCrashAtEveryStep(t *testing.T) {
 		wantReach(t, "healed", "host>node11 host>node12 node11>host node11>node12 node12>host node12>node11", a, b)
 		_, err = h.HealFaults(ctx, nil, true)
 		must(t, err)
-		if strings.Contains(nftRuleset(t), FaultTable) {
+		if strings.Contains(nftRuleset(t), FaultTable("barn0")) {
 			t.Fatal("table left after heal --all")
 		}
 		// Uninstall heals what the record holds before the bridge goes.
@@ -419,7 +419,7 @@ func TestLiveFaultsCrashAtEveryStep(t *testing.T) {
 		if _, err := h.Uninstall(ctx, func(s string) { t.Log(s) }); err != nil {
 			t.Fatalf("uninstall with a fault: %v", err)
 		}
-		if _, err := os.Stat(h.FaultsPath()); !errors.Is(err, os.ErrNotExist) || strings.Contains(nftRuleset(t), FaultTable) {
+		if _, err := os.Stat(h.FaultsPath()); !errors.Is(err, os.ErrNotExist) || strings.Contains(nftRuleset(t), FaultTable("barn0")) {
 			t.Fatalf("uninstall left the fault: %v\n%s", err, nftRuleset(t))
 		}
 	})

@@ -13,15 +13,31 @@ import (
 	"barn.dev/lib/safefile"
 )
 
-// FaultTable is Barn's nftables table (family bridge): the only table
-// barn-net fault creates, rewrites or deletes.
-const FaultTable = "barn_faults"
+// FaultTable is the name of Barn's nftables table (family bridge) for
+// the faults of bridge: the only table barn-net fault creates, rewrites or
+// deletes for that network. One per bridge, because each network records
+// its own faults (its own faults.json and lock) and rewrites its table
+// whole: barn0's is barn_faults_barn0. Every byte of the bridge name that
+// is not an ASCII letter or digit is written _xx (hex), so the name is an
+// nft identifier and no two bridges share a table.
+func FaultTable(bridge string) string {
+	var b strings.Builder
+	b.WriteString("barn_faults_")
+	for _, c := range []byte(bridge) {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "_%02x", c)
+		}
+	}
+	return b.String()
+}
 
 // faultComment marks a table Barn created.
 const faultComment = "barn-net fault: removed by barn-net fault heal"
 
-// faultRuleset renders the nft script that makes the kernel's table exactly
-// the record's faults: declare, delete and re-create the table in one
+// faultRuleset renders the nft script that makes the kernel's table named
+// table exactly the record's faults: declare, delete and re-create the table in one
 // transaction (nft -f applies a file atomically), or only declare and
 // delete it when no fault needs a rule. Each rule carries its fault's ID
 // as comment. Rules match node addresses only, both ends in the
@@ -29,7 +45,7 @@ const faultComment = "barn-net fault: removed by barn-net fault heal"
 // namespace carries: they act on Barn's bridge alone. (meta ibrname would
 // name the bridge, but needs CONFIG_NFT_BRIDGE_META, which not every
 // kernel has; this repository's CI kernel has not.)
-func faultRuleset(faults []Fault) string {
+func faultRuleset(table string, faults []Fault) string {
 	var fwd, in, out []string
 	for _, f := range faults {
 		if f.State == FaultHealing {
@@ -51,11 +67,11 @@ func faultRuleset(faults []Fault) string {
 		}
 	}
 	var s strings.Builder
-	fmt.Fprintf(&s, "table bridge %s\ndelete table bridge %s\n", FaultTable, FaultTable)
+	fmt.Fprintf(&s, "table bridge %s\ndelete table bridge %s\n", table, table)
 	if len(fwd)+len(in)+len(out) == 0 {
 		return s.String()
 	}
-	fmt.Fprintf(&s, "table bridge %s {\n\tcomment %q\n", FaultTable, faultComment)
+	fmt.Fprintf(&s, "table bridge %s {\n\tcomment %q\n", table, faultComment)
 	for _, ch := range []struct {
 		name  string
 		rules []string
@@ -94,12 +110,12 @@ func addrSet(ms []Member) string {
 // listFaultTable returns the table as `nft list` prints it, "" when it
 // does not exist.
 func (h *Host) listFaultTable(ctx context.Context) (string, error) {
-	out, err := h.Runner.Run(ctx, []string{"nft", "list", "table", "bridge", FaultTable})
+	out, err := h.Runner.Run(ctx, []string{"nft", "list", "table", "bridge", FaultTable(h.Bridge)})
 	if err != nil {
 		if strings.Contains(string(out), "No such file or directory") {
 			return "", nil
 		}
-		return "", faultToolError(err, out, "nft list table bridge "+FaultTable)
+		return "", faultToolError(err, out, "nft list table bridge "+FaultTable(h.Bridge))
 	}
 	return string(out), nil
 }
@@ -113,10 +129,10 @@ func (h *Host) syncFaultTable(ctx context.Context, faults []Fault) error {
 		return err
 	}
 	if cur != "" && !strings.Contains(cur, faultComment) {
-		return exitcode.New(exitcode.Conflict, "nftables table bridge %s exists and is not Barn's (no Barn comment); Barn does not touch it", FaultTable).
-			WithReason("fault_table_foreign").WithNext("nft list table bridge " + FaultTable)
+		return exitcode.New(exitcode.Conflict, "nftables table bridge %s exists and is not Barn's (no Barn comment); Barn does not touch it", FaultTable(h.Bridge)).
+			WithReason("fault_table_foreign").WithNext("nft list table bridge " + FaultTable(h.Bridge))
 	}
-	script := faultRuleset(faults)
+	script := faultRuleset(FaultTable(h.Bridge), faults)
 	if cur == "" && !strings.Contains(script, "{") {
 		return nil // nothing to remove, nothing to add
 	}
