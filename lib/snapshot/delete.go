@@ -14,7 +14,8 @@ import (
 // that is still the file the snapshot tagged (a running node's over QMP,
 // a stopped node's with qemu-img), the copies that are still Barn's, then
 // the record. It also rolls back a save that was interrupted (resuming
-// the nodes it paused) and finishes an interrupted delete. kept names
+// the nodes it paused) and finishes an interrupted delete; an interrupted
+// restore it refuses (snapshot_interrupted: restore --force). kept names
 // files it left because they are not the ones it recorded.
 func (e *Engine) Delete(ctx context.Context, name string) (kept []string, err error) {
 	if err := CheckName(name); err != nil {
@@ -26,6 +27,11 @@ func (e *Engine) Delete(ctx context.Context, name string) (kept []string, err er
 			err = notFound(name)
 		}
 		return nil, err
+	}
+	if r.State == Restoring {
+		// Half restored: deleting it would resume a mix of the snapshot
+		// and the lab, and drop the only way to finish the restore.
+		return nil, interrupted(r)
 	}
 	lock, names, err := e.lock(ctx, applied(e.Root, r))
 	if err != nil {

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"syscall"
 
@@ -21,6 +22,7 @@ func (e *Engine) Save(ctx context.Context, name string, nodes []string) (*Record
 	if len(nodes) == 0 {
 		nodes = nil // every applied node
 	}
+	nodes = unique(nodes) // `save s n1 n1` is n1's snapshot, saved once
 	lock, names, err := e.lock(ctx, nodes)
 	if err != nil {
 		return nil, err
@@ -216,15 +218,23 @@ const spaceMargin = 64 << 20
 
 // checkSpace refuses a save whose estimate does not fit in the free space
 // of the state root's file system: guest memory of running nodes (the
-// vmstate is at most the memory size), the NVRAM and state copies, and a
-// 64 MiB margin for qcow2 metadata.
+// vmstate is at most the memory size), the NVRAM copies at their size (an
+// arm64 node's AAVMF variable store is 64 MiB), 1 MiB per node for the
+// state copy, and a 64 MiB margin for qcow2 metadata.
 func (e *Engine) checkSpace(ns []*state.Node, memory bool) error {
 	need := int64(spaceMargin)
 	for _, n := range ns {
 		if memory {
 			need += n.Spec.MemoryBytes
 		}
-		need += 4 << 20 // NVRAM and state copies, bounded
+		need += 1 << 20 // the node state copy
+		if n.NVRAM != "" {
+			fi, err := os.Stat(n.NVRAM)
+			if err != nil {
+				return exitcode.Wrap(exitcode.Runtime, err, "node %s: reading its NVRAM's size", n.Node)
+			}
+			need += fi.Size()
+		}
 	}
 	free, err := e.free(e.Root.Dir)
 	if err != nil {
@@ -268,4 +278,17 @@ func (e *Engine) size(ctx context.Context, r *Record) int64 {
 		}
 	}
 	return total
+}
+
+// unique is names without repeats, in their first order (nil stays nil).
+func unique(names []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range names {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
 }

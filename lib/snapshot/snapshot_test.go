@@ -92,6 +92,24 @@ func TestSpaceChecked(t *testing.T) {
 	if err := e.checkSpace(ns, true); err != nil {
 		t.Fatalf("in 1 GiB: %v", err)
 	}
+	// An NVRAM is copied whole: two arm64 nodes' 64 MiB variable stores
+	// do not fit in 150 MiB with the margin (found by review: a fixed 4 MiB
+	// per node was counted).
+	free = 150 << 20
+	ns = nil
+	for _, name := range []string{"n1", "n2"} {
+		p := filepath.Join(e.Root.Dir, name+".nvram.fd")
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(p, 64<<20); err != nil {
+			t.Fatal(err)
+		}
+		ns = append(ns, &state.Node{Node: name, NVRAM: p, Spec: spec.Node{MemoryBytes: 512 << 20}})
+	}
+	if err := e.checkSpace(ns, false); reason(err) != "no_space" {
+		t.Fatalf("two 64 MiB NVRAMs in 150 MiB: %v", err)
+	}
 }
 
 // TestRecordOwnership: copies are removed only while they are the files
