@@ -58,6 +58,7 @@ func (m *Manager) Destroy(ctx context.Context, selectors []string, o DestroyOpti
 	}
 	lock = all
 	destroyed := m.destroyNodes(ctx, names, o.DeletePersistent || o.Purge, res)
+	m.faultNotes(d, destroyed, res)
 	whole := len(selectors) == 0
 	if len(res.Failures) > 0 && (whole || len(destroyed) == 0) {
 		res.sort()
@@ -71,7 +72,6 @@ func (m *Manager) Destroy(ctx context.Context, selectors []string, o DestroyOpti
 	if err != nil {
 		return nil, err
 	}
-	m.faultNotes(d, destroyed, res)
 	res.sort()
 	if len(res.Failures) > 0 {
 		// Selected nodes that were destroyed left the applied spec above;

@@ -87,11 +87,18 @@ func (m *Manager) faultNotes(d *state.Deployment, destroyed map[string]bool, res
 	}
 	for _, f := range faults {
 		for _, mb := range append(slices.Clone(f.A), f.B...) {
-			if name, ok := gone[mb.Address]; ok {
+			name, ok := gone[mb.Address]
+			if !ok {
+				continue
+			}
+			if f.Kind == hostnet.FaultDegrade { // its netem went with the node's tap
+				res.Notes = append(res.Notes, fmt.Sprintf("network fault %s (%s) stays recorded for %s, destroyed %s's address, though its netem went with the node's tap; remove the record: sudo barn-net fault heal %s",
+					f.ID, f.Describe(), mb.Address, name, f.ID))
+			} else {
 				res.Notes = append(res.Notes, fmt.Sprintf("network fault %s (%s) still acts on %s, destroyed %s's address, and on a node created there next; heal it: sudo barn-net fault heal %s",
 					f.ID, f.Describe(), mb.Address, name, f.ID))
-				break
 			}
+			break
 		}
 	}
 }

@@ -122,10 +122,12 @@ func TestDestroyNamesFaultsOnDestroyedAddresses(t *testing.T) {
 	net := faultsNet{faults: []hostnet.Fault{
 		{ID: "f1", Kind: hostnet.FaultPartition, A: []hostnet.Member{meta}, B: []hostnet.Member{pg}},
 		{ID: "f2", Kind: hostnet.FaultIsolate, A: []hostnet.Member{meta}},
+		{ID: "f3", Kind: hostnet.FaultDegrade, A: []hostnet.Member{pg}, Netem: &hostnet.Netem{DelayUS: 200000}},
 	}}
 	res := &Result{}
 	(&Manager{Emu: bridgeEmu{}, Net: net}).faultNotes(d, map[string]bool{"pg-test-1": true}, res)
-	want := []string{"network fault f1 (partition meta <-> pg-test-1) still acts on 10.10.10.11, destroyed pg-test-1's address, and on a node created there next; heal it: sudo barn-net fault heal f1"}
+	want := []string{"network fault f1 (partition meta <-> pg-test-1) still acts on 10.10.10.11, destroyed pg-test-1's address, and on a node created there next; heal it: sudo barn-net fault heal f1",
+		"network fault f3 (degrade pg-test-1 [delay 200000us]) stays recorded for 10.10.10.11, destroyed pg-test-1's address, though its netem went with the node's tap; remove the record: sudo barn-net fault heal f3"}
 	if !slices.Equal(res.Notes, want) {
 		t.Fatalf("notes = %q, want %q", res.Notes, want)
 	}
