@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 
+	"barn.dev/lib/disk"
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/safefile"
 	"barn.dev/lib/state"
@@ -128,10 +130,11 @@ func (e *Engine) remove(ctx context.Context, r *Record, nodes map[string]*state.
 // the files it tagged (by identity: a persistent disk reattached to a
 // recreated node is the same file): over QMP while the node runs (QEMU
 // holds them; the device is the image's current block node), else with
-// qemu-img. Images gone with a destroyed node took their tags with them.
+// qemu-img. Images gone with a destroyed node took their tags with them;
+// its persistent disks in the retained store are untagged there.
 func (e *Engine) untag(ctx context.Context, r *Record, sn *Node, n *state.Node) error {
 	if n == nil {
-		return nil
+		return e.untagRetained(ctx, r, sn)
 	}
 	current := map[string]string{} // path → current block node
 	for _, im := range images(n) {
@@ -157,6 +160,30 @@ func (e *Engine) untag(ctx context.Context, r *Record, sn *Node, n *state.Node) 
 		return job(ctx, n, "snapshot-delete", r.Name, cp)
 	}
 	for _, im := range own {
+		if err := e.Disk.DeleteSnapshot(ctx, im.Path, Tag(r.Name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// untagRetained removes the snapshot's tag from the persistent disks of
+// sn's node, destroyed since, that sit in the retained store
+// (<Dir>/disks/<node>/<disk>/disk.qcow2, its marker usable: not lent out),
+// each only while it is the file the snapshot tagged (by identity). A
+// store it cannot read is left alone. Without this a snapshot deleted
+// while its node was gone left a tag no record names in the disk a
+// recreate lends back.
+func (e *Engine) untagRetained(ctx context.Context, r *Record, sn *Node) error {
+	for _, im := range sn.Images {
+		dir := e.Root.RetainedDiskDir(sn.Node, strings.TrimSuffix(filepath.Base(im.Path), state.DataDiskSuffix))
+		if own, err := disk.ReadRetained(dir); err != nil || own == nil {
+			continue
+		}
+		im.Path = filepath.Join(dir, disk.RetainedDiskFile)
+		if imageDiffers(im) != "" {
+			continue
+		}
 		if err := e.Disk.DeleteSnapshot(ctx, im.Path, Tag(r.Name)); err != nil {
 			return err
 		}
