@@ -103,10 +103,10 @@ func Capture(pid int) (vmrecord.Process, error) {
 	if err != nil {
 		return vmrecord.Process{}, err
 	}
+	if st.gone() {
+		return vmrecord.Process{}, fmt.Errorf("capturing pid %d: zombie: %w", pid, ErrNoProcess)
+	}
 	if st.ended() {
-		if groupEnded(pid) {
-			return vmrecord.Process{}, fmt.Errorf("capturing pid %d: zombie: %w", pid, ErrNoProcess)
-		}
 		return vmrecord.Process{}, fmt.Errorf("capturing pid %d: %w", pid, errLeaderGone)
 	}
 	if _, err := readExe(pid); err != nil { // an unreadable executable refuses before any wait
@@ -177,14 +177,14 @@ func Observe(p vmrecord.Process) Verdict {
 	if err != nil {
 		return Unknown
 	}
-	if st.ended() {
-		if groupEnded(p.PID) {
-			return Dead
-		}
-		return Unknown // its main thread exited, others still run (errLeaderGone)
+	if st.gone() {
+		return Dead
 	}
 	if p.Started != "procstat:"+st.start {
 		return Foreign
+	}
+	if st.ended() {
+		return Unknown // its main thread exited, others still run (errLeaderGone)
 	}
 	exe, err := readExe(p.PID)
 	if errors.Is(err, ErrNoProcess) {
@@ -250,10 +250,10 @@ func RunsBinary(p vmrecord.Process, binary string) bool {
 }
 
 // Alive reports whether a process that has not ended has pid: its main
-// thread runs, or another of its threads does (groupEnded).
+// thread runs, or another of its threads does (stat.gone).
 func Alive(pid int) bool {
 	st, err := readStat(pid)
-	return err == nil && (!st.ended() || !groupEnded(pid))
+	return err == nil && !st.gone()
 }
 
 // errLeaderGone: the main thread of pid has exited (a zombie) while other
@@ -265,25 +265,13 @@ var errLeaderGone = errors.New("its main thread has exited but other threads sti
 // ended reports whether the thread st describes is a zombie or dead.
 func (st stat) ended() bool { return st.state == "Z" || st.state == "X" }
 
-// groupEnded reports whether no thread of the process pid runs any more:
-// every entry of /proc/<pid>/task is a zombie or dead, or gone. A task
-// directory that cannot be listed for another reason is not proof.
-func groupEnded(pid int) bool {
-	tasks, err := os.ReadDir(fmt.Sprintf("%s/%d/task", procRoot, pid))
-	if err != nil {
-		return errors.Is(err, fs.ErrNotExist)
-	}
-	for _, t := range tasks {
-		b, err := os.ReadFile(fmt.Sprintf("%s/%d/task/%s/stat", procRoot, pid, t.Name()))
-		if err != nil {
-			continue // that thread is gone
-		}
-		if ts, err := parseStat(pid, b); err != nil || !ts.ended() {
-			return false
-		}
-	}
-	return true
-}
+// gone reports whether the process st describes has ended: its main
+// thread is a zombie or dead and no other thread is left (num_threads
+// counts every thread not yet released; a zombie main thread alone
+// counts 1). One read of the main thread's stat: listing
+// /proc/<pid>/task instead can miss a thread created or ending while it
+// is listed.
+func (st stat) gone() bool { return st.ended() && st.threads <= 1 }
 
 // Frozen reports whether every thread of the live process pid is stopped
 // (state T, a job-control stop such as SIGSTOP, or t, a tracing stop): no
@@ -308,9 +296,10 @@ func Frozen(pid int) bool {
 }
 
 type stat struct {
-	state  string // field 3
-	start  string // field 22, clock ticks since boot
-	kernel bool   // field 9 (flags) has PF_KTHREAD: a kernel thread
+	state   string // field 3
+	start   string // field 22, clock ticks since boot
+	kernel  bool   // field 9 (flags) has PF_KTHREAD: a kernel thread
+	threads int64  // field 20 (num_threads): the process's threads not yet released, the main one included
 }
 
 // pfKthread is PF_KTHREAD in stat(5)'s flags field (include/linux/sched.h).
@@ -341,7 +330,11 @@ func parseStat(pid int, b []byte) (stat, error) {
 		return stat{}, fmt.Errorf("parsing /proc/%d/stat starttime %q: %w", pid, f[19], err)
 	}
 	flags, _ := strconv.ParseUint(f[6], 10, 64)
-	return stat{state: f[0], start: f[19], kernel: flags&pfKthread != 0}, nil
+	threads, err := strconv.ParseInt(f[17], 10, 64)
+	if err != nil {
+		return stat{}, fmt.Errorf("parsing /proc/%d/stat num_threads %q: %w", pid, f[17], err)
+	}
+	return stat{state: f[0], start: f[19], kernel: flags&pfKthread != 0, threads: threads}, nil
 }
 
 func readExe(pid int) (string, error) {

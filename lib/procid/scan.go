@@ -134,7 +134,7 @@ func readCmdline(pid int) ([]string, error) {
 			if err != nil {
 				return nil, err
 			}
-			if st.kernel || st.ended() && groupEnded(pid) {
+			if st.kernel || st.gone() {
 				return nil, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
 			}
 			if st.ended() {

@@ -229,8 +229,8 @@ func TestZombieLeaderWithLiveThreadsIsNotGone(t *testing.T) {
 	old := procRoot
 	procRoot = root
 	t.Cleanup(func() { procRoot = old })
-	stat := func(pid, state string) string {
-		return pid + " (qemu) " + state + " 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 12345 0 0\n"
+	stat := func(pid, state string, threads int) string {
+		return pid + " (qemu) " + state + " 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 " + strconv.Itoa(threads) + " 0 12345 0 0\n"
 	}
 	write := func(p, body string) {
 		os.MkdirAll(filepath.Dir(p), 0o755)
@@ -239,10 +239,10 @@ func TestZombieLeaderWithLiveThreadsIsNotGone(t *testing.T) {
 		}
 	}
 	write(root+"/sys/kernel/random/boot_id", "b00t\n")
-	write(root+"/7/stat", stat("7", "Z"))
+	write(root+"/7/stat", stat("7", "Z", 2))
 	write(root+"/7/cmdline", "")
-	write(root+"/7/task/7/stat", stat("7", "Z"))
-	write(root+"/7/task/8/stat", stat("8", "S"))
+	write(root+"/7/task/7/stat", stat("7", "Z", 2))
+	write(root+"/7/task/8/stat", stat("8", "S", 2))
 	claim := Claim{UUID: "0b5f0a3e-8a4c-4f55-9a43-4a3b8f0d2f11"}
 	recorded := vmrecord.Process{PID: 7, Boot: "b00t", Started: "procstat:12345", Executable: "/usr/bin/qemu-system-x86_64", ExecutableFile: "dev:ino"}
 
@@ -268,7 +268,8 @@ func TestZombieLeaderWithLiveThreadsIsNotGone(t *testing.T) {
 		t.Errorf("Observe = %s, want unknown", v)
 	}
 
-	write(root+"/7/task/8/stat", stat("8", "Z")) // the last thread ends
+	write(root+"/7/stat", stat("7", "Z", 1)) // the last other thread is released
+	write(root+"/7/task/8/stat", stat("8", "Z", 1))
 	if tab, err := Find(claim, vmrecord.Invocation{}); err != nil || !tab.Absent() {
 		t.Fatalf("every thread ended: %+v %v, want absent", tab, err)
 	}
