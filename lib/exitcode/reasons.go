@@ -96,6 +96,7 @@ var reasons = []Reason{
 	{"executable_mismatch", Integrity, "the recorded pid runs another executable than the node's QEMU"},
 	{"exists", Conflict, "the output file of barn-inventory init already exists (use --force)"},
 	{"fault_apply_failed", Runtime, "nft or tc refused what a network fault needs"},
+	{"fault_bridge_mismatch", Usage, "BARN_BRIDGE names another bridge than the network or fault record of the state directory (BARN_NET_STATE)"},
 	{"fault_conflict", Conflict, "the node is already degraded by another recorded fault"},
 	{"fault_qdisc_foreign", Conflict, "a node's tap has a root qdisc Barn did not put there, so Barn does not replace it"},
 	{"fault_table_foreign", Conflict, "an nftables table named barn_faults_<bridge> (Barn's name for this bridge's faults) exists that Barn did not create"},

@@ -249,7 +249,7 @@ func startFakeQEMU(t *testing.T, name, addr string) {
 
 // netemSupported probes the kernel with a netem qdisc on a dummy link of
 // the test's namespace. With BARN_REQUIRE_NETEM=1 (testscripts
-// TestKernelFaults, on Debian's kernel) a kernel without it fails the
+// TestHostUnderTestNetworkd, on Debian's kernel) a kernel without it fails the
 // test instead of leaving the degrade's effect unproven.
 func netemSupported(t *testing.T) bool {
 	sh(t, "ip", "link", "add", "probe0", "type", "veth", "peer", "name", "probe0p")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"barn.dev/lib/exitcode"
+	"barn.dev/lib/quote"
 )
 
 // FaultRequest is a fault to inject (see Fault for the fields).
@@ -50,7 +51,20 @@ func (h *Host) faultManifest() (*Manifest, error) {
 	if m.Backend == BackendVmnet || runtimeOS != "linux" {
 		return nil, exitcode.New(exitcode.Capability, "network faults need nftables and tc on a Linux bridge (backend %s)", m.Backend).WithReason("faults_unsupported")
 	}
-	return m, nil
+	return m, h.sameFaultBridge(m.Bridge)
+}
+
+// sameFaultBridge refuses to act when bridge, the one the state
+// directory's network or fault record names, is not h.Bridge
+// (BARN_BRIDGE): the nftables table is named after h.Bridge (FaultTable)
+// and the record is the state directory's, so acting would write one
+// network's faults into another's table, where no record names them.
+func (h *Host) sameFaultBridge(bridge string) error {
+	if bridge == "" || bridge == h.Bridge {
+		return nil
+	}
+	return exitcode.New(exitcode.Usage, "the state directory %s holds the network of bridge %s, and BARN_BRIDGE names %s", h.StateDir, bridge, h.Bridge).
+		WithReason("fault_bridge_mismatch").WithNext(fmt.Sprintf("BARN_BRIDGE=%s BARN_NET_STATE=%s barn-net fault list", quote.ShellIfNeeded(bridge), quote.ShellIfNeeded(h.StateDir)))
 }
 
 // AddFault records req, enforces it and returns the recorded fault.
@@ -132,6 +146,11 @@ func (h *Host) healFaults(ctx context.Context, ids []string, all bool) ([]Fault,
 	}
 	if len(r.Faults) == 0 && len(ids) == 0 {
 		return []Fault{}, nil // nothing recorded: nothing of Barn's to touch
+	}
+	for _, f := range r.Faults {
+		if err := h.sameFaultBridge(f.Bridge); err != nil {
+			return nil, err
+		}
 	}
 	known := []string{}
 	for _, f := range r.Faults {

@@ -5,6 +5,9 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"barn.dev/lib/exitcode"
 )
 
 // tablesNft is one namespace's nftables as the fault code drives it (`nft
@@ -76,5 +79,37 @@ func TestFaultTableName(t *testing.T) {
 	}
 	if got := FaultTable("barn0"); got != "barn_faults_barn0" {
 		t.Errorf("FaultTable(barn0) = %q", got)
+	}
+}
+
+// BARN_BRIDGE names the table and BARN_NET_STATE the record: a fault
+// command whose two disagree is refused before anything is recorded or
+// enforced (found by review: barn0's record written into barn1's table,
+// whose rules then outlived barn0's heal).
+func TestFaultBridgeMustMatchStateDir(t *testing.T) {
+	f := newFakeHost(t, true, "inactive")
+	if _, err := f.install(t, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	withFaultFakes(t, f)
+	ctx := context.Background()
+	f.Bridge = "barn1"
+	_, err := f.AddFault(ctx, FaultRequest{Kind: FaultIsolate, A: []Member{{"pg-2", "10.10.10.12"}}}, time.Now())
+	if e := exitcode.As(err); e.Reason != "fault_bridge_mismatch" || !strings.Contains(e.Next, "BARN_BRIDGE=barn0 ") {
+		t.Fatalf("AddFault with BARN_BRIDGE=barn1 on barn0's state: %v", err)
+	}
+	if r, _ := f.ReadFaults(); len(r.Faults) != 0 {
+		t.Fatalf("a refused fault was recorded: %+v", r.Faults)
+	}
+	f.Bridge = "barn0"
+	fl, err := f.AddFault(ctx, FaultRequest{Kind: FaultIsolate, A: []Member{{"pg-2", "10.10.10.12"}}}, time.Now())
+	must(t, err)
+	f.Bridge = "barn1"
+	if _, err := f.HealFaults(ctx, nil, true); exitcode.As(err).Reason != "fault_bridge_mismatch" {
+		t.Fatalf("heal --all with BARN_BRIDGE=barn1 of barn0's fault: %v", err)
+	}
+	f.Bridge = "barn0"
+	if healed, err := f.HealFaults(ctx, nil, true); err != nil || len(healed) != 1 || healed[0].ID != fl.ID {
+		t.Fatalf("heal --all: %v %v", healed, err)
 	}
 }
