@@ -30,16 +30,24 @@ func (e *Engine) Delete(ctx context.Context, name string) (kept []string, err er
 		}
 		return nil, err
 	}
-	if r.State == Restoring {
-		// Half restored: deleting it would resume a mix of the snapshot
-		// and the lab, and drop the only way to finish the restore.
-		return nil, interrupted(r)
-	}
 	lock, names, err := e.lock(ctx, applied(e.Root, r))
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Unlock()
+	// Read again under the lock: a restore or save that held it may have
+	// changed or removed the record since.
+	if r, err = Read(e.Root.Dir, name); err != nil || r == nil {
+		if err == nil {
+			err = notFound(name)
+		}
+		return nil, err
+	}
+	if r.State == Restoring {
+		// Half restored: deleting it would resume a mix of the snapshot
+		// and the lab, and drop the only way to finish the restore.
+		return nil, interrupted(r)
+	}
 	ns, err := e.committed(names)
 	if err != nil {
 		return nil, err

@@ -44,6 +44,14 @@ func (e *Engine) Restore(ctx context.Context, name string) (*Record, error) {
 		return nil, err
 	}
 	defer lock.Unlock()
+	// Read again under the lock: a delete that held it may have removed
+	// the record, or a save or delete left it interrupted.
+	if r, err = Read(e.Root.Dir, name); err != nil || r == nil {
+		if err == nil {
+			err = notFound(name)
+		}
+		return nil, err
+	}
 	if r.State != Complete && r.State != Restoring {
 		return nil, interrupted(r)
 	}
