@@ -35,7 +35,7 @@ set -euo pipefail
 SUITE=bookworm
 # netbase: /etc/protocols (minbase lacks it; without it firewalld 1.3 exits at
 # start with "INVALID_PROTOCOL: esp" loading its stock ipsec service).
-# iputils-ping: the network-fault tests (TestKernelFaults) measure with ping.
+# iputils-ping: the kernel fault tests (the networkd guest's "faults" part) ping.
 COMMON=(linux-image-amd64 systemd-sysv dbus udev kmod iproute2 procps
   qemu-system-x86 qemu-system-common nftables ca-certificates netbase iputils-ping)
 NM_PACKAGES=(network-manager firewalld)

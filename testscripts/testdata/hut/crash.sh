@@ -1,8 +1,10 @@
 # crash.sh — kill barn-net (BARN_NET_TEST_CRASH_AFTER) right after each step
 # of install and of uninstall, then follow the printed hints; each run
-# leaves crash-<phase>-<step>.snap for the Go test to compare with before.
+# leaves crash-<phase>-<step>.snap for the Go test to compare with
+# crash-before, taken first.
 crash_every_step() {
   flags=$1
+  snap crash-before
   step crash-plan barn-net plan $flags
   for id in $(plan_ids "$OUT/crash-plan.out"); do
     step "ci-$id" env BARN_NET_TEST_CRASH_AFTER="install:$id" barn-net install --yes $flags
