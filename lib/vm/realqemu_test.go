@@ -247,9 +247,19 @@ func TestRealQEMUHeldBarnMonitorIsBusyNotAbsent(t *testing.T) {
 	release()
 	// QEMU notices the closed client, and then accepts queued ones, when
 	// it gets to it: on a loaded host (or under -race) that took longer
-	// than the 500 ms bound that proved the held monitor busy, and the
-	// connect found the backlog full (EAGAIN, busy). The monitor is free
-	// once QEMU answers; the bound only limits that wait.
+	// than the 500 ms bound that proved the held monitor busy, and a
+	// connect meanwhile can find the backlog full (EAGAIN: busy, at
+	// once). Wait, with a deadline, until an audit finds the monitor
+	// answering; the stop then has it free.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		l := vm.Audit(context.Background(), f.target(&proc))
+		if l.QMP == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the released monitor still does not answer after 60 s: %v", l.QMP)
+		}
+	}
 	o.QMPTimeout = 10 * time.Second
 	log = steps(&o)
 	if err := vm.Stop(context.Background(), f.target(&proc), o); err != nil {
