@@ -129,14 +129,14 @@ func (c *checkCmd) Run(env *tool.Env) error {
 //
 //	reach ADDR ok|fail       ping -c1 -W2 over the private network
 //	resolve NAME ADDR|-      getent hosts NAME (first address)
-//	ssh ADDR ok|fail         (control node) an SSH banner from ADDR:22 within 3 s
+//	ssh ADDR ok|fail         (control node) an SSH banner from ADDR:22 within 15 s (sshd re-execs per connection: seconds on a loaded TCG guest)
 func probeScript(peers []string, names []string, ssh bool) string {
 	var b strings.Builder
 	b.WriteString("export LC_ALL=C\n")
 	for _, p := range peers {
 		fmt.Fprintf(&b, "if ping -n -c1 -W2 %s >/dev/null 2>&1; then echo reach %s ok; else echo reach %s fail; fi\n", p, p, p)
 		if ssh {
-			fmt.Fprintf(&b, "if timeout 3 bash -c 'exec 3<>/dev/tcp/%s/22; head -c4 <&3' 2>/dev/null | grep -q SSH-; then echo ssh %s ok; else echo ssh %s fail; fi\n", p, p, p)
+			fmt.Fprintf(&b, "if timeout 15 bash -c 'exec 3<>/dev/tcp/%s/22; head -c4 <&3' 2>/dev/null | grep -q SSH-; then echo ssh %s ok; else echo ssh %s fail; fi\n", p, p, p)
 		}
 	}
 	for _, n := range names {
