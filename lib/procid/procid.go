@@ -155,8 +155,9 @@ func Capture(pid int) (vmrecord.Process, error) {
 // Observe judges the recorded tuple p against the live process now at
 // p.PID: Foreign when the boot id differs, or the live start time,
 // executable path or executable file differs; Dead when nothing (or a
-// zombie, every thread of it) lives there; Ours when everything matches; Unknown when the live
-// process cannot be read, when its argv differs with the same start time
+// zombie, every thread of it) lives there; Ours when everything matches;
+// Unknown when the live process cannot be read (also while its main
+// thread is a zombie and others run), when its argv differs with the same start time
 // and executable, and for an incomplete tuple (no boot id or no executable
 // file: Capture always records both), which is never enough to signal.
 func Observe(p vmrecord.Process) Verdict {
