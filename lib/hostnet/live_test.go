@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/testexec"
@@ -53,12 +54,12 @@ func live(t *testing.T, body func(t *testing.T, e *liveEnv)) {
 		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
 	}
 	defer exec.Command("ip", "netns", "del", name).Run()
-	// The host's /etc/qemu must be exactly as before: the child works in an overlay.
-	hostBefore, _ := os.Stat("/etc/qemu")
+	// What the host's /etc/qemu holds must be exactly as before: the child
+	// works in an overlay.
+	hostBefore := etcQemuFiles(t)
 	defer func() {
-		hostAfter, _ := os.Stat("/etc/qemu")
-		if (hostBefore == nil) != (hostAfter == nil) || hostBefore != nil && !hostBefore.ModTime().Equal(hostAfter.ModTime()) {
-			t.Errorf("the host's /etc/qemu changed during the test (before %v, after %v)", hostBefore, hostAfter)
+		if after := etcQemuFiles(t); !reflect.DeepEqual(hostBefore, after) {
+			t.Errorf("the host's /etc/qemu changed during the test:\nbefore %q\nafter  %q", hostBefore, after)
 		}
 	}()
 	cmd := exec.Command("ip", "netns", "exec", name, os.Args[0], "-test.run", "^"+t.Name()+"$", "-test.v", "-test.count=1")
@@ -71,6 +72,29 @@ func live(t *testing.T, body func(t *testing.T, e *liveEnv)) {
 	if !strings.Contains(string(out), "--- PASS: "+t.Name()) {
 		t.Fatalf("test body in netns %s did not pass (skipped?)", name)
 	}
+}
+
+// etcQemuFiles describes each file of the host's /etc/qemu: name, mode,
+// size, modification time and content. A missing /etc/qemu and an empty
+// one read the same: `make ci`'s lab suites create the empty directory
+// beside this test, as the mount point `ip netns exec` binds over.
+func etcQemuFiles(t *testing.T) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/etc/qemu")
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, e := range entries {
+		p := filepath.Join("/etc/qemu", e.Name())
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(p) // a directory reads as nothing
+		files = append(files, fmt.Sprintf("%s %v %d %s %q", e.Name(), fi.Mode(), fi.Size(), fi.ModTime().UTC().Format(time.RFC3339Nano), b))
+	}
+	return files
 }
 
 func setupInside(t *testing.T) *liveEnv {
