@@ -115,21 +115,20 @@ image: build ## Build (or reuse) the local Debian 12 guest image repository with
 	@scripts/build-hostimage.sh
 
 # The real-lab scripts (testdata/lab: lab_single, lab_lifecycle,
-# lab_rehearse), the networkd host-under-test guest (its parts and the
-# kernel's network faults) and the uninstall suite. -parallel 4: every lab
-# script and the guest boot at once; they wait on guests far more than
-# they compute.
-e2e: build ## Run the real-lab suite, the networkd host-under-test guest and the uninstall suite (root, QEMU under TCG, the local images, private netns)
+# lab_rehearse), both host-under-test guests (NetworkManager with
+# firewalld; networkd, with the kernel's network faults) and the uninstall
+# suite. -parallel 5: every lab script and both guests boot at once; they
+# wait on guests far more than they compute.
+e2e: build ## Run the real-lab suite, both host-under-test guests and the uninstall suite (root, QEMU under TCG, the local images, private netns)
 	@repo=$$(scripts/build-image.sh --arm64) && hut=$$(scripts/build-hostimage.sh) && cd testscripts && \
-		BARN_TEST_REPO=$$repo BARN_TEST_HUT=$$hut $(GO) test -count=1 -timeout 60m -parallel 4 -run '^(TestLab|TestUninstall|TestHostUnderTestNetworkd)$$' -v .
+		BARN_TEST_REPO=$$repo BARN_TEST_HUT=$$hut $(GO) test -count=1 -timeout 60m -parallel 5 -run '^(TestLab|TestUninstall|TestHostUnderTest|TestHostUnderTestNetworkd)$$' -v .
 
 e2e-next: build ## Run real-QEMU hot-plug outside make ci: experimental (lib/vm TestRealQEMUHotplug; root, TCG)
 	@cd lib && BARN_TEST_NEXT=1 $(GO) test -count=1 -run '^TestRealQEMUHotplug$$' -v ./vm
 
-# The hosts under test (issue 23): NetworkManager/firewalld and networkd in
-# Debian 12 guests with systemd as PID 1, each its own go test, side by
-# side. The networkd guest is in `make ci` (e2e); the NetworkManager guest
-# is outside it for its time under TCG (README: Host-under-test findings).
+# The hosts under test (issue 23) alone: NetworkManager/firewalld and
+# networkd in Debian 12 guests with systemd as PID 1, each its own go test,
+# side by side (both are in `make e2e` too); BARN_TEST_HUT_PARTS picks parts.
 e2e-hut: build ## Run barn-net against the real NetworkManager, firewalld and networkd in host-under-test guests (root; builds their images once)
 	@hut=$$(scripts/build-hostimage.sh) && cd testscripts && \
 		BARN_TEST_HUT=$$hut $(GO) test -count=1 -timeout 90m -run '^TestHostUnderTest(Networkd)?$$' -v .

@@ -41,11 +41,14 @@ settle() {
   } > "$OUT/boot.diag" 2>&1
 }
 
-# step NAME CMD...: run CMD (stdin from /dev/null unless STDIN is set).
+# step NAME CMD...: run CMD (stdin from /dev/null unless STDIN is set);
+# out/steps gets "NAME SECONDS" (what the part's time went on).
 step() {
   n=$1; shift
+  t0=$(date +%s)
   "$@" > "$OUT/$n.out" 2> "$OUT/$n.err" < "${STDIN:-/dev/null}"
   echo $? > "$OUT/$n.rc"
+  echo "$n $(( $(date +%s) - t0 ))" >> "$OUT/steps"
 }
 
 # follow NAME: run the "next:" hint the refusal NAME printed (if any) as
@@ -70,6 +73,7 @@ plan_ids() { grep -o '"id": *"[^"]*"' "$1" | sed 's/^"id": *"//; s/"$//'; }
 
 # snap NAME: the host network as the services themselves show it.
 snap() {
+  t0=$(date +%s)
   {
     echo "## links and addresses (ip -br)"; ip -br link | awk '{print $1, $2}' | sort; ip -br addr | sort
     echo "## routes"; ip route | sort
@@ -80,4 +84,5 @@ snap() {
     echo "## barn state"; ls -la /var/lib/barn 2>&1 | sed 1d | awk '{print $1, $NF}'
     snap_service
   } > "$OUT/$1.snap" 2>&1
+  echo "snap:$1 $(( $(date +%s) - t0 ))" >> "$OUT/steps"
 }
