@@ -393,16 +393,6 @@ func newFakeHost(t *testing.T, nm bool, networkdActive string) *fakeHost {
 esac
 exit 0
 `)
-	script("firewall-cmd", `[ "$(cat $F/firewalld)" = active ] || { echo "FirewallD is not running"; exit 252; }
-case "$*" in
-"--get-zone-of-interface=barn0") [ -s $F/fw-runtime-barn0 ] && { cat $F/fw-runtime-barn0; echo; exit 0; }; echo "no zone"; exit 2 ;;
-"--permanent --get-zone-of-interface=barn0") [ -s $F/fw-permanent-barn0 ] && { cat $F/fw-permanent-barn0; echo; exit 0; }; echo "no zone"; exit 2 ;;
-"--zone=trusted --remove-interface=barn0") [ -e $F/fw-remove-fails ] && { echo "Error: COMMAND_FAILED" >&2; exit 1; }
-  rm -f $F/fw-runtime-barn0; echo success ;;
-"--zone="*" --change-interface=barn0") z=${1#--zone=}; printf %s "$z" > $F/fw-runtime-barn0; echo success ;;
-*) echo "fake firewall-cmd: unexpected $*" >&2; exit 1 ;;
-esac
-`)
 	script("systemctl", `case "$1 $2" in
 "is-active systemd-networkd.service") cat $F/networkd; echo; [ "$(cat $F/networkd)" = active ] ;;
 "is-active systemd-networkd.socket") cat $F/networkd-socket; echo; [ "$(cat $F/networkd-socket)" = active ] ;;
@@ -432,11 +422,70 @@ exit 0
 		Link: fakeLinks{links: []LinkInfo{{Name: "eth0", Kind: "device", Up: true, Addrs: []string{"192.168.1.20/24"}}},
 			bridgeIf: filepath.Join(root, "fake", "bridge"),
 			bridge:   LinkInfo{Name: "barn0", Index: 7, Kind: "bridge", MAC: BridgeMAC("barn0", mustSubnet(DefaultCIDR)), Up: true, Addrs: []string{"10.10.10.1/24"}}},
-		Prover: func(ctx context.Context, h *Host, p *Plan) error { return nil }}
+		Firewalld: fakeFirewalld{dir: filepath.Join(root, "fake"), log: log},
+		Prover:    func(ctx context.Context, h *Host, p *Plan) error { return nil }}
 	if os.Geteuid() != 0 {
 		t.Skip("the helper must be root-owned for install; run as root")
 	}
 	return &fakeHost{Host: h, root: root, log: log}
+}
+
+// fakeFirewalld answers from and changes the fake host's files, as
+// firewalld 1.3 does on D-Bus: fake/firewalld ("active" or not) says
+// whether it is on the bus, fake/fw-runtime-<iface> and
+// fake/fw-permanent-<iface> hold the zone binding iface (absent: none);
+// fake/fw-remove-fails makes removeInterface fail. Changes are logged.
+type fakeFirewalld struct{ dir, log string }
+
+func (f fakeFirewalld) running() bool {
+	b, _ := os.ReadFile(filepath.Join(f.dir, "firewalld"))
+	return string(b) == "active"
+}
+
+func (f fakeFirewalld) ZoneOfInterface(_ context.Context, iface string, permanent bool) (string, bool, error) {
+	if !f.running() {
+		return "", false, nil
+	}
+	name := "fw-runtime-" + iface
+	if permanent {
+		name = "fw-permanent-" + iface
+	}
+	b, err := os.ReadFile(filepath.Join(f.dir, name))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", true, nil
+	}
+	return strings.TrimSpace(string(b)), true, err
+}
+
+func (f fakeFirewalld) change(op, zone, iface string, apply func(path string) error) error {
+	l, err := os.OpenFile(f.log, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(l, "firewalld %s %s %s\n", op, zone, iface)
+	l.Close()
+	if !f.running() {
+		return errors.New("firewalld: not running")
+	}
+	return apply(filepath.Join(f.dir, "fw-runtime-"+iface))
+}
+
+func (f fakeFirewalld) RemoveInterface(_ context.Context, zone, iface string) error {
+	return f.change("removeInterface", zone, iface, func(path string) error {
+		if _, err := os.Stat(filepath.Join(f.dir, "fw-remove-fails")); err == nil {
+			return errors.New("org.fedoraproject.FirewallD1.Exception: COMMAND_FAILED")
+		}
+		if b, _ := os.ReadFile(path); string(b) != zone {
+			return errors.New("org.fedoraproject.FirewallD1.Exception: UNKNOWN_INTERFACE: '" + iface + "' is not in '" + zone + "'")
+		}
+		return os.Remove(path)
+	})
+}
+
+func (f fakeFirewalld) ChangeZoneOfInterface(_ context.Context, zone, iface string) error {
+	return f.change("changeZoneOfInterface", zone, iface, func(path string) error {
+		return os.WriteFile(path, []byte(zone), 0o644)
+	})
 }
 
 // mutations returns the logged commands that change something (queries
@@ -449,7 +498,7 @@ func (f *fakeHost) mutations(t *testing.T) []string {
 	var out []string
 	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		if l == "" || strings.Contains(l, " is-active ") || strings.Contains(l, " is-enabled ") || strings.HasPrefix(l, "nmcli -t ") ||
-			strings.HasPrefix(l, "nmcli -g ") || strings.Contains(l, "--get-zone-of-interface=") {
+			strings.HasPrefix(l, "nmcli -g ") {
 			continue
 		}
 		out = append(out, l)

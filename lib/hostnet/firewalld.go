@@ -4,29 +4,117 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
+	"io/fs"
 	"strings"
+	"syscall"
+
+	"github.com/godbus/dbus/v5"
 )
 
-// firewalldZone asks firewall-cmd which zone binds iface, in firewalld's
-// runtime or (permanent) its permanent configuration: zone "" when none
-// ("no zone", exit 2), running false when firewalld does not answer
-// ("FirewallD is not running", or no firewall-cmd); any other failure is an error.
-func (h *Host) firewalldZone(ctx context.Context, iface string, permanent bool) (zone string, running bool, err error) {
-	argv := []string{"firewall-cmd", "--get-zone-of-interface=" + iface}
-	if permanent {
-		argv = []string{"firewall-cmd", "--permanent", "--get-zone-of-interface=" + iface}
+// Firewalld is the part of firewalld's D-Bus API (bus name
+// org.fedoraproject.FirewallD1, the API firewall-cmd itself calls) that
+// barn-net uses: which zone binds an interface, and that binding in the
+// runtime configuration. FirewalldBus is the real one; tests use a fake.
+type Firewalld interface {
+	// ZoneOfInterface returns the zone binding iface in firewalld's runtime
+	// configuration or (permanent) its permanent one: "" when none,
+	// running false when firewalld is not on the system bus.
+	ZoneOfInterface(ctx context.Context, iface string, permanent bool) (zone string, running bool, err error)
+	// RemoveInterface removes iface from zone in the runtime configuration.
+	RemoveInterface(ctx context.Context, zone, iface string) error
+	// ChangeZoneOfInterface binds iface to zone in the runtime configuration.
+	ChangeZoneOfInterface(ctx context.Context, zone, iface string) error
+}
+
+// FirewalldBus calls firewalld over the system bus at the D-Bus
+// specification's fixed address (never $DBUS_SYSTEM_BUS_ADDRESS: the
+// environment does not redirect barn-net), one private connection per
+// call. Calls never start firewalld (no D-Bus activation). Under TCG a
+// firewall-cmd run (Python) took 2.2-2.7 s where this call takes 0.2-0.4 s.
+type FirewalldBus struct{}
+
+const (
+	systemBus    = "unix:path=/var/run/dbus/system_bus_socket"
+	fwdName      = "org.fedoraproject.FirewallD1"
+	fwdPath      = "/org/fedoraproject/FirewallD1"
+	fwdZone      = fwdName + ".zone"
+	fwdConfig    = fwdName + ".config"
+	fwdConfigObj = fwdPath + "/config"
+)
+
+// call calls method on object path of firewalld with args and stores its
+// one result in out (when not nil); running is false when there is no
+// system bus or firewalld does not own its name on it.
+func (FirewalldBus) call(ctx context.Context, path, method string, out any, args ...any) (running bool, err error) {
+	conn, err := dbus.Connect(systemBus, dbus.WithContext(ctx))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
+			return false, nil // no system bus: no firewalld
+		}
+		return false, fmt.Errorf("connecting to the system bus: %w", err)
 	}
-	out, err := h.run(ctx, argv...)
+	defer conn.Close()
+	c := conn.Object(fwdName, dbus.ObjectPath(path)).CallWithContext(ctx, method, dbus.FlagNoAutoStart, args...)
+	if n := dbusErrorName(c.Err); n == "org.freedesktop.DBus.Error.ServiceUnknown" || n == "org.freedesktop.DBus.Error.NameHasNoOwner" {
+		return false, nil
+	}
+	if c.Err == nil && out != nil {
+		c.Err = c.Store(out)
+	}
+	if c.Err != nil {
+		return true, fmt.Errorf("firewalld %s%v: %w", method[strings.LastIndexByte(method, '.')+1:], args, c.Err)
+	}
+	return true, nil
+}
+
+// dbusErrorName is the D-Bus error name of err ("" when err is no D-Bus
+// error reply).
+func dbusErrorName(err error) string {
+	var v dbus.Error
+	var p *dbus.Error
 	switch {
-	case err == nil:
-		return firstLine(out), true, nil
-	case strings.Contains(out, "no zone"):
-		return "", true, nil
-	case strings.Contains(out, "not running") || errors.Is(err, exec.ErrNotFound):
-		return "", false, nil
+	case errors.As(err, &v):
+		return v.Name
+	case errors.As(err, &p):
+		return p.Name
 	}
-	return "", false, fmt.Errorf("%v: %w: %s", argv, err, firstLine(out))
+	return ""
+}
+
+// ZoneOfInterface implements Firewalld.
+func (b FirewalldBus) ZoneOfInterface(ctx context.Context, iface string, permanent bool) (string, bool, error) {
+	path, method := fwdPath, fwdZone+".getZoneOfInterface"
+	if permanent {
+		path, method = fwdConfigObj, fwdConfig+".getZoneOfInterface"
+	}
+	var zone string
+	running, err := b.call(ctx, path, method, &zone, iface)
+	return zone, running, err
+}
+
+// RemoveInterface implements Firewalld.
+func (b FirewalldBus) RemoveInterface(ctx context.Context, zone, iface string) error {
+	_, err := b.call(ctx, fwdPath, fwdZone+".removeInterface", nil, zone, iface)
+	return err
+}
+
+// ChangeZoneOfInterface implements Firewalld.
+func (b FirewalldBus) ChangeZoneOfInterface(ctx context.Context, zone, iface string) error {
+	_, err := b.call(ctx, fwdPath, fwdZone+".changeZoneOfInterface", nil, zone, iface)
+	return err
+}
+
+// firewalld is h.Firewalld, or the system bus's when unset.
+func (h *Host) firewalld() Firewalld {
+	if h.Firewalld != nil {
+		return h.Firewalld
+	}
+	return FirewalldBus{}
+}
+
+// firewalldZone is the zone binding iface (firewalld.ZoneOfInterface).
+func (h *Host) firewalldZone(ctx context.Context, iface string, permanent bool) (zone string, running bool, err error) {
+	return h.firewalld().ZoneOfInterface(ctx, iface, permanent)
 }
 
 // releaseTrustedZone removes firewalld's runtime binding of br to the
@@ -50,7 +138,7 @@ func (h *Host) releaseTrustedZone(ctx context.Context, br, was string) error {
 	if err != nil || perm != "" {
 		return err
 	}
-	return h.command(ctx, "firewall-cmd", "--zone=trusted", "--remove-interface="+br)
+	return h.firewalld().RemoveInterface(ctx, "trusted", br)
 }
 
 // restoreZone binds br again, in firewalld's runtime, to was, the zone
@@ -67,5 +155,5 @@ func (h *Host) restoreZone(ctx context.Context, br, was string) error {
 	if err != nil || !running || zone == was {
 		return err
 	}
-	return h.command(ctx, "firewall-cmd", "--zone="+was, "--change-interface="+br)
+	return h.firewalld().ChangeZoneOfInterface(ctx, was, br)
 }

@@ -65,6 +65,9 @@ type Host struct {
 
 	// Runner executes external commands (nmcli, systemctl, networkctl).
 	Runner Runner
+	// Firewalld answers and changes firewalld's zone bindings; nil means
+	// FirewalldBus, the system bus.
+	Firewalld Firewalld
 	// Prover runs the readiness proof; nil means the real QEMU attach.
 	Prover func(ctx context.Context, h *Host, p *Plan) error
 	// FailAfter injects a failure right after the step with this ID was
