@@ -9,6 +9,7 @@ require github.com/go-json-experiment/json v1.27.2 // indirect
 require (
 	aead.dev/minisign v0.3.0 // indirect
 	github.com/creack/pty v1.1.24 // indirect
+	github.com/godbus/dbus/v5 v5.2.4 // indirect
 	github.com/gofrs/flock v0.13.2 // indirect
 	github.com/google/renameio/v2 v2.0.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect

@@ -8,6 +8,7 @@ require github.com/go-json-experiment/json v1.27.2 // indirect
 
 require (
 	github.com/creack/pty v1.1.24 // indirect
+	github.com/godbus/dbus/v5 v5.2.4 // indirect
 	github.com/hashicorp/errwrap v1.1.0 // indirect
 	github.com/hashicorp/go-multierror v1.1.1 // indirect
 	github.com/posener/complete v1.2.3 // indirect
