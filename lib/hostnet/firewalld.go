@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 )
@@ -31,7 +32,9 @@ type Firewalld interface {
 // environment does not redirect barn-net), one private connection per
 // call. Calls never start firewalld (no D-Bus activation). Under TCG a
 // firewall-cmd run (Python) took 2.2-2.7 s where this call takes 0.2-0.4 s.
-type FirewalldBus struct{}
+type FirewalldBus struct {
+	addr string // the bus address; "" is systemBus (tests set another)
+}
 
 const (
 	systemBus    = "unix:path=/var/run/dbus/system_bus_socket"
@@ -42,29 +45,47 @@ const (
 	fwdConfigObj = fwdPath + "/config"
 )
 
-// call calls method on object path of firewalld with args and stores its
-// one result in out (when not nil); running is false when there is no
-// system bus or firewalld does not own its name on it.
-func (FirewalldBus) call(ctx context.Context, path, method string, out any, args ...any) (running bool, err error) {
-	conn, err := dbus.Connect(systemBus, dbus.WithContext(ctx))
+// fwdTimeout bounds one call, connect to reply (libdbus's default reply
+// timeout, which firewall-cmd had): a bus or firewalld that accepts and
+// never answers is an error, not a hang.
+const fwdTimeout = 25 * time.Second
+
+// call calls method on object path of firewalld with args and returns
+// its reply, which must be one string (every method barn-net calls
+// returns one); running is false when there is no system bus or
+// firewalld does not own its name on it.
+func (b FirewalldBus) call(ctx context.Context, path, method string, args ...any) (reply string, running bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return "", false, err // dialling a unix socket ignores ctx
+	}
+	ctx, cancel := context.WithTimeout(ctx, fwdTimeout)
+	defer cancel()
+	conn, err := dbus.Connect(or(b.addr, systemBus), dbus.WithContext(ctx))
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
-			return false, nil // no system bus: no firewalld
+		if ctx.Err() == nil && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED)) {
+			return "", false, nil // no system bus: no firewalld
 		}
-		return false, fmt.Errorf("connecting to the system bus: %w", err)
+		return "", false, fmt.Errorf("connecting to the system bus: %w", err)
 	}
 	defer conn.Close()
 	c := conn.Object(fwdName, dbus.ObjectPath(path)).CallWithContext(ctx, method, dbus.FlagNoAutoStart, args...)
 	if n := dbusErrorName(c.Err); n == "org.freedesktop.DBus.Error.ServiceUnknown" || n == "org.freedesktop.DBus.Error.NameHasNoOwner" {
-		return false, nil
+		return "", false, nil
 	}
-	if c.Err == nil && out != nil {
-		c.Err = c.Store(out)
+	err = c.Err
+	if err == nil {
+		var ok bool
+		if len(c.Body) == 1 {
+			reply, ok = c.Body[0].(string)
+		}
+		if !ok {
+			err = fmt.Errorf("reply %v is not one string", c.Body)
+		}
 	}
-	if c.Err != nil {
-		return true, fmt.Errorf("firewalld %s%v: %w", method[strings.LastIndexByte(method, '.')+1:], args, c.Err)
+	if err != nil {
+		return "", true, fmt.Errorf("firewalld %s%v: %w", method[strings.LastIndexByte(method, '.')+1:], args, err)
 	}
-	return true, nil
+	return reply, true, nil
 }
 
 // dbusErrorName is the D-Bus error name of err ("" when err is no D-Bus
@@ -87,20 +108,26 @@ func (b FirewalldBus) ZoneOfInterface(ctx context.Context, iface string, permane
 	if permanent {
 		path, method = fwdConfigObj, fwdConfig+".getZoneOfInterface"
 	}
-	var zone string
-	running, err := b.call(ctx, path, method, &zone, iface)
-	return zone, running, err
+	return b.call(ctx, path, method, iface)
 }
 
 // RemoveInterface implements Firewalld.
 func (b FirewalldBus) RemoveInterface(ctx context.Context, zone, iface string) error {
-	_, err := b.call(ctx, fwdPath, fwdZone+".removeInterface", nil, zone, iface)
-	return err
+	return b.change(ctx, "removeInterface", zone, iface)
 }
 
 // ChangeZoneOfInterface implements Firewalld.
 func (b FirewalldBus) ChangeZoneOfInterface(ctx context.Context, zone, iface string) error {
-	_, err := b.call(ctx, fwdPath, fwdZone+".changeZoneOfInterface", nil, zone, iface)
+	return b.change(ctx, "changeZoneOfInterface", zone, iface)
+}
+
+// change calls the zone method that changes iface's binding; firewalld
+// not running is an error here (the change did not happen).
+func (b FirewalldBus) change(ctx context.Context, method, zone, iface string) error {
+	_, running, err := b.call(ctx, fwdPath, fwdZone+"."+method, zone, iface)
+	if err == nil && !running {
+		err = fmt.Errorf("firewalld %s(%s, %s): firewalld is not running", method, zone, iface)
+	}
 	return err
 }
 
