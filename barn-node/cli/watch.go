@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -21,6 +22,10 @@ const (
 	watchFailed   = "failed"      // readiness failed, or the status audit failed
 	watchStopped  = "not running" // nothing to wait for
 	watchUnproven = "running"     // running; readiness checks are off (BARN_READINESS=none)
+
+	// watchStrikes is how many refreshes in a row must fail a node's
+	// status before the watch calls it failed.
+	watchStrikes = 3
 )
 
 // WatchDoc is barn.watch/v1: the last status and each node's readiness.
@@ -67,7 +72,8 @@ func sortedKeys(m map[string]string) []string {
 }
 
 // watch refreshes status every interval until every selected node is
-// ready, failed or not running, or until timeout. Progress (one line per
+// ready, failed (its readiness failed, or its status on watchStrikes
+// refreshes in a row) or not running, or until timeout. Progress (one line per
 // change, with the elapsed time) goes to stderr; the final WatchDoc to
 // stdout. Exit: 0 when every running node is ready (or unchecked); when
 // any failed, the batch class of the failures over the watched nodes
@@ -84,6 +90,7 @@ func (c *statusCmd) watch(env *tool.Env, m *lifecycle.Manager) error {
 	errs := map[string]string{}
 	classes := map[string]exitcode.Class{} // failed node → its failure's class
 	probing := map[string]bool{}
+	strikes := map[string]int{} // node → consecutive refreshes whose status failed it
 	shown := map[string]string{}
 	var last *lifecycle.Status
 	for {
@@ -101,18 +108,17 @@ func (c *statusCmd) watch(env *tool.Env, m *lifecycle.Manager) error {
 			return err
 		}
 		last = st
-		failed := map[string]string{}
-		for _, f := range st.Failures {
-			failed[f.Node] = f.Error
-			mu.Lock()
-			classes[f.Node] = f.Class()
-			mu.Unlock()
-		}
+		failed := strike(strikes, st.Failures)
 		mu.Lock()
+		for _, f := range st.Failures {
+			classes[f.Node] = f.Class()
+		}
 		for _, n := range st.Nodes {
 			switch {
 			case failed[n.Name] != "":
 				ready[n.Name], errs[n.Name] = watchFailed, failed[n.Name]
+			case strikes[n.Name] > 0 && ready[n.Name] != watchFailed:
+				ready[n.Name] = watchPending // not yet a verdict; no probe for it
 			case n.Runtime != lifecycle.RuntimeRunning:
 				ready[n.Name] = watchStopped
 			case !check:
@@ -157,6 +163,27 @@ func (c *statusCmd) watch(env *tool.Env, m *lifecycle.Manager) error {
 		return emit(env, doc, exitcode.New(class, "%d of %d node(s) failed readiness", len(doc.Errors), len(doc.Readiness)).WithReason("nodes_failed"))
 	}
 	return emit(env, doc, nil)
+}
+
+// strike counts, in strikes (node → refreshes in a row), the nodes this
+// refresh's status failed, forgets the others, and returns node → error
+// of those failed watchStrikes times in a row. A node the status audit
+// fails (its QMP silent for the audit's bound, say) fails the watch only
+// when the next refreshes fail it too: on a loaded host one slow answer
+// is no verdict.
+func strike(strikes map[string]int, failures []lifecycle.Failure) map[string]string {
+	failed := map[string]string{}
+	for n := range strikes {
+		if !slices.ContainsFunc(failures, func(f lifecycle.Failure) bool { return f.Node == n }) {
+			delete(strikes, n)
+		}
+	}
+	for _, f := range failures {
+		if strikes[f.Node]++; strikes[f.Node] >= watchStrikes {
+			failed[f.Node] = f.Error
+		}
+	}
+	return failed
 }
 
 // timedOut ends a watch whose deadline passed (cancelled on ^C): the
