@@ -110,15 +110,16 @@ func (c *statusCmd) watch(env *tool.Env, m *lifecycle.Manager) error {
 		last = st
 		failed := strike(strikes, st.Failures)
 		mu.Lock()
-		for _, f := range st.Failures {
-			classes[f.Node] = f.Class()
-		}
 		for _, n := range st.Nodes {
+			f, isFailed := failed[n.Name]
 			switch {
-			case failed[n.Name] != "":
-				ready[n.Name], errs[n.Name] = watchFailed, failed[n.Name]
-			case strikes[n.Name] > 0 && ready[n.Name] != watchFailed:
-				ready[n.Name] = watchPending // not yet a verdict; no probe for it
+			case isFailed:
+				ready[n.Name], errs[n.Name], classes[n.Name] = watchFailed, f.Error, f.Class()
+			case strikes[n.Name] > 0:
+				// not yet a verdict: what the node was stays, and no probe starts
+				if ready[n.Name] == "" {
+					ready[n.Name] = watchPending
+				}
 			case n.Runtime != lifecycle.RuntimeRunning:
 				ready[n.Name] = watchStopped
 			case !check:
@@ -139,7 +140,7 @@ func (c *statusCmd) watch(env *tool.Env, m *lifecycle.Manager) error {
 				shown[n.Name] = r
 				env.Stderrf("%s: %s (%s)", n.Name, r, human.Duration(env.Now().Sub(start)))
 			}
-			if r == watchPending {
+			if r == watchPending || strikes[n.Name] > 0 && r != watchFailed {
 				settled = false
 			}
 		}
@@ -166,21 +167,22 @@ func (c *statusCmd) watch(env *tool.Env, m *lifecycle.Manager) error {
 }
 
 // strike counts, in strikes (node → refreshes in a row), the nodes this
-// refresh's status failed, forgets the others, and returns node → error
-// of those failed watchStrikes times in a row. A node the status audit
-// fails (its QMP silent for the audit's bound, say) fails the watch only
-// when the next refreshes fail it too: on a loaded host one slow answer
-// is no verdict.
-func strike(strikes map[string]int, failures []lifecycle.Failure) map[string]string {
-	failed := map[string]string{}
+// refresh's status failed, forgets the others, and returns the failures
+// that are verdicts: an integrity failure at once (damaged evidence never
+// waits), any other once it came watchStrikes times in a row. A node the
+// status audit fails (its QMP silent for the audit's bound, say) fails
+// the watch only when the next refreshes fail it too: on a loaded host
+// one slow answer is no verdict.
+func strike(strikes map[string]int, failures []lifecycle.Failure) map[string]lifecycle.Failure {
+	failed := map[string]lifecycle.Failure{}
 	for n := range strikes {
 		if !slices.ContainsFunc(failures, func(f lifecycle.Failure) bool { return f.Node == n }) {
 			delete(strikes, n)
 		}
 	}
 	for _, f := range failures {
-		if strikes[f.Node]++; strikes[f.Node] >= watchStrikes {
-			failed[f.Node] = f.Error
+		if strikes[f.Node]++; strikes[f.Node] >= watchStrikes || f.Class() == exitcode.Integrity {
+			failed[f.Node] = f
 		}
 	}
 	return failed

@@ -4,28 +4,36 @@ import (
 	"reflect"
 	"testing"
 
+	"barn.dev/lib/exitcode"
 	"barn.dev/lib/lifecycle"
 )
 
 // TestWatchStatusFailureNeedsStrikes: a node the status audit fails ends
 // the watch as failed only on watchStrikes refreshes in a row; a refresh
-// that does not fail it starts the count again.
+// that does not fail it starts the count again; an integrity failure
+// (damaged evidence) is a verdict at once.
 func TestWatchStatusFailureNeedsStrikes(t *testing.T) {
 	strikes := map[string]int{}
-	silent := []lifecycle.Failure{{Node: "n1", Stage: "status", Error: "n1: QMP does not answer"}}
-	refresh := func(fs []lifecycle.Failure, want map[string]string) {
+	silent := lifecycle.FailureOf("n1", "status", exitcode.New(exitcode.Conflict, "n1: QMP does not answer"))
+	forged := lifecycle.FailureOf("n2", "status", exitcode.New(exitcode.Integrity, "n2: QMP proves another VM"))
+	refresh := func(fs []lifecycle.Failure, want ...lifecycle.Failure) {
 		t.Helper()
-		if got := strike(strikes, fs); !reflect.DeepEqual(got, want) {
-			t.Fatalf("strike(%v) = %v, want %v (strikes %v)", fs, got, want, strikes)
+		w := map[string]lifecycle.Failure{}
+		for _, f := range want {
+			w[f.Node] = f
+		}
+		if got := strike(strikes, fs); !reflect.DeepEqual(got, w) {
+			t.Fatalf("strike(%v) = %v, want %v (strikes %v)", fs, got, w, strikes)
 		}
 	}
-	none := map[string]string{}
-	refresh(silent, none)
-	refresh(silent, none)
-	refresh(nil, none) // answered: the count starts again
-	refresh(silent, none)
-	refresh(silent, none)
-	refresh(silent, map[string]string{"n1": "n1: QMP does not answer"})
-	both := append(silent, lifecycle.Failure{Node: "n2", Error: "n2: gone"})
-	refresh(both, map[string]string{"n1": "n1: QMP does not answer"})
+	one := []lifecycle.Failure{silent}
+	refresh(one)
+	refresh(one)
+	refresh(nil) // answered: the count starts again
+	refresh(one)
+	refresh(one)
+	refresh(one, silent)
+	refresh([]lifecycle.Failure{silent, forged}, silent, forged)
+	strikes = map[string]int{}
+	refresh([]lifecycle.Failure{forged}, forged)
 }

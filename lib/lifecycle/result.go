@@ -83,8 +83,8 @@ type Failure struct {
 // Class is the failure's exit class.
 func (f Failure) Class() exitcode.Class { return f.class }
 
-// failureOf records err as node's failure at stage, keeping its class.
-func failureOf(node, stage string, err error) Failure {
+// FailureOf records err as node's failure at stage, keeping its exit class.
+func FailureOf(node, stage string, err error) Failure {
 	e := exitcode.As(err)
 	return Failure{Node: node, Stage: stage, Error: e.Message, Reason: e.Reason, Next: e.Next, class: e.Class}
 }
@@ -110,7 +110,7 @@ func (r *Result) addNode(n NodeResult) {
 }
 
 func (r *Result) fail(node, stage string, err error) {
-	f := failureOf(node, stage, err)
+	f := FailureOf(node, stage, err)
 	r.mu.Lock()
 	r.Failures = append(r.Failures, f)
 	r.mu.Unlock()

@@ -133,7 +133,7 @@ func (m *Manager) statusNodes(ctx context.Context, st *Status, d *state.Deployme
 		if err != nil {
 			e := exitcode.As(err)
 			ns.Reason, ns.Next, ns.Detail = e.Reason, e.Next, e.Message
-			st.Failures = append(st.Failures, failureOf(name, "status", err))
+			st.Failures = append(st.Failures, FailureOf(name, "status", err))
 		}
 		st.Nodes = append(st.Nodes, ns)
 	}
