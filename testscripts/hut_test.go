@@ -287,7 +287,7 @@ func TestHostUnderTest(t *testing.T) {
 }
 
 // TestHostUnderTestNetworkd boots the networkd guest (systemd 252; in
-// `make ci`, beside the labs: one TCG vCPU): its parts are neither service
+// `make ci`, beside the labs and the NetworkManager guest: one TCG vCPU): its parts are neither service
 // (netlink), networkd inactive with an unsafe and a safe activation, the
 // transaction with networkd active, foreign objects, a crash at every
 // step, and the kernel's network faults (checkKernelFaults).

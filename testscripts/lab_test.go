@@ -31,8 +31,9 @@ import (
 // root, qemu-system-x86_64 and BARN_TEST_REPO pointing at the repository
 // printed by `scripts/build-image.sh --arm64` (`make ci` and `make e2e`
 // set it); once it can run, a missing qemu-system-aarch64 (one script
-// boots an arm64 node) fails it. It runs beside TestHostUnderTestNetworkd (`make
-// e2e` gives go test room for every script and that guest at once).
+// boots an arm64 node) fails it. It runs beside both host-under-test
+// guests (`make e2e` gives go test room for every script and both guests
+// at once).
 func TestLab(t *testing.T) {
 	t.Parallel()
 	if reason := labUnavailable(); reason != "" {

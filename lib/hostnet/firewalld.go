@@ -47,8 +47,8 @@ const (
 
 // fwdTimeout bounds one call, connect to reply (libdbus's default reply
 // timeout, which firewall-cmd had): a bus or firewalld that accepts and
-// never answers is an error, not a hang.
-const fwdTimeout = 25 * time.Second
+// never answers is an error, not a hang. A variable for tests.
+var fwdTimeout = 25 * time.Second
 
 // call calls method on object path of firewalld with args and returns
 // its reply, which must be one string (every method barn-net calls

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // TestFirewalldBusWithoutABus: no socket, or a socket nobody accepts on,
@@ -35,5 +36,31 @@ func TestFirewalldBusWithoutABus(t *testing.T) {
 		if _, _, err := b.ZoneOfInterface(ctx, "barn0", true); err == nil {
 			t.Errorf("%s: a cancelled ask read as an answer", addr)
 		}
+	}
+}
+
+// TestFirewalldBusMuteBusIsAnError: a socket that accepts and never
+// speaks D-Bus is an error once the call's bound passes, not a hang and
+// not "not running".
+func TestFirewalldBusMuteBusIsAnError(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "mute")
+	l, err := net.Listen("unix", sock)
+	must(t, err)
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, silent, until the listener closes
+		}
+	}()
+	was := fwdTimeout
+	fwdTimeout = 200 * time.Millisecond
+	defer func() { fwdTimeout = was }()
+	_, running, err := FirewalldBus{addr: "unix:path=" + sock}.ZoneOfInterface(context.Background(), "barn0", false)
+	if err == nil || running {
+		t.Fatalf("a mute bus: running %v, err %v; want an error", running, err)
 	}
 }

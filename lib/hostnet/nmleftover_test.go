@@ -270,7 +270,7 @@ func TestNMFirewalldBindingReleased(t *testing.T) {
 
 // TestNMFirewalldReleaseResumed: an uninstall stopped after Barn's
 // connection and bridge went but before firewalld's runtime trusted
-// binding was released (here firewall-cmd fails; a kill stops at the same
+// binding was released (here firewalld fails; a kill stops at the same
 // point) left the step recorded, and the next uninstall judged it done
 // because the connection and bridge were gone, leaving barn0 bound to
 // trusted. The next uninstall now releases it.
@@ -283,7 +283,7 @@ func TestNMFirewalldReleaseResumed(t *testing.T) {
 	f.fakeFile(t, "nm-fw-sticks", "")
 	f.fakeFile(t, "fw-remove-fails", "")
 	if _, err := f.Uninstall(context.Background(), nil); err == nil || !strings.Contains(err.Error(), "COMMAND_FAILED") {
-		t.Fatalf("uninstall whose firewall-cmd failed: %v", err)
+		t.Fatalf("uninstall whose firewalld call failed: %v", err)
 	}
 	if f.fakeExists("bridge") || !f.fakeExists("fw-runtime-barn0") {
 		t.Fatalf("after the failed release: bridge %v, trusted binding %v; want the bridge gone and the binding left", f.fakeExists("bridge"), f.fakeExists("fw-runtime-barn0"))

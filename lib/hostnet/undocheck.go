@@ -70,7 +70,7 @@ func (h *Host) undoCheck(m *Manifest, s Step, now hostNow) (skip bool, refusal e
 				s.Link, strings.Join(diffs, "; ")).WithReason("nm_connection_foreign").WithNext("nmcli connection show " + s.Link).WithDetail(diffs)
 		}
 		// An undo stopped after the connection and bridge went (a kill, a
-		// firewall-cmd failure) has the trusted binding left to release.
+		// firewalld failure) has the trusted binding left to release.
 		bound := zoned(s) && now.zone == "trusted" && m.Prestate.FirewalldZone != "trusted"
 		if present || m.Created.Bridge == nil {
 			return !present && !bound, nil
