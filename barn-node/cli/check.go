@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/guest"
@@ -125,24 +126,36 @@ func (c *checkCmd) Run(env *tool.Env) error {
 	return nil
 }
 
-// probeScript is the guest side: one line per result.
+// probeScript is the guest side: one line per result, the peers probed
+// side by side (a cut-off peer costs one bound, not one per peer).
 //
 //	reach ADDR ok|fail       ping -c1 -W2 over the private network
 //	resolve NAME ADDR|-      getent hosts NAME (first address)
-//	ssh ADDR ok|fail         (control node) an SSH banner from ADDR:22 within 15 s (sshd re-execs per connection: seconds on a loaded TCG guest)
-func probeScript(peers []string, names []string, ssh bool) string {
+//	ssh ADDR ok|fail         (control node) an SSH banner from ADDR:22 within banner seconds
+func probeScript(peers []string, names []string, ssh bool, banner int) string {
 	var b strings.Builder
 	b.WriteString("export LC_ALL=C\n")
 	for _, p := range peers {
-		fmt.Fprintf(&b, "if ping -n -c1 -W2 %s >/dev/null 2>&1; then echo reach %s ok; else echo reach %s fail; fi\n", p, p, p)
+		fmt.Fprintf(&b, "( if ping -n -c1 -W2 %s >/dev/null 2>&1; then echo reach %s ok; else echo reach %s fail; fi\n", p, p, p)
 		if ssh {
-			fmt.Fprintf(&b, "if timeout 15 bash -c 'exec 3<>/dev/tcp/%s/22; head -c4 <&3' 2>/dev/null | grep -q SSH-; then echo ssh %s ok; else echo ssh %s fail; fi\n", p, p, p)
+			fmt.Fprintf(&b, "  if timeout %d bash -c 'exec 3<>/dev/tcp/%s/22; head -c4 <&3' 2>/dev/null | grep -q SSH-; then echo ssh %s ok; else echo ssh %s fail; fi\n", banner, p, p, p)
 		}
+		b.WriteString(") &\n")
 	}
+	b.WriteString("wait\n")
 	for _, n := range names {
 		fmt.Fprintf(&b, "a=$(getent hosts %s | awk '{print $1; exit}'); echo resolve %s ${a:--}\n", n, n)
 	}
 	return b.String()
+}
+
+// bannerBound is how long, in seconds, the control node waits for a
+// peer's SSH banner: half the session's bound, so a peer that never
+// answers is a "fail" in the node's row and not a lost session, between
+// 3 s and 15 s (sshd re-execs per connection: seconds on a loaded TCG
+// guest).
+func bannerBound(session time.Duration) int {
+	return min(max(int(session/time.Second)/2, 3), 15)
 }
 
 // probeResult is one node's parsed probe output.
@@ -172,7 +185,7 @@ func (c *checkCmd) probe(env *tool.Env, a *access, self checkPeer, peers []check
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	argv, err := guest.ExecArgv(t, []string{"sh", "-c", probeScript(addrs, names, control)})
+	argv, err := guest.ExecArgv(t, []string{"sh", "-c", probeScript(addrs, names, control, bannerBound(c.Timeout))})
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The probe is real sh, ping, getent, bash and date, run here in a network
@@ -18,7 +19,7 @@ func TestCheckProbeScriptRunsOnRealTools(t *testing.T) {
 			t.Fatalf("the probe test needs %s: %v", tool, err)
 		}
 	}
-	script := probeScript([]string{"127.0.0.1", "192.0.2.1"}, []string{"localhost", "barn-no-such-name.invalid"}, true)
+	script := probeScript([]string{"127.0.0.1", "192.0.2.1"}, []string{"localhost", "barn-no-such-name.invalid"}, true, bannerBound(30*time.Second))
 	if os.Geteuid() != 0 {
 		t.Skip("the probe test needs root for its own network namespace (unshare --net)")
 	}
@@ -86,5 +87,18 @@ func TestCheckMatrixShowsExactlyTheCut(t *testing.T) {
 		"CHECK FAILED\n"
 	if b.String() != want1 {
 		t.Fatalf("matrix:\n%s\nwant:\n%s", b.String(), want1)
+	}
+}
+
+// The banner wait is half the session's bound, within 3-15 s: a peer that
+// never answers fails its cell before the session's bound ends the row.
+func TestCheckBannerBoundFitsTheSession(t *testing.T) {
+	for _, c := range []struct {
+		session time.Duration
+		want    int
+	}{{30 * time.Second, 15}, {20 * time.Second, 10}, {2 * time.Second, 3}, {5 * time.Minute, 15}} {
+		if got := bannerBound(c.session); got != c.want {
+			t.Errorf("bannerBound(%s) = %d, want %d", c.session, got, c.want)
+		}
 	}
 }
