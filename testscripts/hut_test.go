@@ -63,8 +63,25 @@ func (b *hutBoot) part(name string, check func(b *hutBoot)) {
 		}
 		sub := *b
 		sub.t = t
+		for _, msg := range b.scriptErrors(name) {
+			t.Errorf("the guest's script could not set up its steps: %s", msg)
+		}
 		check(&sub)
 	})
+}
+
+// scriptErrors are the messages out/script.errors holds for part ("boot"
+// for the script's setup before its parts): what the script itself could
+// not bring about (lib.sh script_error), each a failure of that part.
+func (b *hutBoot) scriptErrors(part string) []string {
+	errs, _ := os.ReadFile(filepath.Join(b.out, "script.errors"))
+	var msgs []string
+	for _, l := range strings.Split(string(errs), "\n") {
+		if msg, ok := strings.CutPrefix(l, part+": "); ok {
+			msgs = append(msgs, msg)
+		}
+	}
+	return msgs
 }
 
 func hutUnavailable() string {
@@ -138,6 +155,9 @@ func bootHUT(t *testing.T, kind, script string, bins ...string) *hutBoot {
 	}
 	b := &hutBoot{t: t, out: filepath.Join(share, "out"), parts: parts}
 	b.logTimes(kind)
+	for _, msg := range b.scriptErrors("boot") {
+		t.Errorf("the %s guest's script, before its parts: %s", kind, msg)
+	}
 	return b
 }
 

@@ -19,7 +19,16 @@ HELPER=/usr/lib/qemu/qemu-bridge-helper
 # from BARN_TEST_HUT_PARTS); when it did, stamps its start in out/times.
 part() {
   grep -qw "$1" /hut/parts || return 1
+  PART=$1
   echo "$1 $(date +%s)" >> "$OUT/times"
+}
+
+# script_error MSG: the script could not bring about what its part needs
+# next (a user's change that never took effect): out/script.errors gets
+# "PART: MSG", which fails that part in the Go test.
+script_error() {
+  echo "${PART:-boot}: $*" >> "$OUT/script.errors"
+  return 1
 }
 
 # settle: wait, with a deadline, until systemd has finished the boot's other
@@ -68,7 +77,10 @@ follow() {
 # after `nmcli connection delete` returns.
 link_gone() {
   deadline=$(( $(date +%s) + 120 ))
-  while ip link show "$1" > /dev/null 2>&1 && [ "$(date +%s)" -le $deadline ]; do sleep 0.2; done
+  while ip link show "$1" > /dev/null 2>&1; do
+    [ "$(date +%s)" -gt $deadline ] && { script_error "the link $1 still there after 120 s"; return; }
+    sleep 0.2
+  done
 }
 
 # plan_ids FILE: the step IDs of the plan JSON in FILE, in order.

@@ -33,6 +33,32 @@ until firewall-cmd --state > "$OUT/firewalld.state" 2>&1; do
 done
 { NetworkManager --version; firewall-cmd --version; systemctl --version | head -n 1; } > "$OUT/versions" 2>&1
 
+# The script's own NetworkManager changes (the user's, in the story) wait
+# for their effect: under a loaded TCG an nmcli call can give up after
+# libnm's 25 s D-Bus timeout while NetworkManager still carries the change
+# out later (stop 37's CI: a hand-made connection arrived after the delete
+# meant for it and stayed into the next part). Each connection gets its
+# UUID here, so the wait is for exactly that connection.
+new_uuid() { cat /proc/sys/kernel/random/uuid; }
+# nm_add UUID ARGS...: nmcli connection add ARGS with that UUID, listed.
+nm_add() { u=$1; shift; nmcli connection add "$@" connection.uuid "$u" > /dev/null 2>&1; nm_wait "$u" present; }
+# nm_del UUID: nmcli connection delete, no longer listed.
+nm_del() { nmcli connection delete uuid "$1" > /dev/null 2>&1; nm_wait "$1" absent; }
+# nm_wait UUID present|absent: wait, deadline 3 min, until NetworkManager
+# lists (or no longer lists) UUID; a listing that fails counts as neither.
+# Missing the deadline is a script error (out/script.errors).
+nm_wait() {
+  deadline=$(( $(date +%s) + 180 ))
+  while [ "$(date +%s)" -le $deadline ]; do
+    if l=$(nmcli -t -f UUID connection show 2>/dev/null); then
+      if echo "$l" | grep -qix "$1"; then [ "$2" = present ] && return 0
+      else [ "$2" = absent ] && return 0; fi
+    fi
+    sleep 1
+  done
+  script_error "NetworkManager: connection $1 not $2 after 180 s"
+}
+
 part_transaction() {
   snap before
   step preflight barn-net preflight
@@ -68,11 +94,12 @@ part_leftovers() {
   echo "$MAC" > "$OUT/mac"
   # A copy of Barn's connection made by hand (its name and mark, a UUID Barn
   # never chose): not Barn's. Install refuses it and it stays.
-  nmcli connection add type bridge con-name barn0 ifname barn0 ipv4.method manual ipv4.addresses 10.10.10.1/24 \
-    ipv6.method disabled bridge.stp no bridge.mac-address "$MAC" connection.zone trusted > /dev/null
+  C=$(new_uuid)
+  nm_add "$C" type bridge con-name barn0 ifname barn0 ipv4.method manual ipv4.addresses 10.10.10.1/24 \
+    ipv6.method disabled bridge.stp no bridge.mac-address "$MAC" connection.zone trusted
   step copy-install barn-net install --yes
   nmcli -t -f NAME,TYPE connection show > "$OUT/copy.nm" 2>&1
-  nmcli connection delete barn0 > /dev/null
+  nm_del "$C"
   # A late add: install killed right after recording the UUID it hands to
   # nmcli connection add, and the uninstall that backs it out, which keeps
   # that record; then NetworkManager adds the connection under that UUID
@@ -82,8 +109,8 @@ part_leftovers() {
   ls /var/lib/barn > "$OUT/late-ledger.ls" 2>&1
   U=$(sed -n 's/.*"uuid": "\([^"]*\)".*/\1/p' /var/lib/barn/nm-uuids.json | head -n 1)
   echo "$U" > "$OUT/late-uuid"
-  nmcli connection add type bridge con-name barn0 ifname barn0 ipv4.method manual ipv4.addresses 10.10.10.1/24 \
-    ipv6.method disabled bridge.stp no bridge.mac-address "$MAC" connection.zone trusted connection.uuid "$U" > /dev/null
+  nm_add "$U" type bridge con-name barn0 ifname barn0 ipv4.method manual ipv4.addresses 10.10.10.1/24 \
+    ipv6.method disabled bridge.stp no bridge.mac-address "$MAC" connection.zone trusted
   nmcli connection up uuid "$U" > /dev/null 2>&1
   step late-plan barn-net plan
   step late-install barn-net install --yes
@@ -96,7 +123,7 @@ part_leftovers() {
   # Barn's connection deleted behind its back (as a killed or timed-out
   # delete leaves it), its bridge still there.
   U=$(sed -n '/"nm_connection"/,/}/s/.*"uuid": "\([^"]*\)".*/\1/p' /var/lib/barn/network.json)
-  nmcli connection delete uuid "$U" > /dev/null
+  nm_del "$U"
   ip link show barn0 > /dev/null 2>&1 || ip link add barn0 address "$MAC" type bridge
   ip -o link show barn0 > "$OUT/gone.link" 2>&1
   step gone-uninstall barn-net uninstall --yes
@@ -111,9 +138,10 @@ part_foreign() {
   systemctl stop systemd-networkd.service systemd-networkd.socket
 
   # Foreign objects stay foreign.
-  nmcli connection add type bridge con-name barn0 ifname barn0 ipv4.method disabled ipv6.method disabled > /dev/null
+  C=$(new_uuid)
+  nm_add "$C" type bridge con-name barn0 ifname barn0 ipv4.method disabled ipv6.method disabled
   step foreign-conn-plan barn-net plan
-  nmcli connection delete barn0 > /dev/null
+  nm_del "$C"
   link_gone barn0
   ip link add barn0 type bridge
   ip -o link show barn0 > "$OUT/foreign-link.link" 2>&1
@@ -131,11 +159,12 @@ part_foreign() {
   firewall-cmd --zone=trusted --list-ports > "$OUT/fw-kept" 2>&1
   firewall-cmd --zone=trusted --remove-port=8080/tcp > /dev/null
   step replaced-install barn-net install --yes
-  nmcli connection delete barn0 > /dev/null
-  nmcli connection add type bridge con-name barn0 ifname barn0 ipv4.method disabled ipv6.method disabled > /dev/null
+  nm_del "$(sed -n '/"nm_connection"/,/}/s/.*"uuid": "\([^"]*\)".*/\1/p' /var/lib/barn/network.json)"
+  C=$(new_uuid)
+  nm_add "$C" type bridge con-name barn0 ifname barn0 ipv4.method disabled ipv6.method disabled
   step replaced-uninstall barn-net uninstall --yes
   nmcli -t -f NAME,TYPE connection show > "$OUT/replaced.nm" 2>&1
-  nmcli connection delete barn0 > /dev/null
+  nm_del "$C"
   link_gone barn0
   snap foreign-after
 
