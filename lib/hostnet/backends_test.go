@@ -393,7 +393,12 @@ func newFakeHost(t *testing.T, nm bool, networkdActive string) *fakeHost {
 esac
 exit 0
 `)
-	script("systemctl", `case "$1 $2" in
+	script("systemctl", `# Several units (is-active u1 u2 ...): one state line each, in order,
+# and the exit status of the last one not in the state asked about.
+case "$1" in is-active|is-enabled) if [ $# -gt 2 ]; then
+  v=$1; shift; rc=0; for u; do "$0" "$v" "$u" || rc=$?; done; exit $rc
+fi ;; esac
+case "$1 $2" in
 "is-active systemd-networkd.service") cat $F/networkd; echo; [ "$(cat $F/networkd)" = active ] ;;
 "is-active systemd-networkd.socket") cat $F/networkd-socket; echo; [ "$(cat $F/networkd-socket)" = active ] ;;
 "is-active firewalld") cat $F/firewalld; echo; [ "$(cat $F/firewalld)" = active ] ;;
@@ -1048,5 +1053,42 @@ func TestTunDeviceQEMUCannotOpen(t *testing.T) {
 	h.checkTun(func(code, sev, fix, format string, args ...any) { got = append(got, Finding{Code: code}) })
 	if len(got) != 0 {
 		t.Fatalf("preflight findings with a 0666 tun: %+v", got)
+	}
+}
+
+// TestUnitStatesOneRun: the networkd units' states come from one
+// systemctl run per verb; an answer without one line per unit (a unit
+// systemctl cannot look up prints an error and ends) is asked unit by
+// unit, and a unit with no state at all is an inspection error.
+func TestUnitStatesOneRun(t *testing.T) {
+	var runs []string
+	h := &Host{Runner: runnerFunc(func(argv []string) ([]byte, error) {
+		runs = append(runs, strings.Join(argv, " "))
+		switch strings.Join(argv, " ") {
+		case "systemctl is-enabled a b c":
+			return []byte("enabled\nFailed to get unit file state for b: No such file or directory\n"), errors.New("exit status 1")
+		case "systemctl is-enabled b":
+			return []byte("not-found\n"), errors.New("exit status 1")
+		case "systemctl is-enabled c":
+			return []byte("static\n"), nil
+		case "systemctl is-enabled a":
+			return []byte("enabled\n"), nil
+		case "systemctl is-active a b c":
+			return []byte("active\ninactive\nfailed\n"), errors.New("exit status 3")
+		}
+		return nil, errors.New("Failed to connect to bus")
+	})}
+	ctx := context.Background()
+	got, err := h.unitStates(ctx, "is-active", "a", "b", "c")
+	if err != nil || strings.Join(got, " ") != "active inactive failed" || len(runs) != 1 {
+		t.Errorf("is-active: %q, %v after %q", got, err, runs)
+	}
+	runs = nil
+	got, err = h.unitStates(ctx, "is-enabled", "a", "b", "c")
+	if err != nil || strings.Join(got, " ") != "enabled not-found static" || len(runs) != 4 {
+		t.Errorf("is-enabled with a unit not found: %q, %v after %q", got, err, runs)
+	}
+	if got, err := h.unitStates(ctx, "is-enabled", "x", "y"); err == nil {
+		t.Errorf("no systemctl answering: %q, nil; want an error", got)
 	}
 }
