@@ -171,7 +171,13 @@ func (c *installCmd) Run(env *tool.Env) error {
 		}
 		return env.Emit(res)
 	}
-	if _, err := h.Apply(env.Ctx, p, opt, func(s string) { env.Stderrf("%s", s) }); err != nil {
+	progress := func(s string) { env.Stderrf("%s", s) }
+	if c.Yes {
+		_, err = h.ApplyInspected(env.Ctx, o, p, opt, progress)
+	} else {
+		_, err = h.Apply(env.Ctx, p, opt, progress) // asked: the host may have changed meanwhile
+	}
+	if err != nil {
 		return err
 	}
 	res.Applied = true
@@ -207,7 +213,13 @@ func (c *uninstallCmd) Run(env *tool.Env) error {
 		}
 		return env.Emit(res)
 	}
-	if _, err := h.Uninstall(env.Ctx, func(s string) { env.Stderrf("%s", s) }); err != nil {
+	progress := func(s string) { env.Stderrf("%s", s) }
+	if c.Yes {
+		_, err = h.UninstallInspected(env.Ctx, o, progress)
+	} else {
+		_, err = h.Uninstall(env.Ctx, progress) // asked: the host may have changed meanwhile
+	}
+	if err != nil {
 		return err
 	}
 	res.Applied = true

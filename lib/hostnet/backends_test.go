@@ -1056,6 +1056,46 @@ func TestTunDeviceQEMUCannotOpen(t *testing.T) {
 	}
 }
 
+// TestApplyInspectedInspectsOnce: install --yes passes the inspection it
+// planned from (taken under the host lock) to ApplyInspected and
+// UninstallInspected, which do not inspect again; Apply and Uninstall,
+// for a plan the user was asked about, do. Counted by NetworkManager's
+// "is it running" question, which every inspection asks once.
+func TestApplyInspectedInspectsOnce(t *testing.T) {
+	f := newFakeHost(t, true, "inactive")
+	ctx := context.Background()
+	inspections := func() int {
+		b, err := os.ReadFile(f.log)
+		must(t, err)
+		must(t, os.Remove(f.log))
+		return strings.Count(string(b), "nmcli -t -f RUNNING general")
+	}
+	o, err := f.Inspect(ctx)
+	must(t, err)
+	p, err := f.PlanInstall(o, Options{})
+	must(t, err)
+	_, err = f.ApplyInspected(ctx, o, p, Options{}, nil)
+	must(t, err)
+	if n := inspections(); n != 1 {
+		t.Errorf("inspect + ApplyInspected: %d inspections, want 1", n)
+	}
+	o, err = f.Inspect(ctx)
+	must(t, err)
+	_, err = f.UninstallInspected(ctx, o, nil)
+	must(t, err)
+	if n := inspections(); n != 1 {
+		t.Errorf("inspect + UninstallInspected: %d inspections, want 1", n)
+	}
+	if _, err := f.install(t, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Uninstall(ctx, nil)
+	must(t, err)
+	if n := inspections(); n != 3 {
+		t.Errorf("inspect + Apply (2), then Uninstall (1): %d inspections, want 3", n)
+	}
+}
+
 // TestUnitStatesOneRun: the networkd units' states come from one
 // systemctl run per verb; an answer without one line per unit (a unit
 // systemctl cannot look up prints an error and ends) is asked unit by

@@ -28,6 +28,22 @@ type Progress func(line string)
 // When an undo fails too, the manifest is kept and the error says
 // "automatic rollback failed" (runtime, next: inspect, then uninstall).
 func (h *Host) Apply(ctx context.Context, plan Plan, opt Options, progress Progress) (*Manifest, error) {
+	if plan.Noop {
+		return nil, nil
+	}
+	obs, err := h.Inspect(ctx)
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Runtime, err, "re-inspecting the host")
+	}
+	return h.ApplyInspected(ctx, obs, plan, opt, progress)
+}
+
+// ApplyInspected is Apply on obs, an inspection the caller took under the
+// host lock (lockedHost) with nothing waited on since (no question asked):
+// a second inspection would see the same host, and costs seconds of
+// nmcli and systemctl runs. The plan must still be the one obs gives
+// (stale_plan otherwise).
+func (h *Host) ApplyInspected(ctx context.Context, obs Observed, plan Plan, opt Options, progress Progress) (*Manifest, error) {
 	if progress == nil {
 		progress = func(string) {}
 	}
@@ -36,10 +52,6 @@ func (h *Host) Apply(ctx context.Context, plan Plan, opt Options, progress Progr
 	}
 	if !plan.Verified && runtimeOS != "darwin" {
 		return nil, exitcode.New(exitcode.Capability, "the %s backend runs on macOS only; its plan is shown for review", plan.Backend).WithReason("backend_unavailable")
-	}
-	obs, err := h.Inspect(ctx)
-	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Runtime, err, "re-inspecting the host")
 	}
 	fresh, err := h.PlanInstall(obs, opt)
 	if err != nil {

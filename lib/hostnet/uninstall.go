@@ -152,12 +152,18 @@ func undoSummary(s Step) string {
 // before it acts (undoCheck) and keeps, with a "kept:" progress line, what
 // it cannot prove. It returns the executed plan.
 func (h *Host) Uninstall(ctx context.Context, progress Progress) (Plan, error) {
-	if progress == nil {
-		progress = func(string) {}
-	}
 	o, err := h.Inspect(ctx)
 	if err != nil {
 		return Plan{}, exitcode.Wrap(exitcode.Runtime, err, "inspecting the host")
+	}
+	return h.UninstallInspected(ctx, o, progress)
+}
+
+// UninstallInspected is Uninstall on o, an inspection the caller took
+// under the host lock with nothing waited on since (as ApplyInspected).
+func (h *Host) UninstallInspected(ctx context.Context, o Observed, progress Progress) (Plan, error) {
+	if progress == nil {
+		progress = func(string) {}
 	}
 	p, err := h.PlanUninstall(o)
 	if err != nil || p.Noop {
