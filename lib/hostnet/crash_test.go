@@ -158,3 +158,34 @@ func TestInstallRefusedByAnotherHelperChangeLeavesIt(t *testing.T) {
 		t.Fatalf("the rollback undid another barn-net's setuid bit: helper mode %v", fi.Mode())
 	}
 }
+
+// TestUninstallYesSettlesOnce: uninstall --yes plans from its inspection
+// (PlanUninstall) and then uninstalls from the same one
+// (UninstallInspected). Settling the step a crash left in flight is a
+// judgement of the host, so it must happen once: here install was killed
+// right after writing its manifest, and an admin then made the networkd
+// directory the next step would have; settled twice, that directory
+// counted as Barn's mkdir and was removed (review: helper-77).
+func TestUninstallYesSettlesOnce(t *testing.T) {
+	f := newFakeHost(t, false, "inactive")
+	opt := Options{Backend: BackendNetworkd}
+	if !f.withCrash("install", "write-manifest", func() { _, _ = f.install(t, opt) }) {
+		t.Fatal("the crash after write-manifest was not reached")
+	}
+	must(t, os.Mkdir(f.NetworkdDir(), 0o755)) // the admin's, after the crash
+	ctx := context.Background()
+	o, err := f.Inspect(ctx)
+	must(t, err)
+	applied := o.Manifest.Applied
+	p, err := f.PlanUninstall(o) // as barn-net uninstall --yes does first
+	must(t, err)
+	if o.Manifest.Applied != applied {
+		t.Errorf("PlanUninstall changed its inspection's manifest: Applied %d -> %d", applied, o.Manifest.Applied)
+	}
+	if _, err := f.UninstallInspected(ctx, o, nil); err != nil {
+		t.Fatalf("uninstall after the plan %+v: %v", p.Steps, err)
+	}
+	if _, err := os.Stat(f.NetworkdDir()); err != nil {
+		t.Fatalf("uninstall --yes removed the admin's %s: %v", f.NetworkdDir(), err)
+	}
+}

@@ -28,19 +28,30 @@ import (
 //     the digest recorded at install nor its recorded prestate (an undo
 //     that a crash stopped before the manifest counted it restored that).
 //
-// A step a crash left in flight is settled first (settleInFlight).
+// A step a crash left in flight is settled first (settleInFlight), on a
+// copy of o.Manifest: o is not changed.
 //
 // With no manifest it returns a Noop plan.
 func (h *Host) PlanUninstall(o Observed) (Plan, error) {
-	m := o.Manifest
+	p, _, err := h.planUninstall(o)
+	return p, err
+}
+
+// planUninstall is PlanUninstall, also returning the manifest the plan
+// undoes: o.Manifest's copy with the in-flight step settled. Settling is
+// a judgement of the host against the next step, so settling an already
+// settled manifest again could count one more step as Barn's.
+func (h *Host) planUninstall(o Observed) (Plan, *Manifest, error) {
 	p := Plan{Schema: PlanSchema, Action: "uninstall", Bridge: h.bridge(), Manifest: h.ManifestPath(), Helper: h.Helper,
 		Verified: true, Notes: []string{}, Steps: []Step{}}
-	if m == nil {
+	if o.Manifest == nil {
 		p.Noop = true
 		p.Notes = append(p.Notes, "no manifest at "+h.ManifestPath()+": Barn installed nothing here, so nothing is removed")
 		p.Notes = append(p.Notes, o.NM.Ledger.keptNotes(h.LedgerPath(), o.NM.Connections, "")...)
-		return p, nil
+		return p, nil, nil
 	}
+	settled := *o.Manifest // settleInFlight changes Applied only
+	m := &settled
 	p.Backend, p.Bridge, p.CIDR, p.HostAddress, p.Helper = m.Backend, m.Bridge, m.CIDR, m.HostAddress, m.Helper
 	now := nowOf(o)
 	h.settleInFlight(m, now)
@@ -63,16 +74,16 @@ func (h *Host) PlanUninstall(o Observed) (Plan, error) {
 	// tap on the bridge's name blocks, the cautious reading.
 	if v := h.judgeBridge(m.Created.Bridge, m.Bridge, o.Links); m.Created.Bridge == nil || !v.foreign() {
 		if att := o.Attached(m.Bridge); len(att) > 0 {
-			return p, exitcode.New(exitcode.Conflict, "bridge %s still has attached links (%s); stop the VMs that use it first", m.Bridge, strings.Join(att, ", ")).
+			return p, nil, exitcode.New(exitcode.Conflict, "bridge %s still has attached links (%s); stop the VMs that use it first", m.Bridge, strings.Join(att, ", ")).
 				WithReason("bridge_in_use").WithNext("barn-node status").WithDetail(att)
 		}
 	}
 	users, err := h.bridgeUsers(m.Bridge)
 	if err != nil {
-		return p, exitcode.Wrap(exitcode.Runtime, err, "looking for processes that use %s", m.Bridge)
+		return p, nil, exitcode.Wrap(exitcode.Runtime, err, "looking for processes that use %s", m.Bridge)
 	}
 	if len(users) > 0 {
-		return p, exitcode.New(exitcode.Conflict, "processes in this network namespace run with a NIC on %s (%s); stop those VMs first (barn-node stop or destroy, as the user who started them)",
+		return p, nil, exitcode.New(exitcode.Conflict, "processes in this network namespace run with a NIC on %s (%s); stop those VMs first (barn-node stop or destroy, as the user who started them)",
 			m.Bridge, strings.Join(users, ", ")).WithReason("bridge_users").WithNext("barn-node status").WithDetail(users)
 	}
 	for _, s := range m.Steps[:m.Applied] {
@@ -80,7 +91,7 @@ func (h *Host) PlanUninstall(o Observed) (Plan, error) {
 			continue
 		}
 		if _, refusal := h.fileUndo(s); refusal != nil {
-			return p, refusal
+			return p, nil, refusal
 		}
 	}
 	for j := m.Applied - 1; j >= 0; j-- {
@@ -94,7 +105,7 @@ func (h *Host) PlanUninstall(o Observed) (Plan, error) {
 			p.add(u)
 		}
 	}
-	return p, nil
+	return p, m, nil
 }
 
 func short(s string) string {
@@ -165,7 +176,7 @@ func (h *Host) UninstallInspected(ctx context.Context, o Observed, progress Prog
 	if progress == nil {
 		progress = func(string) {}
 	}
-	p, err := h.PlanUninstall(o)
+	p, m, err := h.planUninstall(o)
 	if err != nil || p.Noop {
 		return p, err
 	}
@@ -178,7 +189,7 @@ func (h *Host) UninstallInspected(ctx context.Context, o Observed, progress Prog
 	for i, s := range p.Steps {
 		progress(fmt.Sprintf("[%d/%d] %s", i+1, len(p.Steps), s.Summary))
 	}
-	kept, err := h.undoApplied(ctx, o.Manifest, true)
+	kept, err := h.undoApplied(ctx, m, true)
 	for _, k := range kept {
 		if !slices.Contains(p.Notes, k) {
 			p.Notes = append(p.Notes, k) // found only right before acting
