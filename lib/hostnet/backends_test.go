@@ -1097,9 +1097,10 @@ func TestApplyInspectedInspectsOnce(t *testing.T) {
 }
 
 // TestUnitStatesOneRun: the networkd units' states come from one
-// systemctl run per verb; an answer without one line per unit (a unit
-// systemctl cannot look up prints an error and ends) is asked unit by
-// unit, and a unit with no state at all is an inspection error.
+// systemctl run per verb; an answer that is not one state word per unit
+// (a unit systemctl cannot look up prints an error and ends, the error
+// possibly before the states) is asked unit by unit, and a unit with no
+// state at all is an inspection error (review of the batching: helper-77).
 func TestUnitStatesOneRun(t *testing.T) {
 	var runs []string
 	h := &Host{Runner: runnerFunc(func(argv []string) ([]byte, error) {
@@ -1115,6 +1116,9 @@ func TestUnitStatesOneRun(t *testing.T) {
 			return []byte("enabled\n"), nil
 		case "systemctl is-active a b c":
 			return []byte("active\ninactive\nfailed\n"), errors.New("exit status 3")
+		case "systemctl is-enabled b c a":
+			// systemd 252: the error (unbuffered) before the states.
+			return []byte("Failed to get unit file state for a: No such file or directory\nnot-found\nstatic\n"), errors.New("exit status 1")
 		}
 		return nil, errors.New("Failed to connect to bus")
 	})}
@@ -1127,6 +1131,11 @@ func TestUnitStatesOneRun(t *testing.T) {
 	got, err = h.unitStates(ctx, "is-enabled", "a", "b", "c")
 	if err != nil || strings.Join(got, " ") != "enabled not-found static" || len(runs) != 4 {
 		t.Errorf("is-enabled with a unit not found: %q, %v after %q", got, err, runs)
+	}
+	runs = nil
+	got, err = h.unitStates(ctx, "is-enabled", "b", "c", "a")
+	if err != nil || strings.Join(got, " ") != "not-found static enabled" || len(runs) != 4 {
+		t.Errorf("is-enabled with the last unit not found, its error first: %q, %v after %q", got, err, runs)
 	}
 	if got, err := h.unitStates(ctx, "is-enabled", "x", "y"); err == nil {
 		t.Errorf("no systemctl answering: %q, nil; want an error", got)

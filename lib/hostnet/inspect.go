@@ -131,12 +131,14 @@ func (h *Host) unitState(ctx context.Context, verb, unit string) (string, error)
 
 // unitStates is unitState for several units in one systemctl run (it
 // prints one state per unit, in order; each run costs a process and a bus
-// connection, seconds under TCG). An answer without exactly one line per
-// unit (a unit systemctl could not look up prints an error instead) is
-// asked again unit by unit.
+// connection, seconds under TCG). An answer that is not one state word
+// per unit is asked again unit by unit: systemctl stops at a unit it
+// cannot look up, and its unbuffered error can come before the states it
+// printed (stdout is flushed at exit), which line counts alone would
+// misalign when the last unit fails.
 func (h *Host) unitStates(ctx context.Context, verb string, units ...string) ([]string, error) {
 	out, _ := h.run(ctx, append([]string{"systemctl", verb}, units...)...)
-	if states := strings.Split(out, "\n"); len(states) == len(units) && !slices.Contains(states, "") {
+	if states := strings.Split(out, "\n"); len(states) == len(units) && !slices.ContainsFunc(states, notStateWord) {
 		return states, nil
 	}
 	states := make([]string, len(units))
@@ -147,6 +149,12 @@ func (h *Host) unitStates(ctx context.Context, verb string, units ...string) ([]
 		}
 	}
 	return states, nil
+}
+
+// notStateWord reports whether s is not a systemctl state word ("active",
+// "enabled-runtime", "not-found": lower-case letters and dashes).
+func notStateWord(s string) bool {
+	return s == "" || strings.TrimLeft(s, "abcdefghijklmnopqrstuvwxyz-") != ""
 }
 
 func (h *Host) inspectNM(ctx context.Context) (NMState, error) {
