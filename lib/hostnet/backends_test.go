@@ -1141,3 +1141,15 @@ func TestUnitStatesOneRun(t *testing.T) {
 		t.Errorf("no systemctl answering: %q, nil; want an error", got)
 	}
 }
+
+// TestApplyRefusesAMacOSPlanFirst: a plan of macOS's backend, shown on
+// Linux for review, is refused as capability before the host is
+// inspected (nothing here could inspect it: no Link, no Runner).
+func TestApplyRefusesAMacOSPlanFirst(t *testing.T) {
+	defer func(os string) { runtimeOS = os }(runtimeOS)
+	runtimeOS = "linux"
+	_, err := (&Host{}).Apply(context.Background(), Plan{Backend: BackendVmnet, Steps: []Step{{ID: "x"}}}, Options{}, nil)
+	if e := exitcode.As(err); e == nil || e.Class != exitcode.Capability || e.Reason != "backend_unavailable" {
+		t.Fatalf("Apply of a vmnet plan on Linux: %v; want capability backend_unavailable", err)
+	}
+}

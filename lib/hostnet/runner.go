@@ -31,6 +31,9 @@ func (h *Host) Apply(ctx context.Context, plan Plan, opt Options, progress Progr
 	if plan.Noop {
 		return nil, nil
 	}
+	if err := runsHere(plan); err != nil {
+		return nil, err
+	}
 	obs, err := h.Inspect(ctx)
 	if err != nil {
 		return nil, exitcode.Wrap(exitcode.Runtime, err, "re-inspecting the host")
@@ -38,11 +41,20 @@ func (h *Host) Apply(ctx context.Context, plan Plan, opt Options, progress Progr
 	return h.ApplyInspected(ctx, obs, plan, opt, progress)
 }
 
+// runsHere refuses (capability, backend_unavailable) a plan of a backend
+// this OS cannot run: macOS's, shown on Linux for review.
+func runsHere(plan Plan) error {
+	if !plan.Verified && runtimeOS != "darwin" {
+		return exitcode.New(exitcode.Capability, "the %s backend runs on macOS only; its plan is shown for review", plan.Backend).WithReason("backend_unavailable")
+	}
+	return nil
+}
+
 // ApplyInspected is Apply on obs, an inspection the caller took under the
 // host lock (lockedHost) with nothing waited on since (no question asked):
 // a second inspection would see the same host, and costs seconds of
-// nmcli and systemctl runs. The plan must still be the one obs gives
-// (stale_plan otherwise).
+// nmcli and systemctl runs. A plan that did not come from obs must still
+// be the one obs gives (stale_plan otherwise).
 func (h *Host) ApplyInspected(ctx context.Context, obs Observed, plan Plan, opt Options, progress Progress) (*Manifest, error) {
 	if progress == nil {
 		progress = func(string) {}
@@ -50,8 +62,8 @@ func (h *Host) ApplyInspected(ctx context.Context, obs Observed, plan Plan, opt 
 	if plan.Noop {
 		return nil, nil
 	}
-	if !plan.Verified && runtimeOS != "darwin" {
-		return nil, exitcode.New(exitcode.Capability, "the %s backend runs on macOS only; its plan is shown for review", plan.Backend).WithReason("backend_unavailable")
+	if err := runsHere(plan); err != nil {
+		return nil, err
 	}
 	fresh, err := h.PlanInstall(obs, opt)
 	if err != nil {
