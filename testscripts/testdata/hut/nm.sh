@@ -48,15 +48,29 @@ nm_del() { nmcli connection delete uuid "$1" > /dev/null 2>&1; nm_wait "$1" abse
 # lists (or no longer lists) UUID; a listing that fails counts as neither.
 # Missing the deadline is a script error (out/script.errors).
 nm_wait() {
+  [ -n "$1" ] || { script_error "NetworkManager: no UUID to wait for ($2)"; return; }
   deadline=$(( $(date +%s) + 180 ))
   while [ "$(date +%s)" -le $deadline ]; do
     if l=$(nmcli -t -f UUID connection show 2>/dev/null); then
-      if echo "$l" | grep -qix "$1"; then [ "$2" = present ] && return 0
+      if echo "$l" | grep -qixF -e "$1"; then [ "$2" = present ] && return 0
       else [ "$2" = absent ] && return 0; fi
     fi
     sleep 1
   done
   script_error "NetworkManager: connection $1 not $2 after 180 s"
+}
+
+# fw_port add|remove PORT: the user's runtime PORT in the active trusted
+# zone, then wait (deadline 3 min) until firewalld answers --query-port so
+# (firewall-cmd's D-Bus call can time out under load as nmcli's can).
+fw_port() {
+  firewall-cmd --zone=trusted "--$1-port=$2" > /dev/null 2>&1
+  want=yes; [ "$1" = remove ] && want=no
+  deadline=$(( $(date +%s) + 180 ))
+  until [ "$(firewall-cmd --zone=trusted "--query-port=$2" 2>/dev/null)" = "$want" ]; do
+    [ "$(date +%s)" -gt $deadline ] && { script_error "firewalld: --$1-port=$2 not in effect after 180 s"; return; }
+    sleep 2
+  done
 }
 
 part_transaction() {
@@ -151,13 +165,13 @@ part_foreign() {
   step fw-install barn-net install --yes
   # The user opens a port in the active trusted zone (runtime: a reload
   # or a rewrite of the zone by uninstall would lose it).
-  firewall-cmd --zone=trusted --add-port=8080/tcp > /dev/null
+  fw_port add 8080/tcp
   echo '# an admin note' >> /etc/qemu/bridge.conf
   step modified-uninstall barn-net uninstall --yes
   sed -i '/^# an admin note$/d' /etc/qemu/bridge.conf
   step fw-uninstall barn-net uninstall --yes
   firewall-cmd --zone=trusted --list-ports > "$OUT/fw-kept" 2>&1
-  firewall-cmd --zone=trusted --remove-port=8080/tcp > /dev/null
+  fw_port remove 8080/tcp
   step replaced-install barn-net install --yes
   nm_del "$(sed -n '/"nm_connection"/,/}/s/.*"uuid": "\([^"]*\)".*/\1/p' /var/lib/barn/network.json)"
   C=$(new_uuid)
