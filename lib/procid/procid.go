@@ -156,10 +156,13 @@ func Capture(pid int) (vmrecord.Process, error) {
 // p.PID: Foreign when the boot id differs, or the live start time,
 // executable path or executable file differs; Dead when nothing (or a
 // zombie, every thread of it) lives there; Ours when everything matches;
-// Unknown when the live process cannot be read (also while its main
-// thread is a zombie and others run), when its argv differs with the same start time
-// and executable, and for an incomplete tuple (no boot id or no executable
-// file: Capture always records both), which is never enough to signal.
+// Unknown when the live process cannot be read (also while it exits: its
+// memory released or its main thread a zombie while other threads
+// remain), when its argv differs with the same start time and executable,
+// and for an incomplete tuple (no boot id or no executable file: Capture
+// always records both), which is never enough to signal. A dying
+// process's verdicts go Ours, Unknown, Dead and never back: Dead is read
+// from its stat alone.
 func Observe(p vmrecord.Process) Verdict {
 	if p.PID <= 0 || p.Boot == "" || p.ExecutableFile == "" {
 		return Unknown
@@ -341,12 +344,25 @@ func parseStat(pid int, b []byte) (stat, error) {
 func readExe(pid int) (string, error) {
 	exe, err := os.Readlink(fmt.Sprintf("%s/%d/exe", procRoot, pid))
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) && !Alive(pid) {
-			return "", fmt.Errorf("reading /proc/%d/exe: %w", pid, ErrNoProcess)
-		}
-		return "", procErr(pid, "exe", err)
+		return "", exeErr(pid, err)
 	}
 	return strings.TrimSuffix(exe, " (deleted)"), nil
+}
+
+// errExiting: /proc/<pid>/exe is missing while the process still has
+// threads. The kernel releases a process's memory, which names its
+// executable, early in its exit; its open files (a QEMU's disk images and
+// their locks) and its other threads go later, so it is not gone yet.
+var errExiting = errors.New("exiting: its memory is released, its threads are not")
+
+// exeErr wraps an error reading /proc/<pid>/exe: ErrNoProcess only when
+// the process's stat says it is gone (Alive), errExiting when the link is
+// missing but the process is not, else procErr's reading.
+func exeErr(pid int, err error) error {
+	if errors.Is(err, fs.ErrNotExist) && Alive(pid) {
+		return fmt.Errorf("reading /proc/%d/exe: %w", pid, errExiting)
+	}
+	return procErr(pid, "exe", err)
 }
 
 // exeFile is the ExecutableFile of pid: the device and inode of the file
@@ -354,7 +370,7 @@ func readExe(pid int) (string, error) {
 func exeFile(pid int) (string, error) {
 	id, err := fileID(fmt.Sprintf("%s/%d/exe", procRoot, pid))
 	if err != nil {
-		return "", procErr(pid, "exe", err)
+		return "", exeErr(pid, err)
 	}
 	return id, nil
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -109,8 +110,11 @@ func TestZombieIsDead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for Alive(p.PID) && time.Now().Before(deadline) {
+	deadline := time.Now().Add(time.Minute)
+	for Alive(p.PID) {
+		if time.Now().After(deadline) {
+			t.Fatalf("sleep 0.05 (pid %d) still runs a minute later", p.PID)
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	// Not reaped yet: /proc/<pid> exists in state Z.
@@ -140,6 +144,43 @@ func TestStatParsesHostileComm(t *testing.T) {
 	os.WriteFile(root+"/42/stat", []byte("42 (a) S 1\n"), 0o644)
 	if _, err := readStat(42); err == nil {
 		t.Fatal("short stat accepted")
+	}
+}
+
+// TestExitingIsUnknownUntilGone: a process whose memory is already
+// released (no /proc/<pid>/exe) but whose threads remain is not Dead yet,
+// so Observe never says Dead and then Unknown of one process (a stop
+// followed at once by an audit saw exactly that).
+func TestExitingIsUnknownUntilGone(t *testing.T) {
+	root := t.TempDir()
+	old := procRoot
+	procRoot = root
+	t.Cleanup(func() { procRoot = old })
+	os.MkdirAll(root+"/sys/kernel/random", 0o755)
+	os.WriteFile(root+"/sys/kernel/random/boot_id", []byte("b00t\n"), 0o644)
+	os.MkdirAll(root+"/42", 0o755)
+	os.WriteFile(root+"/42/cmdline", []byte("qemu\x00"), 0o644)
+	p := vmrecord.Process{PID: 42, Boot: "b00t", Started: "procstat:987654", Executable: "/usr/bin/qemu", ExecutableFile: "1:2"}
+	stat := func(state string, threads int) {
+		t.Helper()
+		s := fmt.Sprintf("42 (qemu) %s 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 %d 0 987654 1000 10\n", state, threads)
+		if err := os.WriteFile(root+"/42/stat", []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		state   string
+		threads int
+		want    Verdict
+	}{
+		{"R", 3, Unknown}, // its memory is released, its threads are not
+		{"Z", 2, Unknown}, // main thread a zombie, another thread left
+		{"Z", 1, Dead},
+	} {
+		stat(c.state, c.threads)
+		if got := Observe(p); got != c.want {
+			t.Errorf("state %s, %d threads, no exe link: %s, want %s", c.state, c.threads, got, c.want)
+		}
 	}
 }
 
