@@ -296,10 +296,7 @@ func TestRealQEMUCrashIsInactive(t *testing.T) {
 	f := realQEMU(t)
 	proc := launchReal(t, f)
 	syscall.Kill(proc.PID, syscall.SIGKILL)
-	deadline := time.Now().Add(5 * time.Second)
-	for procid.Observe(proc) == procid.Ours && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	awaitDead(t, proc)
 	l := vm.Audit(context.Background(), f.target(&proc))
 	if l.Running || l.Runtime != vm.RuntimeInactive || l.Verdict != procid.Dead {
 		t.Fatalf("audit after crash %+v", l)

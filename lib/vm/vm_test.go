@@ -115,6 +115,21 @@ func killIfOurs(p vmrecord.Process) {
 	}
 }
 
+// awaitDead waits, up to a minute, until procid proves p's process gone.
+// A SIGKILLed QEMU is not gone at once: its main thread stays a zombie
+// while its other threads are torn down, and Observe says Unknown in that
+// window, not Dead, so "no longer Ours" is not yet a crash to audit.
+func awaitDead(t *testing.T, p vmrecord.Process) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for v := procid.Observe(p); v != procid.Dead; v = procid.Observe(p) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d is still %s a minute after its crash", p.PID, v)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func quick() vm.StopOptions {
 	// Waits end as soon as the process is gone; generous bounds keep a loaded
 	// machine (or -race) from changing which ladder step is taken.
@@ -265,7 +280,11 @@ func TestStopFrozenUsesVerifiedSignals(t *testing.T) {
 	if err := syscall.Kill(proc.PID, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 200 && !procid.Frozen(proc.PID); i++ {
+	deadline := time.Now().Add(time.Minute)
+	for !procid.Frozen(proc.PID) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d is not stopped a minute after SIGSTOP", proc.PID)
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	o := quick()
@@ -462,10 +481,7 @@ func TestAuditCrashedVMIsInactive(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { killIfOurs(proc) })
-	deadline := time.Now().Add(8 * time.Second)
-	for procid.Alive(proc.PID) && procid.Observe(proc) == procid.Ours && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	awaitDead(t, proc)
 	l := vm.Audit(context.Background(), f.target(&proc))
 	if l.Running || l.Runtime != vm.RuntimeInactive || l.Verdict != procid.Dead {
 		t.Fatalf("audit after crash %+v", l)
