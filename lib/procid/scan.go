@@ -103,8 +103,8 @@ func Find(c Claim, inv vmrecord.Invocation) (Table, error) {
 		}
 		m := Match{PID: pid}
 		p, err := Capture(pid)
-		if errors.Is(err, ErrNoProcess) {
-			continue
+		if errors.Is(err, ErrNoProcess) || errors.Is(err, errExiting) {
+			continue // as readCmdline: a process being torn down claims nothing
 		}
 		if err == nil {
 			m.Process, m.Argv = &p, p.ArgvHash == want
