@@ -355,14 +355,48 @@ func readExe(pid int) (string, error) {
 // their locks) and its other threads go later, so it is not gone yet.
 var errExiting = errors.New("exiting: its memory is released, its threads are not")
 
-// exeErr wraps an error reading /proc/<pid>/exe: ErrNoProcess only when
-// the process's stat says it is gone (Alive), errExiting when the link is
-// missing but the process is not, else procErr's reading.
+// exeErr wraps an error reading /proc/<pid>/exe. A missing link is
+// ErrNoProcess only when the stat is missing or says the process is gone,
+// errExiting when the stat shows it still has threads, and a plain error
+// when the stat cannot be read either (which proves nothing) or names a
+// kernel thread; other errors are procErr's.
 func exeErr(pid int, err error) error {
-	if errors.Is(err, fs.ErrNotExist) && Alive(pid) {
-		return fmt.Errorf("reading /proc/%d/exe: %w", pid, errExiting)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return procErr(pid, "exe", err)
 	}
-	return procErr(pid, "exe", err)
+	st, serr := readStat(pid)
+	switch {
+	case errors.Is(serr, ErrNoProcess), serr == nil && st.gone():
+		return fmt.Errorf("reading /proc/%d/exe: %w", pid, ErrNoProcess)
+	case serr != nil:
+		return fmt.Errorf("reading /proc/%d/exe: %v, and its stat: %w", pid, err, serr)
+	case st.kernel:
+		return fmt.Errorf("reading /proc/%d/exe: a kernel thread has no executable", pid)
+	}
+	return fmt.Errorf("reading /proc/%d/exe: %w", pid, errExiting)
+}
+
+// Exiting reports whether the process p records has begun to end and has
+// not yet: the live process at p.PID has p's boot and start time, and its
+// main thread has ended or its memory (and with it /proc/<pid>/exe) is
+// released, while Alive still holds. After SIGKILL or exit that is its
+// teardown, which for a large guest's memory takes seconds (about 0.25 s
+// per GiB measured here), and until its threads end it may still hold
+// its files' locks. A main thread that called pthread_exit looks the
+// same, so a caller waiting on Exiting bounds its wait.
+func Exiting(p vmrecord.Process) bool {
+	if boot, err := BootID(); err != nil || boot != p.Boot {
+		return false
+	}
+	st, err := readStat(p.PID)
+	if err != nil || st.gone() || st.kernel || p.Started != "procstat:"+st.start {
+		return false
+	}
+	if st.ended() {
+		return true
+	}
+	_, err = readExe(p.PID)
+	return errors.Is(err, errExiting)
 }
 
 // exeFile is the ExecutableFile of pid: the device and inode of the file
@@ -385,9 +419,10 @@ func fileID(path string) (string, error) {
 }
 
 // procErr wraps an error reading /proc/<pid>/<file>: ErrNoProcess when
-// the process is gone (ENOENT) or exiting (ESRCH: its memory is already
-// released, as when reading the command line of a process being torn
-// down); else the error.
+// the process is gone (ENOENT, or ESRCH: it was reaped between the open
+// and the read); else the error. A process whose memory is released but
+// whose threads remain reads an empty command line instead (readCmdline)
+// and has no exe link (exeErr).
 func procErr(pid int, file string, err error) error {
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH) {
 		return fmt.Errorf("reading /proc/%d/%s: %w", pid, file, ErrNoProcess)

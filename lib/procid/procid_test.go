@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -152,6 +153,49 @@ func TestStatParsesHostileComm(t *testing.T) {
 // so Observe never says Dead and then Unknown of one process (a stop
 // followed at once by an audit saw exactly that).
 func TestExitingIsUnknownUntilGone(t *testing.T) {
+	p, stat := fakeProc(t)
+	for _, c := range []struct {
+		state   string
+		threads int
+		want    Verdict
+		exiting bool
+	}{
+		{"R", 3, Unknown, true}, // its memory is released, its threads are not
+		{"Z", 2, Unknown, true}, // main thread a zombie, another thread left
+		{"Z", 1, Dead, false},
+	} {
+		stat(c.state, c.threads, "987654")
+		if got := Observe(p); got != c.want {
+			t.Errorf("state %s, %d threads, no exe link: %s, want %s", c.state, c.threads, got, c.want)
+		}
+		if got := Exiting(p); got != c.exiting {
+			t.Errorf("state %s, %d threads, no exe link: Exiting %v, want %v", c.state, c.threads, got, c.exiting)
+		}
+	}
+	stat("R", 3, "111") // another process now has the pid
+	if Exiting(p) {
+		t.Error("Exiting of another process at the recorded pid")
+	}
+}
+
+// A missing exe link is "no process" only on the stat's word: when the
+// stat cannot be read either, that proves nothing.
+func TestMissingExeWithUnreadableStatIsNotGone(t *testing.T) {
+	fakeProc(t)
+	os.Remove(procRoot + "/42/stat")
+	if err := os.Mkdir(procRoot+"/42/stat", 0o755); err != nil { // reads fail with EISDIR
+		t.Fatal(err)
+	}
+	err := exeErr(42, fs.ErrNotExist)
+	if errors.Is(err, ErrNoProcess) || errors.Is(err, errExiting) {
+		t.Fatalf("exeErr = %v, want an error that proves nothing", err)
+	}
+}
+
+// fakeProc points procRoot at a fixture: boot id b00t, pid 42 with a
+// command line and no exe link (its memory released), and p, a tuple
+// recorded of it; stat writes pid 42's stat.
+func fakeProc(t *testing.T) (p vmrecord.Process, stat func(state string, threads int, start string)) {
 	root := t.TempDir()
 	old := procRoot
 	procRoot = root
@@ -160,28 +204,15 @@ func TestExitingIsUnknownUntilGone(t *testing.T) {
 	os.WriteFile(root+"/sys/kernel/random/boot_id", []byte("b00t\n"), 0o644)
 	os.MkdirAll(root+"/42", 0o755)
 	os.WriteFile(root+"/42/cmdline", []byte("qemu\x00"), 0o644)
-	p := vmrecord.Process{PID: 42, Boot: "b00t", Started: "procstat:987654", Executable: "/usr/bin/qemu", ExecutableFile: "1:2"}
-	stat := func(state string, threads int) {
+	stat = func(state string, threads int, start string) {
 		t.Helper()
-		s := fmt.Sprintf("42 (qemu) %s 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 %d 0 987654 1000 10\n", state, threads)
+		s := fmt.Sprintf("42 (qemu) %s 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 %d 0 %s 1000 10\n", state, threads, start)
 		if err := os.WriteFile(root+"/42/stat", []byte(s), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, c := range []struct {
-		state   string
-		threads int
-		want    Verdict
-	}{
-		{"R", 3, Unknown}, // its memory is released, its threads are not
-		{"Z", 2, Unknown}, // main thread a zombie, another thread left
-		{"Z", 1, Dead},
-	} {
-		stat(c.state, c.threads)
-		if got := Observe(p); got != c.want {
-			t.Errorf("state %s, %d threads, no exe link: %s, want %s", c.state, c.threads, got, c.want)
-		}
-	}
+	stat("R", 3, "987654")
+	return vmrecord.Process{PID: 42, Boot: "b00t", Started: "procstat:987654", Executable: "/usr/bin/qemu", ExecutableFile: "1:2"}, stat
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -205,9 +205,9 @@ func TestSocketClients(t *testing.T) {
 	}
 }
 
-// A process being torn down answers a read of its command line with ESRCH:
-// it is gone, never "could not be read" (which keeps a node unproven and
-// refuses its start).
+// A process reaped between the open and the read of its command line
+// answers ESRCH: it is gone, never "could not be read" (which keeps a
+// node unproven and refuses its start).
 func TestExitingProcessIsGone(t *testing.T) {
 	for _, err := range []error{fs.ErrNotExist, unix.ESRCH} {
 		if e := procErr(42, "cmdline", err); !errors.Is(e, ErrNoProcess) {

@@ -338,25 +338,45 @@ func verifiedSignal(proc vmrecord.Process, sig unix.Signal) (sent bool, err erro
 	return true, nil
 }
 
-// waitGone polls gone every poll for up to d; it reports whether the VM
-// went away.
-func waitGone(ctx context.Context, gone func() bool, d, poll time.Duration) bool {
-	deadline := time.Now().Add(d)
+// goneCheck is how a wait tells that a VM went away (gone) and, while it
+// has not, that its known process is on its way out (exiting; nil without
+// a known process).
+type goneCheck struct{ gone, exiting func() bool }
+
+// ExitWait bounds how much longer than its own deadline a wait follows a
+// process that is provably ending (procid.Exiting): a large guest's
+// memory takes seconds to release, and a process is not gone (nor its
+// disk images' locks free) until its threads end.
+const ExitWait = 2 * time.Minute
+
+// waitGone polls c every poll for up to d, and up to ExitWait more while
+// c.exiting holds at d; it reports whether the VM went away.
+func waitGone(ctx context.Context, c goneCheck, d, poll time.Duration) bool {
+	deadline, extended := time.Now().Add(d), false
 	for {
-		if gone() {
+		if c.gone() {
 			return true
 		}
-		if time.Now().After(deadline) || !sleep(ctx, poll) {
+		if time.Now().After(deadline) {
+			if extended || c.exiting == nil || !c.exiting() {
+				return false
+			}
+			deadline, extended = time.Now().Add(ExitWait), true
+		}
+		if !sleep(ctx, poll) {
 			return false
 		}
 	}
 }
 
 // processGone is the check that proc is Dead or Foreign.
-func processGone(proc vmrecord.Process) func() bool {
-	return func() bool {
-		v := procid.Observe(proc)
-		return v == procid.Dead || v == procid.Foreign
+func processGone(proc vmrecord.Process) goneCheck {
+	return goneCheck{
+		gone: func() bool {
+			v := procid.Observe(proc)
+			return v == procid.Dead || v == procid.Foreign
+		},
+		exiting: func() bool { return procid.Exiting(proc) },
 	}
 }
 
@@ -365,17 +385,17 @@ func processGone(proc vmrecord.Process) func() bool {
 // none, Barn's monitor must have stopped listening and the process table
 // must show no process claiming t: a socket or pidfile that vanished (a
 // wiped runtime directory) is never proof on its own.
-func (t Target) gone(proc *vmrecord.Process) func() bool {
+func (t Target) gone(proc *vmrecord.Process) goneCheck {
 	if proc != nil {
 		return processGone(*proc)
 	}
-	return func() bool {
+	return goneCheck{gone: func() bool {
 		if socketListening(t.Runtime.BarnQMP) {
 			return false
 		}
 		tab, err := t.table()
 		return err == nil && tab.Absent()
-	}
+	}}
 }
 
 func finish(ctx context.Context, node string, rt vmrecord.Runtime) error {
