@@ -253,11 +253,16 @@ func RunsBinary(p vmrecord.Process, binary string) bool {
 	return err == nil && id == p.ExecutableFile
 }
 
-// Alive reports whether a process that has not ended has pid: its main
-// thread runs, or another of its threads does (stat.gone).
+// Alive reports whether pid may name a process that has not ended: its
+// main thread runs, or another of its threads does (stat.gone). A stat
+// that cannot be read (other than missing) proves nothing, so it counts
+// as alive: callers remove a pidfile or call a start failed on !Alive.
 func Alive(pid int) bool {
 	st, err := readStat(pid)
-	return err == nil && !st.gone()
+	if err != nil {
+		return !errors.Is(err, ErrNoProcess)
+	}
+	return !st.gone()
 }
 
 // errLeaderGone: the main thread of pid has exited (a zombie) while other

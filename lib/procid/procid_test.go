@@ -190,6 +190,12 @@ func TestMissingExeWithUnreadableStatIsNotGone(t *testing.T) {
 	if errors.Is(err, ErrNoProcess) || errors.Is(err, errExiting) {
 		t.Fatalf("exeErr = %v, want an error that proves nothing", err)
 	}
+	if !Alive(42) {
+		t.Error("Alive of a pid whose stat cannot be read: false, want true (not proven gone)")
+	}
+	if Alive(43) {
+		t.Error("Alive of a pid with no /proc entry")
+	}
 }
 
 // fakeProc points procRoot at a fixture: boot id b00t, pid 42 with a
