@@ -308,11 +308,16 @@ type stat struct {
 	state   string // field 3
 	start   string // field 22, clock ticks since boot
 	kernel  bool   // field 9 (flags) has PF_KTHREAD: a kernel thread
+	exiting bool   // field 9 (flags) has PF_EXITING: the thread is in do_exit
 	threads int64  // field 20 (num_threads): the process's threads not yet released, the main one included
 }
 
-// pfKthread is PF_KTHREAD in stat(5)'s flags field (include/linux/sched.h).
-const pfKthread = 0x00200000
+// pfKthread and pfExiting are PF_KTHREAD and PF_EXITING in stat(5)'s
+// flags field (include/linux/sched.h).
+const (
+	pfKthread = 0x00200000
+	pfExiting = 0x00000004
+)
 
 // readStat parses /proc/<pid>/stat. The comm field (2) may contain spaces
 // and parentheses, so fields are counted after the last ')'.
@@ -343,7 +348,7 @@ func parseStat(pid int, b []byte) (stat, error) {
 	if err != nil {
 		return stat{}, fmt.Errorf("parsing /proc/%d/stat num_threads %q: %w", pid, f[17], err)
 	}
-	return stat{state: f[0], start: f[19], kernel: flags&pfKthread != 0, threads: threads}, nil
+	return stat{state: f[0], start: f[19], kernel: flags&pfKthread != 0, exiting: flags&pfExiting != 0, threads: threads}, nil
 }
 
 func readExe(pid int) (string, error) {
@@ -382,26 +387,42 @@ func exeErr(pid int, err error) error {
 }
 
 // Exiting reports whether the process p records has begun to end and has
-// not yet: the live process at p.PID has p's boot and start time, and its
-// main thread has ended or its memory (and with it /proc/<pid>/exe) is
-// released, while Alive still holds. After SIGKILL or exit that is its
-// teardown, which for a large guest's memory takes seconds (about 0.25 s
-// per GiB measured here), and until its threads end it may still hold
-// its files' locks. A main thread that called pthread_exit looks the
-// same, so a caller waiting on Exiting bounds its wait.
+// not yet: the live process at p.PID has p's boot and start time, and
+// every thread of it is in its exit (PF_EXITING) or has ended (Z, X),
+// while Alive still holds. After SIGKILL or exit that is its teardown,
+// which for a large guest's memory takes seconds (about 0.25 s per GiB
+// measured here), and until its threads end it may still hold its files'
+// locks. A main thread that called pthread_exit while others run is not
+// Exiting; an incomplete tuple (as Observe) never is.
 func Exiting(p vmrecord.Process) bool {
+	if p.PID <= 0 || p.Boot == "" || p.ExecutableFile == "" {
+		return false
+	}
 	if boot, err := BootID(); err != nil || boot != p.Boot {
 		return false
 	}
-	st, err := readStat(p.PID)
-	if err != nil || st.gone() || st.kernel || p.Started != "procstat:"+st.start {
+	ours := func() bool {
+		st, err := readStat(p.PID)
+		return err == nil && !st.gone() && !st.kernel && p.Started == "procstat:"+st.start
+	}
+	if !ours() {
 		return false
 	}
-	if st.ended() {
-		return true
+	tasks, err := os.ReadDir(fmt.Sprintf("%s/%d/task", procRoot, p.PID))
+	if err != nil || len(tasks) == 0 {
+		return false
 	}
-	_, err = readExe(p.PID)
-	return errors.Is(err, errExiting)
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("%s/%d/task/%s/stat", procRoot, p.PID, t.Name()))
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH) {
+			continue // released while listed
+		}
+		ts, perr := parseStat(p.PID, b)
+		if err != nil || perr != nil || !(ts.exiting || ts.ended()) {
+			return false
+		}
+	}
+	return ours() // the pid was not reused while its threads were read
 }
 
 // exeFile is the ExecutableFile of pid: the device and inode of the file

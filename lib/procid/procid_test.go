@@ -151,30 +151,38 @@ func TestStatParsesHostileComm(t *testing.T) {
 // TestExitingIsUnknownUntilGone: a process whose memory is already
 // released (no /proc/<pid>/exe) but whose threads remain is not Dead yet,
 // so Observe never says Dead and then Unknown of one process (a stop
-// followed at once by an audit saw exactly that).
+// followed at once by an audit saw exactly that). Exiting tells its
+// teardown (every thread PF_EXITING or ended) from a main thread that
+// called pthread_exit while another thread runs on.
 func TestExitingIsUnknownUntilGone(t *testing.T) {
-	p, stat := fakeProc(t)
+	p, proc := fakeProc(t)
+	const exiting = "4" // PF_EXITING
 	for _, c := range []struct {
-		state   string
-		threads int
+		name    string
+		tasks   [][2]string // state, flags of pid 42's threads, the main one first
 		want    Verdict
 		exiting bool
 	}{
-		{"R", 3, Unknown, true}, // its memory is released, its threads are not
-		{"Z", 2, Unknown, true}, // main thread a zombie, another thread left
-		{"Z", 1, Dead, false},
+		{"memory released", [][2]string{{"R", exiting}, {"R", exiting}, {"D", exiting}}, Unknown, true},
+		{"main thread a zombie", [][2]string{{"Z", exiting}, {"R", exiting}}, Unknown, true},
+		{"pthread_exit in main", [][2]string{{"Z", exiting}, {"S", "0"}}, Unknown, false},
+		{"gone", [][2]string{{"Z", exiting}}, Dead, false},
 	} {
-		stat(c.state, c.threads, "987654")
+		proc("987654", c.tasks...)
 		if got := Observe(p); got != c.want {
-			t.Errorf("state %s, %d threads, no exe link: %s, want %s", c.state, c.threads, got, c.want)
+			t.Errorf("%s, no exe link: %s, want %s", c.name, got, c.want)
 		}
 		if got := Exiting(p); got != c.exiting {
-			t.Errorf("state %s, %d threads, no exe link: Exiting %v, want %v", c.state, c.threads, got, c.exiting)
+			t.Errorf("%s: Exiting %v, want %v", c.name, got, c.exiting)
 		}
 	}
-	stat("R", 3, "111") // another process now has the pid
+	proc("111", [2]string{"R", exiting}, [2]string{"R", exiting}) // another process now has the pid
 	if Exiting(p) {
 		t.Error("Exiting of another process at the recorded pid")
+	}
+	proc("987654", [2]string{"R", exiting}, [2]string{"R", exiting})
+	if incomplete := (vmrecord.Process{PID: 42, Boot: "b00t", Started: "procstat:987654"}); Exiting(incomplete) {
+		t.Error("Exiting of an incomplete tuple")
 	}
 }
 
@@ -200,8 +208,10 @@ func TestMissingExeWithUnreadableStatIsNotGone(t *testing.T) {
 
 // fakeProc points procRoot at a fixture: boot id b00t, pid 42 with a
 // command line and no exe link (its memory released), and p, a tuple
-// recorded of it; stat writes pid 42's stat.
-func fakeProc(t *testing.T) (p vmrecord.Process, stat func(state string, threads int, start string)) {
+// recorded of it. proc(start, tasks...) writes pid 42's stat (the main
+// thread's state, the thread count) and one task/<tid>/stat per thread
+// ({state, flags}, the main thread first).
+func fakeProc(t *testing.T) (p vmrecord.Process, proc func(start string, tasks ...[2]string)) {
 	root := t.TempDir()
 	old := procRoot
 	procRoot = root
@@ -210,15 +220,28 @@ func fakeProc(t *testing.T) (p vmrecord.Process, stat func(state string, threads
 	os.WriteFile(root+"/sys/kernel/random/boot_id", []byte("b00t\n"), 0o644)
 	os.MkdirAll(root+"/42", 0o755)
 	os.WriteFile(root+"/42/cmdline", []byte("qemu\x00"), 0o644)
-	stat = func(state string, threads int, start string) {
+	line := func(tid int, state, flags string, threads int, start string) []byte {
+		return fmt.Appendf(nil, "%d (qemu) %s 1 42 42 0 -1 %s 100 0 0 0 1 2 0 0 20 0 %d 0 %s 1000 10\n", tid, state, flags, threads, start)
+	}
+	proc = func(start string, tasks ...[2]string) {
 		t.Helper()
-		s := fmt.Sprintf("42 (qemu) %s 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 %d 0 %s 1000 10\n", state, threads, start)
-		if err := os.WriteFile(root+"/42/stat", []byte(s), 0o644); err != nil {
-			t.Fatal(err)
+		os.RemoveAll(root + "/42/task")
+		write := func(path string, b []byte) {
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write(root+"/42/stat", line(42, tasks[0][0], tasks[0][1], len(tasks), start))
+		for i, task := range tasks {
+			tid := 42 + i
+			write(fmt.Sprintf("%s/42/task/%d/stat", root, tid), line(tid, task[0], task[1], len(tasks), start))
 		}
 	}
-	stat("R", 3, "987654")
-	return vmrecord.Process{PID: 42, Boot: "b00t", Started: "procstat:987654", Executable: "/usr/bin/qemu", ExecutableFile: "1:2"}, stat
+	proc("987654", [2]string{"R", "4194560"})
+	return vmrecord.Process{PID: 42, Boot: "b00t", Started: "procstat:987654", Executable: "/usr/bin/qemu", ExecutableFile: "1:2"}, proc
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

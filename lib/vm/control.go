@@ -2,7 +2,6 @@ package vm
 
 import (
 	"context"
-	"fmt"
 
 	"barn.dev/lib/exitcode"
 	"barn.dev/lib/qmp"
@@ -27,7 +26,8 @@ func Control(ctx context.Context, t Target, command string, o StopOptions) error
 // Kill ends t's QEMU as a host crash would: one SIGKILL, sent only to the
 // recorded process while procid proves it Ours (pinned by a pidfd and
 // re-captured right before the signal, like every signal Barn sends), then
-// waits up to o.KillWait for it to be gone. Runtime files stay: the next
+// waits up to o.KillWait for it to be gone (up to ExitWait more while it
+// provably ends: awaitKilled). Runtime files stay: the next
 // audit proves the VM inactive and removes them. A node without a proven
 // live process is conflict node_not_running or process_unverified; nothing
 // is sent then.
@@ -45,9 +45,5 @@ func Kill(ctx context.Context, t Target, o StopOptions) error {
 		return exitcode.New(exitcode.Conflict, "%s's recorded QEMU (pid %d) is not running; nothing sent", t.Node, t.Process.PID).
 			WithReason("node_not_running").WithNext("barn-node status " + t.Node)
 	}
-	if !waitGone(ctx, processGone(*t.Process), o.KillWait, o.Poll) {
-		return exitcode.New(exitcode.Runtime, "pid %d survived SIGKILL for %s", t.Process.PID, o.KillWait).WithReason("stop_failed").
-			WithNext(fmt.Sprintf("barn-node status %s", t.Node))
-	}
-	return nil
+	return awaitKilled(ctx, *t.Process, o, "barn-node status "+t.Node)
 }

@@ -244,10 +244,11 @@ func stopLaunched(ctx context.Context, inv vmrecord.Invocation, node, vmUUID str
 	var qe *qmp.Error
 	switch {
 	case err == nil:
+		start := time.Now()
 		if waitGone(ctx, t.gone(t.Process), DefaultQuitWait, DefaultPoll) {
 			return nil
 		}
-		return fmt.Errorf("cleanup: QEMU still runs 10 s after QMP quit")
+		return fmt.Errorf("cleanup: QEMU still runs %s after QMP quit", since(start))
 	case errors.Is(err, qmp.ErrIdentityMismatch):
 		return fmt.Errorf("cleanup refused: %w", err)
 	case errors.As(err, &qe):

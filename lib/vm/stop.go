@@ -97,6 +97,7 @@ func Stop(ctx context.Context, t Target, o StopOptions) error {
 	if err != nil && !errors.Is(err, qmp.ErrUnavailable) {
 		return qmpFailed(ctx, t, o, err)
 	}
+	start := time.Now()
 	if waitGone(ctx, t.gone(proc), o.Graceful, o.Poll) {
 		return finish(ctx, node, t.Runtime)
 	}
@@ -104,7 +105,7 @@ func Stop(ctx context.Context, t Target, o StopOptions) error {
 		return exitcode.Wrap(exitcode.Cancelled, ctx.Err(), "stopping %s", node)
 	}
 
-	o.Progress(fmt.Sprintf("%s: guest did not power off within %s; QMP quit", node, o.Graceful))
+	o.Progress(fmt.Sprintf("%s: guest did not power off within %s; QMP quit", node, since(start)))
 	if s, err = verifiedSession(ctx, m, t); err != nil {
 		return qmpFailed(ctx, t, o, err)
 	}
@@ -113,6 +114,7 @@ func Stop(ctx context.Context, t Target, o StopOptions) error {
 	if err != nil && !errors.Is(err, qmp.ErrUnavailable) {
 		return qmpFailed(ctx, t, o, err)
 	}
+	start = time.Now()
 	if waitGone(ctx, t.gone(proc), o.QuitWait, o.Poll) {
 		return finish(ctx, node, t.Runtime)
 	}
@@ -126,7 +128,7 @@ func Stop(ctx context.Context, t Target, o StopOptions) error {
 		if proc != nil {
 			next = fmt.Sprintf("kill -9 %d once you have checked it is %s's QEMU (ps -o args= -p %d), then barn-node status %s", proc.PID, node, proc.PID, node)
 		}
-		return exitcode.New(exitcode.Runtime, "%s still runs %s after QMP quit and its QMP still answers; no signal sent", node, o.QuitWait).
+		return exitcode.New(exitcode.Runtime, "%s still runs %s after QMP quit and its QMP still answers; no signal sent", node, since(start)).
 			WithReason("stop_failed").WithNext(next)
 	}
 	o.Progress(fmt.Sprintf("%s: QMP gone but the process remains; verified signals", node))
@@ -300,12 +302,29 @@ func signalLadder(ctx context.Context, proc vmrecord.Process, o StopOptions) err
 	if sent, err = verifiedSignal(proc, unix.SIGKILL); err != nil {
 		return err
 	}
-	if !sent || waitGone(ctx, processGone(proc), o.KillWait, o.Poll) {
+	if !sent {
 		return nil
 	}
-	return exitcode.New(exitcode.Runtime, "pid %d survived SIGKILL for %s", proc.PID, o.KillWait).WithReason("stop_failed").
-		WithNext("barn-node status")
+	return awaitKilled(ctx, proc, o, "barn-node status")
 }
+
+// awaitKilled waits for proc to end after the SIGKILL just sent to it:
+// nil once it is gone, cancelled when ctx ends first, else runtime
+// stop_failed saying how long it waited, with next as the hint.
+func awaitKilled(ctx context.Context, proc vmrecord.Process, o StopOptions, next string) error {
+	start := time.Now()
+	if waitGone(ctx, processGone(proc), o.KillWait, o.Poll) {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return exitcode.Wrap(exitcode.Cancelled, ctx.Err(), "waiting for pid %d to end after SIGKILL", proc.PID)
+	}
+	return exitcode.New(exitcode.Runtime, "pid %d has not ended %s after SIGKILL", proc.PID, since(start)).
+		WithReason("stop_failed").WithNext(next)
+}
+
+// since is the time from start, rounded for a message.
+func since(start time.Time) time.Duration { return time.Since(start).Round(100 * time.Millisecond) }
 
 // verifiedSignal pins the process with a pidfd, re-captures its tuple and
 // sends sig only when it is still Ours. sent is false when the process

@@ -1,6 +1,13 @@
 package vm
 
-import "testing"
+import (
+	"context"
+	"os/exec"
+	"testing"
+
+	"barn.dev/lib/exitcode"
+	"barn.dev/lib/procid"
+)
 
 // A wait whose deadline passes while its process is provably ending
 // (procid.Exiting) follows it until it is gone; one whose process is not
@@ -20,5 +27,25 @@ func TestWaitGoneFollowsAnEndingProcess(t *testing.T) {
 		if got := waitGone(t.Context(), goneCheck{gone, c.exiting}, 0, 1); got != c.want {
 			t.Errorf("%s: waitGone = %v after %d checks, want %v", c.name, got, calls, c.want)
 		}
+	}
+}
+
+// A wait after SIGKILL that its context ends is cancelled, not a process
+// that survived SIGKILL.
+func TestAwaitKilledCancelledIsCancelled(t *testing.T) {
+	c := exec.Command("sleep", "60")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	p, err := procid.Capture(c.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err = awaitKilled(ctx, p, StopOptions{}.withDefaults(), "barn-node status")
+	if exitcode.ClassOf(err) != exitcode.Cancelled {
+		t.Fatalf("awaitKilled with its context ended: %v (class %s), want cancelled", err, exitcode.ClassOf(err))
 	}
 }
