@@ -128,21 +128,14 @@ func TestZombieIsDead(t *testing.T) {
 }
 
 func TestStatParsesHostileComm(t *testing.T) {
-	root := t.TempDir()
-	old := procRoot
-	procRoot = root
-	t.Cleanup(func() { procRoot = old })
-	os.MkdirAll(root+"/sys/kernel/random", 0o755)
-	os.WriteFile(root+"/sys/kernel/random/boot_id", []byte("b00t\n"), 0o644)
-	os.MkdirAll(root+"/42", 0o755)
+	_, write := fakeProcRoot(t)
 	// comm "a) S 1 (x" tries to shift the fields.
-	stat := "42 (a) S 1 (x) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10 18446744073709551615\n"
-	os.WriteFile(root+"/42/stat", []byte(stat), 0o644)
+	write("42/stat", statLine(42, "a) S 1 (x", "S", 4194560, 1, "987654"))
 	st, err := readStat(42)
 	if err != nil || st.state != "S" || st.start != "987654" {
 		t.Fatalf("readStat = %+v, %v", st, err)
 	}
-	os.WriteFile(root+"/42/stat", []byte("42 (a) S 1\n"), 0o644)
+	write("42/stat", "42 (a) S 1\n")
 	if _, err := readStat(42); err == nil {
 		t.Fatal("short stat accepted")
 	}
@@ -156,17 +149,16 @@ func TestStatParsesHostileComm(t *testing.T) {
 // called pthread_exit while another thread runs on.
 func TestExitingIsUnknownUntilGone(t *testing.T) {
 	p, proc := fakeProc(t)
-	const exiting = "4" // PF_EXITING
 	for _, c := range []struct {
 		name    string
-		tasks   [][2]string // state, flags of pid 42's threads, the main one first
+		tasks   []task // pid 42's threads, the main one first
 		want    Verdict
 		exiting bool
 	}{
-		{"memory released", [][2]string{{"R", exiting}, {"R", exiting}, {"D", exiting}}, Unknown, true},
-		{"main thread a zombie", [][2]string{{"Z", exiting}, {"R", exiting}}, Unknown, true},
-		{"pthread_exit in main", [][2]string{{"Z", exiting}, {"S", "0"}}, Unknown, false},
-		{"gone", [][2]string{{"Z", exiting}}, Dead, false},
+		{"memory released", []task{{"R", pfExiting}, {"R", pfExiting}, {"D", pfExiting}}, Unknown, true},
+		{"main thread a zombie", []task{{"Z", pfExiting}, {"R", pfExiting}}, Unknown, true},
+		{"pthread_exit in main", []task{{"Z", pfExiting}, {"S", 0}}, Unknown, false},
+		{"gone", []task{{"Z", pfExiting}}, Dead, false},
 	} {
 		proc("987654", c.tasks...)
 		if got := Observe(p); got != c.want {
@@ -176,11 +168,11 @@ func TestExitingIsUnknownUntilGone(t *testing.T) {
 			t.Errorf("%s: Exiting %v, want %v", c.name, got, c.exiting)
 		}
 	}
-	proc("111", [2]string{"R", exiting}, [2]string{"R", exiting}) // another process now has the pid
+	proc("111", task{"R", pfExiting}, task{"R", pfExiting}) // another process now has the pid
 	if Exiting(p) {
 		t.Error("Exiting of another process at the recorded pid")
 	}
-	proc("987654", [2]string{"R", exiting}, [2]string{"R", exiting})
+	proc("987654", task{"R", pfExiting}, task{"R", pfExiting})
 	if incomplete := (vmrecord.Process{PID: 42, Boot: "b00t", Started: "procstat:987654"}); Exiting(incomplete) {
 		t.Error("Exiting of an incomplete tuple")
 	}
@@ -210,38 +202,26 @@ func TestMissingExeWithUnreadableStatIsNotGone(t *testing.T) {
 // command line and no exe link (its memory released), and p, a tuple
 // recorded of it. proc(start, tasks...) writes pid 42's stat (the main
 // thread's state, the thread count) and one task/<tid>/stat per thread
-// ({state, flags}, the main thread first).
-func fakeProc(t *testing.T) (p vmrecord.Process, proc func(start string, tasks ...[2]string)) {
-	root := t.TempDir()
-	old := procRoot
-	procRoot = root
-	t.Cleanup(func() { procRoot = old })
-	os.MkdirAll(root+"/sys/kernel/random", 0o755)
-	os.WriteFile(root+"/sys/kernel/random/boot_id", []byte("b00t\n"), 0o644)
-	os.MkdirAll(root+"/42", 0o755)
-	os.WriteFile(root+"/42/cmdline", []byte("qemu\x00"), 0o644)
-	line := func(tid int, state, flags string, threads int, start string) []byte {
-		return fmt.Appendf(nil, "%d (qemu) %s 1 42 42 0 -1 %s 100 0 0 0 1 2 0 0 20 0 %d 0 %s 1000 10\n", tid, state, flags, threads, start)
-	}
-	proc = func(start string, tasks ...[2]string) {
+// (the main thread first).
+func fakeProc(t *testing.T) (p vmrecord.Process, proc func(start string, tasks ...task)) {
+	root, write := fakeProcRoot(t)
+	write("42/cmdline", "qemu\x00")
+	proc = func(start string, tasks ...task) {
 		t.Helper()
 		os.RemoveAll(root + "/42/task")
-		write := func(path string, b []byte) {
-			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		write(root+"/42/stat", line(42, tasks[0][0], tasks[0][1], len(tasks), start))
-		for i, task := range tasks {
-			tid := 42 + i
-			write(fmt.Sprintf("%s/42/task/%d/stat", root, tid), line(tid, task[0], task[1], len(tasks), start))
+		write("42/stat", statLine(42, "qemu", tasks[0].state, tasks[0].flags, len(tasks), start))
+		for i, th := range tasks {
+			write(fmt.Sprintf("42/task/%d/stat", 42+i), statLine(42+i, "qemu", th.state, th.flags, len(tasks), start))
 		}
 	}
-	proc("987654", [2]string{"R", "4194560"})
+	proc("987654", task{"R", 4194560})
 	return vmrecord.Process{PID: 42, Boot: "b00t", Started: "procstat:987654", Executable: "/usr/bin/qemu", ExecutableFile: "1:2"}, proc
+}
+
+// task is one thread of a fakeProc: its state and stat flags.
+type task struct {
+	state string
+	flags int
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

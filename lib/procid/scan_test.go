@@ -134,33 +134,22 @@ func upper(s string) string {
 // command line cannot be read might be the node's QEMU, so the table is
 // not proof of absence; kernel threads and zombies are no QEMU.
 func TestFindNeverProvesAbsenceItCannotSee(t *testing.T) {
-	root := t.TempDir()
-	old := procRoot
-	procRoot = root
-	t.Cleanup(func() { procRoot = old })
-	stat := func(pid, state string, flags int) string {
-		return pid + " (x) " + state + " 1 1 1 0 -1 " + strconv.Itoa(flags) + " 0 0 0 0 0 0 0 0 20 0 1 0 12345 0 0\n"
-	}
-	write := func(p, body string) {
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(root+"/2/stat", stat("2", "S", pfKthread)) // kthreadd: empty cmdline
-	write(root+"/2/cmdline", "")
-	write(root+"/7/stat", stat("7", "Z", 0)) // a zombie
-	write(root+"/7/cmdline", "")
-	write(root+"/9/stat", stat("9", "S", 0)) // an ordinary process
-	write(root+"/9/cmdline", "bash\x00")
-	write(root+"/self", "not a process")
+	root, write := fakeProcRoot(t)
+	stat := func(pid int, state string, flags int) string { return statLine(pid, "x", state, flags, 1, "12345") }
+	write("2/stat", stat(2, "S", pfKthread)) // kthreadd: empty cmdline
+	write("2/cmdline", "")
+	write("7/stat", stat(7, "Z", 0)) // a zombie
+	write("7/cmdline", "")
+	write("9/stat", stat(9, "S", 0)) // an ordinary process
+	write("9/cmdline", "bash\x00")
+	write("self", "not a process")
 	claim := Claim{UUID: "0b5f0a3e-8a4c-4f55-9a43-4a3b8f0d2f11"}
 	if tab, err := Find(claim, vmrecord.Invocation{}); err != nil || !tab.Absent() {
 		t.Fatalf("kernel thread, zombie, bash: %+v %v, want absent", tab, err)
 	}
 	// This user's process whose cmdline cannot be read (here: a directory).
 	os.MkdirAll(root+"/11/cmdline", 0o755)
-	write(root+"/11/stat", stat("11", "S", 0))
+	write("11/stat", stat(11, "S", 0))
 	tab, err := Find(claim, vmrecord.Invocation{})
 	if err != nil || tab.Absent() || len(tab.Unreadable) != 1 || tab.Unreadable[0] != 11 {
 		t.Fatalf("an unreadable process of ours: %+v %v, want not absent, pid 11 unreadable", tab, err)
@@ -225,36 +214,26 @@ func TestExitingProcessIsGone(t *testing.T) {
 // the node's QEMU holding its disks: not absent, not dead, not captured.
 // Once every thread has ended it is gone.
 func TestZombieLeaderWithLiveThreadsIsNotGone(t *testing.T) {
-	root := t.TempDir()
-	old := procRoot
-	procRoot = root
-	t.Cleanup(func() { procRoot = old })
-	stat := func(pid, state string, threads int) string {
-		return pid + " (qemu) " + state + " 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 " + strconv.Itoa(threads) + " 0 12345 0 0\n"
+	_, write := fakeProcRoot(t)
+	stat := func(pid int, state string, threads int) string {
+		return statLine(pid, "qemu", state, 0, threads, "12345")
 	}
-	write := func(p, body string) {
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(root+"/sys/kernel/random/boot_id", "b00t\n")
-	write(root+"/7/stat", stat("7", "Z", 2))
-	write(root+"/7/cmdline", "")
-	write(root+"/7/task/7/stat", stat("7", "Z", 2))
-	write(root+"/7/task/8/stat", stat("8", "S", 2))
+	write("7/stat", stat(7, "Z", 2))
+	write("7/cmdline", "")
+	write("7/task/7/stat", stat(7, "Z", 2))
+	write("7/task/8/stat", stat(8, "S", 2))
 	claim := Claim{UUID: "0b5f0a3e-8a4c-4f55-9a43-4a3b8f0d2f11"}
 	recorded := vmrecord.Process{PID: 7, Boot: "b00t", Started: "procstat:12345", Executable: "/usr/bin/qemu-system-x86_64", ExecutableFile: "dev:ino"}
 
 	// Its argv, read through the live thread, makes the claim: a claimant
 	// whose identity cannot be captured, never the sole match.
-	write(root+"/7/task/8/cmdline", "qemu-system-x86_64\x00-uuid\x00"+claim.UUID+"\x00")
+	write("7/task/8/cmdline", "qemu-system-x86_64\x00-uuid\x00"+claim.UUID+"\x00")
 	tab, err := Find(claim, vmrecord.Invocation{})
 	if err != nil || tab.Absent() || tab.Sole() != nil || len(tab.Matches) != 1 || tab.Matches[0].PID != 7 || tab.Matches[0].Process != nil {
 		t.Fatalf("a live thread under a zombie leader: %+v %v, want pid 7 claiming, uncaptured", tab, err)
 	}
 	// Another program's: no claimant.
-	write(root+"/7/task/8/cmdline", "bash\x00")
+	write("7/task/8/cmdline", "bash\x00")
 	if tab, err := Find(claim, vmrecord.Invocation{}); err != nil || !tab.Absent() {
 		t.Fatalf("bash with a zombie leader: %+v %v, want absent", tab, err)
 	}
@@ -268,8 +247,8 @@ func TestZombieLeaderWithLiveThreadsIsNotGone(t *testing.T) {
 		t.Errorf("Observe = %s, want unknown", v)
 	}
 
-	write(root+"/7/stat", stat("7", "Z", 1)) // the last other thread is released
-	write(root+"/7/task/8/stat", stat("8", "Z", 1))
+	write("7/stat", stat(7, "Z", 1)) // the last other thread is released
+	write("7/task/8/stat", stat(8, "Z", 1))
 	if tab, err := Find(claim, vmrecord.Invocation{}); err != nil || !tab.Absent() {
 		t.Fatalf("every thread ended: %+v %v, want absent", tab, err)
 	}
