@@ -33,7 +33,8 @@ type lifecycleCommands struct {
 
 // Environment knobs read by the lifecycle commands.
 //
-//	BARN_STOP_TIMEOUT   graceful powerdown wait of the stop ladder (Go duration, default 2m)
+//	BARN_STOP_TIMEOUT   graceful powerdown wait of the stop ladder (Go duration, default 2m;
+//	                    up to vm.ExitWait more while QEMU provably ends)
 //	BARN_READY_TIMEOUT  one node's guest readiness wait (Go duration, default 10m; readiness.go)
 //	BARN_JOBS           default of --jobs: nodes worked on at once (1-16, default 4; jobs.go)
 //	BARN_SSH_PORT_BASE  first management SSH port to try (default 2222)

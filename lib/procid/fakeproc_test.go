@@ -16,18 +16,24 @@ func fakeProcRoot(t *testing.T) (root string, write func(path, body string)) {
 	old := procRoot
 	procRoot = root
 	t.Cleanup(func() { procRoot = old })
-	write = func(path, body string) {
-		t.Helper()
-		path = filepath.Join(root, path)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write = writeProc(t)
 	write("sys/kernel/random/boot_id", "b00t\n")
 	return root, write
+}
+
+// writeProc is a writer of files under procRoot (parents made; a failed
+// write fails t, also from another goroutine).
+func writeProc(t *testing.T) func(path, body string) {
+	root := procRoot
+	return func(path, body string) {
+		path = filepath.Join(root, path)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Error(err)
+		}
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
 }
 
 // statLine is a stat(5) line of thread tid named comm: its state, flags

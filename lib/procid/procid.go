@@ -388,8 +388,8 @@ func exeErr(pid int, err error) error {
 
 // Exiting reports whether the process p records has begun to end and has
 // not yet: the live process at p.PID has p's boot and start time, and
-// every thread of it is in its exit (PF_EXITING) or has ended (Z, X),
-// while Alive still holds. After SIGKILL or exit that is its teardown,
+// every thread of it is in or past its exit (PF_EXITING, which a zombie
+// thread keeps), while Alive still holds. After SIGKILL or exit that is its teardown,
 // which for a large guest's memory takes seconds (about 0.25 s per GiB
 // measured here), and until its threads end it may still hold its files'
 // locks. A main thread that called pthread_exit while others run is not
@@ -403,22 +403,33 @@ func Exiting(p vmrecord.Process) bool {
 	}
 	ours := func() bool {
 		st, err := readStat(p.PID)
-		return err == nil && !st.gone() && !st.kernel && p.Started == "procstat:"+st.start
+		return err == nil && !st.gone() && p.Started == "procstat:"+st.start
 	}
-	if !ours() {
+	dir := fmt.Sprintf("%s/%d/task", procRoot, p.PID)
+	tasks, err := os.ReadDir(dir)
+	if !ours() || err != nil || len(tasks) == 0 {
 		return false
 	}
-	tasks, err := os.ReadDir(fmt.Sprintf("%s/%d/task", procRoot, p.PID))
-	if err != nil || len(tasks) == 0 {
-		return false
-	}
+	seen := map[string]bool{}
 	for _, t := range tasks {
-		b, err := os.ReadFile(fmt.Sprintf("%s/%d/task/%s/stat", procRoot, p.PID, t.Name()))
+		seen[t.Name()] = true
+		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "stat"))
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH) {
 			continue // released while listed
 		}
 		ts, perr := parseStat(p.PID, b)
-		if err != nil || perr != nil || !(ts.exiting || ts.ended()) {
+		if err != nil || perr != nil || !ts.exiting { // a zombie thread went through do_exit: PF_EXITING
+			return false
+		}
+	}
+	// A thread in its exit starts none, so one started meanwhile (by a
+	// thread read before its exit began) is in a second listing.
+	again, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, t := range again {
+		if !seen[t.Name()] {
 			return false
 		}
 	}

@@ -178,6 +178,59 @@ func TestExitingIsUnknownUntilGone(t *testing.T) {
 	}
 }
 
+// Exiting reads each thread after listing them: a thread started
+// meanwhile (here 44, by worker 43 before 43's exit began, while the
+// main thread had called pthread_exit) runs user code, and a pid reused
+// meanwhile is another process. blockTask makes the read of task 43's
+// stat wait for change, then answer 43 as exiting.
+func TestExitingRereadsWhatChangedWhileReading(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		change func(write func(path, body string))
+	}{
+		{"a thread started", func(write func(path, body string)) {
+			write("42/task/44/stat", statLine(44, "qemu", "R", 0, 3, "987654"))
+		}},
+		{"the pid reused", func(write func(path, body string)) {
+			write("42/stat", statLine(42, "qemu", "R", pfExiting, 2, "111"))
+		}},
+	} {
+		p, proc := fakeProc(t)
+		proc("987654", task{"Z", pfExiting}, task{"S", 0})
+		write := writeProc(t)
+		done := blockTask(t, "42/task/43/stat", func() { c.change(write) }, statLine(43, "qemu", "R", pfExiting, 2, "987654"))
+		got := Exiting(p)
+		<-done
+		if got {
+			t.Errorf("%s while the threads were read: Exiting = true", c.name)
+		}
+	}
+}
+
+// blockTask replaces the file at path (under procRoot) with a FIFO whose
+// reader gets body only after change has run; done closes once written.
+func blockTask(t *testing.T, path string, change func(), body string) (done chan struct{}) {
+	t.Helper()
+	fifo := filepath.Join(procRoot, path)
+	os.Remove(fifo)
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done = make(chan struct{})
+	go func() {
+		defer close(done)
+		w, err := os.OpenFile(fifo, os.O_WRONLY, 0) // once the reader has opened it
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer w.Close()
+		change()
+		w.WriteString(body)
+	}()
+	return done
+}
+
 // A missing exe link is "no process" only on the stat's word: when the
 // stat cannot be read either, that proves nothing.
 func TestMissingExeWithUnreadableStatIsNotGone(t *testing.T) {

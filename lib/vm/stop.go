@@ -21,6 +21,8 @@ import (
 )
 
 // StopOptions tunes Stop. Zero durations mean the reference defaults.
+// Each wait on a known process may run up to ExitWait past its own
+// duration while the process provably ends (waitGone).
 type StopOptions struct {
 	Graceful   time.Duration // system_powerdown → exit; default 2 min
 	Progress   func(string)  // one line per ladder step; nil discards
@@ -73,6 +75,9 @@ func (o StopOptions) withDefaults() StopOptions {
 //     pidfile proves nothing. The chosen process gets SIGTERM (through a
 //     pidfd opened before the check), wait o.TermWait, re-capture and
 //     match, SIGKILL, wait o.KillWait.
+//
+// Every wait for a known process runs up to ExitWait longer while that
+// process provably ends (waitGone): a large guest's teardown.
 //  6. QMP busy (something listens but stays silent: another client holds
 //     the monitor) is never read as absence: conflict "qmp_busy", nothing
 //     sent. The one exception is a recorded process proven Ours whose
@@ -91,7 +96,7 @@ func Stop(ctx context.Context, t Target, o StopOptions) error {
 	if err != nil {
 		return qmpFailed(ctx, t, o, err)
 	}
-	o.Progress(fmt.Sprintf("%s: system_powerdown; waiting up to %s for the guest", node, o.Graceful))
+	o.Progress(fmt.Sprintf("%s: system_powerdown; waiting up to %s for the guest (longer while QEMU is ending)", node, o.Graceful))
 	err = s.Execute("system_powerdown", nil, nil)
 	s.Close()
 	if err != nil && !errors.Is(err, qmp.ErrUnavailable) {
@@ -287,7 +292,7 @@ func signalPath(ctx context.Context, t Target, o StopOptions) error {
 // signalLadder sends verified SIGTERM then, after re-capturing, SIGKILL.
 func signalLadder(ctx context.Context, proc vmrecord.Process, o StopOptions) error {
 	o = o.withDefaults()
-	o.Progress(fmt.Sprintf("pid %d: identity verified; SIGTERM, waiting up to %s", proc.PID, o.TermWait))
+	o.Progress(fmt.Sprintf("pid %d: identity verified; SIGTERM, waiting up to %s (longer while it is ending)", proc.PID, o.TermWait))
 	sent, err := verifiedSignal(proc, unix.SIGTERM)
 	if err != nil {
 		return err
