@@ -389,11 +389,11 @@ func exeErr(pid int, err error) error {
 // Exiting reports whether the process p records has begun to end and has
 // not yet: the live process at p.PID has p's boot and start time, and
 // every thread of it is in or past its exit (PF_EXITING, which a zombie
-// thread keeps), while Alive still holds. After SIGKILL or exit that is its teardown,
-// which for a large guest's memory takes seconds (about 0.25 s per GiB
-// measured here), and until its threads end it may still hold its files'
-// locks. A main thread that called pthread_exit while others run is not
-// Exiting; an incomplete tuple (as Observe) never is.
+// thread keeps), while Alive still holds. After SIGKILL or exit that is
+// its teardown, which for a large guest's memory takes seconds (about
+// 0.25 s per GiB measured here), and until its threads end it may still
+// hold its files' locks. A main thread that called pthread_exit while
+// others run is not Exiting; an incomplete tuple (as Observe) never is.
 func Exiting(p vmrecord.Process) bool {
 	if p.PID <= 0 || p.Boot == "" || p.ExecutableFile == "" {
 		return false

@@ -75,14 +75,14 @@ func (o StopOptions) withDefaults() StopOptions {
 //     pidfile proves nothing. The chosen process gets SIGTERM (through a
 //     pidfd opened before the check), wait o.TermWait, re-capture and
 //     match, SIGKILL, wait o.KillWait.
-//
-// Every wait for a known process runs up to ExitWait longer while that
-// process provably ends (waitGone): a large guest's teardown.
 //  6. QMP busy (something listens but stays silent: another client holds
 //     the monitor) is never read as absence: conflict "qmp_busy", nothing
 //     sent. The one exception is a recorded process proven Ours whose
 //     every thread is stopped (SIGSTOP, a debugger): it cannot answer any
 //     monitor until continued, so step 5's verified signals apply.
+//
+// Every wait on a known process runs up to ExitWait longer while that
+// process provably ends (waitGone): a large guest's teardown.
 //
 // It returns nil once the VM is proven stopped, and then removes the stale
 // runtime sockets and pidfile. A still-answering, matching QMP after quit
